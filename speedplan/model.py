@@ -242,6 +242,9 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     dtype = _DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
     if dtype == "fp32":
         dtype = "bf16"  # served in bf16 unless the user says otherwise
+    quant = cfg.get("quantization_config") or {}
+    if isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "fp8":
+        dtype = "fp8"  # checkpoint ships FP8 weights (DeepSeek-V3)
     return ModelSpec(
         name=name,
         hidden=hidden,
