@@ -276,7 +276,10 @@ def best_draft_len(frame: pd.DataFrame, mechanism: str, context: int | None = No
     batches = table.index.to_numpy()
     ds = table.columns.to_numpy()
     value = table.to_numpy()
+    # relative speedup per batch; within TIE_TOLERANCE of that batch's best counts as best, so
+    # ties go to the smaller D (argmax takes the first, and D ascends), as in best_per_batch
     rel = np.where(np.isfinite(value), value / np.nanmax(value, axis=1, keepdims=True), -1e9)
+    rel = np.minimum(rel, 1.0 - TIE_TOLERANCE)
     # score[i, j]: best total over batches i.. with D_i = ds[j] and later D's ≤ ds[j]
     n, m = rel.shape
     score = np.zeros((n, m))

@@ -1,0 +1,92 @@
+"""The planner CLI as a user runs it: outputs, exit codes, one-line errors, no partial folders."""
+
+import json
+
+import pytest
+
+
+def _one_line_error(proc, word):
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and word.lower() in lines[0].lower()
+
+
+def test_sweep_default_writes_the_report_folder(cli, tmp_path):
+    out = tmp_path / "rep"
+    proc = cli("sweep", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    for name in ("report.html", "pareto.png", "sweep.csv", "pareto.csv", "recommendations.json"):
+        assert (out / name).exists(), name
+    recs = json.loads((out / "recommendations.json").read_text())
+    assert recs and {"batch", "mechanism", "draft_len", "speedup"} <= set(recs[0])
+    assert "roofline" in proc.stdout  # the summary says where latencies came from
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rep")]  # no temp folder left
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--model", "gpt-17"], "unknown model"),
+    (["--hardware", "tpu-v9"], "unknown hardware"),
+    (["--batch", "0"], "--batch"),
+    (["--batch", "1-x"], "--batch"),
+    (["--draft-len", "-1"], "--draft-len"),
+    (["--acceptance", "/no/such/trace.jsonl"], "acceptance"),
+    (["--acceptance", "alpha=2"], "acceptance"),
+    (["--mechanism", "warp"], "unknown mechanism"),
+    (["--tp", "0"], "--tp"),
+    (["--context", "-5"], "--context"),
+])
+def test_bad_input_exits_2_with_one_line_and_no_report(cli, tmp_path, args, word):
+    out = tmp_path / "rep"
+    proc = cli("sweep", "--out", str(out), *args)
+    _one_line_error(proc, word)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_malformed_config_json(cli, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"hidden_size": 4096, ')
+    proc = cli("sweep", "--model", str(cfg), "--out", str(tmp_path / "rep"))
+    _one_line_error(proc, "config.json")
+    cfg.write_text('{"hidden_size": 4096}')
+    proc = cli("sweep", "--model", str(cfg), "--out", str(tmp_path / "rep"))
+    _one_line_error(proc, "num_attention_heads")
+    assert not (tmp_path / "rep").exists()
+
+
+def test_unreadable_acceptance_file(cli, tmp_path):
+    f = tmp_path / "acc.json"
+    f.write_text("not json at all")
+    _one_line_error(cli("sweep", "--acceptance", str(f), "--out", str(tmp_path / "rep")), "malformed")
+
+
+def test_predict_ops_contract(cli, tmp_path):
+    ops = tmp_path / "ops.csv"
+    ops.write_text("op,m,n,k,batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype\n"
+                   "gemm,8,4096,4096,,,,,,,,bf16\n"
+                   "gemm,4096,4096,4096,,,,,,,,fp8\n"
+                   "attention,,,,4,8,4096,32,8,128,causal,bf16\n"
+                   "attention,,,,4,8,4096,32,8,128,tree,bf16\n")
+    pred = tmp_path / "pred.csv"
+    proc = cli("predict", "ops", "--hardware", "h100-sxm", "--in", str(ops), "--out", str(pred))
+    assert proc.returncode == 0, proc.stderr
+    import csv
+    rows = list(csv.DictReader(pred.open()))
+    assert [r["bound"] for r in rows] == ["memory", "compute", "memory", "memory"]
+    assert all(r["source"] == "roofline" and float(r["latency_us"]) > 0 for r in rows)
+    assert float(rows[3]["latency_us"]) > float(rows[2]["latency_us"])  # tree mask costs more
+    ops.write_text("op,m,n,k,dtype\ngemm,8,-3,4096,bf16\n")
+    _one_line_error(cli("predict", "ops", "--hardware", "h100-sxm", "--in", str(ops), "--out", str(pred)), "'n'")
+
+
+def test_models_and_hardware_lists(cli):
+    proc = cli("models")
+    assert proc.returncode == 0 and "deepseek-v3" in proc.stdout and "smollm2-135m" in proc.stdout
+    proc = cli("hardware")
+    assert proc.returncode == 0 and all(h in proc.stdout for h in ("h100-sxm", "h200-sxm", "a100-80gb", "b200", "mi300x", "l40s"))
+
+
+def test_planner_cli_does_not_import_torch():
+    import subprocess, sys
+    code = "import sys, speedplan.cli; print(sorted(m for m in ('torch','cupy','gguf','transformers') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
