@@ -149,6 +149,20 @@ def _sequoia_table(ranks: tuple[float, ...], max_nodes: int, max_depth: int) -> 
 
 
 # --------------------------------------------------------------------------- parsing ----
+def parse_acceptance_options(specs: list[str], mechanisms: tuple[str, ...]) -> dict[str, Acceptance]:
+    """Repeated --acceptance values: `MECH:SPEC` applies to one mechanism (e.g.
+    `eagle:alpha=0.8`), a bare SPEC to every mechanism not named (key "*")."""
+    out: dict[str, Acceptance] = {}
+    for spec in specs:
+        head, colon, rest = spec.partition(":")
+        key = head.strip().lower() if colon and head.strip().lower() in mechanisms else "*"
+        value = rest if key != "*" else spec
+        if key in out:
+            raise SpeedplanInputError(f"--acceptance given twice for {'all mechanisms' if key == '*' else key}")
+        out[key] = parse_acceptance(value)
+    return out
+
+
 def parse_acceptance(spec: str) -> Acceptance:
     """`alpha=0.8`, `positions=0.9,0.8,0.7`, `ranks=0.6,0.15,0.05`, or a file: a trace
     (.jsonl, see docs/trace.md) or a JSON object {"alpha": ..} / {"positions": [..]} / {"ranks": [..]}."""
@@ -188,11 +202,10 @@ def parse_acceptance(spec: str) -> Acceptance:
     raise SpeedplanInputError(f"{path}: expected a JSON object with alpha, positions or ranks")
 
 
-def accepted_histogram(path: Path) -> tuple[np.ndarray, dict]:
-    """Counts of accepted draft tokens per sequence-step (index = accepted count) and the
-    trace's meta line."""
+def read_trace(path: Path) -> tuple[dict, list[dict]]:
+    """The meta line and the step records of a speedplan.trace/1 file."""
     meta: dict = {}
-    counts: list[int] = []
+    steps: list[dict] = []
     try:
         lines = Path(path).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as e:
@@ -209,14 +222,20 @@ def accepted_histogram(path: Path) -> tuple[np.ndarray, dict]:
             meta = rec
         elif kind == "step":
             accepted = rec.get("accepted")
-            if not isinstance(accepted, list):
-                raise SpeedplanInputError(f"{path}:{i}: step without an 'accepted' list")
-            counts.extend(int(a) for a in accepted)
-    if not counts:
+            if not isinstance(accepted, list) or any(not isinstance(a, int) or a < 0 for a in accepted):
+                raise SpeedplanInputError(f"{path}:{i}: step without a list of non-negative 'accepted' counts")
+            steps.append(rec)
+    if not steps:
         raise SpeedplanInputError(f"{path}: trace has no step records")
-    if min(counts) < 0:
-        raise SpeedplanInputError(f"{path}: negative accepted count")
-    return np.bincount(np.array(counts)), meta
+    return meta, steps
+
+
+def accepted_histogram(path: Path) -> tuple[np.ndarray, dict]:
+    """Counts of accepted draft tokens per sequence-step (index = accepted count) and the
+    trace's meta line."""
+    meta, steps = read_trace(path)
+    counts = np.array([a for s in steps for a in s["accepted"]], dtype=int)
+    return np.bincount(counts), meta
 
 
 def fit_positions(histogram: np.ndarray, draft_len: int) -> np.ndarray:
@@ -229,11 +248,36 @@ def fit_positions(histogram: np.ndarray, draft_len: int) -> np.ndarray:
     return np.clip(p, 0.0, 0.999)
 
 
+def fit_ranks(steps: list[dict], depth: int, width: int) -> np.ndarray:
+    """Per-rank acceptance (Sequoia) from tree traces' `accepted_ranks`: each sequence-step
+    offers one chance per depth reached (1..min(accepted + 1, depth)); ranks[r] is the share
+    of those chances taken by the rank-(r+1) child."""
+    taken = np.zeros(width)
+    chances = 0
+    for s in steps:
+        for a, path in zip(s["accepted"], s.get("accepted_ranks") or [[]] * len(s["accepted"])):
+            chances += min(a + 1, depth)
+            for r in path:
+                if 1 <= r <= width:
+                    taken[r - 1] += 1
+    ranks = taken / max(chances, 1)
+    return np.clip(ranks, 0.0, 0.999)
+
+
 def fit_trace(path: Path) -> Acceptance:
-    """Fit per-position acceptance from a runtime trace (speedplan.trace/1)."""
-    hist, meta = accepted_histogram(path)
-    draft_len = int(meta.get("draft_len") or (len(hist) - 1))
+    """Fit acceptance from a runtime trace (speedplan.trace/1): per-rank for tree traces that
+    carry `accepted_ranks`, per-position otherwise."""
+    meta, steps = read_trace(path)
+    counts = np.array([a for s in steps for a in s["accepted"]], dtype=int)
+    draft_len = int(meta.get("draft_len") or counts.max(initial=0))
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}: trace of plain decoding (draft_len 0) has no acceptance to fit")
-    positions = fit_positions(hist, draft_len)
-    return Acceptance.positional(positions, f"trace: {path} ({int(hist.sum())} sequence-steps, D={draft_len})")
+    source = f"trace: {path} ({len(counts)} sequence-steps, D={draft_len})"
+    tree = meta.get("tree")
+    if tree and any("accepted_ranks" in s for s in steps):
+        ranks = fit_ranks(steps, int(tree.get("depth") or draft_len), int(tree.get("topk") or 8))
+        ranks = ranks[: max(1, int(np.nonzero(ranks)[0].max(initial=0)) + 1)]
+        if ranks.sum() >= 1.0:
+            ranks = ranks * 0.999 / ranks.sum()
+        return Acceptance.per_rank(ranks, source)
+    return Acceptance.positional(fit_positions(np.bincount(counts), draft_len), source)

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         draft_len: str = typer.Option("0-8", help="Draft lengths D (tree depth for trees): 0-8."),
         context: str = typer.Option("4096", help="Context (KV) lengths in tokens: 4096 or 1024,8192."),
         tree_nodes: str = typer.Option("8,16,32,64", help="Verified node budgets N for tree mechanisms."),
-        acceptance: Optional[str] = typer.Option(None, help="alpha=0.8, positions=0.9,0.8,0.7, ranks=..., a JSON file or a runtime trace (.jsonl)."),
+        acceptance: Optional[List[str]] = typer.Option(None, help="Repeatable: alpha=0.8, positions=0.9,0.8,0.7, ranks=..., a JSON file or a runtime trace (.jsonl); prefix MECH: for one mechanism (eagle:alpha=0.8)."),
         min_tokens_per_user: Optional[float] = typer.Option(None, help="SLO: pick the best tokens/s/GPU with at least this many tokens/s per user."),
         out: Optional[Path] = typer.Option(None, help="Report folder (default reports/MODEL-HARDWARE)."),
     ) -> None:
@@ -52,7 +52,8 @@ def register(app: typer.Typer) -> None:
         Example: speedplan sweep --model llama-3.1-70b --hardware h100-sxm --tp 4
         --mechanism draft-model:llama-3.2-1b --mechanism eagle --batch 1-256 --draft-len 0-8
         """
-        from .acceptance import parse_acceptance
+        from .acceptance import parse_acceptance_options
+        from .mechanisms import MECHANISMS
         from .output import write_outputs
         from .planner import DEFAULT_MECHANISMS, sweep as run_sweep
         from .report import render_summary
@@ -61,7 +62,7 @@ def register(app: typer.Typer) -> None:
             model=model, hardware=hardware, tp=tp, mechanisms=mechanism or DEFAULT_MECHANISMS,
             batches=parse_int_list(batch, "--batch"), draft_lens=parse_int_list(draft_len, "--draft-len"),
             contexts=parse_int_list(context, "--context"), tree_nodes=parse_int_list(tree_nodes, "--tree-nodes"),
-            acceptance=parse_acceptance(acceptance) if acceptance else None,
+            acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
             min_tokens_per_user=min_tokens_per_user, command="speedplan " + " ".join(sys.argv[1:]),
         )
         out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}"

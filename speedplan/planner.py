@@ -100,7 +100,7 @@ def sweep(
 
     `mechanisms` are specs such as "eagle" or "draft-model:llama-3.2-1b" ("draft-model" alone
     takes the target's usual small sibling). `acceptance` replaces the published default for
-    every mechanism (one Acceptance) or per mechanism name (dict).
+    every mechanism (one Acceptance) or per mechanism name (dict; key "*" for the rest).
 
     >>> r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 64], range(0, 5))
     >>> sorted(r.frame.mechanism.unique())
@@ -125,7 +125,7 @@ def sweep(
             if target.name not in DEFAULT_DRAFT_FOR:
                 raise SpeedplanInputError(f"no default draft for {target.name}: use draft-model:MODEL")
             spec = f"draft-model:{DEFAULT_DRAFT_FOR[target.name]}"
-        user_acc = acceptance.get(name) if isinstance(acceptance, dict) else acceptance
+        user_acc = acceptance.get(name, acceptance.get("*")) if isinstance(acceptance, dict) else acceptance
         mechs.append(parse_mechanism(spec, target, user_acc))
     if len({m.label for m in mechs}) != len(mechs):
         raise SpeedplanInputError("the same mechanism is listed twice")

@@ -87,3 +87,28 @@ def test_parse_acceptance_forms(tmp_path):
 def test_bad_acceptance_is_an_input_error(spec):
     with pytest.raises(SpeedplanInputError):
         parse_acceptance(spec)
+
+
+def test_per_mechanism_acceptance_options():
+    from speedplan.acceptance import parse_acceptance_options
+    from speedplan.planner import sweep
+
+    opts = parse_acceptance_options(["eagle:alpha=0.9", "alpha=0.5"], ("eagle", "ngram"))
+    assert set(opts) == {"eagle", "*"}
+    r = sweep(mechanisms=["eagle", "ngram"], batches=[1], draft_lens=[3], acceptance=opts)
+    al = dict(zip(r.frame.mechanism, r.frame.acceptance_length))
+    assert al["eagle"] == pytest.approx(1 + 0.9 + 0.81 + 0.729)
+    assert al["ngram"] == pytest.approx(1.875)
+    with pytest.raises(SpeedplanInputError, match="twice"):
+        parse_acceptance_options(["alpha=0.5", "alpha=0.6"], ("eagle",))
+
+
+def test_tree_trace_fits_per_rank(tmp_path):
+    trace = tmp_path / "tree.jsonl"
+    lines = [{"type": "meta", "schema": "speedplan.trace/1", "draft_len": 3, "tree": {"topk": 4, "depth": 3, "nodes": 12}}]
+    # every step: first child accepted at depth 1, second-ranked at depth 2, then a miss
+    lines += [{"type": "step", "accepted": [2], "accepted_ranks": [[1, 2]]}] * 50
+    trace.write_text("\n".join(json.dumps(x) for x in lines))
+    acc = parse_acceptance(str(trace))
+    assert acc.kind == "ranks"
+    assert acc.ranks[0] == pytest.approx(1 / 3) and acc.ranks[1] == pytest.approx(1 / 3)
