@@ -114,12 +114,24 @@ class CostModel:
         return allreduce_us(self.hardware, nbytes, tp)
 
 
+def _measured(meta_path: Path) -> bool:
+    """Whether a shipped profile holds measurements (or tables derived from them), as opposed
+    to a datasheet roofline written out as a table, which the preset already is."""
+    import json
+
+    try:
+        return json.loads(meta_path.read_text()).get("origin") != "datasheet-roofline"
+    except (OSError, ValueError):
+        return True  # let load_profile report what is wrong with it
+
+
 def load_cost_model(hardware: str | Path) -> CostModel:
     """A hardware preset name, a profile folder, or the name of a shipped profile under
     `profiles/` (e.g. "cpu-local"); a shipped measured profile wins over the bare preset."""
     key = str(hardware).strip()
     path = Path(key)
-    if not path.is_dir() and (PROFILE_DIR / key.lower() / "meta.json").exists():
+    shipped = PROFILE_DIR / key.lower() / "meta.json"
+    if not path.is_dir() and shipped.exists() and _measured(shipped):
         path = PROFILE_DIR / key.lower()
     if path.is_dir():
         from .profile import load_profile  # local import: only when a profile is used
