@@ -83,6 +83,8 @@ class Mechanism:
     draft: ModelSpec | None = None
     topk: int = 8
     draft_vocab: int | None = None
+    host_draft_us: float = NGRAM_LOOKUP_US  # ngram: host lookup per step (µs) ...
+    host_draft_us_per_seq: float = NGRAM_LOOKUP_US_PER_SEQ  # ... plus this per sequence
 
     @property
     def is_tree(self) -> bool:
@@ -113,7 +115,7 @@ class Mechanism:
         )
         zero = np.zeros_like(batch)
         if self.name == "ngram":
-            host_s = (NGRAM_LOOKUP_US + NGRAM_LOOKUP_US_PER_SEQ * batch) * 1e-6
+            host_s = (self.host_draft_us + self.host_draft_us_per_seq * batch) * 1e-6
             return ForwardCost(zero, zero, zero, zero, host_s, zero, zero, zero, zero)
         if self.name == "medusa":
             h, v = target.hidden, self.draft_vocab or target.vocab

@@ -120,6 +120,9 @@ def sweep(
 
     mechs: list[Mechanism] = []
     for spec in mechanisms:
+        if isinstance(spec, Mechanism):  # built by the caller (e.g. validation's fitted drafters)
+            mechs.append(spec)
+            continue
         name = spec.split(":")[0].strip().lower()
         if name == "draft-model" and ":" not in spec:
             if target.name not in DEFAULT_DRAFT_FOR:

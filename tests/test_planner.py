@@ -7,6 +7,7 @@ from speedplan.acceptance import Acceptance
 from speedplan.cost import OpCost
 from speedplan.errors import SpeedplanInputError
 from speedplan.hardware import get_hardware
+from speedplan.model import get_model
 from speedplan.planner import best_draft_len, pareto, recommendations, slo_pick, sweep
 
 COLUMNS = ["mechanism", "draft_len", "batch", "context", "acceptance_length", "t_base", "t_verify", "t_draft",
@@ -36,11 +37,11 @@ class FreeVerification:
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.6, 0.7, 0.8, 0.9])
-def test_leviathan_speedup_exact_when_verification_is_free(monkeypatch, alpha):
+def test_leviathan_speedup_exact_when_verification_is_free(alpha):
     """Leviathan et al. 2023: with c = 0 the walltime improvement is (1 − α^(γ+1)) / (1 − α)."""
-    monkeypatch.setattr(mechanisms, "NGRAM_LOOKUP_US", 0.0)
-    monkeypatch.setattr(mechanisms, "NGRAM_LOOKUP_US_PER_SEQ", 0.0)
-    r = sweep("llama-3.1-8b", FreeVerification(), ["ngram"], [1, 4], range(0, 11), acceptance=Acceptance.iid(alpha))
+    target = get_model("llama-3.1-8b")
+    free_ngram = mechanisms.Mechanism("ngram", Acceptance.iid(alpha), "test", host_draft_us=0.0, host_draft_us_per_seq=0.0)
+    r = sweep(target, FreeVerification(), [free_ngram], [1, 4], range(0, 11))
     for _, row in r.frame.iterrows():
         g = row.draft_len
         assert row.speedup == pytest.approx((1 - alpha ** (g + 1)) / (1 - alpha), rel=1e-12)
