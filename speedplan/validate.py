@@ -83,17 +83,25 @@ def _full_batch_mean(steps, batch: int, attr: str) -> float:
     return float(np.mean(full))
 
 
-def _student_layers(drafter) -> int:
-    """Decoder layers of the draft-model drafter's student (found on its model config)."""
-    for path in ("model.cfg.layers", "lm.model.cfg.layers", "draft.cfg.layers", "student.cfg.layers", "cfg.layers"):
-        obj = drafter
+def _find(obj, path: str):
+    """obj.a.b.c, also looking inside tree drafters' scorer; None when absent."""
+    for root in (obj, getattr(obj, "scorer", None)):
+        cur = root
         try:
             for part in path.split("."):
-                obj = getattr(obj, part)
-            return int(obj)
+                cur = getattr(cur, part)
+            return cur
         except AttributeError:
             continue
-    raise SpeedplanInputError("cannot find the draft-model student's layer count on its drafter")
+    return None
+
+
+def _draft_vocab(drafter) -> int | None:
+    """Size of a drafter's reduced output vocabulary (EAGLE-3 style), if it has one."""
+    vocab = _find(drafter, "vocab")
+    if vocab is None:
+        vocab = _find(drafter, "model.vocab")
+    return int(len(vocab)) if vocab is not None else None
 
 
 def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", progress=None) -> tuple[pd.DataFrame, dict]:
@@ -140,13 +148,16 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
             lookup_us = float(np.mean([s.t_draft_s for s in res.steps])) * 1e6
             mechs.append(Mechanism("ngram", acc, acc.source, host_draft_us=lookup_us, host_draft_us_per_seq=0.0))
         elif name == "draft-model":
-            student = replace(target_spec, name="smollm2-student", layers=_student_layers(drafter))
+            layers = _find(drafter, "model.cfg.layers")
+            if layers is None:
+                raise SpeedplanInputError("cannot find the draft-model student's layer count on its drafter")
+            vocab = _draft_vocab(drafter) or target_spec.vocab
+            student = replace(target_spec, name="smollm2-student", layers=int(layers), vocab=vocab)
             mechs.append(Mechanism("draft-model", acc, acc.source, draft=student))
-        elif name == "eagle":
-            mechs.append(Mechanism("eagle", acc, acc.source, draft=head_spec(target_spec, "eagle")))
-        elif name == "eagle-tree":
-            mechs.append(Mechanism("eagle-tree", acc, acc.source, draft=head_spec(target_spec, "eagle-tree"),
-                                   topk=grid.tree_topk))
+        elif name in ("eagle", "eagle-tree"):
+            vocab = _draft_vocab(drafter)
+            mechs.append(Mechanism(name, acc, acc.source, draft=head_spec(target_spec, name, vocab),
+                                   topk=grid.tree_topk, draft_vocab=vocab))
         else:
             raise SpeedplanInputError(f"validate: unknown mechanism {name}")
 
