@@ -13,7 +13,7 @@ Times are seconds, throughputs tokens per second.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +130,10 @@ def sweep(
             spec = f"draft-model:{DEFAULT_DRAFT_FOR[target.name]}"
         user_acc = acceptance.get(name, acceptance.get("*")) if isinstance(acceptance, dict) else acceptance
         mechs.append(parse_mechanism(spec, target, user_acc))
+    if target.dtype not in hw.peak_flops_per_s:  # e.g. a bf16 checkpoint priced on an fp32-only CPU
+        target = replace(target, dtype=hw.default_dtype)
+    mechs = [m if m.draft is None or m.draft.dtype in hw.peak_flops_per_s
+             else replace(m, draft=replace(m.draft, dtype=hw.default_dtype)) for m in mechs]
     if len({m.label for m in mechs}) != len(mechs):
         raise SpeedplanInputError("the same mechanism is listed twice")
 

@@ -1,0 +1,195 @@
+"""Measure a grid into a profile folder, resuming where an earlier run of it stopped."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .grid import GemmPoint, Grid, family_of
+from .store import ProfileStore
+from .timing import Timing
+
+# Rotating input sets together exceed this many bytes, so no timing is a cache hit: 3× the
+# 32 MiB L3 of the CPU machine class; 4× the 50-60 MB L2 of H100/H200.
+ROTATE_BYTES = {"cpu": 96 * 2**20, "cuda": 256 * 2**20}
+CUPY_M = {1, 8, 16, 64, 65, 256, 1024, 4096}
+BLOCK = 8  # points visited in turn when visit_count > 1
+MAX_OTHER_CPU = 0.25  # cores' worth of other processes' CPU time above which a CPU timing is retried
+
+
+@dataclass(frozen=True)
+class RunResult:
+    out: Path
+    measured: int  # points measured by this run
+    remaining: int  # points of the grid still missing (0 = complete)
+    wall_s: float
+    meta: dict
+
+
+class _Progress:
+    """tqdm when installed (bench extra), else a line every ~5% with an ETA, on stderr."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.t0, self.bar = total, 0, time.perf_counter(), None
+        self.enabled = enabled and total > 0
+        if self.enabled:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, unit="pt", desc="microbench", file=sys.stderr, smoothing=0.05)
+            except ImportError:
+                pass
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix_str(label, refresh=False)
+            self.bar.update(1)
+        elif self.done % max(1, self.total // 20) == 0 or self.done == self.total:
+            elapsed = time.perf_counter() - self.t0
+            eta = elapsed / self.done * (self.total - self.done)
+            print(f"microbench: {self.done}/{self.total} points, {elapsed:.0f}s elapsed, ETA {eta:.0f}s",
+                  file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_time_s: float = 0.05,
+        threads: int | None = 2, cupy: bool = False, stop_after: int | None = None,
+        progress: bool = True, meta_extra: dict | None = None, quiet_tries: int = 3,
+        visit_count: int = 1) -> RunResult:
+    """Measure every point of `grid` not yet in `out`, appending each as it completes.
+
+    `stop_after` stops after that many new points (a deterministic stand-in for a kill, used by
+    tests); the folder is then left incomplete and a rerun finishes it. On CPU a point measured
+    while other processes were busy is retried up to `quiet_tries` times. With `visit_count` > 1
+    each block of BLOCK points is visited that many times in turn (min_time_s split between the
+    visits) and a point's latency is the median of its visits' medians."""
+    import torch
+
+    from .env import provenance
+    from .torch_backend import ATTENTION_IMPL, GEMM_IMPL, TorchBackend
+
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: torch sees no CUDA device")
+    if device == "cpu" and threads:
+        torch.set_num_threads(threads)
+    grid = grid.finalize()
+    meta = provenance(device, threads if device == "cpu" else None)
+    meta.update(device=device, hardware_preset=hardware_preset, origin="measured",
+                microbench_version=__version__, grid=grid.description, backend="torch",
+                gemm_impl=GEMM_IMPL, attention_impl=ATTENTION_IMPL,
+                timing=("cuda events around CUDA-graph replay" if device == "cuda" else "perf_counter_ns")
+                + f"; median of repeats after warm-up; rotating inputs over {ROTATE_BYTES[device] >> 20} MiB; "
+                f"random normal data; min {min_time_s * 1e3:.0f} ms per point in {max(1, visit_count)} interleaved visit(s), "
+                "latency = median over visits of each visit's median",
+                units="latency_us: microseconds per call (median); min_us, p90_us over repeats")
+    meta.update(meta_extra or {})
+    store = ProfileStore(Path(out), meta)
+    jobs = [(p, family_of(p)) for p in grid.points()]
+    if cupy:  # a cross-check, not a second profile: fp16 points at a few M values
+        jobs += [(p, "gemm_cupy") for p in grid.gemm if p.dtype == "fp16" and p.m in CUPY_M]
+    todo = [(p, table) for p, table in jobs if not store.has(p, table)]
+    torch_backend = TorchBackend(device, ROTATE_BYTES[device], min_time_s / max(1, visit_count))
+    cupy_backend = None
+    if cupy and any(t == "gemm_cupy" for _, t in todo):
+        from .cupy_backend import CupyGemmBackend
+
+        cupy_backend = CupyGemmBackend(ROTATE_BYTES[device], min_time_s)
+    bar = _Progress(len(todo), progress)
+    t0 = time.perf_counter()
+    measured = 0
+    deferred = []  # CPU points measured while the machine was busy: retried at the end
+    try:
+        for start in range(0, len(todo), BLOCK):
+            block = todo[start:start + BLOCK]
+            visits = [[] for _ in block]
+            for _ in range(max(1, visit_count)):  # interleaved visits: a slow spell hits one visit
+                if visit_count > 1:
+                    torch_backend.reset()  # and each visit gets fresh buffers (placement luck varies)
+                for i, (point, table) in enumerate(block):
+                    backend = cupy_backend if table == "gemm_cupy" else torch_backend
+                    visits[i].append(_measure_quietly(backend, point, device, min(quiet_tries, 2), wait_s=0.2))
+            for (point, table), timings in zip(block, visits):
+                if stop_after is not None and measured >= stop_after:
+                    break
+                timing = combine(timings)
+                if quiet_tries > 2 and (timing.other_cpu or 0) > MAX_OTHER_CPU:
+                    deferred.append((point, table, timing))
+                    continue
+                store.append(point, timing, table)
+                measured += 1
+                bar.step(_label(point))
+            if stop_after is not None and measured >= stop_after:
+                break
+        for point, table, first in deferred:
+            if stop_after is not None and measured >= stop_after:
+                break
+            again = combine([_measure_quietly(torch_backend, point, device, quiet_tries, wait_s=1.0)
+                             for _ in range(max(1, visit_count))])
+            store.append(point, min(first, again, key=lambda t: t.other_cpu or 0), table)
+            measured += 1
+            bar.step(_label(point))
+    finally:
+        bar.close()
+        remaining = len(todo) - measured
+        final = store.finish(remaining == 0, time.perf_counter() - t0)
+    return RunResult(Path(out), measured, remaining, time.perf_counter() - t0, final)
+
+
+def combine(timings: list[Timing]) -> Timing:
+    """One point from its visits: median of the visit medians; min and p90 across visits."""
+    if len(timings) == 1:
+        return timings[0]
+    others = [t.other_cpu for t in timings if t.other_cpu is not None]
+    return Timing(float(np.median([t.latency_us for t in timings])), min(t.min_us for t in timings),
+                  float(np.median([t.p90_us for t in timings])), sum(t.repeats for t in timings),
+                  timings[0].calls_per_repeat, max(others) if others else None)
+
+
+def _cpu_busy_s() -> float:
+    """Seconds of CPU time all processes (and the hypervisor's steal) used so far, from
+    /proc/stat; NaN where it cannot be read."""
+    try:
+        fields = open("/proc/stat").readline().split()[1:9]
+    except OSError:
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields)
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure_quietly(backend, point, device: str, tries: int, wait_s: float):
+    """Measure; on CPU, retry (up to `tries`, waiting `wait_s` between) when other processes
+    used more than MAX_OTHER_CPU cores while it ran (with every core busy, a BLAS/OpenMP thread
+    waits a scheduler tick at each barrier and timings inflate many-fold), keeping the quietest
+    attempt. Other processes' CPU (cores' worth, from /proc/stat) is recorded as `other_cpu`."""
+    best = None
+    for _ in range(max(1, tries) if device == "cpu" else 1):
+        busy0, own0, wall0 = _cpu_busy_s(), sum(os.times()[:2]), time.perf_counter()
+        timing = backend.measure(point)
+        wall = time.perf_counter() - wall0
+        other = max(0.0, (_cpu_busy_s() - busy0) - (sum(os.times()[:2]) - own0)) / wall
+        if best is None or other < best[1]:
+            best = (timing, other)
+        if not other > MAX_OTHER_CPU:  # NaN (no /proc/stat) counts as quiet
+            break
+        time.sleep(wait_s)
+    return replace(best[0], other_cpu=round(best[1], 3) if best[1] == best[1] else None)
+
+
+def _label(point) -> str:
+    if isinstance(point, GemmPoint):
+        return f"gemm m={point.m} n={point.n} k={point.k}"
+    return family_of(point)

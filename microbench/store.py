@@ -1,0 +1,100 @@
+"""The resumable profile writer: one CSV per op family, one row appended (and flushed to disk)
+per measured point, `meta.json` with provenance rewritten at start and end.
+
+A run killed at any moment loses at most the point being measured: rerun with the same
+arguments and only points without a row are measured. A torn last line (killed mid-write) is
+dropped on reopen.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+from .grid import KEY_COLUMNS, elementwise_nbytes, family_of, point_key
+from .timing import Timing
+
+VALUE_COLUMNS = ["latency_us", "min_us", "p90_us", "repeats", "calls_per_repeat", "other_cpu"]
+EXTRA_COLUMNS = {"elementwise": ["nbytes"]}
+
+
+def table_columns(family: str) -> list[str]:
+    return KEY_COLUMNS[family] + EXTRA_COLUMNS.get(family, []) + VALUE_COLUMNS
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """Rows of a CSV written by this module, dropping a torn last line in place."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+        path.write_bytes(data)
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+class ProfileStore:
+    """Appends measured points to `out/<table>.csv`; knows which points are already there."""
+
+    def __init__(self, out: Path, meta: dict):
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        meta_path = self.out / "meta.json"
+        old = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        for field in ("device", "device_name", "hardware_preset"):
+            if old and old.get(field) != meta.get(field):
+                raise ValueError(f"{meta_path}: holds a profile of {field}={old.get(field)!r}, "
+                                 f"not {meta.get(field)!r}; use another --out folder")
+        self.meta = {**old, **meta, "complete": False}
+        self.meta["wall_s"] = float(old.get("wall_s", 0.0))
+        self.meta["grid"] = sorted(set(old.get("grid", [])) | set(meta.get("grid", [])))
+        self._write_meta()
+        self.done: dict[str, set[tuple[str, ...]]] = {}
+        self.rows: dict[str, int] = {}
+        for table in ("gemm", "attention", "elementwise", "floors", "gemm_cupy"):
+            family = "gemm" if table == "gemm_cupy" else table
+            rows = _read_rows(self.out / f"{table}.csv")
+            self.done[table] = {tuple(r[c] for c in KEY_COLUMNS[family]) for r in rows}
+            self.rows[table] = len(rows)
+
+    def _write_meta(self) -> None:
+        tmp = self.out / "meta.json.tmp"
+        tmp.write_text(json.dumps(self.meta, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, self.out / "meta.json")
+
+    def has(self, point, table: str | None = None) -> bool:
+        return point_key(point) in self.done[table or family_of(point)]
+
+    def append(self, point, timing: Timing, table: str | None = None) -> None:
+        family = family_of(point)
+        table = table or family
+        path = self.out / f"{table}.csv"
+        columns = table_columns(family)
+        row = {c: getattr(point, c) for c in KEY_COLUMNS[family]}
+        if family == "elementwise":
+            row["nbytes"] = elementwise_nbytes(point)
+        row.update(latency_us=f"{timing.latency_us:.4f}", min_us=f"{timing.min_us:.4f}",
+                   p90_us=f"{timing.p90_us:.4f}", repeats=timing.repeats,
+                   calls_per_repeat=timing.calls_per_repeat,
+                   other_cpu="" if timing.other_cpu is None else timing.other_cpu)
+        new = not path.exists() or path.stat().st_size == 0
+        with path.open("a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+            f.flush()
+            os.fsync(f.fileno())
+        self.done[table].add(point_key(point))
+        self.rows[table] = self.rows.get(table, 0) + 1
+
+    def finish(self, complete: bool, wall_s: float, extra: dict | None = None) -> dict:
+        self.meta.update(extra or {})
+        self.meta["complete"] = complete
+        self.meta["wall_s"] = round(self.meta["wall_s"] + wall_s, 2)
+        self.meta["points"] = {t: n for t, n in self.rows.items() if n}
+        self._write_meta()
+        return self.meta
