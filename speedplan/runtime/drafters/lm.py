@@ -1,0 +1,89 @@
+"""A drafter backed by a small causal LM with its own KV cache (the same tokenizer as the
+target). It proposes chains (D sequential decode steps) and can score a tree frontier, so it
+serves both the chain path and `TreeDrafter`. `truncated_target` builds the test fixture: the
+target's first k layers plus its final norm and lm_head, sharing the target's weights.
+
+Its KV cache mirrors the target's committed tokens: at each propose it first feeds the tokens
+it has not seen (ragged per row), then drafts; afterwards its length pointer is moved back to
+the committed prefix, so rejected drafts are forgotten the same way the target forgets them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..model import Transformer
+from ..verify import probs_from_logits, sample
+from .base import ChainDraft, DraftRequest, Drafter
+from .tree import tree_masks
+
+
+def truncated_target(target: Transformer, layers: int) -> Transformer:
+    """A Transformer running the target's first `layers` blocks (weights shared, not copied)."""
+    if not 1 <= layers <= target.cfg.layers:
+        raise ValueError(f"layers must be in 1..{target.cfg.layers}")
+    small = Transformer(target.cfg.truncated(layers), max_positions=target.rope_cos.shape[0])
+    small.blocks = nn.ModuleList(list(target.blocks[:layers]))
+    small.embed, small.norm = target.embed, target.norm
+    small.lm_head_weight = target.lm_head_weight
+    small.lm_head_packed = target.lm_head_packed
+    return small.to(target.embed.device).eval()
+
+
+class LMDrafter(Drafter):
+    name = "lm"
+
+    def __init__(self, model: Transformer, max_len: int = 4096):
+        self.model, self.max_len = model, max_len
+        self.cache = None
+
+    def start(self, prompts, hidden, rows) -> None:
+        self.cache = self.model.new_cache(len(prompts), max(len(p) for p in prompts) + self.max_len)
+
+    def _catch_up(self, request: DraftRequest, keep_last: bool) -> Tensor:
+        """Feed each row's unseen tokens (all but the pending one unless keep_last); returns
+        final-norm hidden [b, hidden] of each row's last fed token."""
+        rows = request.rows
+        seen = self.cache.lengths[rows].tolist()
+        upto = [len(t) - (0 if keep_last else 1) for t in request.tokens]
+        chunks = [t[s:u] for t, s, u in zip(request.tokens, seen, upto)]
+        width = max(1, max(len(c) for c in chunks))
+        x = torch.zeros(len(chunks), width, dtype=torch.long, device=rows.device)
+        for i, c in enumerate(chunks):
+            x[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+        hidden = self.model(x, self.cache, rows)  # [b, W, hidden]; padding slots are stale-harmless
+        counts = torch.tensor([len(c) for c in chunks], device=rows.device)
+        self.cache.commit(rows, counts)
+        return hidden[torch.arange(len(chunks)), (counts - 1).clamp_min(0)]
+
+    def propose(self, request: DraftRequest) -> ChainDraft:
+        rows, d = request.rows, request.draft_len
+        committed = torch.tensor([len(t) - 1 for t in request.tokens], device=rows.device)
+        h = self._catch_up(request, keep_last=True)  # [b, hidden] at the pending token
+        drafts, probs = [], []
+        for i in range(d):
+            logits = self.model.logits(h)  # [b, V]
+            if request.sampling.greedy:
+                tok = logits.argmax(-1)
+            else:
+                p_draft = probs_from_logits(logits, request.sampling)
+                tok = sample(p_draft, request.generator)
+                probs.append(p_draft)
+            drafts.append(tok)
+            if i + 1 < d:
+                h = self.model(tok[:, None], self.cache, rows)[:, 0]
+                self.cache.commit(rows, torch.ones_like(tok))
+        self.cache.set_lengths(rows, committed)  # forget the drafts (and the pending token)
+        tokens = torch.stack(drafts, 1) if drafts else torch.zeros(len(rows), 0, dtype=torch.long)
+        p_draft = torch.stack(probs, 1) if probs else None
+        return ChainDraft(tokens, torch.full((len(rows),), d, device=rows.device), p_draft)
+
+    def score_frontier(self, request: DraftRequest, tokens: Tensor, parents: Tensor, frontier: Tensor) -> Tensor:
+        """Tree scoring: run the whole tree so far after the committed prefix (not kept)."""
+        if any(len(t) - 1 != s for t, s in zip(request.tokens, self.cache.lengths[request.rows].tolist())):
+            self._catch_up(request, keep_last=False)
+        anc, depth = tree_masks(parents)
+        hidden = self.model(tokens, self.cache, request.rows, anc, depth)  # [b, n, hidden]
+        h = hidden.gather(1, frontier[:, :, None].expand(-1, -1, hidden.shape[-1]))  # [b, F, hidden]
+        return torch.log_softmax(self.model.logits(h), -1)

@@ -1,0 +1,100 @@
+"""Top-k tree expansion (EAGLE-2 style dynamic tree), for any drafter that can score a frontier.
+
+A `FrontierScorer` is given the tree built so far (node 0 is the pending token) and a set of
+frontier nodes, and returns the draft model's log-probabilities of the next token after each
+frontier node. `TreeDrafter` grows the tree `depth` times: every frontier node gets its
+`topk` best children, each scored by its path's cumulative log-probability, and the `topk`
+best new nodes form the next frontier. Finally the `nodes` best nodes by cumulative score are
+kept (a child never outscores its parent, so the kept set is a tree) and verified in one
+target pass with the tree mask.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from .base import DraftRequest, Drafter, TreeDraft
+
+
+class FrontierScorer(Protocol):
+    needs_hidden: bool
+
+    def score_frontier(self, request: DraftRequest, tokens: Tensor, parents: Tensor, frontier: Tensor) -> Tensor:
+        """tokens/parents [b, n] (node 0 = pending token, parent -1); frontier [b, F] node ids.
+        Returns [b, F, V] log-probabilities of the token after each frontier node."""
+
+
+def tree_masks(parents: Tensor) -> tuple[Tensor, Tensor]:
+    """parents [b, n] with parents[:, 0] = -1 and parents[:, i] < i ->
+    ancestors [b, n, n] bool (node i sees j iff j is i or an ancestor of i), depth [b, n]."""
+    b, n = parents.shape
+    anc = torch.zeros(b, n, n, dtype=torch.bool, device=parents.device)
+    depth = torch.zeros(b, n, dtype=torch.long, device=parents.device)
+    rows = torch.arange(b, device=parents.device)
+    anc[:, 0, 0] = True
+    for i in range(1, n):
+        p = parents[:, i]
+        anc[:, i] = anc[rows, p]
+        anc[:, i, i] = True
+        depth[:, i] = depth[rows, p] + 1
+    return anc, depth
+
+
+class TreeDrafter(Drafter):
+    name = "tree"
+    is_tree = True
+
+    def __init__(self, scorer: FrontierScorer, topk: int = 4, depth: int = 4, nodes: int = 16):
+        if topk < 1 or depth < 1 or nodes < 1:
+            raise ValueError("tree topk, depth and nodes must be >= 1")
+        self.scorer, self.topk, self.depth = scorer, topk, depth
+        self.nodes = min(nodes, topk + (depth - 1) * topk * topk)
+        self.needs_hidden = getattr(scorer, "needs_hidden", False)
+
+    def tree_shape(self) -> dict:
+        return {"topk": self.topk, "depth": self.depth, "nodes": self.nodes}
+
+    def start(self, prompts, hidden, rows) -> None:
+        if hasattr(self.scorer, "start"):
+            self.scorer.start(prompts, hidden, rows)
+
+    def accepted(self, rows, num_accepted, hidden) -> None:
+        if hasattr(self.scorer, "accepted"):
+            self.scorer.accepted(rows, num_accepted, hidden)
+
+    def propose(self, request: DraftRequest) -> TreeDraft:
+        device = request.rows.device
+        b = len(request.tokens)
+        tokens = torch.tensor([[t[-1]] for t in request.tokens], device=device)  # [b, 1] root
+        parents = torch.full((b, 1), -1, dtype=torch.long, device=device)
+        ranks = torch.zeros(b, 1, dtype=torch.long, device=device)
+        scores = torch.zeros(b, 1, device=device)  # cumulative log-prob of each node's path
+        frontier = torch.zeros(b, 1, dtype=torch.long, device=device)
+        for _ in range(self.depth):
+            logp = self.scorer.score_frontier(request, tokens, parents, frontier)  # [b, F, V]
+            top = logp.topk(self.topk, dim=-1)  # [b, F, k]
+            f = frontier.shape[1]
+            cand = scores.gather(1, frontier)[:, :, None] + top.values  # [b, F, k]
+            first_new = tokens.shape[1]
+            tokens = torch.cat([tokens, top.indices.reshape(b, -1)], 1)
+            parents = torch.cat([parents, frontier[:, :, None].expand(b, f, self.topk).reshape(b, -1)], 1)
+            ranks = torch.cat([ranks, torch.arange(1, self.topk + 1, device=device).repeat(f)[None].expand(b, -1)], 1)
+            scores = torch.cat([scores, cand.reshape(b, -1)], 1)
+            frontier = first_new + cand.reshape(b, -1).topk(min(self.topk, f * self.topk), dim=-1).indices
+        return self._prune(tokens, parents, ranks, scores)
+
+    def _prune(self, tokens, parents, ranks, scores) -> TreeDraft:
+        """Keep the `nodes` best non-root nodes (ties: shallower first), in creation order."""
+        b, n = tokens.shape
+        order_key = scores[:, 1:] - 1e-6 * torch.arange(1, n, device=tokens.device)  # earlier wins ties
+        keep = order_key.topk(self.nodes, dim=-1).indices.sort(-1).values + 1  # [b, N] old ids
+        new_id = torch.full((b, n), -1, dtype=torch.long, device=tokens.device)
+        new_id[:, 0] = 0
+        new_id.scatter_(1, keep, torch.arange(1, self.nodes + 1, device=tokens.device).expand(b, -1))
+        new_parents = new_id.gather(1, parents.gather(1, keep))
+        if bool((new_parents < 0).any()):
+            raise RuntimeError("tree pruning dropped a parent of a kept node")
+        return TreeDraft(tokens.gather(1, keep), new_parents, ranks.gather(1, keep))

@@ -1,0 +1,78 @@
+"""Real prompts built from the standard library's own sources, present on any Python install.
+
+Three kinds, from functions that have a docstring and a body of at least 6 lines:
+- "complete": the function's signature, docstring and first half, to be completed;
+- "summarize": the docstring, to be summarised;
+- "explain": a question about the function with its source.
+Selection is deterministic for a given Python version (modules in a fixed list, functions in
+source order). Prompts alternate between the "calibration" and "evaluation" halves.
+"""
+
+from __future__ import annotations
+
+import ast
+import sysconfig
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+MODULES = ("textwrap.py", "string.py", "heapq.py", "bisect.py", "shlex.py", "fractions.py", "glob.py",
+           "fnmatch.py", "calendar.py", "statistics.py", "difflib.py", "base64.py", "colorsys.py",
+           "pprint.py", "copy.py", "queue.py", "sched.py", "json/decoder.py", "json/encoder.py",
+           "csv.py", "ipaddress.py", "random.py", "dataclasses.py", "functools.py")
+MAX_SOURCE_LINES = 40
+KINDS = ("complete", "summarize", "explain")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str  # "<module>:<function>:<kind>"
+    kind: str
+    text: str
+    split: str  # "calibration" or "evaluation"
+
+
+def _functions(path: Path) -> list[tuple[str, str, str]]:
+    """(qualified name, docstring, source) of documented functions with >= 6 body lines."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        body = getattr(node, "body", [])
+        for fn in body if isinstance(body, list) else []:
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(fn):
+                segment = textwrap.dedent(" " * fn.col_offset + (ast.get_source_segment(source, fn) or ""))
+                if fn.end_lineno - fn.lineno >= 6:
+                    owner = getattr(node, "name", "")
+                    found.append((fn.lineno, f"{owner}.{fn.name}" if owner else fn.name, ast.get_docstring(fn), segment))
+    return [f[1:] for f in sorted(found)]
+
+
+def _text(kind: str, module: str, name: str, doc: str, src: str) -> str:
+    lines = src.splitlines()[:MAX_SOURCE_LINES]
+    if kind == "complete":
+        half = "\n".join(lines[: max(3, len(lines) // 2)])
+        return f"Complete this Python function from the standard library module `{module}`:\n```python\n{half}\n```"
+    if kind == "summarize":
+        return f"Summarize in two sentences what `{module}.{name}` does, given its documentation:\n\n{doc}"
+    code = "\n".join(lines)
+    return f"Here is `{module}.{name}` from Python's standard library:\n```python\n{code}\n```\nHow does it work, and when would you use it?"
+
+
+def stdlib_prompts(split: str | None = None, per_module: int = 2, limit: int | None = None) -> list[Prompt]:
+    """Prompts from the standard library; split = "calibration", "evaluation" or None (both)."""
+    if split not in (None, "calibration", "evaluation"):
+        raise ValueError(f"split must be calibration or evaluation, got {split!r}")
+    root = Path(sysconfig.get_paths()["stdlib"])
+    prompts: list[Prompt] = []
+    for rel in MODULES:
+        path = root / rel
+        if not path.exists():
+            continue
+        module = rel[:-3].replace("/", ".")
+        for name, doc, src in _functions(path)[:per_module]:
+            for kind in KINDS:
+                half = "calibration" if len(prompts) % 2 == 0 else "evaluation"
+                prompts.append(Prompt(f"{module}:{name}:{kind}", kind, _text(kind, module, name, doc, src), half))
+    chosen = [p for p in prompts if split is None or p.split == split]
+    return chosen[:limit] if limit else chosen
