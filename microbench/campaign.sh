@@ -36,16 +36,12 @@ $PY -m speedplan.cli profile check "$measured" --json > "$root/profile-check.jso
 $PY -m speedplan.cli profile check "$measured"
 
 echo "== 4/4 runtime verify-step timing vs prediction"
-# HOOK (issue 6, runtime side): time the reference runtime's graph-captured verify step on a
-# random-weight Llama-3.1-8B-shaped model in bf16, B in {1,4,16,64,256}, D in {0,1,3,7,15},
-# context 1k and 8k, predict the same points from "$measured", and write
-# "$validation/summary.json" (same keys as the CPU validation summary). The command below is
-# the runtime's entry point for it; until it supports cuda this step reports so and the
-# profile results above stand on their own.
-validate=($PY -m speedplan.cli validate --device cuda --hardware "$measured" --out "$validation")
+# The reference runtime's verify step on a random-weight Llama-3.1-8B-shaped model in bf16,
+# graph-captured, B in {1,4,16,64,256}, D in {0,1,3,7,15}, context 1k and 8k, against the
+# profile just measured (speedplan/verify_timing.py); the dry run uses its tiny CPU grid.
 if [[ "${1:-}" == "--dry-run" ]]; then
-  echo "dry run: would run: ${validate[*]}"
-elif ! "${validate[@]}"; then
-  echo "runtime hook: '${validate[*]}' failed or is not available yet; profile steps 1-3 done" >&2
+  $PY -m speedplan.verify_timing --dry-run --out "$validation"
+else
+  $PY -m speedplan.verify_timing --device cuda --hardware "$measured" --out "$validation"
 fi
-echo "campaign done: $measured $derived"
+echo "campaign done: $measured $derived $validation"

@@ -90,7 +90,8 @@ def attention_shape(model: ModelSpec, tp: int = 1) -> tuple[int, int, int]:
 class ForwardCost:
     """Time of one forward pass, split by kind (seconds, arrays over the grid).
 
-    `total_s` = gemm_s + attention_s + tree_mask_s + comm_s + elementwise_s. `gemm_flops` and
+    `total_s` = gemm_s + attention_s + tree_mask_s + comm_s + elementwise_s (which also holds
+    the hardware's per-layer host overhead, zero for graph-replaying engines). `gemm_flops` and
     `gemm_bytes` are those of the linear layers (for the roofline chart); `profile_share` is
     the fraction of op time answered from a measured profile (0 = all roofline)."""
 
@@ -220,6 +221,7 @@ def forward_cost(
         elementwise_us += n_layers * op.latency_us
         profile_us += n_layers * op.latency_us * op.from_profile
 
+    elementwise_us += n_layers * cost.hardware.layer_overhead_us  # host overhead, eager runtimes only
     comm_us = 2 * n_layers * cost.allreduce(tokens * h * b, tp)
 
     total_us = gemm_us + attention_us + tree_us + elementwise_us + comm_us

@@ -44,6 +44,10 @@ class Hardware:
     attention_tile_m: int = 128
     step_overhead_us: float = 150.0
     tree_mask_penalty: float = 1.25
+    # Host time per decoder layer that no kernel accounts for (Python and dispatch in an eager
+    # framework). 0 for serving engines that replay CUDA graphs; `speedplan validate` measures
+    # it for the reference runtime on the calibration prompts.
+    layer_overhead_us: float = 0.0
     compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
     bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
     default_dtype: str = "bf16"

@@ -323,7 +323,8 @@ def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | Non
     ok = frame[frame["feasible"] & (frame["tokens_per_s_per_user"] >= min_tokens_per_user)]
     if ok.empty:
         return None
-    return ok.loc[ok["tokens_per_s_per_gpu"].idxmax()]
+    near = ok[ok["tokens_per_s_per_gpu"] >= (1.0 - TIE_TOLERANCE) * ok["tokens_per_s_per_gpu"].max()]
+    return near.sort_values(["nodes", "tokens_per_s_per_gpu"], ascending=[True, False]).iloc[0]  # ties as in best_per_batch
 
 
 def recommendations(result: SweepResult) -> list[dict]:

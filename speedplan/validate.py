@@ -27,6 +27,7 @@ import pandas as pd
 from .acceptance import Acceptance, fit_positions, fit_ranks
 from .cost import load_cost_model
 from .errors import SpeedplanInputError
+from .forward import forward_cost
 from .mechanisms import Mechanism, head_spec
 from .model import get_model
 from .planner import sweep
@@ -39,8 +40,8 @@ class ValidationGrid:
     mechanisms: tuple[str, ...] = ("ngram", "draft-model", "eagle", "eagle-tree")
     batches: tuple[int, ...] = (1, 2, 4, 8, 16)
     draft_lens: tuple[int, ...] = tuple(range(0, 8))
-    max_new_tokens: int = 48
-    min_prompts: int = 4  # prompts per point at least (several waves at small B)
+    max_new_tokens: int = 32
+    min_prompts: int = 8  # prompts per point at least (several waves at small B)
     calibration_prompts: int = 8
     calibration_draft_len: int = 7
     tree_topk: int = 4
@@ -137,7 +138,12 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     plain_cal, _ = run("none", calib[: grid.calibration_prompts], 1, 0)
     overhead_s = float(np.mean([s.t_accept_s + s.t_overhead_s for s in plain_cal.steps]))
     target_spec = replace(get_model(TARGET_PRESET), dtype="fp32")
-    hw = cost.hardware.with_overrides(step_overhead_us=overhead_s * 1e6)
+    # Host time per decoder layer: what a plain decode forward takes beyond its priced ops
+    cal_context = float(np.mean([c for s in plain_cal.steps for c in s.context]))
+    priced_s = float(forward_cost(cost, target_spec, 1, 1, cal_context).total_s)
+    verify_s = float(np.median([s.t_verify_s for s in plain_cal.steps]))
+    layer_overhead_us = max(verify_s - priced_s, 0.0) / target_spec.layers * 1e6
+    hw = cost.hardware.with_overrides(step_overhead_us=overhead_s * 1e6, layer_overhead_us=layer_overhead_us)
     cost = replace(cost, hardware=hw)
     mechs: list[Mechanism] = []
     for name in grid.mechanisms:
@@ -202,7 +208,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     summary = summarize(table)
     summary.update({
         "grid": asdict(grid), "hardware": hardware, "cost_origin": cost.origin,
-        "step_overhead_us_measured": overhead_s * 1e6, "context": context,
+        "step_overhead_us_measured": overhead_s * 1e6, "layer_overhead_us_measured": layer_overhead_us,
+        "context": context,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": round(time.perf_counter() - t_start, 1),
         "torch_threads": torch.get_num_threads(),
     })

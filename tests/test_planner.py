@@ -87,7 +87,7 @@ def test_slo_pick_meets_the_slo_and_is_best_of_those_that_do():
     pick = r.slo_pick
     assert pick is not None and pick.tokens_per_s_per_user >= 150
     ok = r.frame[r.frame.feasible & (r.frame.tokens_per_s_per_user >= 150)]
-    assert pick.tokens_per_s_per_gpu == ok.tokens_per_s_per_gpu.max()
+    assert pick.tokens_per_s_per_gpu >= 0.99 * ok.tokens_per_s_per_gpu.max()  # ties within 1% go to fewer tokens
     assert slo_pick(r.frame, 1e9) is None
 
 

@@ -1,0 +1,477 @@
+"""The report's PNG figures, drawn cheaply: Agg canvas, one `Figure` each, few artists.
+
+`speedplan sweep` must finish in about a second as a whole process, so drawing is budgeted
+like a hot path (measured with benchmarks/bench_report.py):
+- matplotlib is imported inside the drawing functions, never at module import;
+- `matplotlib.figure.Figure` + `FigureCanvasAgg`, no pyplot, 90 dpi, axes placed in inches
+  (no `tight_layout`, which measures every artist);
+- text is the costliest artist, so the provenance caption is drawn once and pasted into each
+  figure as pixels, and tick labels, grid lines and legends are plain texts and one line
+  collection instead of matplotlib `Tick` objects (about 1 ms each) and `Legend` layout;
+- heatmaps are one `imshow` per panel, bars one polygon collection per component, and
+  scatter clouds are subsampled past `MAX_SCATTER_POINTS` per mechanism.
+"""
+
+from __future__ import annotations
+
+import functools
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+DPI = 90
+CAPTION_WIDTH_IN = 7.3  # the caption is wrapped to fit the narrowest figure
+MAX_SCATTER_POINTS = 1500  # per mechanism in pareto.png; beyond this the cloud is subsampled
+FONT = 7.5  # points, tick labels and keys
+
+MECHANISM_COLORS = {
+    "none": "#555555",
+    "ngram": "#2ca02c",
+    "draft-model": "#9467bd",
+    "eagle": "#1f77b4",
+    "eagle-tree": "#17becf",
+    "mtp": "#ff7f0e",
+    "medusa": "#d62728",
+}
+NO_FEASIBLE = "no feasible configuration: every grid point is infeasible"
+
+# Stacked step-time components: (label, frame columns summed, colour).
+BREAKDOWN = (
+    ("GEMM", ("t_gemm",), "#1f77b4"),
+    ("attention (+tree mask)", ("t_attention", "t_tree_mask"), "#ff7f0e"),
+    ("communication", ("t_comm",), "#9467bd"),
+    ("elementwise", ("t_elementwise",), "#8c564b"),
+    ("drafting", ("t_draft",), "#2ca02c"),
+    ("overhead", ("t_overhead",), "#7f7f7f"),
+)
+
+FIGURES = {
+    "pareto": "pareto.png",
+    "heatmap": "speedup_heatmap.png",
+    "best_d": "best_draft_len.png",
+    "breakdown": "step_breakdown.png",
+    "roofline": "roofline.png",
+}
+
+
+def color(mechanism: str) -> str:
+    """Colour of a mechanism label ("draft-model:llama-3.2-1b" takes draft-model's)."""
+    return MECHANISM_COLORS.get(str(mechanism).split(":")[0], "#000000")
+
+
+# --- drawing helpers -------------------------------------------------------------------------
+
+
+def _canvas(width_in: float, height_in: float, caption: str):
+    """A Figure on an Agg canvas with the provenance caption pasted at the bottom."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width_in, height_in), dpi=DPI)
+    FigureCanvasAgg(fig)
+    fig.figimage(_caption_pixels(caption), xo=4, yo=3, zorder=10)
+    return fig
+
+
+def _figure(width_in: float, height_in: float, caption: str, left_in: float = 0.8, right_in: float = 2.0,
+            top_in: float = 0.45, below_in: float = 0.55):
+    """`_canvas` plus the main axes placed in inches. Returns (figure, axes, inches below the axes)."""
+    fig = _canvas(width_in, height_in, caption)
+    bottom_in = _caption_pixels(caption).shape[0] / DPI + below_in
+    ax = fig.add_axes((left_in / width_in, bottom_in / height_in, 1 - (left_in + right_in) / width_in,
+                       1 - (bottom_in + top_in) / height_in))
+    return fig, ax, bottom_in
+
+
+@functools.lru_cache(maxsize=4)
+def _caption_pixels(caption: str) -> np.ndarray:
+    """The caption as an RGBA image, drawn once and pasted into every figure: its ~270 glyphs
+    cost as much to draw as a whole small axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    lines = textwrap.wrap(caption, width=int(CAPTION_WIDTH_IN * 17)) or [""]
+    fig = Figure(figsize=(CAPTION_WIDTH_IN, 0.06 + 0.125 * len(lines)), dpi=DPI)
+    canvas = FigureCanvasAgg(fig)
+    fig.text(0.0, 0.5, "\n".join(lines), fontsize=7, color="#333333", va="center", ha="left")
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba()).copy()
+    pixels.flags.writeable = False
+    return pixels
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI, format="png", pil_kwargs={"compress_level": 1})
+    return path
+
+
+def _title(ax, text: str) -> None:
+    # an explicit y skips matplotlib's title auto-placement, which measures every tick label
+    ax.set_title(text, fontsize=10, y=1.01)
+
+
+def _columns(frame: pd.DataFrame, *names: str):
+    """Rows of the named columns as plain tuples (itertuples builds a namedtuple class per
+    call, ~10 ms for a frame this wide)."""
+    return zip(*(frame[n].tolist() for n in names))
+
+
+def _offset(ax, base, dx_pt: float, dy_pt: float):
+    """`base` transform shifted by a fixed number of points (for labels beside the axes)."""
+    from matplotlib.transforms import ScaledTranslation
+
+    return base + ScaledTranslation(dx_pt / 72, dy_pt / 72, ax.get_figure().dpi_scale_trans)
+
+
+def _ticks(ax, which: str, ticks, labels, grid: bool = True) -> None:
+    """Tick labels as plain texts beside the axis, with light grid lines as one collection;
+    matplotlib's own axis is hidden (its Tick objects cost about a millisecond each)."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.ticker import NullLocator
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_locator(NullLocator())
+    axis.set_minor_locator(NullLocator())
+    axis.set_visible(False)
+    base = ax.get_xaxis_transform() if which == "x" else ax.get_yaxis_transform()
+    if which == "x":
+        shifted = _offset(ax, base, 0, -3)
+        for t, label in zip(ticks, labels):
+            ax.text(t, 0, label, transform=shifted, ha="center", va="top", fontsize=FONT)
+    else:
+        shifted = _offset(ax, base, -3, 0)
+        for t, label in zip(ticks, labels):
+            ax.text(0, t, label, transform=shifted, ha="right", va="center", fontsize=FONT)
+    if grid and len(ticks):
+        segments = [[(t, 0), (t, 1)] if which == "x" else [(0, t), (1, t)] for t in ticks]
+        ax.add_collection(LineCollection(segments, transform=base, colors="#e4e4e4", linewidths=0.8, zorder=0),
+                          autolim=False)
+
+
+def _labels(ax, xlabel: str, ylabel: str, x_pad_pt: float = 15, y_pad_pt: float = 32) -> None:
+    """Axis titles at fixed offsets (ax.set_xlabel would measure the tick labels to place itself)."""
+    ax.text(0.5, 0, xlabel, transform=_offset(ax, ax.transAxes, 0, -x_pad_pt), ha="center", va="top", fontsize=9)
+    ax.text(0, 0.5, ylabel, transform=_offset(ax, ax.transAxes, -y_pad_pt, 0), ha="right", va="center",
+            fontsize=9, rotation=90)
+
+
+def _key(ax, entries, title: str = "") -> None:
+    """A legend right of the axes: one coloured text per entry, e.g. ("●", "#1f77b4", "eagle")."""
+    lines = ([(title, "#333333")] if title else []) + [(f"{sym} {label}", col) for sym, col, label in entries]
+    offset = 0
+    for text, col in lines:
+        ax.text(1.03, 1.0, text, transform=_offset(ax, ax.transAxes, 0, -offset), ha="left", va="top",
+                fontsize=FONT, color=col)
+        offset += 11 * (text.count("\n") + 1) + 2
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 (or 1-3, or decade) values between lo and hi, at most 8."""
+    decades = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
+    for mults in ((1, 2, 5), (1, 3), (1,)):
+        ticks = [m * 10.0**d for d in decades for m in mults if lo <= m * 10.0**d <= hi]
+        if len(ticks) <= 8:
+            return ticks
+    return ticks[:: -(-len(ticks) // 8)]
+
+
+def _short(value: float) -> str:
+    """12000 -> "12k", 3e14 -> "300T"."""
+    for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def _log_axes(ax, xs, ys, x_room: float = 1.3) -> None:
+    """Log-log axes spanning the data with a margin (x_room: factor past the largest x),
+    plain-number tick labels."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    xs, ys = xs[np.isfinite(xs) & (xs > 0)], ys[np.isfinite(ys) & (ys > 0)]
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if not (len(xs) and len(ys)):
+        return
+    (x0, x1), (y0, y1) = (xs.min() / 1.3, xs.max() * x_room), (ys.min() / 1.5, ys.max() * 1.5)
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    for which, (lo, hi) in (("x", (x0, x1)), ("y", (y0, y1))):
+        ticks = _log_ticks(lo, hi)
+        _ticks(ax, which, ticks, [_short(t) for t in ticks])
+
+
+def _empty_note(ax, text: str = NO_FEASIBLE, y: float = 0.5) -> None:
+    ax.text(0.5, y, textwrap.fill(text, 40), transform=ax.transAxes, ha="center", va="center",
+            fontsize=10, color="#a00000", bbox=dict(facecolor="white", edgecolor="none"))
+    _ticks(ax, "x", [], [])
+    _ticks(ax, "y", [], [])
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def pareto_figure(feasible: pd.DataFrame, pareto: pd.DataFrame, path: Path, caption: str, title: str) -> Path:
+    """Throughput per GPU against speed per user: every feasible point faint, frontier bold."""
+    fig, ax, _ = _figure(7.5, 5.0, caption)
+    _title(ax, title)
+    if feasible.empty:
+        _empty_note(ax)
+        return _save(fig, path)
+    entries = []
+    for mech, group in feasible.groupby("mechanism", sort=False):
+        if len(group) > MAX_SCATTER_POINTS:
+            group = group.sample(MAX_SCATTER_POINTS, random_state=0)
+        ax.scatter(group["tokens_per_s_per_user"], group["tokens_per_s_per_gpu"], s=9, alpha=0.3,
+                   color=color(mech), linewidths=0)
+        entries.append(("●", color(mech), mech))
+    if not pareto.empty:
+        front = pareto.sort_values("tokens_per_s_per_user")
+        ax.plot(front["tokens_per_s_per_user"], front["tokens_per_s_per_gpu"], color="black", lw=1.2, zorder=3)
+        ax.scatter(front["tokens_per_s_per_user"], front["tokens_per_s_per_gpu"], s=30, zorder=4,
+                   color=[color(m) for m in front["mechanism"]], edgecolors="black", linewidths=0.8)
+        entries.append(("—", "black", "Pareto frontier"))
+    # room on the right: the frontier's labels go above-right of it, where no point can be
+    _log_axes(ax, feasible["tokens_per_s_per_user"], feasible["tokens_per_s_per_gpu"], x_room=2.2)
+    if not pareto.empty:
+        labelled = front.iloc[:: max(1, -(-len(front) // 7))]
+        for user, gpu, b, mech, d in _columns(labelled, "tokens_per_s_per_user", "tokens_per_s_per_gpu", "batch",
+                                              "mechanism", "draft_len"):
+            ax.annotate(f"B={b} {mech} D={d}", (user, gpu), xytext=(5, 2), textcoords="offset points",
+                        fontsize=6.5, va="bottom")
+    _labels(ax, "tokens/s per user (faster for each user →)", "tokens/s per GPU")
+    _key(ax, entries, "faint: every feasible point")
+    return _save(fig, path)
+
+
+def heatmap_figure(frame: pd.DataFrame, context: int, path: Path, caption: str, title: str) -> Path:
+    """Speedup over plain decoding on a B × D grid, one panel per mechanism, infeasible grey.
+
+    All panels and the colour bar are drawn on one hidden axes whose data units are inches of
+    the figure: a matplotlib axes costs ~10 ms to build and draw, five of them half the figure."""
+    from matplotlib import colormaps
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import TwoSlopeNorm
+
+    at = frame[(frame["context"] == context) & (frame["mechanism"] != "none")]
+    mechanisms = list(dict.fromkeys(at["mechanism"]))
+    ncols = 2 if len(mechanisms) == 4 else min(3, max(1, len(mechanisms)))
+    nrows = max(1, -(-len(mechanisms) // ncols))
+    panel_w, panel_h = 3.3, 2.45  # inches per panel slot, labels included
+    w, h = panel_w * ncols + 1.3, panel_h * nrows + 1.1
+    fig = _canvas(w, h, caption)
+    bottom_in = _caption_pixels(caption).shape[0] / DPI + 0.35
+    board = fig.add_axes((0, 0, 1, 1))
+    board.set_axis_off()
+    board.set_autoscale_on(False)
+    board.set_xlim(0, w)
+    board.set_ylim(0, h)
+    text = functools.partial(board.text, fontsize=FONT)
+    text(w / 2, h - 0.1, title, fontsize=10, ha="center", va="top")
+    text(w / 2, h - 0.3, "grey: infeasible;  ★: best D per B, where it beats plain decoding", ha="center", va="top",
+         color="#444444")
+    grids = {m: _speedup_grid(at[at["mechanism"] == m]) for m in mechanisms}
+    shown = np.concatenate([g[2].ravel() for g in grids.values()] or [np.zeros(0)])
+    shown = shown[np.isfinite(shown)]
+    if not mechanisms:
+        text(w / 2, h / 2, "no speculative mechanism in the sweep", fontsize=10, ha="center", color="#a00000")
+    elif not len(shown):
+        text(w / 2, h - 0.45, NO_FEASIBLE, fontsize=9, ha="center", va="top", color="#a00000")
+    norm = TwoSlopeNorm(vcenter=1.0, vmin=min(float(shown.min()) if len(shown) else 0.9, 0.95),
+                        vmax=max(float(shown.max()) if len(shown) else 1.1, 1.05))
+    cmap = colormaps["RdYlGn"].with_extremes(bad="#c8c8c8")
+    frames, stars = [], []
+    pw, ph = panel_w - 0.8, panel_h - 0.78  # the cell area of a panel
+    for i, (mech, (batches, drafts, values)) in enumerate(grids.items()):
+        r, c = divmod(i, ncols)
+        x, y = 0.6 + c * panel_w, bottom_in + (nrows - 1 - r) * panel_h + 0.3
+        cw, ch = pw / len(batches), ph / len(drafts)
+        board.imshow(np.ma.masked_invalid(values), extent=(x, x + pw, y, y + ph), aspect="auto", origin="lower",
+                     cmap=cmap, norm=norm, interpolation="nearest")
+        frames.append([(x, y), (x + pw, y), (x + pw, y + ph), (x, y + ph), (x, y)])
+        for j in np.flatnonzero((np.nan_to_num(values, nan=0.0) > 1.0).any(axis=0)):  # B where some D wins
+            stars.append((x + (j + 0.5) * cw, y + (np.nanargmax(values[:, j]) + 0.5) * ch))
+        for j, b in enumerate(batches):
+            text(x + (j + 0.5) * cw, y - 0.04, str(b), ha="center", va="top")
+        for k, d in enumerate(drafts):
+            text(x - 0.05, y + (k + 0.5) * ch, str(d), ha="right", va="center")
+        text(x + pw / 2, y - 0.2, "batch B", fontsize=8.5, ha="center", va="top")
+        text(x - 0.22, y + ph / 2, "draft length D", fontsize=8.5, ha="right", va="center", rotation=90)
+        text(x + pw / 2, y + ph + 0.05, mech, fontsize=9, ha="center", va="bottom", color=color(mech))
+    if stars:
+        board.scatter(*zip(*stars), marker="*", s=45, color="black", linewidths=0, zorder=3)
+    # colour bar, linear in speedup, with ticks at round values and at 1 (plain decoding)
+    lo, hi = float(norm.vmin), float(norm.vmax)
+    bx, by0, by1 = w - 0.95, bottom_in + 0.3, h - 0.75
+    board.imshow(norm(np.linspace(lo, hi, 256))[:, None], extent=(bx, bx + 0.15, by0, by1), aspect="auto",
+                 origin="lower", cmap=cmap, vmin=0, vmax=1)
+    frames.append([(bx, by0), (bx + 0.15, by0), (bx + 0.15, by1), (bx, by1), (bx, by0)])
+    board.add_collection(LineCollection(frames, colors="black", linewidths=0.8), autolim=False)
+    step = _nice_step((hi - lo) / 6)
+    ticks = sorted({1.0, *np.round(np.arange(np.ceil(lo / step) * step, hi + 1e-9, step), 6)})
+    for v in [v for v in ticks if v == 1.0 or abs(v - 1.0) > step / 2]:
+        text(bx + 0.2, by0 + (v - lo) / (hi - lo) * (by1 - by0), f"{v:g}", ha="left", va="center")
+    text(bx + 0.55, (by0 + by1) / 2, "speedup vs plain decoding", fontsize=8, rotation=90, ha="left", va="center")
+    return _save(fig, path)
+
+
+def _speedup_grid(rows: pd.DataFrame) -> tuple[list, list, np.ndarray]:
+    """(batches, draft lengths, speedup[D, B]) of one mechanism: NaN where infeasible, and a
+    tree's best node count at each depth."""
+    batches = sorted(rows["batch"].unique())
+    drafts = sorted(rows["draft_len"].unique())
+    ok = rows[rows["feasible"]]
+    values = np.full((len(drafts), len(batches)), np.nan)
+    np.fmax.at(values, (np.searchsorted(drafts, ok["draft_len"]), np.searchsorted(batches, ok["batch"])),
+               ok["speedup"].to_numpy(dtype=float))
+    return batches, drafts, values
+
+
+def best_d_figure(frame: pd.DataFrame, best: pd.DataFrame, context: int, path: Path,
+                  caption: str, title: str) -> Path:
+    """Best draft length against batch size per mechanism (the planner's non-increasing
+    schedule, and the pointwise optimum where it differs), and the overall pick."""
+    from .planner import best_draft_len
+
+    fig, ax, _ = _figure(7.5, 4.6, caption, right_in=2.1)
+    _title(ax, title)
+    at = frame[(frame["context"] == context) & frame["feasible"]]
+    if at.empty:
+        _empty_note(ax)
+        return _save(fig, path)
+    pick = best[best["context"] == context].sort_values("batch")
+    mechanisms = [m for m in dict.fromkeys(at["mechanism"]) if m != "none"]
+    entries = []
+    for i, mech in enumerate(mechanisms):
+        schedule = best_draft_len(at, mech, context)
+        nudge = 0.07 * (i - (len(mechanisms) - 1) / 2)  # keeps overlapping lines apart
+        ax.plot(schedule["batch"], schedule["draft_len"] + nudge, marker="o", ms=3.5, lw=1.3, color=color(mech))
+        off = schedule[schedule["pointwise_draft_len"] != schedule["draft_len"]]
+        ax.scatter(off["batch"], off["pointwise_draft_len"] + nudge, s=16, marker="x", color=color(mech),
+                   linewidths=1)
+        entries.append(("—", color(mech), mech))
+    entries.append(("✕", "#444444", "pointwise best D,\n   where it differs"))
+    if not pick.empty:
+        ax.plot(pick["batch"], pick["draft_len"], color="black", lw=2.5, alpha=0.3, zorder=2)
+        ax.scatter(pick["batch"], pick["draft_len"], s=70, marker="s", zorder=3, facecolors="none",
+                   edgecolors=[color(m) for m in pick["mechanism"]], linewidths=1.8)
+        entries.append(("□", "#444444", "overall pick (edge:\n   its mechanism)"))
+    batches = sorted(at["batch"].unique())
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(batches[0] / 1.3, batches[-1] * 1.3)
+    top = int(at["draft_len"].max())
+    ax.set_ylim(-0.5, top + 0.5)
+    _ticks(ax, "x", batches, [str(b) for b in batches])
+    _ticks(ax, "y", range(top + 1), [str(d) for d in range(top + 1)])
+    _labels(ax, "batch size B (concurrent sequences)", "draft length D", y_pad_pt=18)
+    _key(ax, entries, "lines: D schedule per\nmechanism (non-increasing)")
+    return _save(fig, path)
+
+
+def breakdown_figure(best: pd.DataFrame, context: int, path: Path, caption: str, title: str) -> Path:
+    """Stacked step time (ms) of the picked configuration at each batch size."""
+    from matplotlib.collections import PolyCollection
+
+    pick = best[best["context"] == context].sort_values("batch")
+    fig, ax, _ = _figure(max(7.5, 0.5 * len(pick) + 3.2), 5.0, caption, below_in=0.7)
+    _title(ax, title)
+    if pick.empty:
+        _empty_note(ax)
+        return _save(fig, path)
+    x = np.arange(len(pick), dtype=float)
+    base = np.zeros(len(pick))
+    entries = []
+    for label, columns, col in BREAKDOWN:
+        top = base + sum(pick[c].to_numpy(dtype=float) for c in columns) * 1e3
+        boxes = [[(xi - 0.35, b0), (xi - 0.35, b1), (xi + 0.35, b1), (xi + 0.35, b0)]
+                 for xi, b0, b1 in zip(x, base, top)]
+        ax.add_collection(PolyCollection(boxes, facecolors=col, edgecolors="none"), autolim=False)
+        entries.append(("■", col, label))
+        base = top
+    t_base_ms = pick["t_base"].to_numpy(dtype=float) * 1e3
+    ax.scatter(x, t_base_ms, marker="_", s=300, color="black", linewidths=1.5, zorder=3)
+    entries.append(("—", "black", "plain decoding step"))
+    y_max = 1.08 * max(base.max(), t_base_ms.max())
+    ax.set_xlim(-0.6, len(pick) - 0.4)
+    ax.set_ylim(0, y_max)
+    labels = [f"B={b}\n{m}\nD={d}" for b, m, d in _columns(pick, "batch", "mechanism", "draft_len")]
+    _ticks(ax, "x", x, labels, grid=False)
+    ticks = _linear_ticks(y_max)
+    _ticks(ax, "y", ticks, [f"{t:g}" for t in ticks])
+    _labels(ax, "", "time per target step (ms)", y_pad_pt=24)
+    _key(ax, entries[::-1])
+    return _save(fig, path)
+
+
+def _nice_step(raw: float) -> float:
+    """The 1-2-2.5-5 × 10^k step nearest to raw."""
+    return float(min((m * 10 ** np.floor(np.log10(raw)) for m in (1, 2, 2.5, 5, 10)), key=lambda s: abs(s - raw)))
+
+
+def _linear_ticks(hi: float) -> np.ndarray:
+    """About five round ticks from 0 to hi."""
+    return np.arange(0, hi + 1e-12, _nice_step(hi / 5))
+
+
+def roofline_figure(frame: pd.DataFrame, best: pd.DataFrame, context: int, meta: dict, path: Path,
+                    caption: str, title: str) -> Path:
+    """Verify-step linear layers on the roofline: achieved FLOP/s against FLOP per byte."""
+    fig, ax, _ = _figure(7.5, 5.0, caption)
+    _title(ax, title)
+    peak = float(meta.get("peak_flops_per_s") or 0)
+    bandwidth = float(meta.get("bytes_per_s") or 0)
+    ridge = float(meta.get("ridge_flops_per_byte") or (peak / bandwidth if bandwidth else 0))
+    plain = frame[(frame["context"] == context) & (frame["mechanism"] == "none") & frame["feasible"]]
+    pick = best[best["context"] == context]
+    xs = pd.concat([plain["gemm_intensity"], pick["gemm_intensity"]]).to_numpy(dtype=float)
+    ys = pd.concat([plain["gemm_flops_per_s"], pick["gemm_flops_per_s"]]).to_numpy(dtype=float)
+    entries = []
+    if peak > 0 and bandwidth > 0:
+        roof_x = np.array([min([ridge / 20, *(xs / 2)]), ridge, max([ridge * 8, *(xs * 2)])])
+        roof_y = np.minimum(peak, bandwidth * roof_x)
+        ax.plot(roof_x, roof_y, color="black", lw=1.5)
+        ax.axvline(ridge, color="#888888", ls="--", lw=1)
+        ax.annotate(f"ridge {ridge:,.0f} FLOP/byte", (ridge, peak), xytext=(5, -14), textcoords="offset points",
+                    fontsize=7.5, color="#444444")
+        xs, ys = np.concatenate([xs, roof_x]), np.concatenate([ys, roof_y])
+        entries.append(("—", "black", "achievable roof"))
+    if not plain.empty:
+        ax.scatter(plain["gemm_intensity"], plain["gemm_flops_per_s"], s=22, marker="o", color="#888888", zorder=3)
+        for x, y, b in _columns(plain, "gemm_intensity", "gemm_flops_per_s", "batch"):
+            ax.annotate(str(b), (x, y), xytext=(4, -9),
+                        textcoords="offset points", fontsize=6.5, color="#555555")
+        entries.append(("●", "#888888", "plain decoding (D=0),\n   label: B"))
+    if not pick.empty:
+        ax.scatter(pick["gemm_intensity"], pick["gemm_flops_per_s"], s=34, marker="D", zorder=4,
+                   color=[color(m) for m in pick["mechanism"]], edgecolors="black", linewidths=0.6)
+        for x, y, b, n in _columns(pick, "gemm_intensity", "gemm_flops_per_s", "batch", "nodes"):
+            ax.annotate(str(b * n), (x, y), xytext=(-4, 4),
+                        textcoords="offset points", fontsize=6.5, ha="right")
+        entries.append(("◆", "#333333", "picked config (colour:\n   mechanism), label: tokens\n"
+                                        "   verified B·(1+D), tree B·nodes"))
+    if plain.empty and pick.empty:
+        _empty_note(ax, y=0.25)
+    _log_axes(ax, xs, ys)
+    _labels(ax, "arithmetic intensity of the verify GEMMs (FLOP/byte)", "achieved FLOP/s", y_pad_pt=28)
+    _key(ax, entries)
+    return _save(fig, path)
+
+
+def draw_figures(result, out_dir: Path, context: int, caption: str) -> list[Path]:
+    """Draw every figure of `FIGURES` into out_dir for one context length; return the paths."""
+    frame, best, meta = result.frame, result.best, result.meta
+    head = f"{(meta.get('model') or {}).get('model', '')} on {meta.get('hardware', '')}, TP={meta.get('tp', 1)}"
+    at = f"context {context} tokens"
+    return [
+        pareto_figure(frame[frame["feasible"]], result.pareto, out_dir / FIGURES["pareto"], caption,
+                      f"Pareto frontier: {head} (all contexts)"),
+        heatmap_figure(frame, context, out_dir / FIGURES["heatmap"], caption,
+                       f"Speedup over plain decoding, {head}, {at}"),
+        best_d_figure(frame, best, context, out_dir / FIGURES["best_d"], caption,
+                      f"Best draft length per batch, {at}"),
+        breakdown_figure(best, context, out_dir / FIGURES["breakdown"], caption,
+                         f"Step time of the picked configuration, {at}"),
+        roofline_figure(frame, best, context, meta, out_dir / FIGURES["roofline"], caption,
+                        f"Verify GEMMs on the roofline, {at}"),
+    ]
