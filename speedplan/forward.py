@@ -150,14 +150,12 @@ def forward_cost(
     tp: int = 1,
     mask: str = "causal",
     dtype: str | None = None,
-    layers: int | None = None,
     lm_head_rows=None,
 ) -> ForwardCost:
     """Price one forward pass of `batch` sequences × `q_len` new tokens against `context`
     cached tokens (numpy arrays broadcast together), on one of `tp` ranks.
 
-    `layers` overrides the decoder-layer count (a one-layer EAGLE/MTP head); `lm_head_rows`
-    overrides how many rows reach the lm_head (default: every new token, as verification
+    `lm_head_rows` overrides how many rows reach the lm_head (default: every new token, as verification
     needs logits at every drafted position). Tree verification passes mask="tree": its
     attention is priced with the tree mask and the extra over a causal mask is reported as
     `tree_mask_s`.
@@ -167,8 +165,7 @@ def forward_cost(
         np.asarray(batch, float), np.asarray(q_len, float), np.asarray(context, float)
     )
     tokens = batch * q_len
-    n_layers = model.layers if layers is None else layers
-    scale = n_layers / model.layers
+    n_layers = model.layers
     b = model.dtype_bytes
 
     gemm_us = np.zeros_like(tokens)
@@ -177,7 +174,7 @@ def forward_cost(
     nbytes = np.zeros_like(tokens)
     compute_bound_us = np.zeros_like(tokens)
     for shape in linear_shapes(model, tp):
-        count = 1 if shape.name == "lm_head" else shape.count * scale
+        count = 1 if shape.name == "lm_head" else shape.count
         m, n = tokens, float(shape.n)
         if shape.name == "lm_head" and lm_head_rows is not None:
             m = np.broadcast_to(np.asarray(lm_head_rows, float), tokens.shape)

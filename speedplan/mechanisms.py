@@ -219,8 +219,8 @@ def parse_mechanism(spec: str, target: ModelSpec, acceptance: Acceptance | None 
         raise SpeedplanInputError(f"mechanism {spec!r}: topk must be in 1..64")
     if vocab is not None and not 1 <= vocab <= target.vocab:
         raise SpeedplanInputError(f"mechanism {spec!r}: vocab must be in 1..{target.vocab}")
-    if name == "mtp" and target.mtp_layers == 0 and target.moe is not None and target.mla is not None:
-        pass  # DeepSeek-style model without MTP weights: priced as if it had one
+    if name == "mtp" and target.mtp_layers == 0:
+        raise SpeedplanInputError(f"model {target.name} has no MTP layers (num_nextn_predict_layers = 0); use eagle")
     if name in ("eagle", "eagle-tree", "mtp"):
         draft = head_spec(target, name, vocab)
     if acceptance is None:

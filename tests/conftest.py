@@ -18,3 +18,13 @@ def run_cli(*args: str, cwd=None, timeout: float = 120) -> subprocess.CompletedP
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny matrices: one thread avoids OpenMP waits when other jobs share the cores."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

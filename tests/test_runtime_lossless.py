@@ -13,13 +13,7 @@ from speedplan.runtime.model import LlamaConfig  # noqa: E402
 from speedplan.runtime.weights import random_model  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread avoids OpenMP waits when other jobs share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CFG = LlamaConfig(hidden=64, layers=4, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=97,
                   rope_theta=10000.0, tie_embeddings=True, name="tiny")

@@ -12,13 +12,7 @@ from speedplan.runtime.model import LlamaConfig  # noqa: E402
 from speedplan.runtime.weights import load_hf_folder, random_model, smollm2_gguf_path, write_safetensors  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread avoids OpenMP waits when other jobs share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CFG = LlamaConfig(hidden=32, layers=2, heads=4, kv_heads=2, head_dim=8, intermediate=64, vocab=50, name="t")
 

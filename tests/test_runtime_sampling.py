@@ -15,13 +15,7 @@ from speedplan.runtime.verify import SamplingParams, probs_from_logits, verify_s
 from test_runtime_lossless import tiny_target  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread avoids OpenMP waits when other jobs share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def chi2_stat(counts: torch.Tensor, probs: torch.Tensor) -> float:

@@ -17,13 +17,7 @@ from speedplan.runtime.trace import SCHEMA, TraceMeta, read_trace, write_trace  
 from test_runtime_lossless import ragged_prompts, tiny_target  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread avoids OpenMP waits when other jobs share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 META_KEYS = {"type", "schema", "model", "mechanism", "draft_len", "tree", "batch", "device", "dtype",
              "temperature", "top_p", "created"}
