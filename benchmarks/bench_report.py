@@ -47,13 +47,17 @@ def run(rows: int, repeats: int) -> None:
         out = Path(tmp)
         context = report.report_context(result.frame)
         caption = report.short_provenance(result)
-        frame, best = result.frame, result.best
+        frame = result.frame
+        from speedplan.report_data import figure_set
+
+        figs = figure_set(result, context)
+
+        def one(name: str, path: Path):
+            return lambda: getattr(rf, f"{name}_figure")(**getattr(figs, name), path=path, caption=caption, title="t")
+
         stages = {
-            "pareto": lambda: rf.pareto_figure(frame[frame["feasible"]], result.pareto, out / "p.png", caption, "t"),
-            "heatmap": lambda: rf.heatmap_figure(frame, context, out / "h.png", caption, "t"),
-            "best_d": lambda: rf.best_d_figure(frame, best, context, out / "b.png", caption, "t"),
-            "breakdown": lambda: rf.breakdown_figure(best, context, out / "s.png", caption, "t"),
-            "roofline": lambda: rf.roofline_figure(frame, best, context, result.meta, out / "r.png", caption, "t"),
+            "figure_set (pandas side)": lambda: figure_set(result, context),
+            **{name: one(name, out / f"{name}.png") for name in ("pareto", "heatmap", "best_d", "breakdown", "roofline")},
             "render_summary": lambda: report.render_summary(result),
         }
         first_cpu = time.process_time()

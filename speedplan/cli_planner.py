@@ -52,23 +52,16 @@ def register(app: typer.Typer) -> None:
         Example: speedplan sweep --model llama-3.1-70b --hardware h100-sxm --tp 4
         --mechanism draft-model:llama-3.2-1b --mechanism eagle --batch 1-256 --draft-len 0-8
         """
-        from .acceptance import parse_acceptance_options
-        from .mechanisms import MECHANISMS
-        from .output import write_outputs
-        from .planner import DEFAULT_MECHANISMS, sweep as run_sweep
-        from .report import render_summary
+        from . import figure_worker
 
-        result = run_sweep(
-            model=model, hardware=hardware, tp=tp, mechanisms=mechanism or DEFAULT_MECHANISMS,
-            batches=parse_int_list(batch, "--batch"), draft_lens=parse_int_list(draft_len, "--draft-len"),
-            contexts=parse_int_list(context, "--context"), tree_nodes=parse_int_list(tree_nodes, "--tree-nodes"),
-            acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
-            min_tokens_per_user=min_tokens_per_user, command="speedplan " + " ".join(sys.argv[1:]),
-        )
-        out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}"
-        write_outputs(result, out)
-        typer.echo(render_summary(result))
-        typer.echo(f"report: {out / 'report.html'}")
+        worker = figure_worker.claim()  # imports matplotlib on the other core meanwhile
+        try:
+            _sweep(model, hardware, tp, mechanism, batch, draft_len, context, tree_nodes, acceptance,
+                   min_tokens_per_user, out, worker)
+        except BaseException:
+            if worker is not None:
+                worker.cancel()
+            raise
 
     predict = typer.Typer(help="Answer op-latency queries in bulk.", no_args_is_help=True)
     app.add_typer(predict, name="predict")
@@ -104,6 +97,28 @@ def register(app: typer.Typer) -> None:
             "mem_gb": h.memory_bytes / 1e9, "link_gb_s": h.link_bytes_per_s / 1e9, "source": h.source[:60] + "...",
         } for h in PRESETS.values()]
         typer.echo(_table(rows))
+
+
+def _sweep(model, hardware, tp, mechanism, batch, draft_len, context, tree_nodes, acceptance,
+           min_tokens_per_user, out, worker) -> None:
+    """The body of `speedplan sweep`: run the sweep, write the report folder, print the summary."""
+    from .acceptance import parse_acceptance_options
+    from .mechanisms import MECHANISMS
+    from .output import write_outputs
+    from .planner import DEFAULT_MECHANISMS, sweep as run_sweep
+    from .report import render_summary
+
+    result = run_sweep(
+        model=model, hardware=hardware, tp=tp, mechanisms=mechanism or DEFAULT_MECHANISMS,
+        batches=parse_int_list(batch, "--batch"), draft_lens=parse_int_list(draft_len, "--draft-len"),
+        contexts=parse_int_list(context, "--context"), tree_nodes=parse_int_list(tree_nodes, "--tree-nodes"),
+        acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
+        min_tokens_per_user=min_tokens_per_user, command="speedplan " + " ".join(sys.argv[1:]),
+    )
+    out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}"
+    write_outputs(result, out, worker)
+    typer.echo(render_summary(result))
+    typer.echo(f"report: {out / 'report.html'}")
 
 
 def _table(rows: list[dict]) -> str:

@@ -60,15 +60,19 @@ def serving_plan(result: SweepResult):
     )
 
 
-def write_outputs(result: SweepResult, out_dir: Path) -> list[Path]:
+def write_outputs(result: SweepResult, out_dir: Path, worker=None) -> list[Path]:
     """Write sweep.csv, pareto.csv, recommendations.json, schedule.csv, the serving configs,
-    report.html and its figures into `out_dir` (replacing it). Returns the final paths."""
+    report.html and its figures into `out_dir` (replacing it). A started
+    `figure_worker.FigureWorker` draws the figures if given. Returns the final paths."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpeedplanInputError(f"--out {out_dir}: exists and is not a folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
+        from .report import send_figures, write_report
+
+        figures = send_figures(result, tmp, worker)  # first, so the worker draws while we write
         files = []
         result.frame.to_csv(tmp / "sweep.csv", index=False, float_format="%.6g")
         result.pareto.to_csv(tmp / "pareto.csv", index=False, float_format="%.6g")
@@ -84,13 +88,13 @@ def write_outputs(result: SweepResult, out_dir: Path) -> list[Path]:
             files += [p.name for p in write_serving_configs(plan, tmp)]
         (tmp / "meta.json").write_text(json.dumps(result.meta, indent=1, default=str) + "\n")
         files.append("meta.json")
-        from .report import write_report
-
-        write_report(result, tmp, files)
+        write_report(result, tmp, files, worker=worker, figures=figures)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         tmp.rename(out_dir)
     except BaseException:
+        if worker is not None:
+            worker.cancel()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return sorted(out_dir.iterdir())

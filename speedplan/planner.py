@@ -283,6 +283,8 @@ def best_draft_len(frame: pd.DataFrame, mechanism: str, context: int | None = No
     batches = table.index.to_numpy()
     ds = table.columns.to_numpy()
     value = table.to_numpy()
+    nodes = per_d.pivot(index="batch", columns="draft_len", values="nodes").reindex(
+        index=table.index, columns=table.columns).to_numpy()
     # relative speedup per batch; within TIE_TOLERANCE of that batch's best counts as best, so
     # ties go to the smaller D (argmax takes the first, and D ascends), as in best_per_batch
     rel = np.where(np.isfinite(value), value / np.nanmax(value, axis=1, keepdims=True), -1e9)
@@ -304,14 +306,13 @@ def best_draft_len(frame: pd.DataFrame, mechanism: str, context: int | None = No
     for i in range(n):
         picks.append(j)
         j = choice[i][j] if i < n - 1 else j
-    key = per_d.set_index(["batch", "draft_len"])
     out = []
     for i, j in enumerate(picks):
         b, d = batches[i], ds[j]
         k = int(np.nanargmax(value[i]))
         out.append({
             "batch": int(b), "context": int(context), "draft_len": int(d),
-            "nodes": int(key.loc[(b, d), "nodes"]), "speedup": float(value[i][j]),
+            "nodes": int(nodes[i][j]), "speedup": float(value[i][j]),
             "pointwise_draft_len": int(ds[k]), "pointwise_speedup": float(value[i][k]),
         })
     return pd.DataFrame(out)

@@ -165,20 +165,38 @@ def render_summary(result: "SweepResult", max_rows: int = 12) -> str:
     return "\n".join(lines)
 
 
-def write_report(result: "SweepResult", out_dir: Path, files: list[str]) -> list[Path]:
+def send_figures(result: "SweepResult", out_dir: Path, worker=None):
+    """What the figures show (`report_data.figure_set`), handed to a started
+    `figure_worker.FigureWorker` to draw into out_dir if one is given. Returns the FigureSet."""
+    from .report_data import figure_set
+
+    context = report_context(result.frame)
+    figures = figure_set(result, context if context is not None else 0)
+    if worker is not None:
+        worker.submit(figures, Path(out_dir), short_provenance(result))
+    return figures
+
+
+def write_report(result: "SweepResult", out_dir: Path, files: list[str], worker=None, figures=None) -> list[Path]:
     """Write report.html and the PNG figures into out_dir (which exists); `files` are the other
     files the lead writes into the same folder (sweep.csv, pareto.csv, recommendations.json,
-    serving configs) for the HTML to link. Returns the paths written."""
-    from .report_figures import draw_figures
+    serving configs) for the HTML to link. With a `figure_worker.FigureWorker`, the worker
+    draws the figures (`figures`: what `send_figures` already sent it); this process draws
+    them if there is none or it fails. Returns the paths written."""
+    from .report_figures import draw_figures, figure_paths
 
     out_dir = Path(out_dir)
-    context = report_context(result.frame)
+    if figures is None:
+        figures = send_figures(result, out_dir, worker)
     short = short_provenance(result)
-    figures = draw_figures(result, out_dir, context if context is not None else 0, short)
+    paths = figure_paths(out_dir)
     page = out_dir / "report.html"
     links = [_link(out_dir, f) for f in files]
-    page.write_text(render_html(result, context, figures, links, provenance(result), short), encoding="utf-8")
-    return figures + [page]
+    page.write_text(render_html(result, report_context(result.frame), paths, links, provenance(result), short),
+                    encoding="utf-8")
+    if worker is None or not worker.wait():
+        paths = draw_figures(figures, out_dir, short)
+    return paths + [page]
 
 
 def _link(out_dir: Path, file: str | Path) -> str:

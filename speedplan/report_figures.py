@@ -21,8 +21,9 @@ import functools
 import textwrap
 from pathlib import Path
 
+from dataclasses import dataclass, field
+
 import numpy as np
-import pandas as pd
 
 DPI = 90
 CAPTION_WIDTH_IN = 7.3  # the caption is wrapped to fit the narrowest figure
@@ -105,6 +106,16 @@ def _caption_pixels(caption: str) -> np.ndarray:
     return pixels
 
 
+def warm_up() -> None:
+    """Pay matplotlib's one-off costs (font files, glyph caches, first Agg draw) now: a worker
+    calls this while waiting for its job (`figure_worker`)."""
+    fig = _canvas(2.0, 1.0, "")
+    ax = fig.add_axes((0.1, 0.1, 0.8, 0.8))
+    for size in (FONT, 9, 10):
+        ax.text(0.5, 0.5, "0123456789 BDk.=→ " + "".join(map(chr, range(65, 91))), fontsize=size)
+    fig.canvas.draw()
+
+
 def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=DPI, format="png", pil_kwargs={"compress_level": 1})
     return path
@@ -115,10 +126,27 @@ def _title(ax, text: str) -> None:
     ax.set_title(text, fontsize=10, y=1.01)
 
 
-def _columns(frame: pd.DataFrame, *names: str):
-    """Rows of the named columns as plain tuples (itertuples builds a namedtuple class per
-    call, ~10 ms for a frame this wide)."""
-    return zip(*(frame[n].tolist() for n in names))
+@dataclass
+class FigureSet:
+    """What the five figures draw, as plain arrays (`report_data.figure_set` builds it from
+    the sweep): one dict of keyword arguments per figure function, and the titles."""
+
+    pareto: dict
+    heatmap: dict
+    best_d: dict
+    breakdown: dict
+    roofline: dict
+    titles: dict = field(default_factory=dict)
+
+
+def _columns(cols: dict, *names: str):
+    """Rows of the named columns (a dict of arrays) as plain tuples."""
+    return zip(*(np.asarray(cols[n]).tolist() for n in names))
+
+
+def _take(cols: dict, index) -> dict:
+    """The rows `index` (a slice or index array) of a dict of column arrays."""
+    return {n: np.asarray(v)[index] for n, v in cols.items()}
 
 
 def _offset(ax, base, dx_pt: float, dy_pt: float):
@@ -215,30 +243,31 @@ def _empty_note(ax, text: str = NO_FEASIBLE, y: float = 0.5) -> None:
 # --- figures ---------------------------------------------------------------------------------
 
 
-def pareto_figure(feasible: pd.DataFrame, pareto: pd.DataFrame, path: Path, caption: str, title: str) -> Path:
-    """Throughput per GPU against speed per user: every feasible point faint, frontier bold."""
+def pareto_figure(clouds: list, span: tuple, front: dict, path: Path, caption: str, title: str) -> Path:
+    """Throughput per GPU against speed per user: every feasible point faint, frontier bold.
+
+    clouds: (mechanism, tokens/s/user, tokens/s/GPU) per mechanism, subsampled; span: the
+    (user, GPU) [min, max] of every feasible point; front: the frontier's columns sorted by
+    tokens/s/user."""
     fig, ax, _ = _figure(7.5, 5.0, caption)
     _title(ax, title)
-    if feasible.empty:
+    if not clouds:
         _empty_note(ax)
         return _save(fig, path)
     entries = []
-    for mech, group in feasible.groupby("mechanism", sort=False):
-        if len(group) > MAX_SCATTER_POINTS:
-            group = group.sample(MAX_SCATTER_POINTS, random_state=0)
-        ax.scatter(group["tokens_per_s_per_user"], group["tokens_per_s_per_gpu"], s=9, alpha=0.3,
-                   color=color(mech), linewidths=0)
+    for mech, user, gpu in clouds:
+        ax.scatter(user, gpu, s=9, alpha=0.3, color=color(mech), linewidths=0)
         entries.append(("●", color(mech), mech))
-    if not pareto.empty:
-        front = pareto.sort_values("tokens_per_s_per_user")
+    n_front = len(front["tokens_per_s_per_user"])
+    if n_front:
         ax.plot(front["tokens_per_s_per_user"], front["tokens_per_s_per_gpu"], color="black", lw=1.2, zorder=3)
         ax.scatter(front["tokens_per_s_per_user"], front["tokens_per_s_per_gpu"], s=30, zorder=4,
                    color=[color(m) for m in front["mechanism"]], edgecolors="black", linewidths=0.8)
         entries.append(("—", "black", "Pareto frontier"))
     # room on the right: the frontier's labels go above-right of it, where no point can be
-    _log_axes(ax, feasible["tokens_per_s_per_user"], feasible["tokens_per_s_per_gpu"], x_room=2.2)
-    if not pareto.empty:
-        labelled = front.iloc[:: max(1, -(-len(front) // 7))]
+    _log_axes(ax, span[0], span[1], x_room=2.2)
+    if n_front:
+        labelled = _take(front, slice(None, None, max(1, -(-n_front // 7))))
         for user, gpu, b, mech, d in _columns(labelled, "tokens_per_s_per_user", "tokens_per_s_per_gpu", "batch",
                                               "mechanism", "draft_len"):
             ax.annotate(f"B={b} {mech} D={d}", (user, gpu), xytext=(5, 2), textcoords="offset points",
@@ -248,8 +277,9 @@ def pareto_figure(feasible: pd.DataFrame, pareto: pd.DataFrame, path: Path, capt
     return _save(fig, path)
 
 
-def heatmap_figure(frame: pd.DataFrame, context: int, path: Path, caption: str, title: str) -> Path:
+def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
     """Speedup over plain decoding on a B × D grid, one panel per mechanism, infeasible grey.
+    grids: mechanism -> (batches, draft lengths, speedup[D, B] with NaN where infeasible).
 
     All panels and the colour bar are drawn on one hidden axes whose data units are inches of
     the figure: a matplotlib axes costs ~10 ms to build and draw, five of them half the figure."""
@@ -257,8 +287,7 @@ def heatmap_figure(frame: pd.DataFrame, context: int, path: Path, caption: str, 
     from matplotlib.collections import LineCollection
     from matplotlib.colors import TwoSlopeNorm
 
-    at = frame[(frame["context"] == context) & (frame["mechanism"] != "none")]
-    mechanisms = list(dict.fromkeys(at["mechanism"]))
+    mechanisms = list(grids)
     ncols = 2 if len(mechanisms) == 4 else min(3, max(1, len(mechanisms)))
     nrows = max(1, -(-len(mechanisms) // ncols))
     panel_w, panel_h = 3.3, 2.45  # inches per panel slot, labels included
@@ -274,7 +303,6 @@ def heatmap_figure(frame: pd.DataFrame, context: int, path: Path, caption: str, 
     text(w / 2, h - 0.1, title, fontsize=10, ha="center", va="top")
     text(w / 2, h - 0.3, "grey: infeasible;  ★: best D per B, where it beats plain decoding", ha="center", va="top",
          color="#444444")
-    grids = {m: _speedup_grid(at[at["mechanism"] == m]) for m in mechanisms}
     shown = np.concatenate([g[2].ravel() for g in grids.values()] or [np.zeros(0)])
     shown = shown[np.isfinite(shown)]
     if not mechanisms:
@@ -319,51 +347,34 @@ def heatmap_figure(frame: pd.DataFrame, context: int, path: Path, caption: str, 
     return _save(fig, path)
 
 
-def _speedup_grid(rows: pd.DataFrame) -> tuple[list, list, np.ndarray]:
-    """(batches, draft lengths, speedup[D, B]) of one mechanism: NaN where infeasible, and a
-    tree's best node count at each depth."""
-    batches = sorted(rows["batch"].unique())
-    drafts = sorted(rows["draft_len"].unique())
-    ok = rows[rows["feasible"]]
-    values = np.full((len(drafts), len(batches)), np.nan)
-    np.fmax.at(values, (np.searchsorted(drafts, ok["draft_len"]), np.searchsorted(batches, ok["batch"])),
-               ok["speedup"].to_numpy(dtype=float))
-    return batches, drafts, values
-
-
-def best_d_figure(frame: pd.DataFrame, best: pd.DataFrame, context: int, path: Path,
-                  caption: str, title: str) -> Path:
+def best_d_figure(schedules: dict, pick: dict, batches: list, top: int, path: Path, caption: str,
+                  title: str) -> Path:
     """Best draft length against batch size per mechanism (the planner's non-increasing
-    schedule, and the pointwise optimum where it differs), and the overall pick."""
-    from .planner import best_draft_len
+    schedule, and the pointwise optimum where it differs), and the overall pick.
 
+    schedules: mechanism -> columns batch, draft_len, pointwise_draft_len; pick: the overall
+    pick's batch, draft_len, mechanism; batches: every feasible batch; top: the largest D."""
     fig, ax, _ = _figure(7.5, 4.6, caption, right_in=2.1)
     _title(ax, title)
-    at = frame[(frame["context"] == context) & frame["feasible"]]
-    if at.empty:
+    if not batches:
         _empty_note(ax)
         return _save(fig, path)
-    pick = best[best["context"] == context].sort_values("batch")
-    mechanisms = [m for m in dict.fromkeys(at["mechanism"]) if m != "none"]
     entries = []
-    for i, mech in enumerate(mechanisms):
-        schedule = best_draft_len(at, mech, context)
-        nudge = 0.07 * (i - (len(mechanisms) - 1) / 2)  # keeps overlapping lines apart
+    for i, (mech, schedule) in enumerate(schedules.items()):
+        nudge = 0.07 * (i - (len(schedules) - 1) / 2)  # keeps overlapping lines apart
         ax.plot(schedule["batch"], schedule["draft_len"] + nudge, marker="o", ms=3.5, lw=1.3, color=color(mech))
-        off = schedule[schedule["pointwise_draft_len"] != schedule["draft_len"]]
-        ax.scatter(off["batch"], off["pointwise_draft_len"] + nudge, s=16, marker="x", color=color(mech),
-                   linewidths=1)
+        off = schedule["pointwise_draft_len"] != schedule["draft_len"]
+        ax.scatter(schedule["batch"][off], schedule["pointwise_draft_len"][off] + nudge, s=16, marker="x",
+                   color=color(mech), linewidths=1)
         entries.append(("—", color(mech), mech))
     entries.append(("✕", "#444444", "pointwise best D,\n   where it differs"))
-    if not pick.empty:
+    if len(pick["batch"]):
         ax.plot(pick["batch"], pick["draft_len"], color="black", lw=2.5, alpha=0.3, zorder=2)
         ax.scatter(pick["batch"], pick["draft_len"], s=70, marker="s", zorder=3, facecolors="none",
                    edgecolors=[color(m) for m in pick["mechanism"]], linewidths=1.8)
         entries.append(("□", "#444444", "overall pick (edge:\n   its mechanism)"))
-    batches = sorted(at["batch"].unique())
     ax.set_xscale("log", base=2)
     ax.set_xlim(batches[0] / 1.3, batches[-1] * 1.3)
-    top = int(at["draft_len"].max())
     ax.set_ylim(-0.5, top + 0.5)
     _ticks(ax, "x", batches, [str(b) for b in batches])
     _ticks(ax, "y", range(top + 1), [str(d) for d in range(top + 1)])
@@ -372,31 +383,34 @@ def best_d_figure(frame: pd.DataFrame, best: pd.DataFrame, context: int, path: P
     return _save(fig, path)
 
 
-def breakdown_figure(best: pd.DataFrame, context: int, path: Path, caption: str, title: str) -> Path:
-    """Stacked step time (ms) of the picked configuration at each batch size."""
+def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, title: str) -> Path:
+    """Stacked step time (ms) of the picked configuration at each batch size.
+
+    pick: batch, mechanism, draft_len, t_base (seconds) sorted by batch; components: label of
+    `BREAKDOWN` -> seconds per pick."""
     from matplotlib.collections import PolyCollection
 
-    pick = best[best["context"] == context].sort_values("batch")
-    fig, ax, _ = _figure(max(7.5, 0.5 * len(pick) + 3.2), 5.0, caption, below_in=0.7)
+    n = len(pick["batch"])
+    fig, ax, _ = _figure(max(7.5, 0.5 * n + 3.2), 5.0, caption, below_in=0.7)
     _title(ax, title)
-    if pick.empty:
+    if not n:
         _empty_note(ax)
         return _save(fig, path)
-    x = np.arange(len(pick), dtype=float)
-    base = np.zeros(len(pick))
+    x = np.arange(n, dtype=float)
+    base = np.zeros(n)
     entries = []
     for label, columns, col in BREAKDOWN:
-        top = base + sum(pick[c].to_numpy(dtype=float) for c in columns) * 1e3
+        top = base + np.asarray(components[label], dtype=float) * 1e3
         boxes = [[(xi - 0.35, b0), (xi - 0.35, b1), (xi + 0.35, b1), (xi + 0.35, b0)]
                  for xi, b0, b1 in zip(x, base, top)]
         ax.add_collection(PolyCollection(boxes, facecolors=col, edgecolors="none"), autolim=False)
         entries.append(("■", col, label))
         base = top
-    t_base_ms = pick["t_base"].to_numpy(dtype=float) * 1e3
+    t_base_ms = np.asarray(pick["t_base"], dtype=float) * 1e3
     ax.scatter(x, t_base_ms, marker="_", s=300, color="black", linewidths=1.5, zorder=3)
     entries.append(("—", "black", "plain decoding step"))
     y_max = 1.08 * max(base.max(), t_base_ms.max())
-    ax.set_xlim(-0.6, len(pick) - 0.4)
+    ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, y_max)
     labels = [f"B={b}\n{m}\nD={d}" for b, m, d in _columns(pick, "batch", "mechanism", "draft_len")]
     _ticks(ax, "x", x, labels, grid=False)
@@ -417,18 +431,18 @@ def _linear_ticks(hi: float) -> np.ndarray:
     return np.arange(0, hi + 1e-12, _nice_step(hi / 5))
 
 
-def roofline_figure(frame: pd.DataFrame, best: pd.DataFrame, context: int, meta: dict, path: Path,
+def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridge: float, path: Path,
                     caption: str, title: str) -> Path:
-    """Verify-step linear layers on the roofline: achieved FLOP/s against FLOP per byte."""
+    """Verify-step linear layers on the roofline: achieved FLOP/s against FLOP per byte.
+
+    plain: gemm_intensity (FLOP/byte), gemm_flops_per_s, batch of feasible plain decoding;
+    pick: the same plus mechanism and nodes for the picked configurations; peak (FLOP/s),
+    bandwidth (bytes/s) and ridge (FLOP/byte) of the hardware."""
     fig, ax, _ = _figure(7.5, 5.0, caption)
     _title(ax, title)
-    peak = float(meta.get("peak_flops_per_s") or 0)
-    bandwidth = float(meta.get("bytes_per_s") or 0)
-    ridge = float(meta.get("ridge_flops_per_byte") or (peak / bandwidth if bandwidth else 0))
-    plain = frame[(frame["context"] == context) & (frame["mechanism"] == "none") & frame["feasible"]]
-    pick = best[best["context"] == context]
-    xs = pd.concat([plain["gemm_intensity"], pick["gemm_intensity"]]).to_numpy(dtype=float)
-    ys = pd.concat([plain["gemm_flops_per_s"], pick["gemm_flops_per_s"]]).to_numpy(dtype=float)
+    xs = np.concatenate([np.asarray(plain["gemm_intensity"], float), np.asarray(pick["gemm_intensity"], float)])
+    ys = np.concatenate([np.asarray(plain["gemm_flops_per_s"], float), np.asarray(pick["gemm_flops_per_s"], float)])
+    has_plain, has_pick = len(plain["batch"]) > 0, len(pick["batch"]) > 0
     entries = []
     if peak > 0 and bandwidth > 0:
         roof_x = np.array([min([ridge / 20, *(xs / 2)]), ridge, max([ridge * 8, *(xs * 2)])])
@@ -439,13 +453,13 @@ def roofline_figure(frame: pd.DataFrame, best: pd.DataFrame, context: int, meta:
                     fontsize=7.5, color="#444444")
         xs, ys = np.concatenate([xs, roof_x]), np.concatenate([ys, roof_y])
         entries.append(("—", "black", "achievable roof"))
-    if not plain.empty:
+    if has_plain:
         ax.scatter(plain["gemm_intensity"], plain["gemm_flops_per_s"], s=22, marker="o", color="#888888", zorder=3)
         for x, y, b in _columns(plain, "gemm_intensity", "gemm_flops_per_s", "batch"):
             ax.annotate(str(b), (x, y), xytext=(4, -9),
                         textcoords="offset points", fontsize=6.5, color="#555555")
         entries.append(("●", "#888888", "plain decoding (D=0),\n   label: B"))
-    if not pick.empty:
+    if has_pick:
         ax.scatter(pick["gemm_intensity"], pick["gemm_flops_per_s"], s=34, marker="D", zorder=4,
                    color=[color(m) for m in pick["mechanism"]], edgecolors="black", linewidths=0.6)
         for x, y, b, n in _columns(pick, "gemm_intensity", "gemm_flops_per_s", "batch", "nodes"):
@@ -453,7 +467,7 @@ def roofline_figure(frame: pd.DataFrame, best: pd.DataFrame, context: int, meta:
                         textcoords="offset points", fontsize=6.5, ha="right")
         entries.append(("◆", "#333333", "picked config (colour:\n   mechanism), label: tokens\n"
                                         "   verified B·(1+D), tree B·nodes"))
-    if plain.empty and pick.empty:
+    if not (has_plain or has_pick):
         _empty_note(ax, y=0.25)
     _log_axes(ax, xs, ys)
     _labels(ax, "arithmetic intensity of the verify GEMMs (FLOP/byte)", "achieved FLOP/s", y_pad_pt=28)
@@ -461,45 +475,42 @@ def roofline_figure(frame: pd.DataFrame, best: pd.DataFrame, context: int, meta:
     return _save(fig, path)
 
 
-def draw_figures(result, out_dir: Path, context: int, caption: str, parallel: bool = True) -> list[Path]:
-    """Draw every figure of `FIGURES` into out_dir for one context length; return the paths.
+def draw_figures(figures: FigureSet, out_dir: Path, caption: str, parallel: bool = True) -> list[Path]:
+    """Draw the five figures of `figures` into out_dir; return their paths (`figure_paths`).
 
-    With `parallel` (and fork available) a forked child draws the first three figures while
-    this process draws the other two: matplotlib spends ~50 ms per axes here, and the second
-    core halves the wall time of `speedplan sweep`. A child that fails is redrawn here."""
-    frame, best, meta = result.frame, result.best, result.meta
-    head = f"{(meta.get('model') or {}).get('model', '')} on {meta.get('hardware', '')}, TP={meta.get('tp', 1)}"
-    at = f"context {context} tokens"
-    jobs = [
-        lambda: pareto_figure(frame[frame["feasible"]], result.pareto, out_dir / FIGURES["pareto"], caption,
-                              f"Pareto frontier: {head} (all contexts)"),
-        lambda: heatmap_figure(frame, context, out_dir / FIGURES["heatmap"], caption,
-                               f"Speedup over plain decoding, {head}, {at}"),
-        lambda: best_d_figure(frame, best, context, out_dir / FIGURES["best_d"], caption,
-                              f"Best draft length per batch, {at}"),
-        lambda: breakdown_figure(best, context, out_dir / FIGURES["breakdown"], caption,
-                                 f"Step time of the picked configuration, {at}"),
-        lambda: roofline_figure(frame, best, context, meta, out_dir / FIGURES["roofline"], caption,
-                                f"Verify GEMMs on the roofline, {at}"),
-    ]
-    names = ["pareto", "heatmap", "best_d", "breakdown", "roofline"]
-    paths = [out_dir / FIGURES[n] for n in names]
+    With `parallel` (and fork available) a forked child draws two figures while this process
+    draws the other three: matplotlib spends ~50 ms per axes here, and the second
+    core halves the drawing time. A child that fails is redrawn here."""
+    names = ("pareto", "heatmap", "best_d", "breakdown", "roofline")
+    draw = {"pareto": pareto_figure, "heatmap": heatmap_figure, "best_d": best_d_figure,
+            "breakdown": breakdown_figure, "roofline": roofline_figure}
+    jobs = [functools.partial(draw[n], **getattr(figures, n), path=Path(out_dir) / FIGURES[n], caption=caption,
+                              title=figures.titles.get(n, "")) for n in names]
+    paths = figure_paths(out_dir)
+    # split by measured drawing time (benchmarks/bench_report.py): pareto + best D in the
+    # child, heatmap + breakdown + roofline here
+    mine, theirs = [jobs[1], jobs[3], jobs[4]], [jobs[0], jobs[2]]
     child = _fork() if parallel else None
-    if child == 0:  # the child: first three figures, then leave without running any cleanup
+    if child == 0:  # the child: its figures, then leave without running any cleanup
         try:
-            for job in jobs[:3]:
+            for job in theirs:
                 job()
             os._exit(0)
         except BaseException:
             os._exit(1)
-    for job in jobs[3:] if child else jobs:
+    for job in mine if child else jobs:
         job()
     if child:
         _, status = os.waitpid(child, 0)
-        if status != 0 or not all(p.exists() for p in paths[:3]):
-            for job in jobs[:3]:
+        if status != 0 or not all(p.exists() for p in (paths[0], paths[2])):
+            for job in theirs:
                 job()
     return paths
+
+
+def figure_paths(out_dir: Path) -> list[Path]:
+    """Where `draw_figures` writes its PNGs, in its order."""
+    return [Path(out_dir) / FIGURES[n] for n in ("pareto", "heatmap", "best_d", "breakdown", "roofline")]
 
 
 def _fork() -> int | None:
