@@ -53,6 +53,8 @@ def register(app: typer.Typer) -> None:
         draft_layers: int = typer.Option(4, help="truncated*: target layers the drafter keeps."),
         seed: int = typer.Option(0, help="Random seed for sampling."),
         device: str = typer.Option("auto", help="auto, cpu or cuda."),
+        matmul: str = typer.Option("fp32", help="CPU matmuls: fp32 (default, what profiles price) or q4_1 "
+                                   "(decode/verify read the GGUF's Q4_1 blocks via a C kernel built with gcc; same weights)."),
         no_compare: bool = typer.Option(False, help="Skip the plain-decoding run (no speedup)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
@@ -66,7 +68,7 @@ def register(app: typer.Typer) -> None:
         options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=tree_depth,
                                  tree_nodes=tree_nodes, draft_layers=draft_layers)
         spec = RunSpec(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
-                       not raw, not no_compare, str(trace) if trace else None, device, options)
+                       not raw, not no_compare, str(trace) if trace else None, device, options, matmul)
         spec.check()  # bad input fails here, before torch is imported
 
         from .runtime.api import run

@@ -22,7 +22,7 @@ from .drafters.ngram import NgramDrafter
 from .drafters.tree import TreeDrafter
 from .generate import RunResult, generate
 from .model import LlamaConfig, Transformer
-from .spec import MECHANISMS, DrafterOptions, RunSpec
+from .spec import MATMULS, MECHANISMS, DrafterOptions, RunSpec
 from .tokenizer import BPETokenizer
 from .trace import TraceMeta, write_trace
 from .verify import SamplingParams
@@ -36,9 +36,21 @@ class Target:
     name: str
 
 
-def load_target(weights: str = "smollm2", device: str = "cpu") -> Target:
-    """Load a target model and its tokenizer (see the module docstring for `weights`)."""
+def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp32") -> Target:
+    """Load a target model and its tokenizer (see the module docstring for `weights`).
+
+    `matmul`: "fp32" (default; what profiles and `speedplan validate` price) or "q4_1": on CPU,
+    decode/verify matmuls (up to `q4_kernel.MAX_ROWS` tokens per forward) read the GGUF's Q4_1
+    blocks through a small C kernel; same fp32 weight values, ~6x fewer bytes read per step."""
     from .weights import load_gguf, load_hf_folder, random_model, smollm2_gguf_path
+
+    if matmul not in MATMULS:
+        raise SpeedplanInputError(f"--matmul must be one of {', '.join(MATMULS)}, got {matmul!r}")
+    if matmul == "q4_1" and not (weights == "smollm2" or weights.endswith(".gguf")):
+        raise SpeedplanInputError("--matmul q4_1 needs GGUF weights with Q4_1 matrices (smollm2 or a .gguf file)")
+    if matmul == "q4_1" and device != "cpu":
+        raise SpeedplanInputError("--matmul q4_1 is a CPU kernel; use --device cpu")
+    reader = None
 
     if weights.startswith("random:"):
         from ..model import get_model
@@ -68,6 +80,14 @@ def load_target(weights: str = "smollm2", device: str = "cpu") -> Target:
         model = prepare_cuda(model)
     else:
         model.pack_cpu_weights()
+    if matmul == "q4_1":
+        from .q4_kernel import enable_q4_1_matmul
+        from .weights import gguf_q4_1_blocks
+
+        blocks = gguf_q4_1_blocks(reader, model.cfg)
+        if not blocks:
+            raise SpeedplanInputError(f"--matmul q4_1: {name} has no Q4_1 matrices")
+        enable_q4_1_matmul(model, blocks)  # warns and keeps fp32 if the kernel cannot be built
     return Target(model, tok, name)
 
 
@@ -160,12 +180,13 @@ class RunReport:
 def run(spec: RunSpec) -> RunReport:
     """Plain decoding (for the speedup) and the chosen mechanism on the same prompts."""
     spec.check()
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if spec.device == "auto" else spec.device
+    auto = "cuda" if torch.cuda.is_available() and spec.matmul == "fp32" else "cpu"  # q4_1 is a CPU kernel
+    device = auto if spec.device == "auto" else spec.device
     if device == "cuda" and not torch.cuda.is_available():
         raise SpeedplanInputError("--device cuda but no CUDA device is available")
     if device == "cpu":
         torch.set_num_threads(os.cpu_count() or 1)
-    target = load_target(spec.weights, device)
+    target = load_target(spec.weights, device, spec.matmul)
     drafter = make_drafter(spec.mechanism, target.model, spec.options)
     ids = encode_prompts(target.tokenizer, list(spec.prompts), spec.chat)
     sampling = SamplingParams(spec.temperature, spec.top_p)

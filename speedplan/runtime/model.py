@@ -101,11 +101,17 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return F.rms_norm(x, (x.shape[-1],), weight, eps)
 
 
-def linear(x: Tensor, weight: Tensor, packed: Tensor | None = None) -> Tensor:
+def linear(x: Tensor, weight: Tensor, packed: Tensor | None = None, quantized=None) -> Tensor:
     """x [..., in] @ weight[out, in].T. On CPU fp32, `packed` is the same weight reordered
     for oneDNN: at the 1..64 rows a decode/verify step has, MKL's sgemm/sgemv reached only
     ~10 GB/s of weight reads on the 2-core AMD EPYC dev box, oneDNN's packed GEMM ~17 GB/s
-    (per-shape sweep on 2026-11-29; numbers in benchmarks/README.md)."""
+    (per-shape sweep on 2026-11-29; numbers in benchmarks/README.md). `quantized` (opt-in,
+    `q4_kernel.Q41Linear`) computes the same product from the GGUF's Q4_1 blocks and returns
+    None for row counts it leaves to the fp32 path."""
+    if quantized is not None:
+        out = quantized(x)
+        if out is not None:
+            return out
     if packed is None:
         return F.linear(x, weight)
     out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), packed, None, "none", [], "")
@@ -127,11 +133,13 @@ class Attention(nn.Module):
         self.wqkv = nn.Parameter(torch.empty(q_out + 2 * kv_out, cfg.hidden))  # fused Q, K, V
         self.wo = nn.Parameter(torch.empty(cfg.hidden, q_out))
         self.packed: dict[str, Tensor | None] = {"wqkv": None, "wo": None}
+        self.quantized: dict[str, object | None] = {"wqkv": None, "wo": None}  # q4_kernel.Q41Linear
 
     def forward(self, x: Tensor, layer: int, cache: KVCache, step: "StepInputs") -> Tensor:
         cfg = self.cfg
         b, t, _ = x.shape
-        qkv = linear(x, self.wqkv, self.packed["wqkv"]).view(b, t, cfg.heads + 2 * cfg.kv_heads, cfg.head_dim)
+        qkv = linear(x, self.wqkv, self.packed["wqkv"], self.quantized["wqkv"])
+        qkv = qkv.view(b, t, cfg.heads + 2 * cfg.kv_heads, cfg.head_dim)
         qk = apply_rope(qkv[:, :, : cfg.heads + cfg.kv_heads], step.cos, step.sin)  # Q and K heads in one go
         q, k = qk.split([cfg.heads, cfg.kv_heads], 2)  # [b, T, H, Dh], [b, T, Hkv, Dh]
         v = qkv[:, :, cfg.heads + cfg.kv_heads :]
@@ -144,7 +152,7 @@ class Attention(nn.Module):
             keys, values = kc[step.rows, :, : step.span], vc[step.rows, :, : step.span]
         out = F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=step.mask,
                                              enable_gqa=cfg.heads != cfg.kv_heads)  # [b, H, T, Dh]
-        return linear(out.transpose(1, 2).reshape(b, t, -1), self.wo, self.packed["wo"])
+        return linear(out.transpose(1, 2).reshape(b, t, -1), self.wo, self.packed["wo"], self.quantized["wo"])
 
 
 class MLP(nn.Module):
@@ -153,10 +161,11 @@ class MLP(nn.Module):
         self.w_gate_up = nn.Parameter(torch.empty(2 * cfg.intermediate, cfg.hidden))  # fused gate, up
         self.w_down = nn.Parameter(torch.empty(cfg.hidden, cfg.intermediate))
         self.packed: dict[str, Tensor | None] = {"w_gate_up": None, "w_down": None}
+        self.quantized: dict[str, object | None] = {"w_gate_up": None, "w_down": None}
 
     def forward(self, x: Tensor) -> Tensor:
-        gate, up = linear(x, self.w_gate_up, self.packed["w_gate_up"]).chunk(2, -1)
-        return linear(F.silu(gate) * up, self.w_down, self.packed["w_down"])
+        gate, up = linear(x, self.w_gate_up, self.packed["w_gate_up"], self.quantized["w_gate_up"]).chunk(2, -1)
+        return linear(F.silu(gate) * up, self.w_down, self.packed["w_down"], self.quantized["w_down"])
 
 
 class Block(nn.Module):

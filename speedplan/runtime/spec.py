@@ -9,6 +9,7 @@ from pathlib import Path
 from ..errors import SpeedplanInputError
 
 MECHANISMS = ("none", "ngram", "draft-model", "eagle", "eagle-tree", "truncated", "truncated-tree")
+MATMULS = ("fp32", "q4_1")  # CPU matmul path: fp32 oneDNN (default) or the GGUF's Q4_1 blocks (q4_kernel)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class RunSpec:
     trace: str | None = None
     device: str = "auto"
     options: DrafterOptions = field(default_factory=DrafterOptions)
+    matmul: str = "fp32"
 
     def check(self) -> None:
         if not self.prompts:
@@ -59,6 +61,10 @@ class RunSpec:
             raise SpeedplanInputError("tree sizes, --draft-layers and n-gram sizes must be >= 1 (and ngram min <= max)")
         if self.device not in ("auto", "cpu", "cuda"):
             raise SpeedplanInputError(f"--device must be auto, cpu or cuda, got {self.device!r}")
+        if self.matmul not in MATMULS:
+            raise SpeedplanInputError(f"--matmul must be one of {', '.join(MATMULS)}, got {self.matmul!r}")
+        if self.matmul == "q4_1" and self.device == "cuda":
+            raise SpeedplanInputError("--matmul q4_1 is a CPU kernel; use --device cpu")
 
 
 def read_prompts(path: str | Path) -> list[str | list[dict]]:

@@ -99,6 +99,34 @@ def load_gguf(path: str | Path, reader=None) -> Transformer:
     return from_hf_state_dict(cfg, {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in hf.items()})
 
 
+# The model's fused matmul weights and the GGUF tensors they are made of (rows concatenated in this order).
+_FUSED = {"wqkv": ("attn_q", "attn_k", "attn_v"), "wo": ("attn_output",),
+          "w_gate_up": ("ffn_gate", "ffn_up"), "w_down": ("ffn_down",)}
+
+
+def gguf_q4_1_blocks(reader, cfg: LlamaConfig) -> dict[tuple[int, str], np.ndarray]:
+    """The GGUF's raw Q4_1 blocks of each fused matmul weight, keyed (layer, "wqkv" | "wo" |
+    "w_gate_up" | "w_down"): uint8 [out_features, in_features/32*20], rows in the same order as
+    the fp32 weights `load_gguf` builds (Q/K rows un-permuted, fused parts concatenated). A
+    fused weight is left out unless all of its parts are Q4_1 (those stay on the fp32 path)."""
+    from gguf import GGMLQuantizationType
+
+    tensors = {t.name: t for t in reader.tensors}
+    out = {}
+    for i in range(cfg.layers):
+        for fused, parts in _FUSED.items():
+            ts = [tensors.get(f"blk.{i}.{part}.weight") for part in parts]
+            if any(t is None or t.tensor_type != GGMLQuantizationType.Q4_1 for t in ts):
+                continue
+            rows = []
+            for part, t in zip(parts, ts):
+                data = np.asarray(t.data, dtype=np.uint8).reshape(int(t.shape[1]), -1)  # [rows, blocks*20]
+                heads = {"attn_q": cfg.heads, "attn_k": cfg.kv_heads}.get(part)
+                rows.append(_unpermute(data, heads) if heads else data)
+            out[(i, fused)] = np.ascontiguousarray(np.concatenate(rows))
+    return out
+
+
 def from_hf_state_dict(cfg: LlamaConfig, sd: dict[str, torch.Tensor], dtype=torch.float32) -> Transformer:
     """Build a Transformer from Hugging Face LlamaForCausalLM tensor names (fusing QKV, gate/up)."""
     model = Transformer(cfg)
