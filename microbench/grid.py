@@ -184,8 +184,8 @@ def generic_grid(device: str, dtypes: list[str]) -> Grid:
     a 32-head / 8-KV-head / head_dim-128 attention, a range of elementwise sizes."""
     if device == "cpu":
         sizes = [(1024, 1024), (4096, 1024), (1024, 4096), (2048, 2048)]
-        ms = [1, 2, 4, 8, 16, 32, 64, 128]
-        attn = attention_points((32, 8, 128), [1, 4], [1, 4, 8], [256, 1024], dtypes)
+        ms = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
+        attn = attention_points((32, 8, 128), [1, 2, 4], [1, 2, 4, 8], [256, 1024], dtypes)
         ew = elementwise_points(1024, [4**i for i in range(7)], dtypes)
     else:
         dims = [1024, 4096, 8192, 16384]

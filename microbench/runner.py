@@ -19,7 +19,7 @@ from .timing import Timing
 # 32 MiB L3 of the CPU machine class; 4× the 50-60 MB L2 of H100/H200.
 ROTATE_BYTES = {"cpu": 96 * 2**20, "cuda": 256 * 2**20}
 CUPY_M = {1, 8, 16, 64, 65, 256, 1024, 4096}
-BLOCK = 8  # points visited in turn when visit_count > 1
+BLOCK = 32  # points visited in turn when visit_count > 1 (visits of one point ~1 s apart on the CPU grid)
 MAX_OTHER_CPU = 0.25  # cores' worth of other processes' CPU time above which a CPU timing is retried
 
 

@@ -23,6 +23,12 @@ GPU_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 GPU_DRAFT_LENS = [0, 1, 2, 3, 4, 5, 7, 15]
 GPU_TILE_BOUNDARIES = [64, 128, 256, 512, 1024, 2048, 4096]
 CPU_TILE_BOUNDARIES = [16, 32, 64]  # register-blocking steps of the CPU BLAS kernels
+CPU_KV_LENS = [64, 128, 256, 512, 1024, 2048]  # KV length axis, a factor 2 apart
+# tokens of the elementwise ops, a factor ~sqrt(2) apart up to 512 (a verify step has B(1+D) <= 128,
+# a tree B*N <= 272; denser than powers of 2 because the ops step where torch goes parallel)
+CPU_EW_TOKENS = [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256, 362, 512]
+CPU_VISITS = 1  # interleaved visits per point on CPU (`--visits 3` measured no better, at 4x the time)
+CPU_MIN_TIME_MS = 30.0  # timing per point on CPU, split between the visits
 GPU_DEFAULT = ["model:llama-3.1-8b", "model:llama-3.1-70b@8", "generic"]
 
 
@@ -57,8 +63,8 @@ def model_grid(name: str, tp: int, device: str, dtypes: list[str], fp8: bool = F
                             [m for m in ms if m % 16 == 0], ["fp8"])
     heads = attention_shape(model, tp)
     if device == "cpu":
-        attn = attention_points(heads, CPU_BATCHES, list(range(1, 9)), [64, 128, 256, 512, 1024], dtypes)
-        ew = elementwise_points(model.hidden, [2**i for i in range(0, 13)], dtypes)
+        attn = attention_points(heads, CPU_BATCHES, list(range(1, 9)), CPU_KV_LENS, dtypes)
+        ew = elementwise_points(model.hidden, CPU_EW_TOKENS, dtypes)
     else:
         attn = attention_points(heads, [1, 4, 16, 64, 256], [1, 2, 4, 8, 16],
                                 [1024, 2048, 4096, 8192, 16384, 32768], dtypes[:1], max_tokens=2**21)
@@ -141,7 +147,10 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
     for dt in dtypes or []:
         if dt not in ("fp32", "bf16", "fp16", "fp8"):
             raise SpeedplanInputError(f"unknown dtype {dt!r}; use fp32, bf16, fp16 or fp8")
-    min_time_ms = min_time_ms or (50.0 if device == "cpu" else 20.0)
+    min_time_ms = min_time_ms or (CPU_MIN_TIME_MS if device == "cpu" else 20.0)
+    visits = (CPU_VISITS if device == "cpu" else 1) if visits is None else visits
+    if visits < 1:
+        raise SpeedplanInputError(f"--visits must be >= 1, got {visits}")
     if min_time_ms <= 0:
         raise SpeedplanInputError(f"--min-time-ms must be > 0, got {min_time_ms}")
     try:
@@ -161,6 +170,6 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
     try:
         return run(grid, device, out, hardware_preset, min_time_s=min_time_ms / 1e3, threads=threads,
                    cupy=cupy, stop_after=stop_after, progress=progress, quiet_tries=quiet_tries,
-                   visit_count=visits or 1)
+                   visit_count=visits)
     except ValueError as e:
         raise SpeedplanInputError(str(e)) from None

@@ -22,13 +22,13 @@ def bench(
     tp: int = typer.Option(1, "--tp", help="tensor-parallel degree for model: grids"),
     dtype: list[str] = typer.Option([], "--dtype", help="fp32 (cpu default), bf16, fp16 (cuda default), fp8"),
     hardware_preset: Optional[str] = typer.Option(None, "--hardware-preset", help="preset this device is (default: detected)"),
-    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", help="timing budget per point, ms (cpu 50, cuda 20)"),
+    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", help="timing budget per point, ms (cpu 30, cuda 20)"),
     threads: int = typer.Option(2, "--threads", help="torch CPU threads"),
     cupy: bool = typer.Option(False, "--cupy", help="also time GEMMs with cupy (cuda cross-check)"),
     stop_after: Optional[int] = typer.Option(None, "--stop-after", help="stop after N new points (resume later)"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a point timed while other processes ran"),
-    visits: Optional[int] = typer.Option(None, "--visits", help="interleaved visits per point (default 1)"),
+    visits: Optional[int] = typer.Option(None, "--visits", help="interleaved visits per point, median of their medians (default 1)"),
 ) -> None:
     """Measure GEMM, attention and small-op latencies into a profile folder.
 

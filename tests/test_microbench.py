@@ -143,3 +143,31 @@ def test_bench_replaces_a_roofline_placeholder_but_not_a_measured_profile(tmp_pa
     assert result.measured == 2 and json.loads((tmp_path / "p" / "meta.json").read_text())["origin"] == "measured"
     with pytest.raises(SpeedplanInputError, match="hardware_preset"):
         run_bench(["tiny"], "cpu", str(tmp_path / "p"), hardware_preset="h100-sxm", min_time_ms=2, progress=False)
+
+
+def test_quick_cpu_grid_covers_what_the_planner_asks_for_smollm2():
+    """M = B(1+D) for B 1..16 and D 0..7 on every linear layer, verify attention at q_len 1..8
+    (causal; tree from 2) over batches 1..16 and KV lengths up to 2048, elementwise ops up to a
+    tree verify's B*N tokens."""
+    from speedplan.bench_grid import build_grid
+
+    grid = build_grid(["quick"], "cpu")
+    model = [p for p in grid.gemm if p.k in (576, 1536) and p.n in (576, 960, 3072, 49152)]
+    for n, k in {(p.n, p.k) for p in model}:
+        ms = {p.m for p in model if (p.n, p.k) == (n, k)}
+        assert {b * (1 + d) for b in (1, 2, 4, 8, 16) for d in range(8)} <= ms, (n, k)
+    attn = [p for p in grid.attention if p.num_heads == 9]
+    for mask, qs in (("causal", range(1, 9)), ("tree", range(2, 9))):
+        have = {(p.batch, p.q_len, p.kv_len) for p in attn if p.mask == mask}
+        assert {(b, q, kv) for b in (1, 2, 4, 8, 16) for q in qs for kv in (64, 256, 1024, 2048)} <= have, mask
+    assert max(p.numel // p.hidden for p in grid.elementwise) >= 16 * 17
+
+
+def test_random_inputs_are_fresh_non_zero_buffers():
+    from microbench.torch_backend import POOL_NUMEL, TorchBackend
+
+    backend = TorchBackend("cpu", 2**20, 0.001)
+    a, b = backend._rand(3 * POOL_NUMEL // 2 + 5, dtype="fp32"), backend._rand(3 * POOL_NUMEL // 2 + 5, dtype="fp32")
+    assert a.data_ptr() != b.data_ptr() and not torch.equal(a, b)  # separate memory, different draws
+    assert (a != 0).float().mean() > 0.999 and 0.09 < float(a.std()) < 0.11
+    assert backend._rand(4, 8, dtype="bf16").shape == (4, 8) and backend._rand(2, dtype="bf16").dtype == torch.bfloat16

@@ -189,3 +189,54 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
         r = subprocess.run([sys.executable, "-m", "speedplan.cli", *args], cwd=ROOT, capture_output=True, text=True)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "new").exists()  # no half-written output folder
+
+
+def affine_cpu_profile(folder: Path) -> Path:
+    """A 'measured' cpu-local profile whose latencies are a fixed cost plus a slope (what CPU
+    kernels look like: latency is not proportional to the roofline), on the quick grid's axes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "meta.json").write_text(json.dumps({**META, "hardware_preset": "cpu-local", "device_name": "affine"}))
+    ms = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128]
+    write_csv(folder / "gemm.csv", [
+        {"m": m, "n": n, "k": k, "dtype": "fp32", "latency_us": 20 + n * k * 4 / 16e3 * (1 + 0.02 * m)}
+        for n, k in [(576, 576), (1536, 576), (576, 1536)] for m in ms])
+    rows = []
+    for mask in ("causal", "tree"):
+        for b in (1, 2, 4, 8, 16):
+            for q in range(1, 9):
+                for kv in (64, 128, 256, 512, 1024, 2048):
+                    if mask == "tree" and q == 1:
+                        continue
+                    lat = (15 + 4 * q) * b ** 0.9 + 0.05 * b * kv * (1 + 0.3 * q)
+                    rows.append({"batch": b, "q_len": q, "kv_len": kv, "num_heads": 9, "num_kv_heads": 3,
+                                 "head_dim": 64, "mask": mask, "dtype": "fp32", "latency_us": lat})
+    write_csv(folder / "attention.csv", rows)
+    tokens = [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256, 362, 512]
+    write_csv(folder / "elementwise.csv", [
+        {"op": op, "numel": 576 * t, "hidden": 576, "dtype": "fp32", "nbytes": 8 * 576 * t,
+         "latency_us": c + 8 * 576 * t / 10e3} for op, c in (("rmsnorm", 9.0), ("scale", 2.5)) for t in tokens])
+    write_csv(folder / "floors.csv", [{"op": "launch", "graph": 0, "dtype": "fp32", "latency_us": 2.4}])
+    return folder
+
+
+def test_leave_one_out_reproduces_a_smooth_cpu_profile_within_one_percent(tmp_path):
+    """Fixed cost + slope latencies (not proportional to the roofline, as CPU kernels are) on
+    the CPU quick grid's axes: leave-one-out stays near 1% (median; ~2% for attention, whose
+    efficiency bends where the roofline turns from memory- to compute-bound), where the
+    measured CPU profile shows 6-8%: what the check reports there is measurement noise, not
+    interpolation error. Snapping to the nearest grid point instead would be >10% off."""
+    folder = affine_cpu_profile(tmp_path / "p")
+    result = leave_one_out(folder)
+    assert result["median_error"] < 0.012 and result["p90_error"] < 0.05, result
+    families = result["families"]
+    assert families["gemm"]["median_error"] < 0.005 and families["gemm"]["p90_error"] < 0.01, families["gemm"]
+    assert families["attention"]["median_error"] < 0.025 and families["attention"]["p90_error"] < 0.04, families
+    assert families["elementwise"]["median_error"] < 0.01, families["elementwise"]
+    p = load_profile(folder)
+    lat, how = p.attention_lookup(np.array([3, 6]), np.array([3, 5]), np.array([181, 1448]), 9, 3, 64, "causal", "fp32")
+    truth = (15 + 4 * np.array([3, 5])) * np.array([3, 6]) ** 0.9 + 0.05 * np.array([3, 6]) * np.array([181, 1448]) * (
+        1 + 0.3 * np.array([3, 5]))
+    assert (how == "interpolated").all() and np.allclose(lat, truth, rtol=0.03), (lat, truth)
+    low, _ = p.attention_lookup(np.array([2, 4]), np.array([3, 5]), np.array([128, 1024]), 9, 3, 64, "causal", "fp32")
+    high, _ = p.attention_lookup(np.array([4, 8]), np.array([3, 5]), np.array([256, 2048]), 9, 3, 64, "causal", "fp32")
+    assert (low < 0.9 * truth).all() and (high > 1.1 * truth).all()  # measured corners are far off: it interpolates
