@@ -79,7 +79,7 @@ def start_early(argv: list[str]) -> None:
     """Start a worker before Typer even parses the command line (that takes ~0.1 s) when the
     command is `sweep` and help is not asked for; `claim()` hands it to the command."""
     global _early
-    if argv[:1] == ["sweep"] and not {"--help", "-h"} & set(argv):
+    if _early is None and argv[:1] == ["sweep"] and not {"--help", "-h"} & set(argv):
         _early = start()
 
 
