@@ -1,6 +1,6 @@
 """A forked process that imports matplotlib while the sweep is still being computed.
 
-`speedplan sweep` spends about 0.3 s importing matplotlib and 0.5 s of CPU drawing five PNGs.
+`speedplan sweep` spends about 0.5 s importing matplotlib and 0.4 s of CPU drawing five PNGs.
 Started at the top of the command, the worker pays the matplotlib import on the second core
 while the parent imports pandas and runs the sweep; it then receives what the figures show as
 plain arrays (`report_figures.FigureSet`, pickled through a pipe, so the worker never imports

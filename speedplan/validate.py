@@ -151,8 +151,9 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         res, drafter = run(name, calib[: grid.calibration_prompts], 1, grid.calibration_draft_len)
         acc = _fit_acceptance(name, res.steps, grid.calibration_draft_len, grid.tree_topk)
         if name == "ngram":
+            # calibrated at B=1; the runtime's lookup loops over sequences, so it is per sequence
             lookup_us = float(np.mean([s.t_draft_s for s in res.steps])) * 1e6
-            mechs.append(Mechanism("ngram", acc, acc.source, host_draft_us=lookup_us, host_draft_us_per_seq=0.0))
+            mechs.append(Mechanism("ngram", acc, acc.source, host_draft_us=0.0, host_draft_us_per_seq=lookup_us))
         elif name == "draft-model":
             layers = _find(drafter, "model.cfg.layers")
             if layers is None:
