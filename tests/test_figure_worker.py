@@ -69,6 +69,13 @@ def test_worker_draws_the_report_and_is_reaped(result, tmp_path):
     assert worker.reaped and _reaped(worker.pid)
 
 
+def test_the_worker_itself_draws_every_figure(result, tmp_path):
+    worker = figure_worker.start()
+    worker.submit(figure_set(result, report_context(result.frame)), tmp_path, short_provenance(result))
+    assert worker.wait()  # True only if the worker (not a fallback) wrote all five PNGs
+    _pngs_ok(tmp_path)
+
+
 def test_a_dead_worker_leaves_the_parent_to_draw(result, tmp_path):
     worker = figure_worker.start()
     os.kill(worker.pid, signal.SIGKILL)
