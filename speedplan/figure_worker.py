@@ -124,9 +124,9 @@ def _serve(read_fd: int) -> int:
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401  (the import is the point)
         from matplotlib.figure import Figure  # noqa: F401
 
-        from . import report_figures
+        from . import report_axes, report_figures
 
-        report_figures.warm_up()  # font loading and first-draw setup, while the parent still works
+        report_axes.warm_up()  # font loading and first-draw setup, while the parent still works
         with os.fdopen(read_fd, "rb") as pipe:
             payload = pipe.read()
         if not payload:  # the parent closed the pipe: no job

@@ -3,32 +3,27 @@
 `speedplan sweep` must finish in about a second as a whole process, so drawing is budgeted
 like a hot path (measured with benchmarks/bench_report.py):
 - matplotlib is imported inside the drawing functions, never at module import;
-- `matplotlib.figure.Figure` + `FigureCanvasAgg`, no pyplot, 90 dpi, axes placed in inches
-  (no `tight_layout`, which measures every artist);
-- text is the costliest artist, so the provenance caption is drawn once and pasted into each
-  figure as pixels, and tick labels, grid lines and legends are plain texts and one line
-  collection instead of matplotlib `Tick` objects (about 1 ms each) and `Legend` layout;
+- `matplotlib.figure.Figure` + `FigureCanvasAgg`, no pyplot, 90 dpi, and the cheap axes
+  furniture of `report_axes` (captions as pixels, ticks and keys as plain texts);
 - heatmaps are one `imshow` per panel, bars one polygon collection per component, and
   scatter clouds are subsampled past `MAX_SCATTER_POINTS` per mechanism.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-
-import functools
-import textwrap
-from pathlib import Path
-
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-DPI = 90
-CAPTION_WIDTH_IN = 7.3  # the caption is wrapped to fit the narrowest figure
+from .report_axes import (DPI, FONT, NO_FEASIBLE, axis_titles, canvas, caption_pixels, empty_note,
+                          figure_with_axes, linear_ticks, log_axes, nice_step, rows_of, save_png, set_title,
+                          side_key, take_rows, tick_labels)
+
 MAX_SCATTER_POINTS = 1500  # per mechanism in pareto.png; beyond this the cloud is subsampled
-FONT = 7.5  # points, tick labels and keys
 
 MECHANISM_COLORS = {
     "none": "#555555",
@@ -39,7 +34,6 @@ MECHANISM_COLORS = {
     "mtp": "#ff7f0e",
     "medusa": "#d62728",
 }
-NO_FEASIBLE = "no feasible configuration: every grid point is infeasible"
 
 # Stacked step-time components: (label, frame columns summed, colour).
 BREAKDOWN = (
@@ -65,67 +59,6 @@ def color(mechanism: str) -> str:
     return MECHANISM_COLORS.get(str(mechanism).split(":")[0], "#000000")
 
 
-# --- drawing helpers -------------------------------------------------------------------------
-
-
-def _canvas(width_in: float, height_in: float, caption: str):
-    """A Figure on an Agg canvas with the provenance caption pasted at the bottom."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI)
-    FigureCanvasAgg(fig)
-    fig.figimage(_caption_pixels(caption), xo=4, yo=3, zorder=10)
-    return fig
-
-
-def _figure(width_in: float, height_in: float, caption: str, left_in: float = 0.8, right_in: float = 2.0,
-            top_in: float = 0.45, below_in: float = 0.55):
-    """`_canvas` plus the main axes placed in inches. Returns (figure, axes, inches below the axes)."""
-    fig = _canvas(width_in, height_in, caption)
-    bottom_in = _caption_pixels(caption).shape[0] / DPI + below_in
-    ax = fig.add_axes((left_in / width_in, bottom_in / height_in, 1 - (left_in + right_in) / width_in,
-                       1 - (bottom_in + top_in) / height_in))
-    return fig, ax, bottom_in
-
-
-@functools.lru_cache(maxsize=4)
-def _caption_pixels(caption: str) -> np.ndarray:
-    """The caption as an RGBA image, drawn once and pasted into every figure: its ~270 glyphs
-    cost as much to draw as a whole small axes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    lines = textwrap.wrap(caption, width=int(CAPTION_WIDTH_IN * 17)) or [""]
-    fig = Figure(figsize=(CAPTION_WIDTH_IN, 0.06 + 0.125 * len(lines)), dpi=DPI)
-    canvas = FigureCanvasAgg(fig)
-    fig.text(0.0, 0.5, "\n".join(lines), fontsize=7, color="#333333", va="center", ha="left")
-    canvas.draw()
-    pixels = np.asarray(canvas.buffer_rgba()).copy()
-    pixels.flags.writeable = False
-    return pixels
-
-
-def warm_up() -> None:
-    """Pay matplotlib's one-off costs (font files, glyph caches, first Agg draw) now: a worker
-    calls this while waiting for its job (`figure_worker`)."""
-    fig = _canvas(2.0, 1.0, "")
-    ax = fig.add_axes((0.1, 0.1, 0.8, 0.8))
-    for size in (FONT, 9, 10):
-        ax.text(0.5, 0.5, "0123456789 BDk.=→ " + "".join(map(chr, range(65, 91))), fontsize=size)
-    fig.canvas.draw()
-
-
-def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, format="png", pil_kwargs={"compress_level": 1})
-    return path
-
-
-def _title(ax, text: str) -> None:
-    # an explicit y skips matplotlib's title auto-placement, which measures every tick label
-    ax.set_title(text, fontsize=10, y=1.01)
-
-
 @dataclass
 class FigureSet:
     """What the five figures draw, as plain arrays (`report_data.figure_set` builds it from
@@ -139,107 +72,6 @@ class FigureSet:
     titles: dict = field(default_factory=dict)
 
 
-def _columns(cols: dict, *names: str):
-    """Rows of the named columns (a dict of arrays) as plain tuples."""
-    return zip(*(np.asarray(cols[n]).tolist() for n in names))
-
-
-def _take(cols: dict, index) -> dict:
-    """The rows `index` (a slice or index array) of a dict of column arrays."""
-    return {n: np.asarray(v)[index] for n, v in cols.items()}
-
-
-def _offset(ax, base, dx_pt: float, dy_pt: float):
-    """`base` transform shifted by a fixed number of points (for labels beside the axes)."""
-    from matplotlib.transforms import ScaledTranslation
-
-    return base + ScaledTranslation(dx_pt / 72, dy_pt / 72, ax.get_figure().dpi_scale_trans)
-
-
-def _ticks(ax, which: str, ticks, labels, grid: bool = True) -> None:
-    """Tick labels as plain texts beside the axis, with light grid lines as one collection;
-    matplotlib's own axis is hidden (its Tick objects cost about a millisecond each)."""
-    from matplotlib.collections import LineCollection
-    from matplotlib.ticker import NullLocator
-
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    axis.set_major_locator(NullLocator())
-    axis.set_minor_locator(NullLocator())
-    axis.set_visible(False)
-    base = ax.get_xaxis_transform() if which == "x" else ax.get_yaxis_transform()
-    if which == "x":
-        shifted = _offset(ax, base, 0, -3)
-        for t, label in zip(ticks, labels):
-            ax.text(t, 0, label, transform=shifted, ha="center", va="top", fontsize=FONT)
-    else:
-        shifted = _offset(ax, base, -3, 0)
-        for t, label in zip(ticks, labels):
-            ax.text(0, t, label, transform=shifted, ha="right", va="center", fontsize=FONT)
-    if grid and len(ticks):
-        segments = [[(t, 0), (t, 1)] if which == "x" else [(0, t), (1, t)] for t in ticks]
-        ax.add_collection(LineCollection(segments, transform=base, colors="#e4e4e4", linewidths=0.8, zorder=0),
-                          autolim=False)
-
-
-def _labels(ax, xlabel: str, ylabel: str, x_pad_pt: float = 15, y_pad_pt: float = 32) -> None:
-    """Axis titles at fixed offsets (ax.set_xlabel would measure the tick labels to place itself)."""
-    ax.text(0.5, 0, xlabel, transform=_offset(ax, ax.transAxes, 0, -x_pad_pt), ha="center", va="top", fontsize=9)
-    ax.text(0, 0.5, ylabel, transform=_offset(ax, ax.transAxes, -y_pad_pt, 0), ha="right", va="center",
-            fontsize=9, rotation=90)
-
-
-def _key(ax, entries, title: str = "") -> None:
-    """A legend right of the axes: one coloured text per entry, e.g. ("●", "#1f77b4", "eagle")."""
-    lines = ([(title, "#333333")] if title else []) + [(f"{sym} {label}", col) for sym, col, label in entries]
-    offset = 0
-    for text, col in lines:
-        ax.text(1.03, 1.0, text, transform=_offset(ax, ax.transAxes, 0, -offset), ha="left", va="top",
-                fontsize=FONT, color=col)
-        offset += 11 * (text.count("\n") + 1) + 2
-
-
-def _log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 (or 1-3, or decade) values between lo and hi, at most 8."""
-    decades = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
-    for mults in ((1, 2, 5), (1, 3), (1,)):
-        ticks = [m * 10.0**d for d in decades for m in mults if lo <= m * 10.0**d <= hi]
-        if len(ticks) <= 8:
-            return ticks
-    return ticks[:: -(-len(ticks) // 8)]
-
-
-def _short(value: float) -> str:
-    """12000 -> "12k", 3e14 -> "300T"."""
-    for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:g}{suffix}"
-    return f"{value:g}"
-
-
-def _log_axes(ax, xs, ys, x_room: float = 1.3) -> None:
-    """Log-log axes spanning the data with a margin (x_room: factor past the largest x),
-    plain-number tick labels."""
-    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
-    xs, ys = xs[np.isfinite(xs) & (xs > 0)], ys[np.isfinite(ys) & (ys > 0)]
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    if not (len(xs) and len(ys)):
-        return
-    (x0, x1), (y0, y1) = (xs.min() / 1.3, xs.max() * x_room), (ys.min() / 1.5, ys.max() * 1.5)
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y0, y1)
-    for which, (lo, hi) in (("x", (x0, x1)), ("y", (y0, y1))):
-        ticks = _log_ticks(lo, hi)
-        _ticks(ax, which, ticks, [_short(t) for t in ticks])
-
-
-def _empty_note(ax, text: str = NO_FEASIBLE, y: float = 0.5) -> None:
-    ax.text(0.5, y, textwrap.fill(text, 40), transform=ax.transAxes, ha="center", va="center",
-            fontsize=10, color="#a00000", bbox=dict(facecolor="white", edgecolor="none"))
-    _ticks(ax, "x", [], [])
-    _ticks(ax, "y", [], [])
-
-
 # --- figures ---------------------------------------------------------------------------------
 
 
@@ -249,11 +81,11 @@ def pareto_figure(clouds: list, span: tuple, front: dict, path: Path, caption: s
     clouds: (mechanism, tokens/s/user, tokens/s/GPU) per mechanism, subsampled; span: the
     (user, GPU) [min, max] of every feasible point; front: the frontier's columns sorted by
     tokens/s/user."""
-    fig, ax, _ = _figure(7.5, 5.0, caption)
-    _title(ax, title)
+    fig, ax, _ = figure_with_axes(7.5, 5.0, caption)
+    set_title(ax, title)
     if not clouds:
-        _empty_note(ax)
-        return _save(fig, path)
+        empty_note(ax)
+        return save_png(fig, path)
     entries = []
     for mech, user, gpu in clouds:
         ax.scatter(user, gpu, s=9, alpha=0.3, color=color(mech), linewidths=0)
@@ -265,16 +97,16 @@ def pareto_figure(clouds: list, span: tuple, front: dict, path: Path, caption: s
                    color=[color(m) for m in front["mechanism"]], edgecolors="black", linewidths=0.8)
         entries.append(("—", "black", "Pareto frontier"))
     # room on the right: the frontier's labels go above-right of it, where no point can be
-    _log_axes(ax, span[0], span[1], x_room=2.2)
+    log_axes(ax, span[0], span[1], x_room=2.2)
     if n_front:
-        labelled = _take(front, slice(None, None, max(1, -(-n_front // 7))))
-        for user, gpu, b, mech, d in _columns(labelled, "tokens_per_s_per_user", "tokens_per_s_per_gpu", "batch",
+        labelled = take_rows(front, slice(None, None, max(1, -(-n_front // 7))))
+        for user, gpu, b, mech, d in rows_of(labelled, "tokens_per_s_per_user", "tokens_per_s_per_gpu", "batch",
                                               "mechanism", "draft_len"):
             ax.annotate(f"B={b} {mech} D={d}", (user, gpu), xytext=(5, 2), textcoords="offset points",
                         fontsize=6.5, va="bottom")
-    _labels(ax, "tokens/s per user (faster for each user →)", "tokens/s per GPU")
-    _key(ax, entries, "faint: every feasible point")
-    return _save(fig, path)
+    axis_titles(ax, "tokens/s per user (faster for each user →)", "tokens/s per GPU")
+    side_key(ax, entries, "faint: every feasible point")
+    return save_png(fig, path)
 
 
 def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
@@ -292,8 +124,8 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
     nrows = max(1, -(-len(mechanisms) // ncols))
     panel_w, panel_h = 3.3, 2.45  # inches per panel slot, labels included
     w, h = panel_w * ncols + 1.3, panel_h * nrows + 1.1
-    fig = _canvas(w, h, caption)
-    bottom_in = _caption_pixels(caption).shape[0] / DPI + 0.35
+    fig = canvas(w, h, caption)
+    bottom_in = caption_pixels(caption).shape[0] / DPI + 0.35
     board = fig.add_axes((0, 0, 1, 1))
     board.set_axis_off()
     board.set_autoscale_on(False)
@@ -346,12 +178,12 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
                  origin="lower", cmap=cmap, vmin=0, vmax=1)
     frames.append([(bx, by0), (bx + 0.15, by0), (bx + 0.15, by1), (bx, by1), (bx, by0)])
     board.add_collection(LineCollection(frames, colors="black", linewidths=0.8), autolim=False)
-    step = _nice_step((hi - lo) / 6)
+    step = nice_step((hi - lo) / 6)
     ticks = sorted({1.0, *np.round(np.arange(np.ceil(lo / step) * step, hi + 1e-9, step), 6)})
     for v in [v for v in ticks if v == 1.0 or abs(v - 1.0) > step / 2]:
         text(bx + 0.2, by0 + (v - lo) / (hi - lo) * (by1 - by0), f"{v:g}", ha="left", va="center")
     text(bx + 0.55, (by0 + by1) / 2, "speedup vs plain decoding", fontsize=8, rotation=90, ha="left", va="center")
-    return _save(fig, path)
+    return save_png(fig, path)
 
 
 def best_d_figure(schedules: dict, pick: dict, batches: list, top: int, path: Path, caption: str,
@@ -361,11 +193,11 @@ def best_d_figure(schedules: dict, pick: dict, batches: list, top: int, path: Pa
 
     schedules: mechanism -> columns batch, draft_len, pointwise_draft_len; pick: the overall
     pick's batch, draft_len, mechanism; batches: every feasible batch; top: the largest D."""
-    fig, ax, _ = _figure(7.5, 4.6, caption, right_in=2.1)
-    _title(ax, title)
+    fig, ax, _ = figure_with_axes(7.5, 4.6, caption, right_in=2.1)
+    set_title(ax, title)
     if not batches:
-        _empty_note(ax)
-        return _save(fig, path)
+        empty_note(ax)
+        return save_png(fig, path)
     entries = []
     for i, (mech, schedule) in enumerate(schedules.items()):
         nudge = 0.07 * (i - (len(schedules) - 1) / 2)  # keeps overlapping lines apart
@@ -383,11 +215,11 @@ def best_d_figure(schedules: dict, pick: dict, batches: list, top: int, path: Pa
     ax.set_xscale("log", base=2)
     ax.set_xlim(batches[0] / 1.3, batches[-1] * 1.3)
     ax.set_ylim(-0.5, top + 0.5)
-    _ticks(ax, "x", batches, [str(b) for b in batches])
-    _ticks(ax, "y", range(top + 1), [str(d) for d in range(top + 1)])
-    _labels(ax, "batch size B (concurrent sequences)", "draft length D", y_pad_pt=18)
-    _key(ax, entries, "lines: D schedule per\nmechanism (non-increasing)")
-    return _save(fig, path)
+    tick_labels(ax, "x", batches, [str(b) for b in batches])
+    tick_labels(ax, "y", range(top + 1), [str(d) for d in range(top + 1)])
+    axis_titles(ax, "batch size B (concurrent sequences)", "draft length D", y_pad_pt=18)
+    side_key(ax, entries, "lines: D schedule per\nmechanism (non-increasing)")
+    return save_png(fig, path)
 
 
 def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, title: str) -> Path:
@@ -398,11 +230,11 @@ def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, tit
     from matplotlib.collections import PolyCollection
 
     n = len(pick["batch"])
-    fig, ax, _ = _figure(max(7.5, 0.5 * n + 3.2), 5.0, caption, below_in=0.7)
-    _title(ax, title)
+    fig, ax, _ = figure_with_axes(max(7.5, 0.5 * n + 3.2), 5.0, caption, below_in=0.7)
+    set_title(ax, title)
     if not n:
-        _empty_note(ax)
-        return _save(fig, path)
+        empty_note(ax)
+        return save_png(fig, path)
     x = np.arange(n, dtype=float)
     base = np.zeros(n)
     entries = []
@@ -419,23 +251,13 @@ def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, tit
     y_max = 1.08 * max(base.max(), t_base_ms.max())
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, y_max)
-    labels = [f"B={b}\n{m}\nD={d}" for b, m, d in _columns(pick, "batch", "mechanism", "draft_len")]
-    _ticks(ax, "x", x, labels, grid=False)
-    ticks = _linear_ticks(y_max)
-    _ticks(ax, "y", ticks, [f"{t:g}" for t in ticks])
-    _labels(ax, "", "time per target step (ms)", y_pad_pt=24)
-    _key(ax, entries[::-1])
-    return _save(fig, path)
-
-
-def _nice_step(raw: float) -> float:
-    """The 1-2-2.5-5 × 10^k step nearest to raw."""
-    return float(min((m * 10 ** np.floor(np.log10(raw)) for m in (1, 2, 2.5, 5, 10)), key=lambda s: abs(s - raw)))
-
-
-def _linear_ticks(hi: float) -> np.ndarray:
-    """About five round ticks from 0 to hi."""
-    return np.arange(0, hi + 1e-12, _nice_step(hi / 5))
+    labels = [f"B={b}\n{m}\nD={d}" for b, m, d in rows_of(pick, "batch", "mechanism", "draft_len")]
+    tick_labels(ax, "x", x, labels, grid=False)
+    ticks = linear_ticks(y_max)
+    tick_labels(ax, "y", ticks, [f"{t:g}" for t in ticks])
+    axis_titles(ax, "", "time per target step (ms)", y_pad_pt=24)
+    side_key(ax, entries[::-1])
+    return save_png(fig, path)
 
 
 def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridge: float, path: Path,
@@ -445,8 +267,8 @@ def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridg
     plain: gemm_intensity (FLOP/byte), gemm_flops_per_s, batch of feasible plain decoding;
     pick: the same plus mechanism and nodes for the picked configurations; peak (FLOP/s),
     bandwidth (bytes/s) and ridge (FLOP/byte) of the hardware."""
-    fig, ax, _ = _figure(7.5, 5.0, caption)
-    _title(ax, title)
+    fig, ax, _ = figure_with_axes(7.5, 5.0, caption)
+    set_title(ax, title)
     xs = np.concatenate([np.asarray(plain["gemm_intensity"], float), np.asarray(pick["gemm_intensity"], float)])
     ys = np.concatenate([np.asarray(plain["gemm_flops_per_s"], float), np.asarray(pick["gemm_flops_per_s"], float)])
     has_plain, has_pick = len(plain["batch"]) > 0, len(pick["batch"]) > 0
@@ -462,24 +284,24 @@ def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridg
         entries.append(("—", "black", "achievable roof"))
     if has_plain:
         ax.scatter(plain["gemm_intensity"], plain["gemm_flops_per_s"], s=22, marker="o", color="#888888", zorder=3)
-        for x, y, b in _columns(plain, "gemm_intensity", "gemm_flops_per_s", "batch"):
+        for x, y, b in rows_of(plain, "gemm_intensity", "gemm_flops_per_s", "batch"):
             ax.annotate(str(b), (x, y), xytext=(4, -9),
                         textcoords="offset points", fontsize=6.5, color="#555555")
         entries.append(("●", "#888888", "plain decoding (D=0),\n   label: B"))
     if has_pick:
         ax.scatter(pick["gemm_intensity"], pick["gemm_flops_per_s"], s=34, marker="D", zorder=4,
                    color=[color(m) for m in pick["mechanism"]], edgecolors="black", linewidths=0.6)
-        for x, y, b, n in _columns(pick, "gemm_intensity", "gemm_flops_per_s", "batch", "nodes"):
+        for x, y, b, n in rows_of(pick, "gemm_intensity", "gemm_flops_per_s", "batch", "nodes"):
             ax.annotate(str(b * n), (x, y), xytext=(-4, 4),
                         textcoords="offset points", fontsize=6.5, ha="right")
         entries.append(("◆", "#333333", "picked config (colour:\n   mechanism), label: tokens\n"
                                         "   verified B·(1+D), tree B·nodes"))
     if not (has_plain or has_pick):
-        _empty_note(ax, y=0.25)
-    _log_axes(ax, xs, ys)
-    _labels(ax, "arithmetic intensity of the verify GEMMs (FLOP/byte)", "achieved FLOP/s", y_pad_pt=28)
-    _key(ax, entries)
-    return _save(fig, path)
+        empty_note(ax, y=0.25)
+    log_axes(ax, xs, ys)
+    axis_titles(ax, "arithmetic intensity of the verify GEMMs (FLOP/byte)", "achieved FLOP/s", y_pad_pt=28)
+    side_key(ax, entries)
+    return save_png(fig, path)
 
 
 def draw_figures(figures: FigureSet, out_dir: Path, caption: str, parallel: bool = True) -> list[Path]:
