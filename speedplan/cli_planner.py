@@ -58,10 +58,9 @@ def register(app: typer.Typer) -> None:
         try:
             _sweep(model, hardware, tp, mechanism, batch, draft_len, context, tree_nodes, acceptance,
                    min_tokens_per_user, out, worker)
-        except BaseException:
+        finally:
             if worker is not None:
-                worker.cancel()
-            raise
+                worker.cancel()  # stops and reaps it if the sweep failed; a no-op once it finished
 
     predict = typer.Typer(help="Answer op-latency queries in bulk.", no_args_is_help=True)
     app.add_typer(predict, name="predict")
