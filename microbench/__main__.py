@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cupy", action="store_true", help="also time GEMMs with cupy (cuda)")
     ap.add_argument("--stop-after", type=int, default=None, help="stop after N new points")
     ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--visits", type=int, default=None, help="interleaved visits per point (default 1)")
+    ap.add_argument("--visits", type=int, default=None, help="visits per block of points, median of their medians (default 1)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="CPU: time a block's points together, repeats taking turns (smoother tables, see profiles/cpu-local/README.md)")
     ap.add_argument("--quiet-tries", type=int, default=3, help="CPU: retries of a point measured while other processes ran")
     args = ap.parse_args(argv)
     dtype = args.dtype or ("fp32" if args.device == "cpu" else "bf16")
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(grid, args.device, args.out, preset, min_time_s=args.min_time_ms / 1e3,
                      threads=args.threads, cupy=args.cupy, stop_after=args.stop_after,
                      progress=not args.no_progress, quiet_tries=args.quiet_tries,
-                     visit_count=args.visits or 1)
+                     visit_count=args.visits or 1, interleave=args.interleave)
     except ValueError as e:
         print(f"microbench: error: {e}", file=sys.stderr)
         return 2

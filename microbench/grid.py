@@ -185,7 +185,7 @@ def generic_grid(device: str, dtypes: list[str]) -> Grid:
     if device == "cpu":
         sizes = [(1024, 1024), (4096, 1024), (1024, 4096), (2048, 2048)]
         ms = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]
-        attn = attention_points((32, 8, 128), [1, 2, 4], [1, 2, 4, 8], [256, 1024], dtypes)
+        attn = attention_points((32, 8, 128), [1, 2, 4], [1, 2, 4, 8], [256, 512, 1024, 2048], dtypes)
         ew = elementwise_points(1024, [4**i for i in range(7)], dtypes)
     else:
         dims = [1024, 4096, 8192, 16384]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .grid import GemmPoint, Grid, family_of
+from .grid import AttentionPoint, ElementwisePoint, GemmPoint, Grid, family_of
 from .store import ProfileStore
 from .timing import Timing
 
@@ -19,7 +19,7 @@ from .timing import Timing
 # 32 MiB L3 of the CPU machine class; 4× the 50-60 MB L2 of H100/H200.
 ROTATE_BYTES = {"cpu": 96 * 2**20, "cuda": 256 * 2**20}
 CUPY_M = {1, 8, 16, 64, 65, 256, 1024, 4096}
-BLOCK = 32  # points visited in turn when visit_count > 1 (visits of one point ~1 s apart on the CPU grid)
+MAX_BLOCK = 48  # points measured together (--interleave) at most
 MAX_OTHER_CPU = 0.25  # cores' worth of other processes' CPU time above which a CPU timing is retried
 
 
@@ -67,14 +67,16 @@ class _Progress:
 def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_time_s: float = 0.05,
         threads: int | None = 2, cupy: bool = False, stop_after: int | None = None,
         progress: bool = True, meta_extra: dict | None = None, quiet_tries: int = 3,
-        visit_count: int = 1) -> RunResult:
+        visit_count: int = 1, interleave: bool = False) -> RunResult:
     """Measure every point of `grid` not yet in `out`, appending each as it completes.
 
     `stop_after` stops after that many new points (a deterministic stand-in for a kill, used by
-    tests); the folder is then left incomplete and a rerun finishes it. On CPU a point measured
-    while other processes were busy is retried up to `quiet_tries` times. With `visit_count` > 1
-    each block of BLOCK points is visited that many times in turn (min_time_s split between the
-    visits) and a point's latency is the median of its visits' medians."""
+    tests); the folder is then left incomplete and a rerun finishes it. Points are measured one
+    by one, or with `interleave` (CPU) in blocks (`blocks_of`: the points sharing weights or a
+    KV cache), their repeats taking turns, and are written when their block completes. A block
+    measured while other processes were busy is retried up to `quiet_tries` times. With
+    `visit_count` > 1 each block is measured that many times in turn (fresh buffers, min_time_s
+    split between the visits) and a point's latency is the median of its visits' medians."""
     import torch
 
     from .env import provenance
@@ -93,8 +95,10 @@ def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_t
                 gemm_impl=GEMM_IMPL, attention_impl=ATTENTION_IMPL,
                 timing=("cuda events around CUDA-graph replay" if device == "cuda" else "perf_counter_ns")
                 + f"; median of repeats after warm-up; rotating inputs over {ROTATE_BYTES[device] >> 20} MiB; "
-                f"random normal data; min {min_time_s * 1e3:.0f} ms per point in {max(1, visit_count)} interleaved visit(s), "
-                "latency = median over visits of each visit's median",
+                f"random normal data; min {min_time_s * 1e3:.0f} ms per point in {max(1, visit_count)} visit(s), "
+                "latency = median over visits of each visit's median"
+                + ("; points sharing weights / KV cache (a block) timed together, their repeats interleaved "
+                   "round-robin" if interleave and device == "cpu" else ""),
                 units="latency_us: microseconds per call (median); min_us, p90_us over repeats")
     meta.update(meta_extra or {})
     store = ProfileStore(Path(out), meta)
@@ -111,42 +115,76 @@ def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_t
     bar = _Progress(len(todo), progress)
     t0 = time.perf_counter()
     measured = 0
-    deferred = []  # CPU points measured while the machine was busy: retried at the end
-    try:
-        for start in range(0, len(todo), BLOCK):
-            block = todo[start:start + BLOCK]
-            visits = [[] for _ in block]
-            for _ in range(max(1, visit_count)):  # interleaved visits: a slow spell hits one visit
-                if visit_count > 1:
-                    torch_backend.reset()  # and each visit gets fresh buffers (placement luck varies)
-                for i, (point, table) in enumerate(block):
-                    backend = cupy_backend if table == "gemm_cupy" else torch_backend
-                    visits[i].append(_measure_quietly(backend, point, device, min(quiet_tries, 2), wait_s=0.2))
-            for (point, table), timings in zip(block, visits):
-                if stop_after is not None and measured >= stop_after:
-                    break
-                timing = combine(timings)
-                if quiet_tries > 2 and (timing.other_cpu or 0) > MAX_OTHER_CPU:
-                    deferred.append((point, table, timing))
-                    continue
-                store.append(point, timing, table)
-                measured += 1
-                bar.step(_label(point))
-            if stop_after is not None and measured >= stop_after:
-                break
-        for point, table, first in deferred:
-            if stop_after is not None and measured >= stop_after:
-                break
-            again = combine([_measure_quietly(torch_backend, point, device, quiet_tries, wait_s=1.0)
-                             for _ in range(max(1, visit_count))])
-            store.append(point, min(first, again, key=lambda t: t.other_cpu or 0), table)
+    deferred = []  # CPU blocks measured while the machine was busy: retried at the end
+
+    def backend_of(table):
+        return cupy_backend if table == "gemm_cupy" else torch_backend
+
+    def measure(block, tries: int, wait_s: float) -> list[Timing]:
+        """One timing per point of `block`, over `visit_count` visits (fresh buffers each)."""
+        visits = []
+        for _ in range(max(1, visit_count)):
+            if visit_count > 1:
+                torch_backend.reset()  # each visit gets fresh buffers (placement luck varies)
+            visits.append(_measure_quietly(backend_of(block[0][1]), [p for p, _ in block], device, tries, wait_s,
+                                           interleave))
+        return [combine(list(ts)) for ts in zip(*visits)]
+
+    def full() -> bool:
+        return stop_after is not None and measured >= stop_after
+
+    def keep(block, timings: list[Timing]) -> None:
+        nonlocal measured
+        for (point, table), timing in zip(block, timings):
+            if full():
+                return
+            store.append(point, timing, table)
             measured += 1
             bar.step(_label(point))
+
+    try:
+        for block in blocks_of(todo, MAX_BLOCK if interleave else 1):
+            if full():
+                break
+            timings = measure(block, min(quiet_tries, 2), wait_s=0.2)
+            if quiet_tries > 2 and _other_cpu(timings) > MAX_OTHER_CPU:
+                deferred.append((block, timings))
+            else:
+                keep(block, timings)
+        for block, first in deferred:
+            if full():
+                break
+            again = measure(block, quiet_tries, wait_s=1.0)
+            keep(block, first if _other_cpu(first) <= _other_cpu(again) else again)
     finally:
         bar.close()
         remaining = len(todo) - measured
         final = store.finish(remaining == 0, time.perf_counter() - t0)
     return RunResult(Path(out), measured, remaining, time.perf_counter() - t0, final)
+
+
+def block_key(point, table: str) -> tuple:
+    """Points with the same key share their weights (GEMM: N, K) or KV cache (attention:
+    heads, batch, kv_len), or are one elementwise op: they are measured together."""
+    if isinstance(point, GemmPoint):
+        return (table, point.n, point.k, point.dtype)
+    if isinstance(point, AttentionPoint):
+        return (table, point.num_heads, point.num_kv_heads, point.head_dim, point.dtype, point.batch, point.kv_len)
+    if isinstance(point, ElementwisePoint):
+        return (table, point.op, point.dtype)
+    return (table, point)
+
+
+def blocks_of(todo: list, max_size: int = MAX_BLOCK) -> list[list]:
+    """`todo` ((point, table) in grid order) cut into runs of equal `block_key`, at most
+    `max_size` points each (their rotating inputs are all allocated at once)."""
+    blocks: list[list] = []
+    for point, table in todo:
+        if blocks and len(blocks[-1]) < max_size and block_key(*blocks[-1][0]) == block_key(point, table):
+            blocks[-1].append((point, table))
+        else:
+            blocks.append([(point, table)])
+    return blocks
 
 
 def combine(timings: list[Timing]) -> Timing:
@@ -157,6 +195,11 @@ def combine(timings: list[Timing]) -> Timing:
     return Timing(float(np.median([t.latency_us for t in timings])), min(t.min_us for t in timings),
                   float(np.median([t.p90_us for t in timings])), sum(t.repeats for t in timings),
                   timings[0].calls_per_repeat, max(others) if others else None)
+
+
+def _other_cpu(timings: list[Timing]) -> float:
+    """The most CPU (cores) other processes used while a block's points were timed."""
+    return max(t.other_cpu or 0.0 for t in timings)
 
 
 def _cpu_busy_s() -> float:
@@ -170,23 +213,26 @@ def _cpu_busy_s() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def _measure_quietly(backend, point, device: str, tries: int, wait_s: float):
-    """Measure; on CPU, retry (up to `tries`, waiting `wait_s` between) when other processes
-    used more than MAX_OTHER_CPU cores while it ran (with every core busy, a BLAS/OpenMP thread
-    waits a scheduler tick at each barrier and timings inflate many-fold), keeping the quietest
-    attempt. Other processes' CPU (cores' worth, from /proc/stat) is recorded as `other_cpu`."""
+def _measure_quietly(backend, points: list, device: str, tries: int, wait_s: float,
+                     interleave: bool = False) -> list[Timing]:
+    """Measure a block; on CPU, retry it (up to `tries`, waiting `wait_s` between) when other
+    processes used more than MAX_OTHER_CPU cores while it ran (with every core busy, a
+    BLAS/OpenMP thread waits a scheduler tick at each barrier and timings inflate many-fold),
+    keeping the quietest attempt. Other processes' CPU (cores' worth, from /proc/stat) is
+    recorded as `other_cpu` of each point."""
     best = None
     for _ in range(max(1, tries) if device == "cpu" else 1):
         busy0, own0, wall0 = _cpu_busy_s(), sum(os.times()[:2]), time.perf_counter()
-        timing = backend.measure(point)
+        timings = (backend.measure_block(points, interleave) if hasattr(backend, "measure_block")
+                   else [backend.measure(p) for p in points])
         wall = time.perf_counter() - wall0
         other = max(0.0, (_cpu_busy_s() - busy0) - (sum(os.times()[:2]) - own0)) / wall
         if best is None or other < best[1]:
-            best = (timing, other)
+            best = (timings, other)
         if not other > MAX_OTHER_CPU:  # NaN (no /proc/stat) counts as quiet
             break
         time.sleep(wait_s)
-    return replace(best[0], other_cpu=round(best[1], 3) if best[1] == best[1] else None)
+    return [replace(t, other_cpu=round(best[1], 3) if best[1] == best[1] else None) for t in best[0]]
 
 
 def _label(point) -> str:

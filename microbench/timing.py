@@ -2,8 +2,9 @@
 
 `calls` is a list of zero-argument closures, one per rotating input set, so consecutive calls
 never find their operands in cache (the sets together exceed the last-level cache / L2).
-CPU: wall clock (perf_counter_ns) around `inner` calls per repeat. CUDA: device events around
-one replay of a CUDA graph holding every call (graph=True), or around eager launches.
+CPU: wall clock (perf_counter_ns) around `inner` calls per repeat; the points of a block take
+turns repeat by repeat (`time_cpu_interleaved`). CUDA: device events around one replay of a
+CUDA graph holding every call (graph=True), or around eager launches.
 """
 
 from __future__ import annotations
@@ -35,25 +36,37 @@ def _summary(samples_us: list[float], calls: int) -> Timing:
 
 def time_cpu(calls: list[Callable[[], object]], min_time_s: float = 0.05, min_repeats: int = 5,
              max_repeats: int = 200, repeat_s: float = 2e-3) -> Timing:
-    """Median per-call wall time of `calls` (cycled), each repeat ≥ `repeat_s` long."""
-    n = len(calls)
-    t0 = time.perf_counter()
-    i = 0
-    while i < max(n, 3) or time.perf_counter() - t0 < min(min_time_s / 4, 0.02):  # warm-up: every set once
-        calls[i % n]()
-        i += 1
-    per_call_s = (time.perf_counter() - t0) / i
-    inner = max(1, min(1000, math.ceil(repeat_s / per_call_s)))
-    repeats = int(min(max_repeats, max(min_repeats, min_time_s / (inner * per_call_s))))
-    samples = []
-    j = 0
-    for _ in range(repeats):
-        start = time.perf_counter_ns()
-        for _ in range(inner):
-            calls[j % n]()
-            j += 1
-        samples.append((time.perf_counter_ns() - start) / 1e3 / inner)
-    return _summary(samples, inner)
+    """Median per-call wall time of `calls` (cycled), each repeat >= `repeat_s` long."""
+    return time_cpu_interleaved([calls], min_time_s, min_repeats, max_repeats, repeat_s)[0]
+
+
+def time_cpu_interleaved(blocks: list[list[Callable[[], object]]], min_time_s: float = 0.05,
+                         min_repeats: int = 5, max_repeats: int = 200, repeat_s: float = 2e-3) -> list[Timing]:
+    """Median per-call wall time of each point's `calls` (cycled), for several points at once:
+    each round times every point's `inner` calls (>= `repeat_s`) in turn, so a point's repeats
+    are spread over the whole block's time and a slow spell of the machine (the 2-core VM has
+    them, 1.2-1.8x, half a second to tens of seconds long) weighs on all points alike."""
+    inners, per_call = [], []
+    for calls in blocks:  # warm-up: every set of every point once, and a per-call estimate
+        n, t0, i = len(calls), time.perf_counter(), 0
+        while i < max(n, 3) or time.perf_counter() - t0 < min(min_time_s / 8, 0.01):
+            calls[i % n]()
+            i += 1
+        per_call.append((time.perf_counter() - t0) / i)
+        inners.append(max(1, min(1000, math.ceil(repeat_s / per_call[-1]))))
+    round_s = sum(k * c for k, c in zip(inners, per_call))
+    repeats = int(min(max_repeats, max(min_repeats, min_time_s * len(blocks) / round_s)))
+    samples: list[list[float]] = [[] for _ in blocks]
+    j = 0  # one cursor for the whole block: its points share the rotating weight / KV sets
+    for _ in range(repeats):  # (call i of every point uses set i), so the next point's calls
+        for b, (calls, inner) in enumerate(zip(blocks, inners)):  # go on to sets not just read
+            n = len(calls)
+            start = time.perf_counter_ns()
+            for _ in range(inner):
+                calls[j % n]()
+                j += 1
+            samples[b].append((time.perf_counter_ns() - start) / 1e3 / inner)
+    return [_summary(s, inner) for s, inner in zip(samples, inners)]
 
 
 def time_cuda(calls: list[Callable[[], object]], graph: bool = True, min_time_s: float = 0.05,

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .grid import DTYPE_BYTES, AttentionPoint, ElementwisePoint, FloorPoint, GemmPoint
-from .timing import Timing, time_cpu, time_cuda
+from .timing import Timing, time_cpu, time_cpu_interleaved, time_cuda
 
 if TYPE_CHECKING:
     import torch
@@ -117,18 +117,35 @@ class TorchBackend:
 
     # ---- ops ---------------------------------------------------------------------------
     def measure(self, point) -> Timing:
+        """Time one point on its own."""
+        calls, graph = self.calls(point)
+        with self.torch.inference_mode():
+            return self._timed(calls, graph)
+
+    def measure_block(self, points: list, interleave: bool = False) -> list[Timing]:
+        """Time points that share weights or a KV cache: one after another, or (interleave, CPU)
+        together, their repeats interleaved round-robin, so a slow spell of the machine hits
+        every point of the block alike instead of shifting some against their neighbours."""
+        if not interleave or self.device == "cuda" or len(points) == 1:
+            return [self.measure(p) for p in points]
+        calls = [self.calls(p)[0] for p in points]  # a block shares one weight / KV key of the cache
+        with self.torch.inference_mode():
+            return time_cpu_interleaved(calls, min_time_s=self.min_time_s)
+
+    def calls(self, point) -> tuple[list, bool]:
+        """The rotating-input closures of `point` and whether CUDA may graph-capture them."""
         with self.torch.inference_mode():
             if isinstance(point, GemmPoint):
-                return self._gemm(point)
+                return self._gemm(point), True
             if isinstance(point, AttentionPoint):
-                return self._attention(point)
+                return self._attention(point), True
             if isinstance(point, ElementwisePoint):
-                return self._elementwise(point)
+                return self._elementwise(point), True
             if isinstance(point, FloorPoint):
-                return self._floor(point)
+                return self._floor(point), bool(point.graph)
         raise TypeError(point)
 
-    def _gemm(self, p: GemmPoint) -> Timing:
+    def _gemm(self, p: GemmPoint) -> list:
         torch, F = self.torch, self.torch.nn.functional
         sets = self._sets(p.n * p.k * DTYPE_BYTES[p.dtype])
         ws = self._cached((p.n, p.k, p.dtype, sets),  # grids are sorted by (n, k): reuse the weights
@@ -147,9 +164,9 @@ class TorchBackend:
             calls = [lambda x=x, w=w: linear(x, w, None, "none", [], "") for x, w in zip(xs, packed)]
         else:
             calls = [lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, ws)]
-        return self._timed(calls)
+        return calls
 
-    def _attention(self, p: AttentionPoint) -> Timing:
+    def _attention(self, p: AttentionPoint) -> list:
         F = self.torch.nn.functional
         kv_bytes = 2 * p.batch * p.num_kv_heads * p.kv_len * p.head_dim * DTYPE_BYTES[p.dtype]
         sets = self._sets(kv_bytes)
@@ -165,9 +182,9 @@ class TorchBackend:
             mask = mask.to(self.device) if mask is not None else None
             calls.append(lambda q=q, k=k, v=v, m=mask: F.scaled_dot_product_attention(
                 q, k, v, attn_mask=m, enable_gqa=gqa))
-        return self._timed(calls)
+        return calls
 
-    def _elementwise(self, p: ElementwisePoint) -> Timing:
+    def _elementwise(self, p: ElementwisePoint) -> list:
         torch, F = self.torch, self.torch.nn.functional
         tokens, h = p.numel // p.hidden, p.hidden
         sets = self._sets(p.numel * DTYPE_BYTES[p.dtype] * 3)
@@ -189,9 +206,9 @@ class TorchBackend:
                 calls.append(lambda x=x, c=cos, s=sin: x * c + torch.cat((-x[..., hd // 2:], x[..., : hd // 2]), -1) * s)
             else:
                 raise ValueError(f"unknown elementwise op {p.op!r}")
-        return self._timed(calls)
+        return calls
 
-    def _floor(self, p: FloorPoint) -> Timing:
+    def _floor(self, p: FloorPoint) -> list:
         xs = [self._rand(1, dtype=p.dtype) for _ in range(8)]
         calls = [lambda x=x: x.add_(1.0) for x in xs]  # one tiny kernel per call
-        return self._timed(calls, graph=bool(p.graph))
+        return calls

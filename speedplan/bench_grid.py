@@ -27,7 +27,7 @@ CPU_KV_LENS = [64, 128, 256, 512, 1024, 2048]  # KV length axis, a factor 2 apar
 # tokens of the elementwise ops, a factor ~sqrt(2) apart up to 512 (a verify step has B(1+D) <= 128,
 # a tree B*N <= 272; denser than powers of 2 because the ops step where torch goes parallel)
 CPU_EW_TOKENS = [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256, 362, 512]
-CPU_VISITS = 1  # interleaved visits per point on CPU (`--visits 3` measured no better, at 4x the time)
+CPU_VISITS = 1  # visits per block on CPU (`--visits 3` measured no better, at 2-4x the time)
 CPU_MIN_TIME_MS = 30.0  # timing per point on CPU, split between the visits
 GPU_DEFAULT = ["model:llama-3.1-8b", "model:llama-3.1-70b@8", "generic"]
 
@@ -139,7 +139,7 @@ def _clear_placeholder(out: Path) -> None:
 def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_preset: str | None = None,
               dtypes: list[str] | None = None, min_time_ms: float | None = None, threads: int = 2, cupy: bool = False,
               stop_after: int | None = None, progress: bool = True, quiet_tries: int = 3,
-              visits: int | None = None):
+              visits: int | None = None, interleave: bool = False):
     """Build the grid, check every input, then measure into `out` (resuming what is there).
     Returns microbench's RunResult."""
     from .hardware import get_hardware
@@ -170,6 +170,6 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
     try:
         return run(grid, device, out, hardware_preset, min_time_s=min_time_ms / 1e3, threads=threads,
                    cupy=cupy, stop_after=stop_after, progress=progress, quiet_tries=quiet_tries,
-                   visit_count=visits)
+                   visit_count=visits, interleave=interleave)
     except ValueError as e:
         raise SpeedplanInputError(str(e)) from None

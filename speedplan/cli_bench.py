@@ -28,7 +28,8 @@ def bench(
     stop_after: Optional[int] = typer.Option(None, "--stop-after", help="stop after N new points (resume later)"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a point timed while other processes ran"),
-    visits: Optional[int] = typer.Option(None, "--visits", help="interleaved visits per point, median of their medians (default 1)"),
+    visits: Optional[int] = typer.Option(None, "--visits", help="visits per block of points (fresh buffers each), median of their medians (default 1)"),
+    interleave: bool = typer.Option(False, "--interleave/--one-by-one", help="CPU: time the points that share weights / KV cache together, repeats taking turns (smoother tables; see profiles/cpu-local/README.md)"),
 ) -> None:
     """Measure GEMM, attention and small-op latencies into a profile folder.
 
@@ -39,7 +40,7 @@ def bench(
     from .bench_grid import run_bench
 
     result = run_bench(grid, device, out, tp, hardware_preset, dtype, min_time_ms, threads, cupy,
-                       stop_after, progress, quiet_tries, visits)
+                       stop_after, progress, quiet_tries, visits, interleave)
     state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"
     typer.echo(f"{result.out}: measured {result.measured} points in {result.wall_s:.1f} s "
                f"(total wall {result.meta['wall_s']:.1f} s); {state}")

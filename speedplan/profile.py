@@ -16,6 +16,14 @@ own hardware (datasheet preset with the measured floor, tree-mask penalty and pe
 - extrapolated: outside the measured range along an axis; the nearest measured e scales the
   roofline.
 
+Before that, `speedplan.profile_fill` fills unmeasured grid nodes from their neighbours
+(measured values are kept as they are; `speedplan profile check` leaves each point out in
+turn, so it scores these fills): an attention point that a measured (batch, kv_len) block
+lacks takes its shape along kv_len from its own series and its level from the block's other
+points (microbench times a block's points together, so a slow spell of the machine moves a
+whole block); a GEMM shape missing an M that other shapes measured takes the step the others
+show there. Beyond a series' end, the median trend of the series that cover it continues it.
+
 Each family answers NaN where the op family or dtype was not measured; the roofline answers
 there (`speedplan.cost`).
 """
@@ -32,6 +40,7 @@ import numpy as np
 
 from .errors import SpeedplanInputError
 from .hardware import DTYPE_BYTES, Hardware, get_hardware
+from .profile_fill import fill_attention_blocks, fill_gemm_holes
 from .roofline import attention_roofline, elementwise_roofline, gemm_roofline
 
 ORIGINS = {"measured": "profile", "derived": "profile", "datasheet-roofline": "roofline"}
@@ -189,20 +198,21 @@ def _covers(s: _Series, x: np.ndarray) -> np.ndarray:
 def _eff_along(s: _Series, donors: list[_Series], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Efficiency of series `s` at `x`, and which points lie outside the whole measured grid.
 
-    Beyond `s`'s own range but inside a neighbouring series' range (the nearest first), `s`'s
-    end value follows the neighbour's trend: e_s(end) · e_d(x) / e_d(end). Beyond every series,
-    the nearest measured efficiency holds (the roofline, scaled by it, answers)."""
+    Beyond `s`'s own range but inside neighbouring series' ranges, `s`'s end value follows
+    their trend: e_s(end) · median over those series d of e_d(x) / e_d(end). Beyond every
+    series, the nearest measured efficiency holds (the roofline, scaled by it, answers)."""
     eff = s.at(x)
     left = ~_covers(s, x)
     if left.any():
         x_end = np.clip(x, s.x[0], s.x[-1])
-        for d in donors:
+        trends = np.full((len(donors), x.size), np.nan)
+        for i, d in enumerate(donors):
             can = left & _covers(d, x) & _covers(d, x_end)
-            if can.any():
-                eff[can] = s.at(x_end[can]) * d.at(x[can]) / d.at(x_end[can])
-                left &= ~can
-            if not left.any():
-                break
+            trends[i, can] = d.at(x[can]) / d.at(x_end[can])
+        can = left & np.isfinite(trends).any(axis=0)
+        if can.any():
+            eff[can] = s.at(x_end[can]) * np.nanmedian(trends[:, can], axis=0)
+            left &= ~can
     return eff, left
 
 
@@ -214,7 +224,7 @@ class _GemmTable:
         self.shapes: dict[str, tuple[np.ndarray, np.ndarray, list[_Series]]] = {}
         for dt in np.unique(rows["dtype"]):
             sel = rows["dtype"] == dt
-            m, n, k, lat = (rows[c][sel] for c in ("m", "n", "k", "latency_us"))
+            m, n, k, lat = fill_gemm_holes(*(rows[c][sel] for c in ("m", "n", "k", "latency_us")))
             eff = gemm_roofline(hw, m, n, k, dt)[0] / lat
             nk = np.stack([n, k], axis=1)
             shapes, inverse = np.unique(nk, axis=0, return_inverse=True)
@@ -273,6 +283,9 @@ class _AttentionTable:
         self.hw = hw
         lat = rows["latency_us"]
         self.configs: list[_AttentionConfig] = []
+        cfg_cols = np.stack([rows[c] for c in self.KEYS], axis=1)
+        rows = fill_attention_blocks(rows, cfg_cols)
+        lat = rows["latency_us"]
         cfg_cols = np.stack([rows[c] for c in self.KEYS], axis=1)
         for dt in np.unique(rows["dtype"]):
             for mk in np.unique(rows["mask"]):
@@ -372,7 +385,10 @@ class _ElementwiseTable:
             return np.full(nbytes.shape, np.nan), np.full(nbytes.shape, HOW[0])
         roof = elementwise_roofline(self.hw, nbytes)
         lx = _log(nbytes)
-        lat = np.mean([roof / s.at(lx) for s in series.values()], axis=0)
+        # below the smallest measured size the op's fixed cost holds (latency of that size);
+        # above the largest, its bandwidth (efficiency of that size)
+        lat = np.mean([np.where(lx < s.x[0], elementwise_roofline(self.hw, np.exp(s.x[0])) / s.eff[0], roof / s.at(lx))
+                       for s in series.values()], axis=0)
         outside = np.any([(lx < s.x[0] - 1e-9) | (lx > s.x[-1] + 1e-9) for s in series.values()], axis=0)
         return lat, HOW[np.where(outside, 3, 1)]
 

@@ -81,9 +81,9 @@ def test_sigkill_mid_run_then_resume(tmp_path):
 
 def test_interleaved_visits_stop_and_resume(tmp_path):
     grid = tiny_grid()
-    first = run(grid, "cpu", tmp_path, "cpu-local", stop_after=11, visit_count=2, **FAST)
-    assert first.measured == 11
-    second = run(tiny_grid(), "cpu", tmp_path, "cpu-local", visit_count=2, **FAST)
+    first = run(grid, "cpu", tmp_path, "cpu-local", stop_after=11, visit_count=2, interleave=True, **FAST)
+    assert first.measured == 11  # stopped inside a block: the rest of it is measured again
+    second = run(tiny_grid(), "cpu", tmp_path, "cpu-local", visit_count=2, interleave=True, **FAST)
     assert second.measured == len(grid) - 11 and second.remaining == 0
     assert {f: set(v) for f, v in keys(tmp_path).items()} == {f: s for f, s in expected(grid).items() if s}
     with (tmp_path / "gemm.csv").open() as f:
@@ -171,3 +171,46 @@ def test_random_inputs_are_fresh_non_zero_buffers():
     assert a.data_ptr() != b.data_ptr() and not torch.equal(a, b)  # separate memory, different draws
     assert (a != 0).float().mean() > 0.999 and 0.09 < float(a.std()) < 0.11
     assert backend._rand(4, 8, dtype="bf16").shape == (4, 8) and backend._rand(2, dtype="bf16").dtype == torch.bfloat16
+
+
+def test_blocks_group_points_that_share_weights_or_kv_cache():
+    from microbench.runner import MAX_BLOCK, blocks_of
+
+    grid = tiny_grid()
+    todo = [(p, "gemm" if hasattr(p, "m") else "x") for p in grid.points()]
+    blocks = blocks_of(todo)
+    assert [p for b in blocks for p in b] == todo  # every point once, in grid order
+    for b in blocks:
+        assert 1 <= len(b) <= MAX_BLOCK
+        gemm = [p for p, _ in b if isinstance(p, type(grid.gemm[0]))]
+        assert len({(p.n, p.k) for p in gemm}) <= 1
+        attn = [p for p, _ in b if isinstance(p, AttentionPoint)]
+        assert len({(p.batch, p.kv_len) for p in attn}) <= 1 and (not attn or len(attn) == len(b))
+    assert len([b for b in blocks if isinstance(b[0][0], AttentionPoint)]) == 4  # batch 1, 2 x kv 16, 64
+
+
+def test_interleaved_timing_keeps_each_points_own_time():
+    from microbench.timing import time_cpu_interleaved
+
+    def sleeper(seconds):
+        return [lambda: time.sleep(seconds)]
+
+    order = []
+    calls = [[lambda i=i: order.append(("a", i)) for i in range(4)], [lambda i=i: order.append(("b", i)) for i in range(4)]]
+    time_cpu_interleaved(calls, min_time_s=0.0, min_repeats=5, repeat_s=0.0)
+    timed = order[-10:]  # after the warm-up: one call of each point per round, a, b, a, b, ...
+    assert [p for p, _ in timed] == ["a", "b"] * 5
+    assert [i for _, i in timed] == [j % 4 for j in range(10)]  # one cursor: b goes on to the next set
+    fast, slow = time_cpu_interleaved([sleeper(0.001), sleeper(0.004)], min_time_s=0.02, repeat_s=0.0)
+    assert fast.repeats == slow.repeats >= 5
+    assert 2.5 < slow.latency_us / fast.latency_us < 5
+
+
+def test_measure_block_returns_one_timing_per_point_in_order():
+    from microbench.torch_backend import TorchBackend
+
+    backend = TorchBackend("cpu", 2**20, 0.002)
+    points = [p for p in tiny_grid().attention if (p.batch, p.kv_len) == (2, 64)]
+    for interleave in (False, True):
+        timings = backend.measure_block(points, interleave)
+        assert len(timings) == len(points) and all(t.latency_us > 0 for t in timings)
