@@ -20,8 +20,8 @@ Before that, `speedplan.profile_fill` fills unmeasured grid nodes from their nei
 (measured values are kept as they are; `speedplan profile check` leaves each point out in
 turn, so it scores these fills): an attention point that a measured (batch, kv_len) block
 lacks takes its shape along kv_len from its own series and its level from the block's other
-points (microbench times a block's points together, so a slow spell of the machine moves a
-whole block); a GEMM shape missing an M that other shapes measured takes the step the others
+points (microbench measures a block's points back to back, or together with --interleave, so
+a slow spell of the machine moves a block as a whole); a GEMM shape missing an M that other shapes measured takes the step the others
 show there. Beyond a series' end, the median trend of the series that cover it continues it.
 
 Each family answers NaN where the op family or dtype was not measured; the roofline answers
@@ -281,11 +281,9 @@ class _AttentionTable:
 
     def __init__(self, rows: dict, hw: Hardware):
         self.hw = hw
+        rows = fill_attention_blocks(rows, np.stack([rows[c] for c in self.KEYS], axis=1))
         lat = rows["latency_us"]
         self.configs: list[_AttentionConfig] = []
-        cfg_cols = np.stack([rows[c] for c in self.KEYS], axis=1)
-        rows = fill_attention_blocks(rows, cfg_cols)
-        lat = rows["latency_us"]
         cfg_cols = np.stack([rows[c] for c in self.KEYS], axis=1)
         for dt in np.unique(rows["dtype"]):
             for mk in np.unique(rows["mask"]):

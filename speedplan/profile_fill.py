@@ -3,8 +3,8 @@ lacks, from its neighbours. Measured points are never changed.
 
 Two kinds of neighbour carry information on this kind of machine:
 
-- the points timed together with it (microbench times the points that share weights or a KV
-  cache as one block, their repeats interleaved), whose common level a slow spell of the
+- the points of its block (microbench measures the points that share weights or a KV cache
+  back to back, or with --interleave together), whose common level a slow spell of the
   machine moves as a whole: `fill_attention_blocks`;
 - the other series at the same coordinate, which step at the same place (BLAS blocking
   along M): `fill_holes`.
@@ -35,7 +35,8 @@ def fill_attention_blocks(rows: dict, cfg_cols: np.ndarray) -> dict:
     """Attention rows plus a latency for every (q_len, mask) that a measured block lacks.
 
     A block is one (heads, KV heads, head_dim, dtype, batch, kv_len): its points share a KV
-    cache and are measured together, so a slow spell of the machine moves the whole block.
+    cache and are measured back to back (or together), so a slow spell of the machine moves
+    the whole block.
     A missing point is its own (batch, q_len, mask) series' log-log interpolation along kv_len
     (beyond the series' ends: its nearest point), times the median ratio by which the block's
     measured points at the nearest q_len values (this one and the measured values on either
