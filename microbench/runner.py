@@ -126,8 +126,7 @@ def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_t
         for _ in range(max(1, visit_count)):
             if visit_count > 1:
                 torch_backend.reset()  # each visit gets fresh buffers (placement luck varies)
-            visits.append(_measure_quietly(backend_of(block[0][1]), [p for p, _ in block], device, tries, wait_s,
-                                           interleave))
+            visits.append(_measure_quietly(backend_of(block[0][1]), [p for p, _ in block], device, tries, wait_s))
         return [combine(list(ts)) for ts in zip(*visits)]
 
     def full() -> bool:
@@ -213,8 +212,7 @@ def _cpu_busy_s() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def _measure_quietly(backend, points: list, device: str, tries: int, wait_s: float,
-                     interleave: bool = False) -> list[Timing]:
+def _measure_quietly(backend, points: list, device: str, tries: int, wait_s: float) -> list[Timing]:
     """Measure a block; on CPU, retry it (up to `tries`, waiting `wait_s` between) when other
     processes used more than MAX_OTHER_CPU cores while it ran (with every core busy, a
     BLAS/OpenMP thread waits a scheduler tick at each barrier and timings inflate many-fold),
@@ -223,7 +221,7 @@ def _measure_quietly(backend, points: list, device: str, tries: int, wait_s: flo
     best = None
     for _ in range(max(1, tries) if device == "cpu" else 1):
         busy0, own0, wall0 = _cpu_busy_s(), sum(os.times()[:2]), time.perf_counter()
-        timings = (backend.measure_block(points, interleave) if hasattr(backend, "measure_block")
+        timings = (backend.measure_block(points) if hasattr(backend, "measure_block")
                    else [backend.measure(p) for p in points])
         wall = time.perf_counter() - wall0
         other = max(0.0, (_cpu_busy_s() - busy0) - (sum(os.times()[:2]) - own0)) / wall

@@ -37,19 +37,23 @@ def _summary(samples_us: list[float], calls: int) -> Timing:
 def time_cpu(calls: list[Callable[[], object]], min_time_s: float = 0.05, min_repeats: int = 5,
              max_repeats: int = 200, repeat_s: float = 2e-3) -> Timing:
     """Median per-call wall time of `calls` (cycled), each repeat >= `repeat_s` long."""
-    return time_cpu_interleaved([calls], min_time_s, min_repeats, max_repeats, repeat_s)[0]
+    return time_cpu_interleaved([calls], min_time_s, min_repeats, max_repeats, repeat_s,
+                                warmup_s=min(min_time_s / 4, 0.02))[0]
 
 
 def time_cpu_interleaved(blocks: list[list[Callable[[], object]]], min_time_s: float = 0.05,
-                         min_repeats: int = 5, max_repeats: int = 200, repeat_s: float = 2e-3) -> list[Timing]:
+                         min_repeats: int = 5, max_repeats: int = 200, repeat_s: float = 2e-3,
+                         warmup_s: float | None = None) -> list[Timing]:
     """Median per-call wall time of each point's `calls` (cycled), for several points at once:
     each round times every point's `inner` calls (>= `repeat_s`) in turn, so a point's repeats
     are spread over the whole block's time and a slow spell of the machine (the 2-core VM has
-    them, 1.2-1.8x, half a second to tens of seconds long) weighs on all points alike."""
+    them, 1.2-1.8x, half a second to tens of seconds long) weighs on all points alike. Each
+    point warms up for `warmup_s` (default min(min_time_s / 8, 10 ms)) and every set once."""
+    warmup_s = min(min_time_s / 8, 0.01) if warmup_s is None else warmup_s
     inners, per_call = [], []
     for calls in blocks:  # warm-up: every set of every point once, and a per-call estimate
         n, t0, i = len(calls), time.perf_counter(), 0
-        while i < max(n, 3) or time.perf_counter() - t0 < min(min_time_s / 8, 0.01):
+        while i < max(n, 3) or time.perf_counter() - t0 < warmup_s:
             calls[i % n]()
             i += 1
         per_call.append((time.perf_counter() - t0) / i)

@@ -122,11 +122,11 @@ class TorchBackend:
         with self.torch.inference_mode():
             return self._timed(calls, graph)
 
-    def measure_block(self, points: list, interleave: bool = False) -> list[Timing]:
-        """Time points that share weights or a KV cache: one after another, or (interleave, CPU)
-        together, their repeats interleaved round-robin, so a slow spell of the machine hits
-        every point of the block alike instead of shifting some against their neighbours."""
-        if not interleave or self.device == "cuda" or len(points) == 1:
+    def measure_block(self, points: list) -> list[Timing]:
+        """Time points that share weights or a KV cache together (CPU), their repeats interleaved
+        round-robin, so a slow spell of the machine hits every point of the block alike instead
+        of shifting some against their neighbours. On CUDA each point is timed alone."""
+        if self.device == "cuda" or len(points) == 1:
             return [self.measure(p) for p in points]
         calls = [self.calls(p)[0] for p in points]  # a block shares one weight / KV key of the cache
         with self.torch.inference_mode():

@@ -6,8 +6,8 @@ Two kinds of neighbour carry information on this kind of machine:
 - the points of its block (microbench measures the points that share weights or a KV cache
   back to back, or with --interleave together), whose common level a slow spell of the
   machine moves as a whole: `fill_attention_blocks`;
-- the other series at the same coordinate, which step at the same place (BLAS blocking
-  along M): `fill_holes`.
+- the other GEMM shapes at the same M, which step at the same place (BLAS blocking):
+  `fill_gemm_holes`.
 
 `speedplan profile check` leaves each measured point out in turn, so it scores these fills.
 Latencies in microseconds throughout.
@@ -29,6 +29,13 @@ def loglog_at(x: np.ndarray, y: np.ndarray, at: float, flat_ends: bool = False) 
     i1 = int(np.clip(np.searchsorted(lx, la), 1, len(lx) - 1))
     i0 = i1 - 1
     return float(np.exp(ly[i0] + (ly[i1] - ly[i0]) * (la - lx[i0]) / (lx[i1] - lx[i0])))
+
+
+def _without(pts: dict, at: float, flat_ends: bool = False) -> float | None:
+    """The series `pts` ({x: latency}) at `at` from its other points (`loglog_at`); None with
+    fewer than two."""
+    xs = np.array(sorted(x for x in pts if x != at))
+    return loglog_at(xs, np.array([pts[x] for x in xs]), at, flat_ends) if len(xs) >= 2 else None
 
 
 def fill_attention_blocks(rows: dict, cfg_cols: np.ndarray) -> dict:
@@ -53,11 +60,7 @@ def fill_attention_blocks(rows: dict, cfg_cols: np.ndarray) -> dict:
         blocks.setdefault((c, dt, b, kv), {})[(q, mk)] = v
 
     def along_kv(c, dt, b, q, mk, kv) -> float | None:
-        pts = {x: y for x, y in series.get((c, dt, b, q, mk), {}).items() if x != kv}
-        if len(pts) < 2:
-            return None
-        xs = np.array(sorted(pts))
-        return loglog_at(xs, np.array([pts[x] for x in xs]), kv, flat_ends=True)
+        return _without(series.get((c, dt, b, q, mk), {}), kv, flat_ends=True)
 
     members: dict = {}
     for (c, dt, b, q, mk) in series:
@@ -81,46 +84,32 @@ def fill_attention_blocks(rows: dict, cfg_cols: np.ndarray) -> dict:
     return {c: np.concatenate([rows[c], np.asarray(extra[c], dtype=rows[c].dtype)]) for c in extra}
 
 
-def fill_holes(keys: list, x: np.ndarray, lat: np.ndarray) -> list[tuple]:
-    """(key, x, latency) for every x that some series lacks but other series measured,
-    inside the series' own x range (its ends are the lookup's: `speedplan.profile._eff_along`).
-    Series are GEMM (N, K) shapes along M.
+def fill_gemm_holes(m: np.ndarray, n: np.ndarray, k: np.ndarray, lat: np.ndarray):
+    """GEMM rows of one dtype plus a latency for every M that an (N, K) shape lacks but other
+    shapes measured, inside the shape's own M range (its ends are the lookup's:
+    `speedplan.profile._eff_along`).
 
-    The fill is the log-log interpolation along x of the series' own points, times the median
-    ratio by which the other series' measured latency at that x differs from the same
+    The fill is the log-log interpolation along M of the shape's own points, times the median
+    ratio by which the other shapes' measured latency at that M differs from the same
     interpolation of theirs: BLAS kernels step at the same M for every shape (register and
     cache blocking), so a step seen in the other shapes is carried over rather than drawn
     straight across. Measured points are kept as they are."""
-    series: dict = {}
-    for key, xi, li in zip(keys, x, lat):
-        series.setdefault(key, {})[float(xi)] = float(li)
-    if len(series) < 2:
-        return []
-
-    def along(pts: dict, at: float) -> float | None:
-        xs = np.array(sorted(v for v in pts if v != at))
-        return loglog_at(xs, np.array([pts[v] for v in xs]), at) if len(xs) >= 2 else None
-
-    ratio_at: dict = {}  # x -> [measured / own interpolation] over the series that measured it
-    for pts in series.values():
-        for xi, v in pts.items():
-            if (ref := along(pts, xi)) is not None:
-                ratio_at.setdefault(xi, []).append(v / ref)
-    all_x = sorted({xi for pts in series.values() for xi in pts})
+    shapes: dict = {}
+    for mi, ni, ki, li in zip(m, n, k, lat):
+        shapes.setdefault((float(ni), float(ki)), {})[float(mi)] = float(li)
+    ratio_at: dict = {}  # M -> [measured / own interpolation] over the shapes that measured it
+    for pts in shapes.values():
+        for mi, v in pts.items():
+            if (ref := _without(pts, mi)) is not None:
+                ratio_at.setdefault(mi, []).append(v / ref)
+    all_m = sorted(ratio_at)
     new = []
-    for key, pts in series.items():
-        lo, hi = min(pts), max(pts)
-        for xi in all_x:
-            if xi in pts or not lo <= xi <= hi or (base := along(pts, xi)) is None:
+    for (ni, ki), pts in shapes.items() if len(shapes) > 1 else ():
+        for mi in all_m:
+            if mi in pts or not min(pts) <= mi <= max(pts) or (base := _without(pts, mi)) is None:
                 continue
-            new.append((key, xi, base * float(np.median(ratio_at[xi])) if xi in ratio_at else base))
-    return new
-
-
-def fill_gemm_holes(m: np.ndarray, n: np.ndarray, k: np.ndarray, lat: np.ndarray):
-    """GEMM rows of one dtype plus `fill_holes` along M across the (N, K) shapes."""
-    new = fill_holes(list(zip(n.tolist(), k.tolist())), m, lat)
+            new.append((mi, ni, ki, base * float(np.median(ratio_at[mi]))))
     if not new:
         return m, n, k, lat
-    extra = np.array([(xi, key[0], key[1], v) for key, xi, v in new], dtype=float).T
+    extra = np.array(new, dtype=float).T
     return tuple(np.concatenate([a, e]) for a, e in zip((m, n, k, lat), extra))

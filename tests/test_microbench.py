@@ -211,6 +211,5 @@ def test_measure_block_returns_one_timing_per_point_in_order():
 
     backend = TorchBackend("cpu", 2**20, 0.002)
     points = [p for p in tiny_grid().attention if (p.batch, p.kv_len) == (2, 64)]
-    for interleave in (False, True):
-        timings = backend.measure_block(points, interleave)
-        assert len(timings) == len(points) and all(t.latency_us > 0 for t in timings)
+    timings = backend.measure_block(points)
+    assert len(timings) == len(points) and all(t.latency_us > 0 for t in timings)
