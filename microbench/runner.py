@@ -19,7 +19,7 @@ from .timing import Timing
 # 32 MiB L3 of the CPU machine class; 4× the 50-60 MB L2 of H100/H200.
 ROTATE_BYTES = {"cpu": 96 * 2**20, "cuda": 256 * 2**20}
 CUPY_M = {1, 8, 16, 64, 65, 256, 1024, 4096}
-MAX_BLOCK = 48  # points measured together (--interleave) at most
+MAX_BLOCK = 48  # points measured together (CPU, unless --one-by-one) at most
 MAX_OTHER_CPU = 0.25  # cores' worth of other processes' CPU time above which a CPU timing is retried
 
 
@@ -67,16 +67,17 @@ class _Progress:
 def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_time_s: float = 0.05,
         threads: int | None = 2, cupy: bool = False, stop_after: int | None = None,
         progress: bool = True, meta_extra: dict | None = None, quiet_tries: int = 3,
-        visit_count: int = 1, interleave: bool = False) -> RunResult:
+        visit_count: int = 1, interleave: bool = True) -> RunResult:
     """Measure every point of `grid` not yet in `out`, appending each as it completes.
 
     `stop_after` stops after that many new points (a deterministic stand-in for a kill, used by
-    tests); the folder is then left incomplete and a rerun finishes it. Points are measured one
-    by one, or with `interleave` (CPU) in blocks (`blocks_of`: the points sharing weights or a
-    KV cache), their repeats taking turns, and are written when their block completes. A block
-    measured while other processes were busy is retried up to `quiet_tries` times. With
-    `visit_count` > 1 each block is measured that many times in turn (fresh buffers, min_time_s
-    split between the visits) and a point's latency is the median of its visits' medians."""
+    tests); the folder is then left incomplete and a rerun finishes it. On CPU, points are
+    measured in blocks (`blocks_of`: the points sharing weights or a KV cache), their repeats
+    taking turns, and written when their block completes; with `interleave=False` (and on
+    CUDA) one by one, each written as it completes. A block measured while other processes
+    were busy is retried up to `quiet_tries` times. With `visit_count` > 1 each block is
+    measured that many times in turn (fresh buffers, min_time_s split between the visits) and
+    a point's latency is the median of its visits' medians."""
     import torch
 
     from .env import provenance
@@ -142,7 +143,7 @@ def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_t
             bar.step(_label(point))
 
     try:
-        for block in blocks_of(todo, MAX_BLOCK if interleave else 1):
+        for block in blocks_of(todo, MAX_BLOCK if interleave and device == "cpu" else 1):
             if full():
                 break
             timings = measure(block, min(quiet_tries, 2), wait_s=0.2)

@@ -1,7 +1,7 @@
 """The resumable profile writer: one CSV per op family, one row appended (and flushed to disk)
 per measured point, `meta.json` with provenance rewritten at start and end.
 
-A run killed at any moment loses at most the point (with --interleave, the block of points)
+A run killed at any moment loses at most the block of points (with --one-by-one, the point)
 being measured: rerun with the same arguments and only points without a row are measured. A
 torn last line (killed mid-write) is dropped on reopen.
 """

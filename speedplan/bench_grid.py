@@ -139,7 +139,7 @@ def _clear_placeholder(out: Path) -> None:
 def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_preset: str | None = None,
               dtypes: list[str] | None = None, min_time_ms: float | None = None, threads: int = 2, cupy: bool = False,
               stop_after: int | None = None, progress: bool = True, quiet_tries: int = 3,
-              visits: int | None = None, interleave: bool = False):
+              visits: int | None = None, interleave: bool = True):
     """Build the grid, check every input, then measure into `out` (resuming what is there).
     Returns microbench's RunResult."""
     from .hardware import get_hardware

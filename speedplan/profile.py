@@ -20,7 +20,7 @@ Before that, `speedplan.profile_fill` fills unmeasured grid nodes from their nei
 (measured values are kept as they are; `speedplan profile check` leaves each point out in
 turn, so it scores these fills): an attention point that a measured (batch, kv_len) block
 lacks takes its shape along kv_len from its own series and its level from the block's other
-points (microbench measures a block's points back to back, or together with --interleave, so
+points (microbench measures a block's points together, their repeats taking turns, so
 a slow spell of the machine moves a block as a whole); a GEMM shape missing an M that other shapes measured takes the step the others
 show there. Beyond a series' end, the median trend of the series that cover it continues it.
 

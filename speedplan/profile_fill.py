@@ -4,7 +4,7 @@ lacks, from its neighbours. Measured points are never changed.
 Two kinds of neighbour carry information on this kind of machine:
 
 - the points of its block (microbench measures the points that share weights or a KV cache
-  back to back, or with --interleave together), whose common level a slow spell of the
+  together, their repeats taking turns; with --one-by-one back to back), whose common level a slow spell of the
   machine moves as a whole: `fill_attention_blocks`;
 - the other GEMM shapes at the same M, which step at the same place (BLAS blocking):
   `fill_gemm_holes`.

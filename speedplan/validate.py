@@ -141,7 +141,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     # Host time per decoder layer: what a plain decode forward takes beyond its priced ops
     cal_context = float(np.mean([c for s in plain_cal.steps for c in s.context]))
     priced_s = float(forward_cost(cost, target_spec, 1, 1, cal_context).total_s)
-    verify_s = float(np.median([s.t_verify_s for s in plain_cal.steps]))
+    verify_s = _full_batch_mean(plain_cal.steps, 1, "t_verify_s")  # the statistic step 4 measures
     layer_overhead_us = max(verify_s - priced_s, 0.0) / target_spec.layers * 1e6
     hw = cost.hardware.with_overrides(step_overhead_us=overhead_s * 1e6, layer_overhead_us=layer_overhead_us)
     cost = replace(cost, hardware=hw)
@@ -210,6 +210,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     summary.update({
         "grid": asdict(grid), "hardware": hardware, "cost_origin": cost.origin,
         "step_overhead_us_measured": overhead_s * 1e6, "layer_overhead_us_measured": layer_overhead_us,
+        "calibration_verify_s": verify_s, "calibration_context": cal_context,  # for speedplan.reprice
         "context": context,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": round(time.perf_counter() - t_start, 1),
         "torch_threads": torch.get_num_threads(),

@@ -37,20 +37,22 @@ def expected(grid: Grid) -> dict[str, set]:
     return {family: {point_key(p) for p in getattr(grid, family)} for family in KEY_COLUMNS}
 
 
-def test_stop_and_resume_equals_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("interleave", [True, False], ids=["blocks", "one-by-one"])
+def test_stop_and_resume_equals_uninterrupted_run(tmp_path, interleave):
     grid = tiny_grid()
-    whole = run(grid, "cpu", tmp_path / "whole", "cpu-local", **FAST)
+    whole = run(grid, "cpu", tmp_path / "whole", "cpu-local", interleave=interleave, **FAST)
     assert whole.remaining == 0 and whole.meta["complete"] is True
-    first = run(tiny_grid(), "cpu", tmp_path / "resumed", "cpu-local", stop_after=7, **FAST)
+    assert ("interleaved" in whole.meta["timing"]) == interleave
+    first = run(tiny_grid(), "cpu", tmp_path / "resumed", "cpu-local", stop_after=7, interleave=interleave, **FAST)
     assert (first.measured, first.remaining) == (7, len(grid) - 7)
     assert json.loads((tmp_path / "resumed" / "meta.json").read_text())["complete"] is False
-    second = run(tiny_grid(), "cpu", tmp_path / "resumed", "cpu-local", **FAST)
+    second = run(tiny_grid(), "cpu", tmp_path / "resumed", "cpu-local", interleave=interleave, **FAST)
     assert second.measured == len(grid) - 7  # only the missing points were measured
     a, b = keys(tmp_path / "whole"), keys(tmp_path / "resumed")
     assert {f: set(v) for f, v in a.items()} == {f: set(v) for f, v in b.items()} == {
         f: s for f, s in expected(grid).items() if s}
     assert all(len(v) == len(set(v)) for v in b.values())  # no point written twice
-    third = run(tiny_grid(), "cpu", tmp_path / "resumed", "cpu-local", **FAST)
+    third = run(tiny_grid(), "cpu", tmp_path / "resumed", "cpu-local", interleave=interleave, **FAST)
     assert third.measured == 0 and third.meta["complete"] is True
 
 

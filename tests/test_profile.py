@@ -251,7 +251,7 @@ def test_leave_one_out_reproduces_a_smooth_cpu_profile_within_one_percent(tmp_pa
 
 def test_a_block_shifted_by_a_slow_spell_is_predicted_from_its_own_level(tmp_path):
     """Each (batch, kv_len) block of the affine profile moved by its own factor (0.75-1.35, what a
-    slow spell does to a block that `--interleave` measures together): a left-out point takes
+    slow spell does to a block that microbench measures together): a left-out point takes
     its block's level from the block's other points and its shape along kv_len from its own
     series, so leave-one-out stays near the unshifted profile's error; interpolating along
     kv_len alone would carry the neighbouring blocks' factors (median 17%, p90 38% here)."""

@@ -42,6 +42,11 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     assert set(table.mechanism) >= {"none", "ngram", "eagle"}
     assert (table.meas_t_step > 0).all() and (table.pred_t_step > 0).all()
     assert (out / "report.html").exists() and (out / "parity.png").exists()
+    from speedplan.reprice import load_validation, reprice_verify
+
+    table, summary = load_validation(out)  # priced again with the profile it ran with: the same predictions
+    again = reprice_verify(table, summary, summary["hardware"])
+    assert again.pred_t_verify.to_numpy() == pytest.approx(table.pred_t_verify.to_numpy(), rel=1e-4)
 
 
 def test_validate_rejects_unknown_device(cli, tmp_path):
