@@ -18,23 +18,12 @@ and each profile's prices for the same forward (no host overhead).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 import torch
+from bench_runtime_overhead import median_s  # this folder is on sys.path when run as a script
 
 M_VALUES = [1, 2, 4, 8, 16, 32, 64, 128]
-
-
-def median_s(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ from .cost import CostModel, load_cost_model
 from .errors import SpeedplanInputError
 from .forward import forward_cost
 from .model import get_model
+from .validate import TARGET_PRESET
 
-TARGET_PRESET = "smollm2-135m"
 TREE_MECHANISMS = ("eagle-tree", "medusa")
 NEEDED = ("mechanism", "batch", "nodes", "context", "pred_t_verify", "meas_t_verify")
 
@@ -68,7 +68,7 @@ def reprice_verify(table: pd.DataFrame, summary: dict, hardware: str | Path,
     back from the stored overhead, exactly while that overhead was positive."""
     layers = get_model(TARGET_PRESET).layers
     cal = pd.DataFrame({"mechanism": ["none"], "batch": [1], "nodes": [1],
-                        "context": [summary.get("calibration_context", summary.get("context", 0))]})
+                        "context": [summary.get("calibration_context", summary["context"])]})
     if "calibration_verify_s" in summary:
         verify_cal = float(summary["calibration_verify_s"])
     elif ran_with is not None:
