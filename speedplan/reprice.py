@@ -40,8 +40,16 @@ def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     missing = [c for c in NEEDED if c not in table.columns]
     if missing:
         raise SpeedplanInputError(f"{folder / 'validation.csv'}: missing column {missing[0]!r}")
-    for key in ("layer_overhead_us_measured", "context"):
-        if key not in summary:
+    for col in NEEDED[1:]:
+        values = pd.to_numeric(table[col], errors="coerce")
+        if not (values > 0).all():
+            raise SpeedplanInputError(f"{folder / 'validation.csv'}: column {col!r} needs positive numbers")
+    if not isinstance(summary, dict):
+        raise SpeedplanInputError(f"{folder / 'summary.json'}: not a JSON object")
+    for key in ("layer_overhead_us_measured", "context", "calibration_verify_s", "calibration_context"):
+        if key in summary and not (isinstance(summary[key], (int, float)) and summary[key] >= 0):
+            raise SpeedplanInputError(f"{folder / 'summary.json'}: {key!r} must be a number >= 0")
+        if key in ("layer_overhead_us_measured", "context") and key not in summary:
             raise SpeedplanInputError(f"{folder / 'summary.json'}: missing {key!r}")
     return table, summary
 

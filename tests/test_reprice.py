@@ -87,4 +87,15 @@ def test_cli_reprice_prints_both_and_refuses_bad_folders(cli, tmp_path):
     pd.read_csv(bad / "validation.csv").drop(columns="nodes").to_csv(bad / "validation.csv", index=False)
     proc = cli("validate", "--reprice", str(bad))
     assert proc.returncode == 2 and "'nodes'" in proc.stderr
+    odd = validation_folder(tmp_path / "odd")
+    table = pd.read_csv(odd / "validation.csv").astype({"batch": str})
+    table.loc[1, "batch"] = "many"
+    table.to_csv(odd / "validation.csv", index=False)
+    proc = cli("validate", "--reprice", str(odd))
+    assert proc.returncode == 2 and "'batch' needs positive numbers" in proc.stderr and "Traceback" not in proc.stderr
+    (odd / "summary.json").write_text(json.dumps({"context": "long", "layer_overhead_us_measured": 1}))
+    table.loc[1, "batch"] = "16"
+    table.to_csv(odd / "validation.csv", index=False)
+    proc = cli("validate", "--reprice", str(odd))
+    assert proc.returncode == 2 and "'context' must be a number" in proc.stderr
 
