@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from speedplan.runtime import train_data as td
+from speedplan.runtime.training import data as td
 from speedplan.runtime.drafters.draft_model import draft_model_drafter
 from speedplan.runtime.drafters.eagle import eagle_drafter, eagle_tree_drafter
 from speedplan.runtime.drafters.ngram import NgramDrafter
 from speedplan.runtime.generate import generate
-from speedplan.runtime.prompts import stdlib_prompts
+from speedplan.runtime.io.prompts import stdlib_prompts
 
 
 def main(argv=None) -> None:

@@ -23,8 +23,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from speedplan.profile import load_profile  # noqa: E402
-from speedplan.profile_tools import leave_one_out  # noqa: E402
+from speedplan.profile.lookup import load_profile  # noqa: E402
+from speedplan.profile.tools import leave_one_out  # noqa: E402
 
 
 def lookup_seconds(path: Path, n: int = 10_000) -> dict:

@@ -37,9 +37,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from speedplan.cost import load_cost_model
+    from speedplan.cost.ops import load_cost_model
     from speedplan.runtime.api import load_target
-    from speedplan.runtime.model import linear
+    from speedplan.runtime.transformer import linear
 
     costs = {p: load_cost_model(p) for p in args.profiles}
     model = load_target(args.weights).model
@@ -84,8 +84,8 @@ def forward_breakdown(model, costs: dict, batch: int, tokens: int, context: int)
 
     from torch.profiler import ProfilerActivity, profile
 
-    from speedplan.forward import forward_cost
-    from speedplan.model import get_model
+    from speedplan.cost.forward import forward_cost
+    from speedplan.specs.model import get_model
 
     with torch.inference_mode():
         cache = model.new_cache(batch, context + tokens + 8)

@@ -37,9 +37,9 @@ def main() -> None:
 
     from gguf import GGUFReader
 
-    from speedplan.runtime.model import linear, pack_weight
-    from speedplan.runtime.q4_kernel import load_kernel
-    from speedplan.runtime.weights import gguf_config, gguf_q4_1_blocks, load_gguf, smollm2_gguf_path
+    from speedplan.runtime.transformer import linear, pack_weight
+    from speedplan.runtime.kernels.q4 import load_kernel
+    from speedplan.runtime.io.weights import gguf_config, gguf_q4_1_blocks, load_gguf, smollm2_gguf_path
 
     path = smollm2_gguf_path()
     reader = GGUFReader(str(path))

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def make_result(rows: int):
     """The default sweep (`speedplan sweep` with no arguments, ~400 rows), repeated over more
     context lengths when `rows` asks for a bigger one."""
-    from speedplan.planner import sweep
+    from speedplan.plan.sweep import sweep
 
     base = sweep()
     n_contexts = max(1, round(rows / len(base.frame)))
@@ -41,14 +41,15 @@ def _ms(fn, clock=time.perf_counter) -> float:
 def run(rows: int, repeats: int) -> None:
     result = make_result(rows)
     t_import = _ms(lambda: (__import__("matplotlib.figure"), __import__("matplotlib.backends.backend_agg")))
-    from speedplan import report, report_figures as rf
+    from speedplan.report import summary as report
+    from speedplan.report import figures as rf
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         context = report.report_context(result.frame)
         caption = report.short_provenance(result)
         frame = result.frame
-        from speedplan.report_data import figure_set
+        from speedplan.report.data import figure_set
 
         figs = figure_set(result, context)
 

@@ -33,7 +33,7 @@ def main() -> None:
     from speedplan.errors import SpeedplanInputError
     from speedplan.runtime.api import DrafterOptions, encode_prompts, load_target, make_drafter
     from speedplan.runtime.generate import generate
-    from speedplan.runtime.prompts import stdlib_prompts
+    from speedplan.runtime.io.prompts import stdlib_prompts
 
     target = load_target(args.weights)
     texts = [p.text for p in stdlib_prompts("evaluation", limit=args.prompts)]

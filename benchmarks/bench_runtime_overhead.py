@@ -41,7 +41,7 @@ def main() -> None:
     torch.set_num_threads(os.cpu_count() or 1)
 
     from speedplan.runtime.api import load_target
-    from speedplan.runtime.model import apply_rope, linear, rms_norm
+    from speedplan.runtime.transformer import apply_rope, linear, rms_norm
 
     model = load_target(args.weights).model
     cfg = model.cfg

@@ -25,7 +25,7 @@ import torch
 
 
 def long_prompt(tokenizer, min_tokens: int) -> list[int]:
-    from speedplan.runtime.prompts import stdlib_prompts
+    from speedplan.runtime.io.prompts import stdlib_prompts
 
     for p in stdlib_prompts("evaluation"):
         ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": p.text}]))
@@ -84,9 +84,9 @@ def main() -> None:
 
     from speedplan.runtime.drafters.ngram import NgramDrafter
     from speedplan.runtime.generate import generate
-    from speedplan.runtime.q4_kernel import disable_quantized_matmul, enable_q4_1_matmul, load_kernel
-    from speedplan.runtime.tokenizer import BPETokenizer
-    from speedplan.runtime.weights import gguf_q4_1_blocks, load_gguf, smollm2_gguf_path
+    from speedplan.runtime.kernels.q4 import disable_quantized_matmul, enable_q4_1_matmul, load_kernel
+    from speedplan.runtime.io.tokenizer import BPETokenizer
+    from speedplan.runtime.io.weights import gguf_q4_1_blocks, load_gguf, smollm2_gguf_path
 
     path = smollm2_gguf_path()
     reader = GGUFReader(str(path))

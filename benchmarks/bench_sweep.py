@@ -36,7 +36,7 @@ def whole_process_s(repeats: int = 5) -> float:
 
 
 def library_sweep_s(repeats: int = 5) -> tuple[float, int]:
-    from speedplan.planner import sweep
+    from speedplan.plan.sweep import sweep
 
     kwargs = dict(model="llama-3.1-70b", hardware="h100-sxm", tp=4,
                   mechanisms=["draft-model:llama-3.2-1b", "eagle", "ngram", "eagle-tree", "medusa"],

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--visits", type=int, default=None, help="visits per block of points, median of their medians (default 1)")
     ap.add_argument("--interleave", dest="interleave", action="store_true", default=True,
-                    help="CPU: time a block's points together, repeats taking turns (default, see profiles/cpu-local/README.md)")
+                    help="CPU: time a block's points together, repeats taking turns (default, see speedplan/data/profiles/cpu-local/README.md)")
     ap.add_argument("--one-by-one", dest="interleave", action="store_false", help="CPU: time each point on its own")
     ap.add_argument("--quiet-tries", type=int, default=3, help="CPU: retries of a point measured while other processes ran")
     args = ap.parse_args(argv)

@@ -38,10 +38,10 @@ $PY -m speedplan.cli profile check "$measured"
 echo "== 4/4 runtime verify-step timing vs prediction"
 # The reference runtime's verify step on a random-weight Llama-3.1-8B-shaped model in bf16,
 # graph-captured, B in {1,4,16,64,256}, D in {0,1,3,7,15}, context 1k and 8k, against the
-# profile just measured (speedplan/verify_timing.py); the dry run uses its tiny CPU grid.
+# profile just measured (speedplan/validate/gpu_timing.py); the dry run uses its tiny CPU grid.
 if [[ "${1:-}" == "--dry-run" ]]; then
-  $PY -m speedplan.verify_timing --dry-run --out "$validation"
+  $PY -m speedplan.validate.gpu_timing --dry-run --out "$validation"
 else
-  $PY -m speedplan.verify_timing --device cuda --hardware "$measured" --out "$validation"
+  $PY -m speedplan.validate.gpu_timing --device cuda --hardware "$measured" --out "$validation"
 fi
 echo "campaign done: $measured $derived $validation"

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import torch
 
-from ..errors import SpeedplanInputError
-from .drafters.base import Drafter
-from .drafters.lm import LMDrafter, truncated_target
-from .drafters.ngram import NgramDrafter
-from .drafters.tree import TreeDrafter
-from .generate import RunResult, generate
-from .model import LlamaConfig, Transformer
-from .spec import MATMULS, MECHANISMS, DrafterOptions, RunSpec
-from .tokenizer import BPETokenizer
-from .trace import TraceMeta, write_trace
-from .verify import SamplingParams
+from speedplan.errors import SpeedplanInputError
+from speedplan.runtime.drafters.base import Drafter
+from speedplan.runtime.drafters.lm import LMDrafter, truncated_target
+from speedplan.runtime.drafters.ngram import NgramDrafter
+from speedplan.runtime.drafters.tree import TreeDrafter
+from speedplan.runtime.generate import RunResult, generate
+from speedplan.runtime.transformer import LlamaConfig, Transformer
+from speedplan.runtime.options import MATMULS, MECHANISMS, DrafterOptions, RunSpec
+from speedplan.runtime.io.tokenizer import BPETokenizer
+from speedplan.runtime.io.trace import TraceMeta, write_trace
+from speedplan.runtime.accept import SamplingParams
 
 
 
@@ -42,7 +42,7 @@ def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp
     `matmul`: "fp32" (default; what profiles and `speedplan validate` price) or "q4_1": on CPU,
     decode/verify matmuls (up to `q4_kernel.MAX_ROWS` tokens per forward) read the GGUF's Q4_1
     blocks through a small C kernel; same fp32 weight values, ~6x fewer bytes read per step."""
-    from .weights import load_gguf, load_hf_folder, random_model, smollm2_gguf_path
+    from speedplan.runtime.io.weights import load_gguf, load_hf_folder, random_model, smollm2_gguf_path
 
     if matmul not in MATMULS:
         raise SpeedplanInputError(f"--matmul must be one of {', '.join(MATMULS)}, got {matmul!r}")
@@ -53,7 +53,7 @@ def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp
     reader = None
 
     if weights.startswith("random:"):
-        from ..model import get_model
+        from speedplan.specs.model import get_model
 
         cfg = LlamaConfig.from_spec(get_model(weights.split(":", 1)[1]))
         model, tok, name = random_model(cfg), _smollm2_tokenizer(), weights
@@ -75,14 +75,14 @@ def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp
         tok = BPETokenizer.from_hf_folder(folder) if (folder / "tokenizer.json").exists() else None
         name = folder.name
     if device == "cuda":
-        from .cuda import prepare_cuda
+        from speedplan.runtime.kernels.cuda import prepare_cuda
 
         model = prepare_cuda(model)
     else:
         model.pack_cpu_weights()
     if matmul == "q4_1":
-        from .q4_kernel import enable_q4_1_matmul
-        from .weights import gguf_q4_1_blocks
+        from speedplan.runtime.kernels.q4 import enable_q4_1_matmul
+        from speedplan.runtime.io.weights import gguf_q4_1_blocks
 
         blocks = gguf_q4_1_blocks(reader, model.cfg)
         if not blocks:
@@ -92,7 +92,7 @@ def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp
 
 
 def _smollm2_tokenizer() -> BPETokenizer | None:
-    from .weights import smollm2_gguf_path
+    from speedplan.runtime.io.weights import smollm2_gguf_path
 
     path = smollm2_gguf_path()
     if path is None:

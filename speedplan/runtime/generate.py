@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from .drafters.base import DraftRequest, Drafter, TreeDraft
-from .drafters.tree import tree_masks
-from .model import KVCache, Transformer
-from .verify import SamplingParams, probs_from_logits, verify_greedy, verify_sampling
-from .tree_verify import verify_tree
+from speedplan.runtime.drafters.base import DraftRequest, Drafter, TreeDraft
+from speedplan.runtime.drafters.tree import tree_masks
+from speedplan.runtime.transformer import KVCache, Transformer
+from speedplan.runtime.accept import SamplingParams, probs_from_logits, verify_greedy, verify_sampling
+from speedplan.runtime.accept_tree import verify_tree
 
 
 @dataclass

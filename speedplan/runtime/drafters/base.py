@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..verify import SamplingParams
+from speedplan.runtime.accept import SamplingParams
 
 
 @dataclass

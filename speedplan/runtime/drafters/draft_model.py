@@ -1,6 +1,6 @@
 """Draft-model drafter: an independent small LM with the target's tokenizer, here a *student*
 of SmolLM2 made from a subset of its layers and distilled on text the target generated
-(`python -m speedplan.runtime.train_draft`).
+(`python -m speedplan.runtime.training.draft_model`).
 
 The student is a runtime `Transformer` with its own KV cache, so `LMDrafter` drives it
 (chain drafting, tree scoring, rollback by moving its own length pointer back). What is
@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..model import Block, Transformer, pack_weight
-from .eagle import WEIGHTS_DIR, masked_logits
-from .lm import LMDrafter
+from speedplan.runtime.transformer import Block, Transformer, pack_weight
+from speedplan.runtime.drafters.eagle import WEIGHTS_DIR, masked_logits
+from speedplan.runtime.drafters.lm import LMDrafter
 
 DRAFT_WEIGHTS = WEIGHTS_DIR / "draft_smollm2.pt"
 LORA_MATRICES = ("wqkv", "wo", "w_gate_up", "w_down")
@@ -81,12 +81,12 @@ def lora_delta(a: Tensor, b: Tensor, scale: float) -> Tensor:
 
 
 def load_student(target: Transformer, path: str | Path = DRAFT_WEIGHTS) -> tuple[StudentLM, dict]:
-    """(student, provenance meta) from a file written by `train_draft`."""
-    from ...errors import SpeedplanInputError
+    """(student, provenance meta) from a file written by `training.draft_model`."""
+    from speedplan.errors import SpeedplanInputError
 
     path = Path(path)
     if not path.exists():
-        raise SpeedplanInputError(f"draft-model weights not found: {path} (train: python -m speedplan.runtime.train_draft)")
+        raise SpeedplanInputError(f"draft-model weights not found: {path} (train: python -m speedplan.runtime.training.draft_model)")
     saved = torch.load(path, map_location="cpu")
     if saved.get("hidden") != target.cfg.hidden or saved.get("vocab_size") != target.cfg.vocab:
         raise SpeedplanInputError(f"{path.name} was trained for another target (hidden {saved.get('hidden')})")

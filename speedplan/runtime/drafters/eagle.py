@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..model import Block, KVCache, LlamaConfig, Transformer, linear, pack_weight
-from ..verify import probs_from_logits, sample
-from .base import ChainDraft, DraftRequest, Drafter
-from .tree import TreeDrafter, tree_masks
+from speedplan.runtime.transformer import Block, KVCache, LlamaConfig, Transformer, linear, pack_weight
+from speedplan.runtime.accept import probs_from_logits, sample
+from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter
+from speedplan.runtime.drafters.tree import TreeDrafter, tree_masks
 
-WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights_trained"
+WEIGHTS_DIR = Path(__file__).resolve().parents[2] / "data" / "drafters"  # package data
 EAGLE_WEIGHTS = WEIGHTS_DIR / "eagle_smollm2.pt"
 
 
@@ -71,12 +71,12 @@ def masked_logits(hidden: Tensor, lm_head_rows: Tensor, vocab: Tensor, vocab_siz
 
 
 def load_eagle_head(target: Transformer, path: str | Path = EAGLE_WEIGHTS) -> tuple[EagleHead, Tensor, dict]:
-    """(head, draft vocab ids, provenance meta) from a file written by `train_eagle`."""
-    from ...errors import SpeedplanInputError
+    """(head, draft vocab ids, provenance meta) from a file written by `training.eagle`."""
+    from speedplan.errors import SpeedplanInputError
 
     path = Path(path)
     if not path.exists():
-        raise SpeedplanInputError(f"EAGLE head weights not found: {path} (train: python -m speedplan.runtime.train_eagle)")
+        raise SpeedplanInputError(f"EAGLE head weights not found: {path} (train: python -m speedplan.runtime.training.eagle)")
     saved = torch.load(path, map_location="cpu")
     if saved.get("hidden") != target.cfg.hidden or saved.get("vocab_size") != target.cfg.vocab:
         raise SpeedplanInputError(f"{path.name} was trained for another target (hidden {saved.get('hidden')})")

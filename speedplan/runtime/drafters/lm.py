@@ -13,10 +13,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..model import Transformer
-from ..verify import probs_from_logits, sample
-from .base import ChainDraft, DraftRequest, Drafter
-from .tree import tree_masks
+from speedplan.runtime.transformer import Transformer
+from speedplan.runtime.accept import probs_from_logits, sample
+from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter
+from speedplan.runtime.drafters.tree import tree_masks
 
 
 def truncated_target(target: Transformer, layers: int) -> Transformer:

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .base import ChainDraft, DraftRequest, Drafter
+from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter
 
 
 def lookup(tokens: np.ndarray, draft_len: int, n_min: int, n_max: int) -> np.ndarray:

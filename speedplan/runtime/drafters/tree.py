@@ -16,7 +16,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from .base import DraftRequest, Drafter, TreeDraft
+from speedplan.runtime.drafters.base import DraftRequest, Drafter, TreeDraft
 
 
 class FrontierScorer(Protocol):

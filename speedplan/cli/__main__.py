@@ -1,0 +1,3 @@
+from speedplan.cli.app import main
+
+main()

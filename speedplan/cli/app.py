@@ -1,0 +1,63 @@
+"""The `speedplan` Typer app: one sub-module per command group, mounted here, and the one place
+where an input error becomes one line on stderr and exit code 2.
+
+Commands are thin: typed options, a docstring with an example, one library call, one render
+call. None of the command modules imports torch, pandas or matplotlib at import time.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from speedplan.cli import catalog, predict, profile, run as run_cmd, sweep, validate
+from speedplan.errors import SpeedplanInputError
+
+app = typer.Typer(
+    name="speedplan",
+    help="Plan speculative decoding: which mechanism and draft length per batch size, and what it buys.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.command("sweep")(sweep.sweep)
+app.add_typer(predict.app, name="predict")
+app.command("models")(catalog.models)
+app.command("hardware")(catalog.hardware)
+app.command("bench")(profile.bench)
+app.add_typer(profile.app, name="profile")
+app.command("run")(run_cmd.run)
+app.command("validate")(validate.validate)
+
+try:  # typer >= 0.28 bundles its own click: its usage errors derive from typer.TyperException
+    from typer import TyperException as _UsageError
+except ImportError:  # older typer depends on click and raises click's exceptions
+    from click import ClickException as _UsageError  # type: ignore[no-redef]
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the command line (sys.argv by default); return the exit status. Bad input (ours or
+    Typer's usage errors) is one line on stderr and status 2, never a traceback."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except SpeedplanInputError as e:
+        typer.echo(f"speedplan: error: {e}", err=True)
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        typer.echo("speedplan: aborted", err=True)
+        return 130
+    except _UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # `speedplan` alone, or a group alone: help
+            e.show()
+            return 0
+        msg = e.format_message().replace("\n", " ")
+        typer.echo(f"speedplan: error: {msg}", err=True)
+        return 2
+    return rv if isinstance(rv, int) else 0
+
+
+def main() -> None:
+    """`python -m speedplan.cli`: the command line without the console script's speed tricks."""
+    raise SystemExit(run())

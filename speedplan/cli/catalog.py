@@ -1,0 +1,36 @@
+"""`speedplan models` and `speedplan hardware`: the presets with their key numbers and sources."""
+
+from __future__ import annotations
+
+import typer
+
+
+def models() -> None:
+    """List model presets with their key numbers: speedplan models"""
+    from speedplan.specs.model import get_model, preset_names
+
+    typer.echo(table([get_model(n).summary() for n in preset_names()]))
+
+
+def hardware() -> None:
+    """List hardware presets with their datasheet numbers and sources: speedplan hardware"""
+    from speedplan.specs.hardware import PRESETS
+
+    rows = [{
+        "hardware": h.name, "bf16_tflops": h.peak_flops_per_s.get("bf16", 0) / 1e12,
+        "fp8_tflops": h.peak_flops_per_s.get("fp8", 0) / 1e12, "mem_tb_s": h.hbm_bytes_per_s / 1e12,
+        "mem_gb": h.memory_bytes / 1e9, "link_gb_s": h.link_bytes_per_s / 1e9, "source": h.source[:60] + "...",
+    } for h in PRESETS.values()]
+    typer.echo(table(rows))
+
+
+def table(rows: list[dict]) -> str:
+    """Rows of equal keys as a plain-text table, columns left-aligned."""
+    if not rows:
+        return ""
+    cols = list(rows[0])
+    cell = lambda v: f"{v:g}" if isinstance(v, float) else str(v)
+    widths = {c: max(len(c), *(len(cell(r[c])) for r in rows)) for c in cols}
+    lines = ["  ".join(c.ljust(widths[c]) for c in cols)]
+    lines += ["  ".join(cell(r[c]).ljust(widths[c]) for c in cols) for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,23 @@
+"""`speedplan predict ops`: op latencies in bulk (columns in DESIGN.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="Answer op-latency queries in bulk.", no_args_is_help=True, rich_markup_mode=None)
+
+
+@app.command("ops")
+def ops(
+    hardware: str = typer.Option(..., help="Hardware preset or profile folder."),
+    input: Path = typer.Option(..., "--in", help="ops.csv: op,m,n,k,batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype."),
+    out: Path = typer.Option(..., help="pred.csv: the input plus latency_us, source, bound."),
+) -> None:
+    """Predict op latencies: speedplan predict ops --hardware h100-sxm --in ops.csv --out pred.csv"""
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.cost.predict import predict_ops_file
+
+    n = predict_ops_file(load_cost_model(hardware), input, out)
+    typer.echo(f"{n} ops -> {out}")

@@ -1,0 +1,108 @@
+"""`speedplan bench` and `speedplan profile check|roofline|derive`: measuring and checking profiles.
+
+Thin: parse, one library call, render. torch is imported only inside `bench`'s body (through
+microbench), so importing the command line stays free of it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+app = typer.Typer(help="Check, generate or derive profile folders.", no_args_is_help=True,
+                          rich_markup_mode=None)
+
+
+def bench(
+    out: str = typer.Option(..., "--out", help="profile folder to write (resumed if it exists)"),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda"),
+    grid: list[str] = typer.Option([], "--grid", help="quick, generic, gpu, tiny or model:NAME[@TP]; repeatable"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel degree for model: grids"),
+    dtype: list[str] = typer.Option([], "--dtype", help="fp32 (cpu default), bf16, fp16 (cuda default), fp8"),
+    hardware_preset: Optional[str] = typer.Option(None, "--hardware-preset", help="preset this device is (default: detected)"),
+    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", help="timing budget per point, ms (cpu 30, cuda 20)"),
+    threads: int = typer.Option(2, "--threads", help="torch CPU threads"),
+    cupy: bool = typer.Option(False, "--cupy", help="also time GEMMs with cupy (cuda cross-check)"),
+    stop_after: Optional[int] = typer.Option(None, "--stop-after", help="stop after N new points (resume later)"),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+    quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a point timed while other processes ran"),
+    visits: Optional[int] = typer.Option(None, "--visits", help="visits per block of points (fresh buffers each), median of their medians (default 1)"),
+    interleave: bool = typer.Option(True, "--interleave/--one-by-one", help="CPU: time the points that share weights / KV cache together, repeats taking turns (default; see speedplan/data/speedplan/data/profiles/cpu-local/README.md), or each point on its own"),
+) -> None:
+    """Measure GEMM, attention and small-op latencies into a profile folder.
+
+    Each point is appended as it completes; rerunning the same command resumes.
+
+    Example: speedplan bench --device cpu --grid quick --out profiles/cpu-local
+    """
+    from speedplan.profile.grid import run_bench
+
+    result = run_bench(grid, device, out, tp, hardware_preset, dtype, min_time_ms, threads, cupy,
+                       stop_after, progress, quiet_tries, visits, interleave)
+    state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"
+    typer.echo(f"{result.out}: measured {result.measured} points in {result.wall_s:.1f} s "
+               f"(total wall {result.meta['wall_s']:.1f} s); {state}")
+
+
+@app.command("check")
+def check(
+    path: str = typer.Argument(..., help="profile folder"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Leave-one-out error of the profile lookup: each measured point predicted without it.
+
+    Example: speedplan profile check profiles/cpu-local --json
+    """
+    from speedplan.profile.tools import leave_one_out
+
+    result = leave_one_out(path)
+    if as_json:
+        typer.echo(json.dumps(result, indent=1))
+        return
+    typer.echo(f"{path} ({result['origin']}): leave-one-out median {result['median_error']:.1%}, "
+               f"p90 {result['p90_error']:.1%} over {result['points']} points")
+    for family, r in result["families"].items():
+        answers = ", ".join(f"{k} {v}" for k, v in r["answers"].items())
+        typer.echo(f"  {family:<12} median {r['median_error']:6.1%}  p90 {r['p90_error']:6.1%}  "
+                   f"max {r['max_error']:7.1%}  points {r['points']:5d}  ({answers})")
+    if "note" in result:
+        typer.echo(f"  note: {result['note']}")
+    if "cupy_cross_check" in result:
+        c = result["cupy_cross_check"]
+        typer.echo(f"  cupy/torch GEMM latency ratio: median {c['median_ratio']:.3f}, p90 {c['p90_ratio']:.3f}")
+
+
+@app.command("roofline")
+def roofline(
+    hardware: str = typer.Option(..., "--hardware", help="hardware preset, e.g. h200-sxm"),
+    out: str = typer.Option(..., "--out", help="profile folder to (over)write"),
+    grid: list[str] = typer.Option(["gpu"], "--grid", help="grid names as for `speedplan bench`"),
+    device: str = typer.Option("cuda", "--device", help="whose grid shapes to use: cpu or cuda"),
+) -> None:
+    """Write a datasheet-roofline profile (marked as such) at a bench grid's points.
+
+    Example: speedplan profile roofline --hardware h200-sxm --out profiles/h200-sxm
+    """
+    from speedplan.profile.grid import build_grid
+    from speedplan.profile.tools import write_roofline_profile
+
+    path = write_roofline_profile(hardware, build_grid(grid, device, 1, None, fp8=True), out)
+    typer.echo(f"{path}: datasheet roofline of {hardware} (not measured)")
+
+
+@app.command("derive")
+def derive(
+    source: str = typer.Argument(..., help="measured profile folder"),
+    hardware: str = typer.Option(..., "--hardware", help="target preset, e.g. h100-sxm"),
+    out: str = typer.Option(..., "--out", help="profile folder to (over)write"),
+) -> None:
+    """Derive a profile for a sibling chip from a measured one by the two chips' roofline
+    ratios (bandwidth where memory-bound, compute where compute-bound); marked derived.
+
+    Example: speedplan profile derive profiles/h200-sxm --hardware h100-sxm --out profiles/h100-sxm
+    """
+    from speedplan.profile.tools import derive_profile
+
+    typer.echo(f"{derive_profile(source, hardware, out)}: derived from {source} for {hardware}")

@@ -1,0 +1,73 @@
+"""`speedplan run`: the reference speculative runtime on real (or random) weights.
+
+torch is imported inside the command body, so importing the command line never loads it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def render_run(report, as_json: bool) -> None:
+    """Print the texts and the numbers (or one JSON object)."""
+    data = report.to_json()
+    if as_json:
+        typer.echo(json.dumps(data))
+        return
+    texts = data["text"] if isinstance(data["text"], list) else [data["text"]]
+    for i, text in enumerate(texts):
+        if len(texts) > 1:
+            typer.echo(f"--- prompt {i}")
+        typer.echo(text)
+    typer.echo("---")
+    speedup = f"{data['speedup']:.2f}x" if data["speedup"] is not None else "n/a"
+    plain = f"{data['plain_tokens_per_s']:.1f}" if data["plain_tokens_per_s"] else "n/a"
+    typer.echo(f"{data['mechanism']} D={data['draft_len']} B={data['batch']}: AL {data['acceptance_length']:.2f}, "
+               f"{data['tokens_per_s']:.1f} tok/s (plain {plain} tok/s), speedup {speedup}, "
+               f"{data['generated_tokens']} tokens in {data['steps']} steps")
+
+
+def run(
+    prompt: Optional[List[str]] = typer.Option(None, help="A prompt (repeatable)."),
+    prompts: Optional[Path] = typer.Option(None, help="JSONL file: one {\"prompt\": ...} or {\"messages\": [...]} per line."),
+    mechanism: str = typer.Option("ngram", help="none, ngram, draft-model, eagle, eagle-tree, truncated, truncated-tree."),
+    draft_len: int = typer.Option(4, help="Draft length D (tree mechanisms use --tree-depth)."),
+    batch: int = typer.Option(1, help="Sequences decoded together."),
+    max_new_tokens: int = typer.Option(128, help="New tokens per prompt."),
+    temperature: float = typer.Option(0.0, help="0 = greedy; > 0 = exact speculative sampling."),
+    top_p: float = typer.Option(1.0, help="Nucleus sampling, applied to draft and target alike."),
+    weights: str = typer.Option("smollm2", help="smollm2, a .gguf file, a Hugging Face folder, or random:PRESET."),
+    trace: Optional[Path] = typer.Option(None, help="Write a speedplan.trace/1 JSONL trace here."),
+    raw: bool = typer.Option(False, help="Send prompts as raw text instead of through the chat template."),
+    ngram_max: int = typer.Option(3, help="ngram: longest suffix n-gram looked up."),
+    tree_topk: int = typer.Option(4, help="Tree mechanisms: children per frontier node."),
+    tree_depth: int = typer.Option(4, help="Tree mechanisms: expansion depth."),
+    tree_nodes: int = typer.Option(16, help="Tree mechanisms: nodes verified per sequence."),
+    draft_layers: int = typer.Option(4, help="truncated*: target layers the drafter keeps."),
+    seed: int = typer.Option(0, help="Random seed for sampling."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    matmul: str = typer.Option("fp32", help="CPU matmuls: fp32 (default, what profiles price) or q4_1 "
+                               "(decode/verify read the GGUF's Q4_1 blocks via a C kernel built with gcc; same weights)."),
+    no_compare: bool = typer.Option(False, help="Skip the plain-decoding run (no speedup)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Generate with speculative decoding and report AL, tokens/s and speedup over plain decoding.
+
+    Example: speedplan run --prompt "Write a Python function that parses ISO dates." --mechanism ngram --draft-len 4 --max-new-tokens 128
+    """
+    from speedplan.runtime.options import DrafterOptions, RunSpec, read_prompts
+
+    texts = list(prompt or []) + (read_prompts(prompts) if prompts else [])
+    options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=tree_depth,
+                             tree_nodes=tree_nodes, draft_layers=draft_layers)
+    spec = RunSpec(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
+                   not raw, not no_compare, str(trace) if trace else None, device, options, matmul)
+    spec.check()  # bad input fails here, before torch is imported
+
+    from speedplan.runtime.api import run
+
+    render_run(run(spec), as_json)

@@ -1,0 +1,56 @@
+"""`speedplan validate`: predictions against the reference runtime on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def validate(
+    device: str = typer.Option("cpu", help="Device the runtime runs on (cpu; cuda uses the GPU campaign script)."),
+    quick: bool = typer.Option(False, "--quick", help="The small grid CI runs (ngram, eagle; B 1,2; D 0,1,3)."),
+    hardware: str = typer.Option("cpu-local", help="Profile folder or preset the planner prices ops with."),
+    out: Optional[Path] = typer.Option(None, help="Output folder (default reports/validation-cpu[-quick])."),
+    reprice: Optional[Path] = typer.Option(
+        None, help="A validation folder: price its measured verify steps with --hardware, run nothing."),
+) -> None:
+    """Predict t_step, AL and speedup, measure them with speedplan.runtime, compare.
+
+    Example: speedplan validate --device cpu --out reports/validation
+
+    Compare two profiles on the same measurements (no drift between runs):
+    speedplan validate --reprice reports/validation-cpu --hardware profiles/new
+    """
+    from speedplan.errors import SpeedplanInputError
+    from speedplan.validate.run import FULL, QUICK, run_validation, write_validation
+
+    if reprice is not None:
+        _print_reprice(reprice, hardware)
+        return
+    if device != "cpu":
+        raise SpeedplanInputError("validate runs on --device cpu here; for CUDA use microbench/campaign.sh")
+    out = out or Path("reports") / ("validation-cpu-quick" if quick else "validation-cpu")
+    table, summary = run_validation(QUICK if quick else FULL, hardware,
+                                    progress=lambda m: typer.echo(m, err=True))
+    write_validation(table, summary, out)
+    pct = lambda x: f"{100 * x:.1f}%"
+    typer.echo(f"step time error: median {pct(summary['step_time_median_error'])}, p90 {pct(summary['step_time_p90_error'])}")
+    typer.echo(f"AL error: median {pct(summary['al_median_error'])}; speedup error: median {pct(summary['speedup_median_error'])}")
+    typer.echo(f"max regret: {pct(summary['max_regret'])}  ({summary['points']} points, {summary['wall_s']} s)")
+    typer.echo(f"report: {out / 'report.html'}")
+
+
+def _print_reprice(folder: Path, hardware: str) -> None:
+    from speedplan.validate.reprice import load_validation, reprice_verify, verify_errors
+
+    table, summary = load_validation(folder)
+    repriced = reprice_verify(table, summary, hardware)
+    pct = lambda x: f"{100 * x:.1f}%"
+    for label, t, overhead in ((f"as run ({summary.get('hardware')})", table, summary["layer_overhead_us_measured"]),
+                               (f"repriced ({hardware})", repriced, repriced.attrs["layer_overhead_us"])):
+        e = verify_errors(t)
+        typer.echo(f"{label}: verify-step error median {pct(e['verify_median_error'])}, p90 {pct(e['verify_p90_error'])}, "
+                   f"median pred/meas {e['verify_median_ratio']:.3f} over {e['points']} points; "
+                   f"host overhead {overhead:.0f} us/layer")

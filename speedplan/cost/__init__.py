@@ -1,0 +1,1 @@
+"""Op latency (measured profile first, roofline fallback) and the op list of one forward pass."""

@@ -1,0 +1,235 @@
+"""The op list of one forward pass, priced over the whole sweep grid at once.
+
+`linear_shapes(model, tp)` names every linear layer's (N, K) on one tensor-parallel rank;
+`forward_cost(cost, model, batch, q_len, context, tp)` prices a forward pass of `batch`
+sequences × `q_len` new tokens each against `context` cached tokens, vectorised over numpy
+arrays of those three, and returns its time split into GEMM, attention, communication and
+elementwise parts (seconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from speedplan.specs.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class LinearShape:
+    """One linear layer on one TP rank: y[M, n] = x[M, k] @ W[k, n], `count` times per pass."""
+
+    name: str
+    n: int
+    k: int
+    count: int  # how many such layers per forward pass (e.g. the number of decoder layers)
+    moe: bool = False  # routed-expert GEMM: M is tokens per touched expert, count per expert
+
+
+def _split(x: int, tp: int) -> int:
+    return max(1, -(-x // tp))
+
+
+def linear_shapes(model: ModelSpec, tp: int = 1) -> list[LinearShape]:
+    """The (N, K) of every linear layer of `model` on one of `tp` ranks (column-parallel
+    layers split N, row-parallel layers split K), including the lm_head."""
+    h = model.hidden
+    shapes: list[LinearShape] = []
+    L = model.layers
+    if model.mla:
+        m = model.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            shapes.append(LinearShape("q_a", m.q_lora_rank, h, L))
+            shapes.append(LinearShape("q_b", _split(model.heads * qk, tp), m.q_lora_rank, L))
+        else:
+            shapes.append(LinearShape("q", _split(model.heads * qk, tp), h, L))
+        shapes.append(LinearShape("kv_a", m.kv_lora_rank + m.qk_rope_head_dim, h, L))
+        # Absorbed decode: W_UK and W_UV act per head on the latent; same bytes and FLOPs as
+        # the kv_b up-projection, priced as one GEMM of that shape.
+        shapes.append(LinearShape("kv_b", _split(model.heads * (m.qk_nope_head_dim + m.v_head_dim), tp), m.kv_lora_rank, L))
+        shapes.append(LinearShape("o", h, _split(model.heads * m.v_head_dim, tp), L))
+    else:
+        qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
+        shapes.append(LinearShape("qkv", _split(qkv, tp), h, L))
+        shapes.append(LinearShape("o", h, _split(model.heads * model.head_dim, tp), L))
+    if model.dense_layers:
+        inter = model.dense_intermediate
+        shapes.append(LinearShape("gate_up", _split(2 * inter, tp), h, model.dense_layers))
+        shapes.append(LinearShape("down", h, _split(inter, tp), model.dense_layers))
+    if model.moe is not None and model.moe_layers:
+        e = model.moe
+        shapes.append(LinearShape("router", e.num_experts, h, model.moe_layers))
+        shapes.append(LinearShape("expert_gate_up", _split(2 * e.expert_intermediate, tp), h, model.moe_layers, moe=True))
+        shapes.append(LinearShape("expert_down", h, _split(e.expert_intermediate, tp), model.moe_layers, moe=True))
+        if e.shared_experts:
+            si = e.shared_experts * e.shared_intermediate
+            shapes.append(LinearShape("shared_gate_up", _split(2 * si, tp), h, model.moe_layers))
+            shapes.append(LinearShape("shared_down", h, _split(si, tp), model.moe_layers))
+    shapes.append(LinearShape("lm_head", _split(model.vocab, tp), h, 1))
+    return shapes
+
+
+def attention_shape(model: ModelSpec, tp: int = 1) -> tuple[int, int, int]:
+    """(num_heads, num_kv_heads, head_dim) of the attention kernel on one TP rank.
+
+    MLA in absorbed form is multi-query attention over the compressed latent: one KV "head"
+    of kv_lora_rank + rope dims shared by all query heads, read once for K and V together. It
+    is priced as one KV head of half that width (the kernel reads K and V separately), which
+    gives the same bytes per token."""
+    if model.mla:
+        latent = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+        return _split(model.heads, tp), 1, latent // 2
+    kv = _split(model.kv_heads, tp)
+    heads = _split(model.heads, tp)
+    return heads, kv, model.head_dim
+
+
+@dataclass(frozen=True)
+class ForwardCost:
+    """Time of one forward pass, split by kind (seconds, arrays over the grid).
+
+    `total_s` = gemm_s + attention_s + tree_mask_s + comm_s + elementwise_s (which also holds
+    the hardware's per-layer host overhead, zero for graph-replaying engines). `gemm_flops` and
+    `gemm_bytes` are those of the linear layers (for the roofline chart); `profile_share` is
+    the fraction of op time answered from a measured profile (0 = all roofline)."""
+
+    gemm_s: np.ndarray
+    attention_s: np.ndarray
+    tree_mask_s: np.ndarray
+    comm_s: np.ndarray
+    elementwise_s: np.ndarray
+    gemm_flops: np.ndarray
+    gemm_bytes: np.ndarray
+    gemm_compute_bound_s: np.ndarray
+    profile_share: np.ndarray
+
+    @property
+    def total_s(self) -> np.ndarray:
+        return self.gemm_s + self.attention_s + self.tree_mask_s + self.comm_s + self.elementwise_s
+
+    def __add__(self, other: "ForwardCost") -> "ForwardCost":
+        total = self.total_s + other.total_s
+        share = np.where(
+            total > 0, (self.profile_share * self.total_s + other.profile_share * other.total_s) / np.where(total > 0, total, 1), 0.0
+        )
+        return ForwardCost(
+            self.gemm_s + other.gemm_s,
+            self.attention_s + other.attention_s,
+            self.tree_mask_s + other.tree_mask_s,
+            self.comm_s + other.comm_s,
+            self.elementwise_s + other.elementwise_s,
+            self.gemm_flops + other.gemm_flops,
+            self.gemm_bytes + other.gemm_bytes,
+            self.gemm_compute_bound_s + other.gemm_compute_bound_s,
+            share,
+        )
+
+    def scaled(self, factor) -> "ForwardCost":
+        """This cost repeated `factor` times (e.g. D sequential draft forwards)."""
+        f = np.asarray(factor, dtype=float)
+        return ForwardCost(
+            self.gemm_s * f, self.attention_s * f, self.tree_mask_s * f, self.comm_s * f,
+            self.elementwise_s * f, self.gemm_flops * f, self.gemm_bytes * f,
+            self.gemm_compute_bound_s * f, self.profile_share + 0 * f,
+        )
+
+
+# Fused elementwise kernels per decoder layer in a serving engine: input RMSNorm, rotary,
+# SiLU·mul, post-attention RMSNorm with the residual add. Attention and GEMMs are priced apart.
+ELEMENTWISE_KERNELS_PER_LAYER = 4
+
+
+def forward_cost(
+    cost,
+    model: ModelSpec,
+    batch,
+    q_len,
+    context,
+    tp: int = 1,
+    mask: str = "causal",
+    dtype: str | None = None,
+    lm_head_rows=None,
+) -> ForwardCost:
+    """Price one forward pass of `batch` sequences × `q_len` new tokens against `context`
+    cached tokens (numpy arrays broadcast together), on one of `tp` ranks.
+
+    `lm_head_rows` overrides how many rows reach the lm_head (default: every new token, as verification
+    needs logits at every drafted position). Tree verification passes mask="tree": its
+    attention is priced with the tree mask and the extra over a causal mask is reported as
+    `tree_mask_s`.
+    """
+    dtype = dtype or model.dtype
+    batch, q_len, context = np.broadcast_arrays(
+        np.asarray(batch, float), np.asarray(q_len, float), np.asarray(context, float)
+    )
+    tokens = batch * q_len
+    n_layers = model.layers
+    b = model.dtype_bytes
+
+    gemm_us = np.zeros_like(tokens)
+    profile_us = np.zeros_like(tokens)
+    flops = np.zeros_like(tokens)
+    nbytes = np.zeros_like(tokens)
+    compute_bound_us = np.zeros_like(tokens)
+    for shape in linear_shapes(model, tp):
+        count = 1 if shape.name == "lm_head" else shape.count
+        m, n = tokens, float(shape.n)
+        if shape.name == "lm_head" and lm_head_rows is not None:
+            m = np.broadcast_to(np.asarray(lm_head_rows, float), tokens.shape)
+        if shape.moe:
+            e = model.moe
+            # Distinct experts touched by T·top_k routings; a grouped GEMM over them reads
+            # each touched expert's weights once: priced as one GEMM of N = n · touched.
+            touched = e.num_experts * (1.0 - (1.0 - e.top_k / e.num_experts) ** tokens)
+            m = tokens * e.top_k / np.maximum(touched, 1e-9)
+            n = shape.n * touched
+        op = cost.gemm(m, n, shape.k, dtype)
+        gemm_us += count * op.latency_us
+        profile_us += count * op.latency_us * op.from_profile
+        compute_bound_us += count * op.latency_us * (op.bound == "compute")
+        flops += count * 2.0 * m * n * shape.k
+        nbytes += count * (m * shape.k + n * shape.k + m * n) * b
+
+    heads, kv_heads, head_dim = attention_shape(model, tp)
+    kv_len = context + q_len
+    attn = cost.attention(batch, q_len, kv_len, heads, kv_heads, head_dim, "causal", dtype)
+    attention_us = n_layers * attn.latency_us
+    profile_us += attention_us * attn.from_profile
+    tree_us = np.zeros_like(tokens)
+    if mask == "tree":
+        tree = cost.attention(batch, q_len, kv_len, heads, kv_heads, head_dim, "tree", dtype)
+        tree_us = n_layers * np.maximum(tree.latency_us - attn.latency_us, 0.0)
+        profile_us += tree_us * tree.from_profile
+
+    h = model.hidden
+    inter = model.dense_intermediate if model.moe is None else model.moe.expert_intermediate * model.moe.top_k
+    qk_width = (heads + kv_heads) * head_dim
+    per_layer_bytes = [
+        2 * tokens * h * b,  # input RMSNorm
+        2 * tokens * qk_width * b,  # rotary on q and k
+        3 * tokens * -(-inter // tp) * b,  # SiLU(gate) · up
+        3 * tokens * h * b,  # residual add + post-attention RMSNorm
+    ][:ELEMENTWISE_KERNELS_PER_LAYER]
+    elementwise_us = np.zeros_like(tokens)
+    for kernel_bytes in per_layer_bytes:
+        op = cost.elementwise(kernel_bytes, dtype)
+        elementwise_us += n_layers * op.latency_us
+        profile_us += n_layers * op.latency_us * op.from_profile
+
+    elementwise_us += n_layers * cost.hardware.layer_overhead_us  # host overhead, eager runtimes only
+    comm_us = 2 * n_layers * cost.allreduce(tokens * h * b, tp)
+
+    total_us = gemm_us + attention_us + tree_us + elementwise_us + comm_us
+    return ForwardCost(
+        gemm_s=gemm_us * 1e-6,
+        attention_s=attention_us * 1e-6,
+        tree_mask_s=tree_us * 1e-6,
+        comm_s=comm_us * 1e-6,
+        elementwise_s=elementwise_us * 1e-6,
+        gemm_flops=flops,
+        gemm_bytes=nbytes,
+        gemm_compute_bound_s=compute_bound_us * 1e-6,
+        profile_share=np.where(total_us > 0, profile_us / np.where(total_us > 0, total_us, 1), 0.0),
+    )

@@ -1,0 +1,104 @@
+"""`speedplan predict ops`: op-latency queries in bulk (contract in DESIGN.md).
+
+ops.csv columns: `op` (gemm or attention); for gemm `m,n,k,dtype`; for attention
+`batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype`; unused columns may be blank.
+pred.csv is the input plus `latency_us`, `source` (profile or roofline), `bound`.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+
+from speedplan.cost.ops import CostModel
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.hardware import DTYPE_BYTES
+
+GEMM_COLUMNS = ("m", "n", "k")
+ATTENTION_COLUMNS = ("batch", "q_len", "kv_len", "num_heads", "num_kv_heads", "head_dim")
+
+
+def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
+    out = {}
+    for col in columns:
+        values = []
+        for i, row in rows:
+            text = (row.get(col) or "").strip()
+            try:
+                v = float(text)
+            except ValueError:
+                raise SpeedplanInputError(f"{where}: row {i}: column {col!r} must be a number, got {text!r}") from None
+            if not (v > 0 and v == int(v) and v < 1e9):
+                raise SpeedplanInputError(f"{where}: row {i}: column {col!r} must be a positive integer, got {text!r}")
+            values.append(v)
+        out[col] = np.array(values)
+    return out
+
+
+def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> list[dict]:
+    """Answer each row (a dict of ops.csv columns); returns rows with latency_us/source/bound."""
+    gemm, attn = [], []
+    for i, row in enumerate(rows, start=2):  # line numbers as a spreadsheet shows them
+        op = (row.get("op") or "").strip().lower()
+        dtype = (row.get("dtype") or "").strip().lower()
+        if dtype not in DTYPE_BYTES:
+            raise SpeedplanInputError(f"{where}: row {i}: column 'dtype' must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
+        if op == "gemm":
+            gemm.append((i, row))
+        elif op == "attention":
+            mask = (row.get("mask") or "").strip().lower()
+            if mask not in ("causal", "tree"):
+                raise SpeedplanInputError(f"{where}: row {i}: column 'mask' must be causal or tree, got {mask!r}")
+            attn.append((i, row))
+        else:
+            raise SpeedplanInputError(f"{where}: row {i}: column 'op' must be gemm or attention, got {op!r}")
+    results: dict[int, tuple[float, str, str]] = {}
+    for dtype in sorted({(r.get("dtype") or "").strip().lower() for _, r in gemm}):
+        sel = [(i, r) for i, r in gemm if r["dtype"].strip().lower() == dtype]
+        a = _positive(sel, GEMM_COLUMNS, where)
+        c = cost.gemm(a["m"], a["n"], a["k"], dtype)
+        for j, (i, _) in enumerate(sel):
+            results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]))
+    for dtype in sorted({(r.get("dtype") or "").strip().lower() for _, r in attn}):
+        sel = [(i, r) for i, r in attn if r["dtype"].strip().lower() == dtype]
+        a = _positive(sel, ATTENTION_COLUMNS, where)
+        if np.any(a["num_heads"] % a["num_kv_heads"]):
+            raise SpeedplanInputError(f"{where}: num_heads must be a multiple of num_kv_heads")
+        mask = np.array([r["mask"].strip().lower() for _, r in sel])
+        c = cost.attention(a["batch"], a["q_len"], a["kv_len"], a["num_heads"], a["num_kv_heads"], a["head_dim"], mask, dtype)
+        for j, (i, _) in enumerate(sel):
+            results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]))
+    out = []
+    for i, row in enumerate(rows, start=2):
+        latency, source, bound = results[i]
+        out.append({**row, "latency_us": f"{latency:.4f}", "source": source, "bound": bound})
+    return out
+
+
+def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
+    """Read ops.csv, write pred.csv (atomically); returns the number of ops answered."""
+    in_path = Path(in_path)
+    try:
+        with in_path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames or "op" not in reader.fieldnames or "dtype" not in reader.fieldnames:
+                raise SpeedplanInputError(f"{in_path}: needs a header with at least the columns 'op' and 'dtype'")
+            fieldnames = list(reader.fieldnames)
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{in_path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    if not rows:
+        raise SpeedplanInputError(f"{in_path}: no rows")
+    answered = predict_ops(cost, rows, str(in_path))
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fieldnames + ["latency_us", "source", "bound"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(answered)
+    os.replace(tmp, out_path)
+    return len(answered)

@@ -1,0 +1,1 @@
+"""The planner: acceptance models, mechanisms, the sweep and the picks read from it."""

@@ -1,0 +1,196 @@
+"""Work on whole profiles: leave-one-out check of the lookup, datasheet-roofline profiles for
+hardware not yet measured, and profiles derived from a measured one for a sibling chip."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.hardware import get_hardware
+from speedplan.profile.lookup import TABLE_CLASSES, TABLES, load_profile
+from speedplan.cost.roofline import attention_roofline, elementwise_roofline, gemm_roofline
+
+_QUERY = {
+    "gemm": ("m", "n", "k"),
+    "attention": ("batch", "q_len", "kv_len", "num_heads", "num_kv_heads", "head_dim", "mask"),
+    "elementwise": ("nbytes",),
+}
+
+
+def _lookup(table, family: str, rows: dict, idx, dtype: str):
+    if family == "elementwise":  # each op is checked against its own series
+        return table.lookup(rows["nbytes"][idx], dtype, op=rows["op"][idx])
+    return table.lookup(*(rows[c][idx] for c in _QUERY[family]), dtype)
+
+
+def leave_one_out(path: str | Path) -> dict:
+    """Relative error |pred − meas| / meas of each measured point predicted from the profile
+    without it (the profile's hardware facts stay those of the full profile).
+
+    Returns {"median_error", "p90_error", "points", "families": {family: {...}}}; errors are
+    fractions (0.02 = 2%)."""
+    profile = load_profile(path)
+    hw = profile.hardware
+    families, pooled = {}, []
+    for family, cls in TABLE_CLASSES.items():
+        rows = profile.tables.get(family)
+        if rows is None:
+            continue
+        n = len(rows["latency_us"])
+        errors, how = [], []
+        for i in range(n):
+            keep = np.arange(n) != i
+            table = cls({c: v[keep] for c, v in rows.items()}, hw)
+            pred, answer = _lookup(table, family, rows, [i], str(rows["dtype"][i]))
+            if np.isfinite(pred[0]):
+                errors.append(abs(pred[0] - rows["latency_us"][i]) / rows["latency_us"][i])
+                how.append(str(answer[0]))
+        if errors:
+            e = np.asarray(errors)
+            families[family] = {"median_error": float(np.median(e)), "p90_error": float(np.percentile(e, 90)),
+                                "max_error": float(e.max()), "points": len(e),
+                                "answers": {h: how.count(h) for h in sorted(set(how))}}
+            pooled.extend(errors)
+    if not pooled:
+        raise SpeedplanInputError(f"{path}: no table has two or more points to check")
+    e = np.asarray(pooled)
+    result = {"profile": str(path), "origin": profile.origin, "median_error": float(np.median(e)),
+              "p90_error": float(np.percentile(e, 90)), "points": len(e), "families": families}
+    if profile.origin == "datasheet-roofline":
+        result["note"] = "tables are the datasheet roofline itself (not measured): zero error is trivial"
+    cross = _cupy_cross_check(Path(path), profile)
+    if cross:
+        result["cupy_cross_check"] = cross
+    return result
+
+
+def _cupy_cross_check(path: Path, profile) -> dict | None:
+    """Median and p90 of cupy / torch latency on shared GEMM points (gemm_cupy.csv)."""
+    if not (path / "gemm_cupy.csv").exists():
+        return None
+    from speedplan.profile.lookup import _read_table
+
+    cupy = _read_table(path / "gemm_cupy.csv", TABLES["gemm"])
+    torch_rows = profile.tables["gemm"]
+    index = {(m, n, k, d): lat for m, n, k, d, lat in zip(*(torch_rows[c] for c in ("m", "n", "k", "dtype", "latency_us")))}
+    ratios = [lat / index[key] for key, lat in
+              zip(zip(*(cupy[c] for c in ("m", "n", "k", "dtype"))), cupy["latency_us"]) if key in index]
+    if not ratios:
+        return None
+    return {"median_ratio": float(np.median(ratios)), "p90_ratio": float(np.percentile(ratios, 90)), "points": len(ratios)}
+
+
+def _write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _grid_rows(grid) -> dict[str, list[dict]]:
+    from dataclasses import asdict
+
+    from microbench.grid import elementwise_nbytes
+
+    out = {"gemm": [asdict(p) for p in grid.gemm], "attention": [asdict(p) for p in grid.attention],
+           "elementwise": [asdict(p) | {"nbytes": elementwise_nbytes(p)} for p in grid.elementwise]}
+    return {k: v for k, v in out.items() if v}
+
+
+def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
+    """A profile folder whose tables are the datasheet roofline of preset `hardware` at the
+    points of `grid` (origin "datasheet-roofline"): a placeholder with the shape of a measured
+    profile, replaced by `speedplan bench --device cuda` output when the chip is measured."""
+    hw = get_hardware(hardware)
+    out = Path(out)
+    tables = {}
+    for family, rows in _grid_rows(grid).items():
+        cols = {c: np.array([r[c] for r in rows], dtype=object if c in ("dtype", "mask", "op") else float)
+                for c in rows[0]}
+        if family == "gemm":
+            lat = np.concatenate([gemm_roofline(hw, cols["m"][s], cols["n"][s], cols["k"][s], dt)[0]
+                                  for dt in dict.fromkeys(cols["dtype"]) if (s := cols["dtype"] == dt).any()])
+            order = np.concatenate([np.flatnonzero(cols["dtype"] == dt) for dt in dict.fromkeys(cols["dtype"])])
+        elif family == "attention":
+            order = np.concatenate([np.flatnonzero(cols["dtype"] == dt) for dt in dict.fromkeys(cols["dtype"])])
+            lat = np.concatenate([attention_roofline(hw, *(cols[c][s] for c in _QUERY["attention"][:-1]),
+                                                     cols["mask"][s], dt)[0]
+                                  for dt in dict.fromkeys(cols["dtype"]) if (s := cols["dtype"] == dt).any()])
+        else:
+            order = np.arange(len(rows))
+            lat = elementwise_roofline(hw, cols["nbytes"])
+        tables[family] = [rows[i] | {"latency_us": f"{v:.4f}"} for i, v in zip(order, lat)]
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for family, rows in tables.items():
+        _write_csv(out / f"{family}.csv", list(rows[0]), rows)
+    meta = {
+        "origin": "datasheet-roofline", "hardware_preset": hw.name, "device_name": hw.description,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "microbench_version": "none (not measured)", "grid": grid.description, "versions": {},
+        "complete": True, "source": hw.source,
+        "note": "NOT MEASURED: datasheet roofline of the preset at the grid points (tile quantisation, "
+                f"kernel floor {hw.kernel_floor_us} us, tree-mask penalty {hw.tree_mask_penalty} assumed). "
+                "Replace with `speedplan bench --device cuda` output.",
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    (out / "README.md").write_text(
+        f"# {hw.name}: datasheet roofline, not measured\n\nThese tables are the datasheet roofline of the "
+        f"`{hw.name}` preset ({hw.source}) evaluated at the benchmark grid's points; no GPU was measured. "
+        "Regenerate with `speedplan profile roofline`; replace with a measured profile from "
+        f"`speedplan bench --device cuda --grid gpu --out profiles/{hw.name}`.\n")
+    return out
+
+
+def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
+    """A profile for preset `hardware` derived from a measured one: each point keeps its
+    measured efficiency (roofline / measured latency), so its latency scales by the ratio of the
+    two chips' rooflines at that shape (bandwidth ratio where memory-bound, compute ratio where
+    compute-bound). Floors are copied. Marked origin "derived"."""
+    src = load_profile(source)
+    if src.origin != "measured":
+        raise SpeedplanInputError(f"{source}: can only derive from a measured profile (origin is {src.origin!r})")
+    target_meta = {**src.meta, "hardware_preset": get_hardware(hardware).name}
+    measured = src.hardware.extra.get("measured", {})  # fractions of peak and floors carry over
+    target_hw = get_hardware(hardware).with_overrides(**measured)
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for family, spec in TABLES.items():
+        if not (Path(source) / f"{family}.csv").exists():
+            continue
+        with (Path(source) / f"{family}.csv").open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        t = src.tables[family]
+        if family != "floors":
+            ratio = np.ones(len(rows))
+            for dt in np.unique(t["dtype"]):
+                s = t["dtype"] == dt
+                if family == "gemm":
+                    args = [t[c][s] for c in ("m", "n", "k")]
+                    ratio[s] = gemm_roofline(target_hw, *args, dt)[0] / gemm_roofline(src.hardware, *args, dt)[0]
+                elif family == "attention":
+                    args = [t[c][s] for c in _QUERY["attention"][:-1]] + [t["mask"][s]]
+                    ratio[s] = attention_roofline(target_hw, *args, dt)[0] / attention_roofline(src.hardware, *args, dt)[0]
+                else:
+                    ratio[s] = elementwise_roofline(target_hw, t["nbytes"][s]) / elementwise_roofline(src.hardware, t["nbytes"][s])
+            for row, r in zip(rows, ratio):
+                for col in ("latency_us", "min_us", "p90_us"):
+                    if row.get(col):
+                        row[col] = f"{float(row[col]) * r:.4f}"
+        _write_csv(out / f"{family}.csv", list(rows[0]), rows)
+    meta = {**target_meta, "origin": "derived", "derived_from": str(source),
+            "device_name": f"{get_hardware(hardware).description} (derived from {src.meta.get('device_name')})",
+            "note": f"DERIVED, not measured: latencies of {source} scaled point by point by the ratio of the "
+                    f"{hardware} and {src.hardware.name} datasheet rooflines (same efficiency per shape)."}
+    (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    (out / "README.md").write_text(f"# {hardware}: derived from {source}, not measured\n\n{meta['note']}\n")
+    return out

@@ -1,0 +1,101 @@
+"""What each report figure shows, taken out of the sweep's DataFrames as plain arrays.
+
+This is the pandas half of the report figures: `figure_set` filters, sorts and groups the
+sweep once and returns a `report.figures.FigureSet` of numpy arrays and lists, which the
+drawing half (`report.figures`, matplotlib only) turns into PNGs. The split lets a forked
+process import matplotlib and draw without ever importing pandas (see `speedplan.entry`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from speedplan.report.figures import BREAKDOWN, MAX_SCATTER_POINTS, FigureSet
+
+if TYPE_CHECKING:
+    from speedplan.plan.sweep import SweepResult
+
+
+def _cols(frame: pd.DataFrame, *names: str) -> dict[str, np.ndarray]:
+    """The named columns as numpy arrays."""
+    return {n: frame[n].to_numpy() for n in names}
+
+
+def speedup_grid(rows: pd.DataFrame) -> tuple[list, list, np.ndarray]:
+    """(batches, draft lengths, speedup[D, B]) of one mechanism: NaN where infeasible, and a
+    tree's best node count at each depth."""
+    batches = sorted(rows["batch"].unique().tolist())
+    drafts = sorted(rows["draft_len"].unique().tolist())
+    ok = rows[rows["feasible"]]
+    values = np.full((len(drafts), len(batches)), np.nan)
+    np.fmax.at(values, (np.searchsorted(drafts, ok["draft_len"]), np.searchsorted(batches, ok["batch"])),
+               ok["speedup"].to_numpy(dtype=float))
+    return batches, drafts, values
+
+
+def _pareto(result: "SweepResult") -> dict:
+    feasible = result.frame[result.frame["feasible"]]
+    clouds = []
+    for mech, group in feasible.groupby("mechanism", sort=False):
+        if len(group) > MAX_SCATTER_POINTS:
+            group = group.sample(MAX_SCATTER_POINTS, random_state=0)
+        clouds.append((str(mech), group["tokens_per_s_per_user"].to_numpy(float),
+                       group["tokens_per_s_per_gpu"].to_numpy(float)))
+    user, gpu = feasible["tokens_per_s_per_user"], feasible["tokens_per_s_per_gpu"]
+    span = (np.array([user.min(), user.max()], dtype=float), np.array([gpu.min(), gpu.max()], dtype=float))
+    front = result.pareto.sort_values("tokens_per_s_per_user")
+    return dict(clouds=clouds, span=span,
+                front=_cols(front, "tokens_per_s_per_user", "tokens_per_s_per_gpu", "mechanism", "batch", "draft_len"))
+
+
+def _best_d(result: "SweepResult", context: int) -> dict:
+    from speedplan.plan.pick import best_draft_len
+
+    frame = result.frame
+    at = frame[(frame["context"] == context) & frame["feasible"]]
+    pick = result.best[result.best["context"] == context].sort_values("batch")
+    mechanisms = [m for m in dict.fromkeys(at["mechanism"]) if m != "none"]
+    schedules = {str(m): _cols(best_draft_len(at, m, context), "batch", "draft_len", "pointwise_draft_len")
+                 for m in mechanisms}
+    return dict(schedules=schedules, pick=_cols(pick, "batch", "draft_len", "mechanism"),
+                batches=sorted(at["batch"].unique().tolist()), top=int(at["draft_len"].max()) if len(at) else 0)
+
+
+def _breakdown(result: "SweepResult", context: int) -> dict:
+    pick = result.best[result.best["context"] == context].sort_values("batch")
+    components = {label: sum(pick[c].to_numpy(dtype=float) for c in columns) for label, columns, _ in BREAKDOWN}
+    return dict(pick=_cols(pick, "batch", "mechanism", "draft_len", "t_base"), components=components)
+
+
+def _roofline(result: "SweepResult", context: int) -> dict:
+    frame, meta = result.frame, result.meta
+    peak = float(meta.get("peak_flops_per_s") or 0)
+    bandwidth = float(meta.get("bytes_per_s") or 0)
+    plain = frame[(frame["context"] == context) & (frame["mechanism"] == "none") & frame["feasible"]]
+    pick = result.best[result.best["context"] == context]
+    return dict(plain=_cols(plain, "gemm_intensity", "gemm_flops_per_s", "batch"),
+                pick=_cols(pick, "gemm_intensity", "gemm_flops_per_s", "mechanism", "batch", "nodes"),
+                peak=peak, bandwidth=bandwidth,
+                ridge=float(meta.get("ridge_flops_per_byte") or (peak / bandwidth if bandwidth else 0)))
+
+
+def figure_set(result: "SweepResult", context: int) -> FigureSet:
+    """Everything the five figures draw, for one context length (tokens)."""
+    meta = result.meta
+    frame = result.frame
+    head = f"{(meta.get('model') or {}).get('model', '')} on {meta.get('hardware', '')}, TP={meta.get('tp', 1)}"
+    at = f"context {context} tokens"
+    heat_rows = frame[(frame["context"] == context) & (frame["mechanism"] != "none")]
+    grids = {str(m): speedup_grid(heat_rows[heat_rows["mechanism"] == m]) for m in dict.fromkeys(heat_rows["mechanism"])}
+    return FigureSet(
+        pareto=_pareto(result), heatmap=dict(grids=grids), best_d=_best_d(result, context),
+        breakdown=_breakdown(result, context), roofline=_roofline(result, context),
+        titles={"pareto": f"Pareto frontier: {head} (all contexts)",
+                "heatmap": f"Speedup over plain decoding, {head}, {at}",
+                "best_d": f"Best draft length per batch, {at}",
+                "breakdown": f"Step time of the picked configuration, {at}",
+                "roofline": f"Verify GEMMs on the roofline, {at}"},
+    )

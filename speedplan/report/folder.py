@@ -1,0 +1,56 @@
+"""Writing a sweep's report folder, all or nothing.
+
+Everything goes into a temporary sibling folder that replaces `out_dir` only once every file
+is written, so a failure never leaves a half-written report behind.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.pick import best_draft_len, recommendations, serving_plan
+from speedplan.plan.sweep import SweepResult
+
+
+def write_outputs(result: SweepResult, out_dir: Path, worker=None) -> list[Path]:
+    """Write sweep.csv, pareto.csv, recommendations.json, schedule.csv, the serving configs,
+    report.html and its figures into `out_dir` (replacing it). A started
+    `figure_worker.FigureWorker` draws the figures if given. Returns the final paths."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SpeedplanInputError(f"--out {out_dir}: exists and is not a folder")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        from speedplan.report.html import send_figures, write_report
+
+        figures = send_figures(result, tmp, worker)  # first, so the worker draws while we write
+        files = []
+        result.frame.to_csv(tmp / "sweep.csv", index=False, float_format="%.6g")
+        result.pareto.to_csv(tmp / "pareto.csv", index=False, float_format="%.6g")
+        (tmp / "recommendations.json").write_text(json.dumps(recommendations(result), indent=1) + "\n")
+        files += ["sweep.csv", "pareto.csv", "recommendations.json"]
+        plan = serving_plan(result)
+        if plan is not None:
+            from speedplan.serving import write_serving_configs
+
+            best_draft_len(result.frame, plan.mechanism if not plan.draft_model else f"{plan.mechanism}:{plan.draft_model}").to_csv(
+                tmp / "schedule.csv", index=False, float_format="%.6g")
+            files.append("schedule.csv")
+            files += [p.name for p in write_serving_configs(plan, tmp)]
+        (tmp / "meta.json").write_text(json.dumps(result.meta, indent=1, default=str) + "\n")
+        files.append("meta.json")
+        write_report(result, tmp, files, worker=worker, figures=figures)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    except BaseException:
+        if worker is not None:
+            worker.cancel()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sorted(out_dir.iterdir())

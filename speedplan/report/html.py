@@ -1,0 +1,177 @@
+"""`report.html`: one offline page with the recommendations, the SLO pick, the figures (each
+captioned with where its numbers came from) and links to the data and serving files.
+
+`write_report` writes the page and has the figures drawn: by the console script's figure
+worker when one is given (`speedplan.entry`), else here, one after another. Importing this
+module is cheap: matplotlib is imported only while drawing.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import pandas as pd
+
+from speedplan.report.summary import (latency_source, no_feasible_message, provenance, report_context,
+                                      short_provenance, slo_line, table_rows, tuples)
+
+if TYPE_CHECKING:
+    from speedplan.plan.sweep import SweepResult
+
+
+def send_figures(result: "SweepResult", out_dir: Path, worker=None):
+    """What the figures show (`report_data.figure_set`), handed to a started
+    `figure_worker.FigureWorker` to draw into out_dir if one is given. Returns the FigureSet."""
+    from speedplan.report.data import figure_set
+
+    context = report_context(result.frame)
+    figures = figure_set(result, context if context is not None else 0)
+    if worker is not None:
+        worker.submit(figures, Path(out_dir), short_provenance(result))
+    return figures
+
+
+def write_report(result: "SweepResult", out_dir: Path, files: list[str], worker=None, figures=None) -> list[Path]:
+    """Write report.html and the PNG figures into out_dir (which exists); `files` are the other
+    files the lead writes into the same folder (sweep.csv, pareto.csv, recommendations.json,
+    serving configs) for the HTML to link. With a `figure_worker.FigureWorker`, the worker
+    draws the figures (`figures`: what `send_figures` already sent it); this process draws
+    them if there is none or it fails. Returns the paths written."""
+    from speedplan.report.figures import draw_figures, figure_paths
+
+    out_dir = Path(out_dir)
+    if figures is None:
+        figures = send_figures(result, out_dir, worker)
+    short = short_provenance(result)
+    paths = figure_paths(out_dir)
+    page = out_dir / "report.html"
+    links = [_link(out_dir, f) for f in files]
+    page.write_text(render_html(result, report_context(result.frame), paths, links, provenance(result), short),
+                    encoding="utf-8")
+    if worker is None or not worker.wait():
+        paths = draw_figures(figures, out_dir, short)
+    return paths + [page]
+
+
+def _link(out_dir: Path, file: str | Path) -> str:
+    path = Path(file)
+    if path.is_absolute():
+        try:
+            return path.relative_to(out_dir.resolve()).as_posix()
+        except ValueError:
+            return os.path.relpath(path, out_dir.resolve()).replace(os.sep, "/")
+    return path.as_posix()
+
+
+_CSS = """body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222}h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.9em}td,th{padding:.25em .7em;border-bottom:1px solid #eee;
+text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}.note{color:#555;font-size:.9em}
+.warn{color:#a00000;font-weight:bold}figure{margin:1.2em 0}img{max-width:100%;border:1px solid #eee}
+figcaption{font-size:.85em;color:#555}code{background:#f4f4f4;padding:0 .2em}"""
+
+_FIGURE_TEXT = {
+    "pareto.png": "Every feasible configuration (faint, by mechanism) and the Pareto frontier of "
+                  "tokens/s per user against tokens/s per GPU.",
+    "speedup_heatmap.png": "Speedup over plain decoding at each batch size B and draft length D, one panel "
+                           "per mechanism; grey cells are infeasible, stars mark the best D per B where it "
+                           "beats plain decoding.",
+    "best_draft_len.png": "Per mechanism, the planner's draft-length schedule over batch size (non-increasing; "
+                          "crosses where the pointwise best D differs), and the overall pick at each batch size.",
+    "step_breakdown.png": "Where the time of one target step goes for the picked configuration at each batch "
+                          "size (the black tick is the plain-decoding step).",
+    "roofline.png": "The verify step's linear layers against the achievable roofline: memory-bound left of "
+                    "the ridge point (draft tokens nearly free), compute-bound right of it.",
+}
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _html_table(rows: list[dict], left: set[str]) -> str:
+    if not rows:
+        return ""
+    def cell(tag: str, column: str, value) -> str:
+        attr = ' class="l"' if column in left else ""
+        return f"<{tag}{attr}>{_e(value)}</{tag}>"
+
+    head = "".join(cell("th", c, c) for c in rows[0])
+    body = "".join("<tr>" + "".join(cell("td", c, v) for c, v in r.items()) + "</tr>\n" for r in rows)
+    return f"<table>\n<tr>{head}</tr>\n{body}</table>"
+
+
+def _recommendation_rows(best: pd.DataFrame) -> list[dict]:
+    rows = table_rows(best)
+    extra = tuples(best.sort_values(["context", "batch"]), ["nodes", "t_step", "bound", "cost_source"])
+    for row, (nodes, t_step, bound, source) in zip(rows, extra):
+        row["nodes"] = str(int(nodes))
+        row["step (ms)"] = f"{t_step * 1e3:.2f}"
+        row["verify GEMMs"] = f"{bound}-bound"
+        row["latency from"] = str(source)
+    return rows
+
+
+def render_html(result: "SweepResult", context: int | None, figures: list[Path], links: list[str],
+                caption: str, figure_caption: str) -> str:
+    """One self-contained page: facts, recommendations, SLO pick, figures (each captioned with
+    the provenance line drawn inside it), data files. `caption` is the full provenance line."""
+    meta, frame = result.meta, result.frame
+    model = meta.get("model") or {}
+    title = f"speedplan: {model.get('model', '?')} on {meta.get('hardware', '?')}"
+    facts = [
+        ("model", ", ".join(f"{k}={v}" for k, v in model.items() if v not in ("", None))),
+        ("hardware", f"{meta.get('hardware', '?')}: {meta.get('hardware_description', '')}"),
+        ("tensor parallel", meta.get("tp", 1)),
+        ("dtype", meta.get("dtype", "")),
+        ("latency from", latency_source(result)),
+        ("roofline", f"{float(meta.get('peak_flops_per_s') or 0) / 1e12:,.0f} TFLOP/s achievable, "
+                     f"{float(meta.get('bytes_per_s') or 0) / 1e9:,.0f} GB/s, ridge "
+                     f"{float(meta.get('ridge_flops_per_byte') or 0):,.0f} FLOP/byte"),
+        ("grid", f"{len(frame)} points ({int(frame['feasible'].sum()) if len(frame) else 0} feasible): "
+                 f"mechanisms {', '.join(dict.fromkeys(frame['mechanism']))}; B {_values(frame, 'batch')}; "
+                 f"D {_values(frame, 'draft_len')}; context {_values(frame, 'context')}"),
+        ("created", f"{meta.get('created', '')} by speedplan {meta.get('version', '')}"),
+        ("command", meta.get("command", "")),
+    ]
+    parts = [
+        f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>",
+        f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>",
+        "<table>" + "".join(f'<tr><th class="l">{_e(k)}</th><td class="l">{_e(v)}</td></tr>' for k, v in facts),
+        '<tr><th class="l">acceptance from</th><td class="l">'
+        + "<br>".join(f"{_e(m)}: {_e(s)}" for m, s in (meta.get("acceptance") or {}).items())
+        + "</td></tr></table>",
+        "<h2>Recommendation per batch size</h2>",
+    ]
+    if result.best.empty:
+        parts.append(f'<p class="warn">{_e(no_feasible_message(frame))}</p>')
+    else:
+        parts.append('<p class="note">At each batch size and context: the feasible configuration with the most '
+                     'tokens/s per GPU, near-ties going to fewer verified tokens ("none": plain decoding '
+                     "wins).</p>")
+        parts.append(_html_table(_recommendation_rows(result.best), {"mechanism", "latency from", "verify GEMMs"}))
+    parts.append(f"<h2>SLO pick</h2><p>{_e(slo_line(result))}</p>")
+    parts.append("<h2>Figures</h2>")
+    if context is not None and frame["context"].nunique() > 1:
+        parts.append(f'<p class="note">Per-context figures show context {context} tokens; every context is in '
+                     "the tables and data files.</p>")
+    parts.append(f'<p class="note">{_e(caption)}</p>')
+    for fig in figures:
+        name = Path(fig).name
+        parts.append(f'<figure><img src="{_e(name)}" alt="{_e(name)}"><figcaption>{_e(_FIGURE_TEXT.get(name, ""))} '
+                     f"<br>{_e(figure_caption)}</figcaption></figure>")
+    parts.append("<h2>Data and serving files</h2><ul>")
+    parts.extend(f'<li><a href="{_e(quote(link))}">{_e(link)}</a></li>' for link in links)
+    parts.append("</ul></body></html>\n")
+    return "\n".join(parts)
+
+
+def _values(frame: pd.DataFrame, column: str) -> str:
+    values = sorted(frame[column].unique())
+    if len(values) <= 14:
+        return ", ".join(str(v) for v in values)
+    return f"{values[0]}..{values[-1]} ({len(values)} values)"

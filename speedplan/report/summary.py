@@ -1,0 +1,157 @@
+"""The terminal summary `speedplan sweep` prints, and the provenance lines every output carries:
+where the latencies came from (measured profile or datasheet roofline) and where acceptance
+came from. `speedplan.report.html` builds the page from the same pieces.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from speedplan.plan.sweep import SweepResult
+
+LATENCY_ORIGINS = {
+    "measured": "measured profile",
+    "derived": "derived profile",
+    "datasheet-roofline": "datasheet roofline",
+    "datasheet": "datasheet roofline",
+}
+
+
+def report_context(frame: pd.DataFrame) -> int | None:
+    """The context length the per-context figures show: the one with most feasible rows
+    (all rows when none is feasible), ties to the first in sweep order."""
+    if frame.empty:
+        return None
+    rows = frame[frame["feasible"]] if frame["feasible"].any() else frame
+    counts = rows["context"].value_counts(sort=False)
+    order = list(dict.fromkeys(rows["context"]))
+    return int(max(order, key=lambda c: (counts[c], -order.index(c))))
+
+
+def latency_source(result: "SweepResult") -> str:
+    """E.g. "measured profile h100-sxm" or "datasheet roofline h100-sxm", plus how many rows
+    fell back to the roofline when a profile was used."""
+    meta = result.meta
+    origin = meta.get("cost_origin", "datasheet")
+    name = meta.get("profile") or meta.get("hardware", "?")
+    text = f"{LATENCY_ORIGINS.get(origin, origin)} {name}"
+    sources = result.frame["cost_source"].value_counts() if "cost_source" in result.frame else {}
+    fallback = int(sources.get("roofline", 0)) + int(sources.get("mixed", 0))
+    if origin in ("measured", "derived") and fallback:
+        text += f" (datasheet roofline for some ops in {fallback} of {len(result.frame)} rows)"
+    return text
+
+
+def acceptance_source(result: "SweepResult") -> str:
+    """Where each mechanism's acceptance came from, e.g. "eagle = published: ...; ngram = user: alpha=0.8"."""
+    acceptance = result.meta.get("acceptance") or {}
+    if not acceptance:
+        return "not stated"
+    return "; ".join(f"{mech} = {source}" for mech, source in acceptance.items())
+
+
+def provenance(result: "SweepResult") -> str:
+    """The full provenance line the HTML and the terminal summary carry."""
+    return f"latency: {latency_source(result)}; acceptance: {acceptance_source(result)}"
+
+
+def short_provenance(result: "SweepResult") -> str:
+    """The caption inside every figure: the same facts with each acceptance source cut to its
+    kind and first clause ("eagle: published: Spec-Bench leaderboard (A100)"); text is the
+    costliest thing to draw, and report.html carries the full line."""
+    acceptance = result.meta.get("acceptance") or {}
+    parts = []
+    for mech, source in acceptance.items():
+        kind, _, rest = str(source).split(";")[0].partition(": ")
+        first = rest.split(", ")[0] if rest else ""
+        text = f"{kind}: {first}" if first else kind
+        parts.append(f"{mech}: {text if len(text) <= 48 else text[:47] + '…'}")
+    return f"latency: {latency_source(result)}; acceptance: {'; '.join(parts) or 'not stated'}"
+
+
+def no_feasible_message(frame: pd.DataFrame) -> str:
+    if not frame.empty and "fits_memory" in frame and not frame["fits_memory"].any():
+        return ("no feasible configuration: no grid point fits in memory "
+                "(try smaller batches, a shorter context or more GPUs)")
+    return "no feasible configuration in the sweep grid"
+
+
+def slo_line(result: "SweepResult") -> str:
+    target = result.meta.get("min_tokens_per_user")
+    pick = result.slo_pick
+    if target is None and pick is None:
+        return "SLO pick: none asked (--min-tokens-per-user N picks one)"
+    need = f">= {target:g} tokens/s/user" if target is not None else "SLO"
+    if pick is None:
+        return f"SLO pick ({need}): no feasible configuration reaches it"
+    return (f"SLO pick ({need}): {pick['mechanism']} D={int(pick['draft_len'])} at B={int(pick['batch'])}, "
+            f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user, "
+            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU")
+
+
+def table_rows(best: pd.DataFrame) -> list[dict]:
+    columns = ["batch", "context", "mechanism", "draft_len", "acceptance_length", "speedup",
+               "tokens_per_s_per_user", "tokens_per_s_per_gpu"]
+    rows = []
+    for b, ctx, mech, d, al, speedup, user, gpu in tuples(best.sort_values(["context", "batch"]), columns):
+        rows.append({
+            "B": str(int(b)),
+            "context": str(int(ctx)),
+            "mechanism": str(mech),
+            "D": str(int(d)),
+            "AL": f"{al:.2f}",
+            "speedup": f"{speedup:.2f}x",
+            "tok/s/user": f"{user:,.1f}",
+            "tok/s/GPU": f"{gpu:,.0f}",
+        })
+    return rows
+
+
+def tuples(frame: pd.DataFrame, columns: list[str]):
+    """Rows as plain tuples (itertuples' namedtuple class costs ~10 ms for a wide frame)."""
+    return frame[columns].itertuples(index=False, name=None)
+
+
+def _pick_rows(rows: list, max_rows: int) -> list:
+    """All rows, or max_rows (at least 2) evenly spaced ones keeping the first and the last."""
+    if len(rows) <= max_rows:
+        return rows
+    max_rows = max(max_rows, 2)
+    step = (len(rows) - 1) / (max_rows - 1)
+    return [rows[round(i * step)] for i in range(max_rows)]
+
+
+def render_summary(result: "SweepResult", max_rows: int = 12) -> str:
+    """The short plain-text table printed to the terminal: per batch size the best mechanism, D,
+    AL, speedup, tokens/s/user, tokens/s/GPU; then where latencies and acceptance came from,
+    and the SLO pick if any."""
+    meta = result.meta
+    model = (meta.get("model") or {}).get("model", "?")
+    lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"]
+    rows = table_rows(result.best)
+    if not rows:
+        lines.append(no_feasible_message(result.frame))
+    else:
+        columns = list(rows[0])
+        if len({r["context"] for r in rows}) == 1:
+            columns.remove("context")
+            lines[0] += f", context {rows[0]['context']}"
+        shown = _pick_rows(rows, max_rows)
+        widths = {c: max(len(c), *(len(r[c]) for r in shown)) for c in columns}
+        left = {"mechanism"}
+        fmt = lambda r: "  ".join(r[c].ljust(widths[c]) if c in left else r[c].rjust(widths[c]) for c in columns)
+        lines.append(fmt({c: c for c in columns}))
+        lines.extend(fmt(r) for r in shown)
+        if len(shown) < len(rows):
+            lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
+    lines.append(f"latency: {latency_source(result)}")
+    acceptance = result.meta.get("acceptance") or {}
+    lines.extend(f"{'acceptance:' if i == 0 else '':11s} {mech}: {source}"
+                 for i, (mech, source) in enumerate(acceptance.items()))
+    if not acceptance:
+        lines.append("acceptance: not stated")
+    lines.append(slo_line(result))
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Loading weights, tokenizers, prompts and trace files for the runtime."""

@@ -1,0 +1,1 @@
+"""Optional compute paths of the runtime: the Q4_1 CPU matmul, CUDA graphs."""

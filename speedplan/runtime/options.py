@@ -1,0 +1,89 @@
+"""Options of a runtime run, checked before torch is imported (so bad input fails fast)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from speedplan.errors import SpeedplanInputError
+
+MECHANISMS = ("none", "ngram", "draft-model", "eagle", "eagle-tree", "truncated", "truncated-tree")
+MATMULS = ("fp32", "q4_1")  # CPU matmul path: fp32 oneDNN (default) or the GGUF's Q4_1 blocks (q4_kernel)
+
+
+@dataclass(frozen=True)
+class DrafterOptions:
+    ngram_min: int = 1  # n-gram lookup: shortest suffix n-gram tried (tokens)
+    ngram_max: int = 3
+    tree_topk: int = 4  # tree mechanisms: children per frontier node
+    tree_depth: int = 4  # expansion rounds (the most drafts a step can accept)
+    tree_nodes: int = 16  # nodes verified per sequence (root excluded)
+    draft_layers: int = 4  # truncated*: the target's first k layers draft
+    drafter_weights: str | None = None  # draft-model / eagle: weights file or folder (their modules' default if None)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    prompts: tuple  # strings or message lists
+    weights: str = "smollm2"
+    mechanism: str = "ngram"
+    draft_len: int = 4
+    batch: int = 1
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    chat: bool = True
+    compare_plain: bool = True
+    trace: str | None = None
+    device: str = "auto"
+    options: DrafterOptions = field(default_factory=DrafterOptions)
+    matmul: str = "fp32"
+
+    def check(self) -> None:
+        if not self.prompts:
+            raise SpeedplanInputError("no prompts: pass --prompt or --prompts")
+        if self.batch < 1 or self.batch > 64:
+            raise SpeedplanInputError(f"--batch must be in 1..64, got {self.batch}")
+        if self.max_new_tokens < 1:
+            raise SpeedplanInputError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if not 0 <= self.draft_len <= 16:
+            raise SpeedplanInputError(f"--draft-len must be in 0..16, got {self.draft_len}")
+        if self.mechanism not in ("none",) and self.draft_len == 0 and not self.mechanism.endswith("-tree"):
+            raise SpeedplanInputError(f"--draft-len must be >= 1 for mechanism {self.mechanism}")
+        if not self.temperature >= 0 or not 0 < self.top_p <= 1:
+            raise SpeedplanInputError("--temperature must be >= 0 and --top-p in (0, 1]")
+        if self.mechanism not in MECHANISMS:
+            raise SpeedplanInputError(f"unknown mechanism {self.mechanism!r}; choose from {', '.join(MECHANISMS)}")
+        o = self.options
+        if min(o.tree_topk, o.tree_depth, o.tree_nodes, o.draft_layers, o.ngram_min) < 1 or o.ngram_min > o.ngram_max:
+            raise SpeedplanInputError("tree sizes, --draft-layers and n-gram sizes must be >= 1 (and ngram min <= max)")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise SpeedplanInputError(f"--device must be auto, cpu or cuda, got {self.device!r}")
+        if self.matmul not in MATMULS:
+            raise SpeedplanInputError(f"--matmul must be one of {', '.join(MATMULS)}, got {self.matmul!r}")
+        if self.matmul == "q4_1" and self.device == "cuda":
+            raise SpeedplanInputError("--matmul q4_1 is a CPU kernel; use --device cpu")
+
+
+def read_prompts(path: str | Path) -> list[str | list[dict]]:
+    """prompts.jsonl: one JSON object per line with "prompt" (or "text") or "messages"."""
+    path = Path(path)
+    if not path.exists():
+        raise SpeedplanInputError(f"prompts file not found: {path}")
+    prompts = []
+    for i, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            raise SpeedplanInputError(f"{path}:{i}: not valid JSON") from None
+        value = obj.get("messages") or obj.get("prompt") or obj.get("text") if isinstance(obj, dict) else None
+        if not value:
+            raise SpeedplanInputError(f"{path}:{i}: needs a \"prompt\", \"text\" or \"messages\" field")
+        prompts.append(value)
+    if not prompts:
+        raise SpeedplanInputError(f"{path}: no prompts")
+    return prompts

@@ -1,0 +1,1 @@
+"""Training the runtime's drafters (draft-model student, EAGLE head) on the target's own text."""

@@ -1,0 +1,1 @@
+"""What is being planned for: model architectures and hardware, read from JSON presets."""

@@ -1,0 +1,298 @@
+"""Model architecture from a Hugging Face config.json, and the shipped presets.
+
+`ModelSpec` holds what the cost model needs: layer shapes (dense GQA, MoE, MLA), vocabulary,
+MTP layers. Parameter counts are computed from the shapes (tests hold them within 1% of the
+published totals), so weight bytes and KV bytes follow from the same numbers the op list uses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.hardware import DTYPE_BYTES
+
+PRESET_DIR = Path(__file__).parent / "presets" / "models"
+DEFAULT_MODEL = "llama-3.1-8b"
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """Routed experts (plus optional always-on shared experts) replacing the dense MLP."""
+
+    num_experts: int
+    top_k: int
+    expert_intermediate: int
+    shared_experts: int = 0
+    shared_intermediate: int = 0
+    first_dense_layers: int = 0  # leading layers that keep a dense MLP (DeepSeek-V3: 3)
+    dense_intermediate: int = 0
+
+
+@dataclass(frozen=True)
+class MLASpec:
+    """DeepSeek multi-head latent attention: low-rank Q and a compressed, shared KV latent."""
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tie_embeddings: bool = False
+    qk_norm: bool = False
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    mtp_layers: int = 0
+    dtype: str = "bf16"
+    source: str = ""
+    published_params: float | None = None
+
+    def __post_init__(self) -> None:
+        for label in ("hidden", "layers", "heads", "kv_heads", "head_dim", "vocab"):
+            value = getattr(self, label)
+            if not isinstance(value, int) or value <= 0:
+                raise SpeedplanInputError(f"model {self.name}: {label} must be a positive integer, got {value!r}")
+        if self.heads % self.kv_heads:
+            raise SpeedplanInputError(
+                f"model {self.name}: heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})"
+            )
+        if self.moe is None and self.intermediate <= 0:
+            raise SpeedplanInputError(f"model {self.name}: intermediate_size must be > 0")
+
+    # ---- shapes -------------------------------------------------------------------------
+    @property
+    def group_size(self) -> int:
+        """G: query heads per KV head (for MLA: all heads share one latent)."""
+        return self.heads if self.mla else self.heads // self.kv_heads
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.moe is not None and layer >= self.moe.first_dense_layers
+
+    @property
+    def moe_layers(self) -> int:
+        return 0 if self.moe is None else self.layers - self.moe.first_dense_layers
+
+    @property
+    def dense_layers(self) -> int:
+        return self.layers - self.moe_layers
+
+    @property
+    def dense_intermediate(self) -> int:
+        if self.moe is not None and self.moe.dense_intermediate:
+            return self.moe.dense_intermediate
+        return self.intermediate
+
+    # ---- parameter counts ---------------------------------------------------------------
+    def attention_params(self) -> int:
+        h = self.hidden
+        if self.mla:
+            m = self.mla
+            qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+            q = (h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * self.heads * qk) if m.q_lora_rank else h * self.heads * qk
+            kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+            kv += m.kv_lora_rank * self.heads * (m.qk_nope_head_dim + m.v_head_dim)
+            return q + kv + self.heads * m.v_head_dim * h
+        q = h * self.heads * self.head_dim
+        kv = 2 * h * self.kv_heads * self.head_dim
+        o = self.heads * self.head_dim * h
+        return q + kv + o + (2 * self.head_dim if self.qk_norm else 0)
+
+    def mlp_params(self, moe_layer: bool, active: bool = False) -> int:
+        h = self.hidden
+        if not moe_layer:
+            return 3 * h * self.dense_intermediate
+        m = self.moe
+        experts = m.top_k if active else m.num_experts
+        return h * m.num_experts + experts * 3 * h * m.expert_intermediate + m.shared_experts * 3 * h * m.shared_intermediate
+
+    def layer_params(self, moe_layer: bool, active: bool = False) -> int:
+        return self.attention_params() + self.mlp_params(moe_layer, active) + 2 * self.hidden
+
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden * (1 if self.tie_embeddings else 2)
+
+    def param_count(self, include_mtp: bool = False, active: bool = False) -> int:
+        """Total (or, with active=True, per-token active) parameters."""
+        n = self.embedding_params() + self.hidden
+        n += self.dense_layers * self.layer_params(False, active)
+        if self.moe is not None:
+            n += self.moe_layers * self.layer_params(True, active)
+        if include_mtp:
+            n += self.mtp_layers * self.mtp_module_params(active)
+        return n
+
+    def mtp_module_params(self, active: bool = False) -> int:
+        """One DeepSeek-V3 MTP module: two RMSNorms, the 2h→h projection, one decoder layer,
+        and its own copies of embedding and output head as stored in the checkpoint."""
+        h = self.hidden
+        return 2 * h + 2 * h * h + self.layer_params(self.moe is not None, active) + h + 2 * self.vocab * h
+
+    # ---- bytes --------------------------------------------------------------------------
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    def weight_bytes(self, dtype_bytes: int | None = None) -> float:
+        return self.param_count() * (dtype_bytes or self.dtype_bytes)
+
+    def kv_bytes_per_token(self, dtype_bytes: int | None = None) -> float:
+        """KV-cache bytes one token occupies over all layers (MLA: the compressed latent)."""
+        b = dtype_bytes or self.dtype_bytes
+        if self.mla:
+            return self.layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b
+        return self.layers * 2 * self.kv_heads * self.head_dim * b
+
+    def summary(self) -> dict:
+        return {
+            "model": self.name,
+            "params_b": round(self.param_count() / 1e9, 3),
+            "active_params_b": round(self.param_count(active=True) / 1e9, 3),
+            "layers": self.layers,
+            "hidden": self.hidden,
+            "heads": self.heads,
+            "kv_heads": self.kv_heads if not self.mla else 1,
+            "experts": f"{self.moe.top_k}/{self.moe.num_experts}" if self.moe else "",
+            "mtp_layers": self.mtp_layers,
+            "kv_kib_per_token": round(self.kv_bytes_per_token() / 1024, 1),
+        }
+
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
+
+
+def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise SpeedplanInputError(f"{where}: missing {key!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpeedplanInputError(f"{where}: {key!r} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) -> ModelSpec:
+    """Build a ModelSpec from a Hugging Face config.json dict (Llama/Qwen/Mistral/Mixtral/
+    Qwen-MoE/DeepSeek-V3 families and anything with the standard keys)."""
+    where = where or f"config for {name}"
+    if not isinstance(cfg, dict):
+        raise SpeedplanInputError(f"{where}: expected a JSON object")
+    if "text_config" in cfg and "hidden_size" not in cfg:
+        cfg = cfg["text_config"]
+    hidden = _int(cfg, "hidden_size", where)
+    heads = _int(cfg, "num_attention_heads", where)
+    if hidden == 0 or heads == 0:
+        raise SpeedplanInputError(f"{where}: hidden_size and num_attention_heads must be > 0")
+    kv_heads = _int(cfg, "num_key_value_heads", where, heads)
+    head_dim = cfg.get("head_dim") or hidden // heads
+    head_dim = _int({"head_dim": head_dim}, "head_dim", where)
+    layers = _int(cfg, "num_hidden_layers", where)
+    vocab = _int(cfg, "vocab_size", where)
+    intermediate = _int(cfg, "intermediate_size", where, 0)
+    arch = " ".join(cfg.get("architectures") or [])
+
+    moe = None
+    n_experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts")
+    if n_experts:
+        top_k = _int(cfg, "num_experts_per_tok", where)
+        expert_inter = _int(cfg, "moe_intermediate_size", where, intermediate)
+        shared = cfg.get("n_shared_experts") or 0
+        shared_inter = expert_inter if "n_shared_experts" in cfg else _int(cfg, "shared_expert_intermediate_size", where, 0)
+        if shared_inter and not shared:
+            shared = 1
+        first_dense = cfg.get("first_k_dense_replace") or 0
+        if cfg.get("mlp_only_layers"):
+            first_dense = len(cfg["mlp_only_layers"])
+        moe = MoESpec(
+            num_experts=int(n_experts),
+            top_k=top_k,
+            expert_intermediate=expert_inter,
+            shared_experts=int(shared),
+            shared_intermediate=shared_inter,
+            first_dense_layers=int(first_dense),
+            dense_intermediate=intermediate if first_dense else 0,
+        )
+        if not 0 < top_k <= moe.num_experts:
+            raise SpeedplanInputError(f"{where}: num_experts_per_tok must be in 1..{moe.num_experts}")
+
+    mla = None
+    if cfg.get("kv_lora_rank"):
+        mla = MLASpec(
+            q_lora_rank=_int(cfg, "q_lora_rank", where, 0),
+            kv_lora_rank=_int(cfg, "kv_lora_rank", where),
+            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where),
+            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where),
+            v_head_dim=_int(cfg, "v_head_dim", where),
+        )
+        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+
+    dtype = _DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
+    if dtype == "fp32":
+        dtype = "bf16"  # served in bf16 unless the user says otherwise
+    quant = cfg.get("quantization_config") or {}
+    if isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "fp8":
+        dtype = "fp8"  # checkpoint ships FP8 weights (DeepSeek-V3)
+    return ModelSpec(
+        name=name,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=intermediate,
+        vocab=vocab,
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        qk_norm="Qwen3" in arch,
+        moe=moe,
+        mla=mla,
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        dtype=dtype,
+        source=str(cfg.get("_source", where)),
+        published_params=cfg.get("_published_params"),
+    )
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SpeedplanInputError(f"{path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+    except OSError as e:
+        raise SpeedplanInputError(f"{path}: cannot read ({e.strerror})") from None
+
+
+@lru_cache(maxsize=64)
+def get_model(name_or_path: str) -> ModelSpec:
+    """A preset name (`llama-3.1-8b`), a config.json path, or a folder holding config.json."""
+    key = str(name_or_path).strip()
+    preset = PRESET_DIR / f"{key.lower()}.json"
+    if preset.exists():
+        return from_hf_config(_read_json(preset), name=key.lower(), where=str(preset))
+    path = Path(key)
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.exists():
+            raise SpeedplanInputError(f"{key}: folder has no config.json")
+    if path.suffix == ".json" or path.exists():
+        if not path.exists():
+            raise SpeedplanInputError(f"{key}: no such file")
+        name = path.parent.name if path.name == "config.json" else path.stem
+        return from_hf_config(_read_json(path), name=name or "custom", where=str(path))
+    raise SpeedplanInputError(f"unknown model {key!r}; presets: {', '.join(preset_names())} (or a config.json path)")

@@ -1,0 +1,1 @@
+"""Predictions against measurements: the reference runtime on CPU, repricing, GPU verify timing."""

@@ -1,0 +1,33 @@
+"""The issue-6 campaign script runs end to end on CPU with a tiny grid (--dry-run)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_campaign_dry_run(tmp_path):
+    r = subprocess.run(["bash", "microbench/campaign.sh", "--dry-run", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    measured = json.loads((tmp_path / "profile-measured" / "meta.json").read_text())
+    derived = json.loads((tmp_path / "profile-derived" / "meta.json").read_text())
+    assert measured["complete"] is True and measured["origin"] == "measured"
+    assert derived["origin"] == "derived" and derived["hardware_preset"] == "h100-sxm"
+    check = json.loads((tmp_path / "profile-check.json").read_text())
+    assert check["points"] > 20 and 0 <= check["median_error"] <= check["p90_error"]
+    assert "campaign done" in r.stdout
+    # step 4: the runtime's verify step timed against the profile's prediction
+    summary = json.loads((tmp_path / "validation" / "summary.json").read_text())
+    assert summary["points"] == 2 * 3 * 2  # B {1,2} x D {0,1,3} x context {64,128}
+    for key in ("step_time_median_error", "step_time_p90_error", "al_median_error", "speedup_median_error", "max_regret"):
+        assert key in summary
+    assert 0 <= summary["step_time_median_error"] < 10
+    table = (tmp_path / "validation" / "verify_timing.csv").read_text().splitlines()
+    assert table[0].startswith("batch,draft_len,context,pred_t_verify,meas_t_verify") and len(table) == 13

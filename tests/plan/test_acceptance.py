@@ -1,0 +1,114 @@
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from speedplan.plan.acceptance import Acceptance, al_iid, fit_positions, parse_acceptance
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.mechanisms import DEFAULT_ACCEPTANCE, DEFAULT_TREE_FITS
+
+
+def test_worked_number_and_closed_form():
+    assert al_iid(0.8, 4) == pytest.approx(3.3616, abs=1e-4)
+    for alpha, d in itertools.product([0.3, 0.6, 0.9], range(0, 9)):
+        assert al_iid(alpha, d) == pytest.approx(sum(alpha**i for i in range(d + 1)))
+
+
+def test_positional_al():
+    acc = Acceptance.positional([0.9, 0.8, 0.5])
+    assert acc.chain_al(3) == pytest.approx(1 + 0.9 + 0.72 + 0.36)
+    assert acc.chain_al(4) == pytest.approx(1 + 0.9 + 0.72 + 0.36 + 0.18)  # last entry repeats
+
+
+def _brute_force_tree(ranks, nodes, depth):
+    """Enumerate trees as sets of rank paths (closed under prefixes and lower siblings)."""
+    k = len(ranks)
+    paths = [p for d in range(1, depth + 1) for p in itertools.product(range(k), repeat=d)]
+    value = {p: float(np.prod([ranks[r] for r in p])) for p in paths}
+    best = 0.0
+    for size in range(1, nodes + 1):
+        for combo in itertools.combinations(paths, size):
+            s = set(combo)
+            ok = all((p[:-1] in s or len(p) == 1) and (p[-1] == 0 or p[:-1] + (p[-1] - 1,) in s) for p in s)
+            if ok:
+                best = max(best, sum(value[p] for p in s))
+    return best
+
+
+@pytest.mark.parametrize("ranks, nodes, depth", [((0.6, 0.2), 4, 3), ((0.5, 0.3, 0.1), 5, 2), ((0.8,), 3, 5)])
+def test_sequoia_dp_matches_brute_force(ranks, nodes, depth):
+    acc = Acceptance.per_rank(ranks)
+    assert acc.tree_al(depth, nodes) - 1 == pytest.approx(_brute_force_tree(ranks, nodes, depth))
+
+
+def test_tree_al_monotone_in_budget_and_depth():
+    acc = Acceptance.iid(0.7)
+    table = np.array([[acc.tree_al(d, n, topk=8) for n in (1, 4, 16, 64)] for d in (1, 2, 4, 8)])
+    assert (np.diff(table, axis=0) >= -1e-12).all() and (np.diff(table, axis=1) >= -1e-12).all()
+
+
+@pytest.mark.parametrize("mech", sorted(DEFAULT_TREE_FITS))
+def test_published_tree_fits_reproduce_their_rows(mech):
+    al, depth, nodes, topk = DEFAULT_TREE_FITS[mech]
+    acc, _ = DEFAULT_ACCEPTANCE[mech]
+    assert float(acc.tree_al(depth, nodes, topk)) == pytest.approx(al, rel=0.01)
+
+
+def test_every_default_names_its_source():
+    for mech, (acc, source) in DEFAULT_ACCEPTANCE.items():
+        assert len(source) > 20 and any(w in source for w in ("Tab", "leaderboard", "report")), mech
+
+
+def test_fit_positions_recovers_iid_rate():
+    rng = np.random.default_rng(0)
+    alpha, d = 0.7, 5
+    accepted = np.minimum(rng.geometric(1 - alpha, size=20000) - 1, d)
+    p = fit_positions(np.bincount(accepted), d)
+    assert np.allclose(p, alpha, atol=0.02)
+
+
+def test_parse_acceptance_forms(tmp_path):
+    assert parse_acceptance("alpha=0.8").chain_al(4) == pytest.approx(3.3616, abs=1e-4)
+    assert parse_acceptance("positions=0.9,0.8").positions == (0.9, 0.8)
+    f = tmp_path / "acc.json"
+    f.write_text(json.dumps({"ranks": [0.6, 0.2]}))
+    assert parse_acceptance(str(f)).ranks == (0.6, 0.2)
+    trace = tmp_path / "t.jsonl"
+    lines = [{"type": "meta", "schema": "speedplan.trace/1", "draft_len": 3}]
+    lines += [{"type": "step", "accepted": [3, 1, 0, 2]}] * 10
+    trace.write_text("\n".join(json.dumps(x) for x in lines))
+    acc = parse_acceptance(str(trace))
+    assert acc.positions[0] == pytest.approx(0.75) and "trace" in acc.source
+
+
+@pytest.mark.parametrize("spec", ["alpha=1.5", "alpha=-0.1", "alpha=0.5,0.6", "positions=", "beta=0.3",
+                                  "/no/such/file.jsonl", "ranks=0.7,0.5"])
+def test_bad_acceptance_is_an_input_error(spec):
+    with pytest.raises(SpeedplanInputError):
+        parse_acceptance(spec)
+
+
+def test_per_mechanism_acceptance_options():
+    from speedplan.plan.acceptance import parse_acceptance_options
+    from speedplan.plan.sweep import sweep
+
+    opts = parse_acceptance_options(["eagle:alpha=0.9", "alpha=0.5"], ("eagle", "ngram"))
+    assert set(opts) == {"eagle", "*"}
+    r = sweep(mechanisms=["eagle", "ngram"], batches=[1], draft_lens=[3], acceptance=opts)
+    al = dict(zip(r.frame.mechanism, r.frame.acceptance_length))
+    assert al["eagle"] == pytest.approx(1 + 0.9 + 0.81 + 0.729)
+    assert al["ngram"] == pytest.approx(1.875)
+    with pytest.raises(SpeedplanInputError, match="twice"):
+        parse_acceptance_options(["alpha=0.5", "alpha=0.6"], ("eagle",))
+
+
+def test_tree_trace_fits_per_rank(tmp_path):
+    trace = tmp_path / "tree.jsonl"
+    lines = [{"type": "meta", "schema": "speedplan.trace/1", "draft_len": 3, "tree": {"topk": 4, "depth": 3, "nodes": 12}}]
+    # every step: first child accepted at depth 1, second-ranked at depth 2, then a miss
+    lines += [{"type": "step", "accepted": [2], "accepted_ranks": [[1, 2]]}] * 50
+    trace.write_text("\n".join(json.dumps(x) for x in lines))
+    acc = parse_acceptance(str(trace))
+    assert acc.kind == "ranks"
+    assert acc.ranks[0] == pytest.approx(1 / 3) and acc.ranks[1] == pytest.approx(1 / 3)

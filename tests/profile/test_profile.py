@@ -1,0 +1,279 @@
+"""speedplan.profile: validation, lookup rules, leave-one-out check, generated profiles, CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from speedplan.cli.app import app
+from speedplan.cost.ops import load_cost_model
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.hardware import get_hardware
+from speedplan.profile.lookup import load_profile
+from speedplan.profile.tools import derive_profile, leave_one_out, write_roofline_profile
+from speedplan.cost.roofline import attention_roofline, elementwise_roofline, gemm_roofline
+
+ROOT = Path(__file__).resolve().parents[2]
+META = {"device_name": "synthetic", "date": "2026-01-01T00:00:00+00:00", "microbench_version": "test",
+        "grid": ["synthetic"], "versions": {}, "complete": True, "origin": "measured"}
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    cols = list(rows[0])
+    path.write_text(",".join(cols) + "\n" + "".join(",".join(str(r[c]) for c in cols) + "\n" for r in rows))
+
+
+def synthetic_profile(folder: Path, preset: str = "h100-sxm", dtype: str = "bf16", gemm_factor=lambda m: 1.25) -> Path:
+    """A 'measured' profile whose latencies are the preset's roofline times a known factor."""
+    hw = get_hardware(preset)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "meta.json").write_text(json.dumps({**META, "hardware_preset": preset}))
+    ms = [1, 2, 4, 8, 16, 32, 63, 64, 65, 127, 128, 129, 256, 511, 512, 513, 1024, 2048]
+    rows = [{"m": m, "n": n, "k": k, "dtype": dtype,
+             "latency_us": float(gemm_roofline(hw, m, n, k, dtype)[0]) * gemm_factor(m)}
+            for n, k in [(4096, 4096), (14336, 4096)] for m in ms]
+    write_csv(folder / "gemm.csv", rows)
+    rows = []
+    for mask in ("causal", "tree"):
+        for b in (1, 4, 16):
+            for q in (1, 2, 4, 8):
+                for kv in (1024, 4096, 16384):
+                    if mask == "tree" and q == 1:
+                        continue
+                    lat = float(attention_roofline(hw, b, q, kv, 32, 8, 128, "causal", dtype)[0]) * 1.5
+                    rows.append({"batch": b, "q_len": q, "kv_len": kv, "num_heads": 32, "num_kv_heads": 8,
+                                 "head_dim": 128, "mask": mask, "dtype": dtype,
+                                 "latency_us": lat * (1.4 if mask == "tree" else 1.0)})
+    write_csv(folder / "attention.csv", rows)
+    write_csv(folder / "elementwise.csv", [
+        {"op": "scale", "numel": n, "hidden": 4096, "dtype": dtype, "nbytes": 4 * n,
+         "latency_us": float(elementwise_roofline(hw, 4 * n)) * 2} for n in (4096, 65536, 2**20, 2**24)])
+    write_csv(folder / "floors.csv", [{"op": "launch", "graph": 0, "dtype": dtype, "latency_us": 5.0},
+                                      {"op": "launch", "graph": 1, "dtype": dtype, "latency_us": hw.kernel_floor_us}])
+    return folder
+
+
+def test_measured_values_come_back_at_measured_points(tmp_path):
+    p = load_profile(synthetic_profile(tmp_path / "p"))
+    lat, how = p.gemm_lookup(np.array([1, 64, 65, 512]), 4096, 4096, "bf16")
+    roof = gemm_roofline(get_hardware("h100-sxm"), np.array([1, 64, 65, 512]), 4096, 4096, "bf16")[0]
+    assert np.allclose(lat, roof * 1.25) and (how == "interpolated").all()  # the CSV's values
+    assert p.origin == "measured" and p.source_label == "profile"
+
+
+def test_hardware_takes_measured_floor_and_tree_penalty(tmp_path):
+    hw = load_profile(synthetic_profile(tmp_path / "p")).hardware
+    assert hw.kernel_floor_us == get_hardware("h100-sxm").kernel_floor_us != 5.0  # graph-replay floor preferred
+    assert hw.tree_mask_penalty == pytest.approx(1.4)
+    assert hw.origin == "profile" and "tree_mask_penalty" in hw.notes
+
+
+def test_interpolation_respects_tile_steps(tmp_path):
+    """Compute-bound M between 513 and 1024 (measured): within one 64-row tile (513..576) the
+    answer stays on the step's level instead of following a line from 513 to 1024."""
+    p = load_profile(synthetic_profile(tmp_path / "p"))
+    m = np.array([530.0, 560.0, 576.0, 600.0])
+    lat, how = p.gemm_lookup(m, 14336, 4096, "bf16")
+    assert (how == "interpolated").all()
+    assert np.ptp(lat[:3]) / lat[0] < 0.005 and lat[3] > lat[2] * 1.05  # flat within a tile, step at 577
+    ends, _ = p.gemm_lookup(np.array([513.0, 1024.0]), 14336, 4096, "bf16")
+    straight = ends[0] + (ends[1] - ends[0]) * (m[:3] - 513) / (1024 - 513)
+    assert abs(straight[0] - lat[0]) / lat[0] > 0.02 or abs(straight[1] - lat[1]) / lat[1] > 0.02
+
+
+def test_transfer_and_extrapolation_are_labelled(tmp_path):
+    p = load_profile(synthetic_profile(tmp_path / "p"))
+    lat, how = p.gemm_lookup(np.array([8.0, 4096.0]), 8192, 4096, "bf16")
+    assert how.tolist() == ["transferred", "extrapolated"]
+    roof = gemm_roofline(get_hardware("h100-sxm"), np.array([8.0, 4096.0]), 8192, 4096, "bf16")[0]
+    assert np.allclose(lat, roof * 1.25)  # same efficiency carried to the unmeasured shape
+    lat, how = p.attention_lookup(np.array([2, 64]), np.array([3, 8]), np.array([2048, 4096]), 32, 8, 128,
+                                  np.array(["tree", "causal"]), "bf16")
+    assert how.tolist() == ["interpolated", "extrapolated"]
+    corners, _ = p.attention_lookup(np.array([1, 1, 4, 4] * 2), np.array([2, 4] * 4), np.array([1024] * 4 + [4096] * 4),
+                                    32, 8, 128, "tree", "bf16")
+    assert corners.min() < lat[0] < corners.max()  # between the measured batches, q_lens and kv_lens
+
+
+def test_unmeasured_dtype_is_nan_and_cost_model_falls_back(tmp_path):
+    folder = synthetic_profile(tmp_path / "p")
+    p = load_profile(folder)
+    assert np.isnan(p.gemm_latency_us(np.array([4.0]), 4096, 4096, "fp8")).all()
+    cost = load_cost_model(folder)
+    assert cost.gemm([4, 4], 4096, 4096, "bf16").source.tolist() == ["profile", "profile"]
+    assert cost.gemm([4], 4096, 4096, "fp8").source.tolist() == ["roofline"]
+
+
+def test_lookup_of_ten_thousand_points_is_fast(tmp_path):
+    p = load_profile(synthetic_profile(tmp_path / "p"))
+    rng = np.random.default_rng(0)
+    n = 10_000
+    m = rng.integers(1, 4096, n).astype(float)
+    t0 = time.perf_counter()
+    g = p.gemm_latency_us(m, rng.choice([4096, 6144, 14336], n), 4096, "bf16")
+    a = p.attention_latency_us(rng.integers(1, 256, n), rng.integers(1, 16, n), rng.integers(512, 32768, n),
+                               32, 8, 128, rng.choice(["causal", "tree"], n), "bf16")
+    e = p.elementwise_latency_us(rng.integers(1000, 10**8, n).astype(float), "bf16")
+    elapsed = time.perf_counter() - t0
+    assert np.isfinite(g).all() and np.isfinite(a).all() and np.isfinite(e).all()
+    assert elapsed < 0.3, f"{elapsed:.3f} s"
+
+
+def test_leave_one_out_is_small_on_a_smooth_profile(tmp_path):
+    result = leave_one_out(synthetic_profile(tmp_path / "p"))
+    assert result["points"] > 100, result
+    gemm = result["families"]["gemm"]  # efficiency is smooth along M here: interpolation recovers it
+    assert result["median_error"] < 0.01 and gemm["median_error"] < 0.01 and gemm["p90_error"] < 0.05
+    shared = synthetic_profile(tmp_path / "q", gemm_factor=lambda m: 1.0 + (m % 3))  # steps in every shape
+    assert leave_one_out(shared)["families"]["gemm"]["median_error"] < 0.01  # carried over from the other shape
+    gemm = tmp_path / "q" / "gemm.csv"  # the same steps in one shape only: LOO cannot see them
+    rows = list(csv.DictReader(gemm.open()))
+    for r in rows:
+        if r["n"] == "14336":
+            r["latency_us"] = float(r["latency_us"]) / (1.0 + int(r["m"]) % 3)
+    write_csv(gemm, rows)
+    assert leave_one_out(tmp_path / "q")["families"]["gemm"]["median_error"] > 0.1
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda f: (f / "gemm.csv").write_text("m,n,dtype,latency_us\n1,2,bf16,3\n"), "gemm.csv: missing column 'k'"),
+    (lambda f: (f / "gemm.csv").write_text("m,n,k,dtype,latency_us\n1,2,3,bf16,-4\n"), "gemm.csv: column 'latency_us' line 2"),
+    (lambda f: (f / "attention.csv").write_text((f / "attention.csv").read_text().replace("tree", "star", 1)), "attention.csv: column 'mask'"),
+    (lambda f: (f / "meta.json").write_text(json.dumps({**META, "hardware_preset": "h100-sxm", "complete": False})), "'complete' is false"),
+    (lambda f: (f / "meta.json").write_text(json.dumps({**META, "hardware_preset": "nope"})), "field 'hardware_preset'"),
+    (lambda f: (f / "gemm.csv").unlink(), "gemm.csv: missing"),
+    (lambda f: (f / "meta.json").write_text("{"), "meta.json: malformed JSON"),
+])
+def test_malformed_profiles_are_refused_naming_file_and_column(tmp_path, damage, message):
+    folder = synthetic_profile(tmp_path / "p")
+    damage(folder)
+    with pytest.raises(SpeedplanInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_profile(folder)
+
+
+def test_roofline_profile_is_marked_and_answers_the_roofline(tmp_path):
+    from microbench.grid import tiny_grid
+
+    out = write_roofline_profile("h200-sxm", tiny_grid("bf16"), tmp_path / "h200")
+    p = load_profile(out)
+    assert (p.origin, p.source_label) == ("datasheet-roofline", "roofline")
+    assert "not measured" in (out / "README.md").read_text()
+    m = np.array([1.0, 3.0, 100.0])
+    assert np.allclose(p.gemm_latency_us(m, 256, 128, "bf16"), gemm_roofline(get_hardware("h200-sxm"), m, 256, 128, "bf16")[0])
+
+
+def test_derived_profile_scales_by_roofline_ratio(tmp_path):
+    src = synthetic_profile(tmp_path / "h200", preset="h200-sxm")
+    out = derive_profile(src, "h100-sxm", tmp_path / "h100")
+    p, s = load_profile(out), load_profile(src)
+    assert (p.origin, p.source_label, p.hardware.name, p.hardware.origin) == ("derived", "profile", "h100-sxm", "derived")
+    ratio = p.gemm_latency_us(np.array([1.0]), 4096, 4096, "bf16") / s.gemm_latency_us(np.array([1.0]), 4096, 4096, "bf16")
+    assert ratio[0] == pytest.approx(4.8 / 3.35, rel=0.01)  # memory-bound: bandwidth ratio
+    big = p.gemm_latency_us(np.array([512.0]), 14336, 4096, "bf16") / s.gemm_latency_us(np.array([512.0]), 14336, 4096, "bf16")
+    assert big[0] == pytest.approx(1.0, rel=0.01)  # compute-bound: same peak
+
+
+def test_cli_profile_check_json(tmp_path):
+    folder = synthetic_profile(tmp_path / "p")
+    result = CliRunner().invoke(app, ["profile", "check", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert {"median_error", "p90_error", "points"} <= set(data) and data["points"] > 100
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
+    folder = synthetic_profile(tmp_path / "p")
+    (folder / "gemm.csv").write_text("m,n\n")
+    for args in (["profile", "check", str(folder)],
+                 ["bench", "--device", "cpu", "--grid", "model:no-such-model", "--out", str(tmp_path / "new")]):
+        r = subprocess.run([sys.executable, "-m", "speedplan.cli", *args], cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "new").exists()  # no half-written output folder
+
+
+def affine_cpu_profile(folder: Path) -> Path:
+    """A 'measured' cpu-local profile whose latencies are a fixed cost plus a slope (what CPU
+    kernels look like: latency is not proportional to the roofline), on the quick grid's axes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "meta.json").write_text(json.dumps({**META, "hardware_preset": "cpu-local", "device_name": "affine"}))
+    ms = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128]
+    write_csv(folder / "gemm.csv", [
+        {"m": m, "n": n, "k": k, "dtype": "fp32", "latency_us": 20 + n * k * 4 / 16e3 * (1 + 0.02 * m)}
+        for n, k in [(576, 576), (1536, 576), (576, 1536)] for m in ms])
+    rows = []
+    for mask in ("causal", "tree"):
+        for b in (1, 2, 4, 8, 16):
+            for q in range(1, 9):
+                for kv in (64, 128, 256, 512, 1024, 2048):
+                    if mask == "tree" and q == 1:
+                        continue
+                    lat = (15 + 4 * q) * b ** 0.9 + 0.05 * b * kv * (1 + 0.3 * q)
+                    rows.append({"batch": b, "q_len": q, "kv_len": kv, "num_heads": 9, "num_kv_heads": 3,
+                                 "head_dim": 64, "mask": mask, "dtype": "fp32", "latency_us": lat})
+    write_csv(folder / "attention.csv", rows)
+    tokens = [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256, 362, 512]
+    write_csv(folder / "elementwise.csv", [
+        {"op": op, "numel": 576 * t, "hidden": 576, "dtype": "fp32", "nbytes": 8 * 576 * t,
+         "latency_us": c + 8 * 576 * t / 10e3} for op, c in (("rmsnorm", 9.0), ("scale", 2.5)) for t in tokens])
+    write_csv(folder / "floors.csv", [{"op": "launch", "graph": 0, "dtype": "fp32", "latency_us": 2.4}])
+    return folder
+
+
+def test_leave_one_out_reproduces_a_smooth_cpu_profile_within_one_percent(tmp_path):
+    """Fixed cost + slope latencies (not proportional to the roofline, as CPU kernels are) on
+    the CPU quick grid's axes: leave-one-out stays well under 1% (p90 under 1%), where
+    measured CPU profiles show 1-5% median: what the check reports there is measurement
+    noise, not interpolation error. Snapping to the nearest grid point would be >10% off."""
+    folder = affine_cpu_profile(tmp_path / "p")
+    result = leave_one_out(folder)
+    assert result["median_error"] < 0.005 and result["p90_error"] < 0.01, result
+    families = result["families"]
+    assert families["gemm"]["median_error"] < 0.005 and families["gemm"]["p90_error"] < 0.01, families["gemm"]
+    assert families["attention"]["median_error"] < 0.005 and families["attention"]["p90_error"] < 0.005, families
+    assert families["elementwise"]["median_error"] < 0.01, families["elementwise"]
+    p = load_profile(folder)
+    lat, how = p.attention_lookup(np.array([3, 6]), np.array([3, 5]), np.array([181, 1448]), 9, 3, 64, "causal", "fp32")
+    truth = (15 + 4 * np.array([3, 5])) * np.array([3, 6]) ** 0.9 + 0.05 * np.array([3, 6]) * np.array([181, 1448]) * (
+        1 + 0.3 * np.array([3, 5]))
+    assert (how == "interpolated").all() and np.allclose(lat, truth, rtol=0.03), (lat, truth)
+    low, _ = p.attention_lookup(np.array([2, 4]), np.array([3, 5]), np.array([128, 1024]), 9, 3, 64, "causal", "fp32")
+    high, _ = p.attention_lookup(np.array([4, 8]), np.array([3, 5]), np.array([256, 2048]), 9, 3, 64, "causal", "fp32")
+    assert (low < 0.9 * truth).all() and (high > 1.1 * truth).all()  # measured corners are far off: it interpolates
+
+
+def test_a_block_shifted_by_a_slow_spell_is_predicted_from_its_own_level(tmp_path):
+    """Each (batch, kv_len) block of the affine profile moved by its own factor (0.75-1.35, what a
+    slow spell does to a block that microbench measures together): a left-out point takes
+    its block's level from the block's other points and its shape along kv_len from its own
+    series, so leave-one-out stays near the unshifted profile's error; interpolating along
+    kv_len alone would carry the neighbouring blocks' factors (median 17%, p90 38% here)."""
+    folder = affine_cpu_profile(tmp_path / "p")
+    path = folder / "attention.csv"
+    rows = list(csv.DictReader(path.open()))
+    rng = np.random.default_rng(0)
+    factor = {(b, kv): rng.uniform(0.75, 1.35) for b in (1, 2, 4, 8, 16) for kv in (64, 128, 256, 512, 1024, 2048)}
+    for r in rows:
+        r["latency_us"] = float(r["latency_us"]) * factor[(int(r["batch"]), int(r["kv_len"]))]
+    write_csv(path, rows)
+    attention = leave_one_out(folder)["families"]["attention"]
+    assert attention["median_error"] < 0.005 and attention["p90_error"] < 0.005, attention
+    p = load_profile(folder)  # measured points still come back as measured
+    lat, _ = p.attention_lookup(np.array([2.0]), np.array([3.0]), np.array([512.0]), 9, 3, 64, "tree", "fp32")
+    measured = [float(r["latency_us"]) for r in rows if (r["batch"], r["q_len"], r["kv_len"], r["mask"]) == ("2", "3", "512", "tree")]
+    assert lat[0] == pytest.approx(measured[0])
+
+
+def test_elementwise_below_the_smallest_size_keeps_its_latency(tmp_path):
+    p = load_profile(affine_cpu_profile(tmp_path / "p"))
+    small = 8 * 576.0  # the smallest measured size, in bytes
+    lat, how = p._elementwise.lookup(np.array([small / 8, small, small * 1e4]), "fp32", op="scale")
+    assert lat[0] == pytest.approx(lat[1]) and how[0] == "extrapolated"  # the fixed cost holds below
+    assert lat[2] > 100 * lat[1]  # above, the bandwidth holds

@@ -1,0 +1,121 @@
+"""The sweep report: figures are real PNGs, the HTML links everything, provenance is stated."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from speedplan.plan.sweep import sweep
+from speedplan.report.html import write_report
+from speedplan.report.summary import provenance, render_summary, short_provenance
+from speedplan.report.figures import FIGURES
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SMALL = dict(model="llama-3.1-8b", hardware="h100-sxm", mechanisms=["eagle", "ngram", "eagle-tree"],
+             batches=[1, 8, 64], draft_lens=range(0, 5), contexts=[4096])
+
+
+@pytest.fixture(scope="module")
+def result():
+    return sweep(**SMALL, min_tokens_per_user=100.0)
+
+
+def _files(out: Path) -> list[str]:
+    names = ["sweep.csv", "pareto.csv", "recommendations.json", "serving/vllm.sh"]
+    (out / "serving").mkdir(exist_ok=True)
+    for name in names:
+        (out / name).write_text("x\n")
+    return names
+
+
+def _check_pngs(paths: list[Path]) -> None:
+    pngs = [p for p in paths if p.suffix == ".png"]
+    assert sorted(p.name for p in pngs) == sorted(FIGURES.values())
+    for p in pngs:
+        data = p.read_bytes()
+        assert data[:8] == PNG_MAGIC, p
+        assert len(data) > 10_000, (p, len(data))
+
+
+def test_report_writes_pngs_and_html_linking_everything(result, tmp_path):
+    files = _files(tmp_path)
+    written = write_report(result, tmp_path, files)
+    assert all(p.exists() and p.parent == tmp_path for p in written)
+    _check_pngs(written)
+    assert tmp_path / "report.html" in written
+    page = (tmp_path / "report.html").read_text()
+    links = set(re.findall(r'href="([^"]+)"', page))
+    assert set(files) <= links
+    images = set(re.findall(r'<img src="([^"]+)"', page))
+    assert images == set(FIGURES.values())
+    assert all((tmp_path / name).exists() for name in images | links)
+    assert not re.search(r'(src|href)="(https?:)?//', page), "report must open offline"
+    assert "datasheet roofline h100-sxm" in page
+    for mechanism, source in result.meta["acceptance"].items():
+        assert f"{mechanism}: {source}".replace("&", "&amp;") in page
+    pick = result.slo_pick
+    assert f"SLO pick (&gt;= 100 tokens/s/user): {pick['mechanism']} D={pick['draft_len']}" in page
+    for row in result.best.itertuples():  # the recommendation table has every batch
+        assert f"<td>{row.batch}</td><td>{row.context}</td><td class=\"l\">{row.mechanism}</td>" in page
+
+
+def test_every_figure_says_where_numbers_came_from(result, tmp_path):
+    caption = short_provenance(result)
+    assert caption.startswith("latency: datasheet roofline h100-sxm; acceptance: eagle: published: Spec-Bench")
+    assert "ngram: published:" in caption
+    page = write_report(result, tmp_path, [])[-1].read_text()
+    assert page.count(caption.replace("&", "&amp;")) == len(FIGURES)  # under each figure, as inside it
+    assert page.count(provenance(result).replace("&", "&amp;")) == 1
+
+
+def test_summary_lists_every_batch_and_provenance(result):
+    text = render_summary(result)
+    lines = text.splitlines()
+    table = lines[2:2 + len(result.best)]
+    assert [int(line.split()[0]) for line in table] == list(result.best["batch"])
+    for line, row in zip(table, result.best.itertuples()):
+        assert line.split()[1:3] == [row.mechanism, str(row.draft_len)]
+        assert line.split()[3] == f"{row.acceptance_length:.2f}"
+    assert "latency: datasheet roofline h100-sxm" in lines
+    assert any(line.startswith("acceptance: eagle: published: Spec-Bench") for line in lines)
+    pick = result.slo_pick
+    assert f"SLO pick (>= 100 tokens/s/user): {pick['mechanism']} D={pick['draft_len']} at B={pick['batch']}" in text
+
+
+def test_summary_caps_rows_and_names_contexts():
+    result = sweep(**{**SMALL, "batches": [1, 2, 4, 8, 16, 32], "contexts": [1024, 8192]})
+    assert len(result.best) == 12
+    text = render_summary(result, max_rows=5)
+    assert "(5 of 12 rows shown" in text
+    assert text.splitlines()[1].split()[:3] == ["B", "context", "mechanism"]
+    assert "SLO pick: none asked" in text
+
+
+def test_measured_profile_is_named_with_its_fallback_rows(result):
+    frame = result.frame.assign(cost_source="profile")
+    frame.loc[frame.index[:3], "cost_source"] = "mixed"
+    measured = replace(result, frame=frame, meta={**result.meta, "cost_origin": "measured"})
+    assert provenance(measured).startswith(
+        f"latency: measured profile h100-sxm (datasheet roofline for some ops in 3 of {len(frame)} rows)")
+
+
+def test_nothing_feasible_still_renders(tmp_path):
+    result = sweep(**{**SMALL, "model": "llama-3.1-405b", "batches": [1, 8]})
+    assert not result.frame["feasible"].any() and result.best.empty and result.pareto.empty
+    text = render_summary(result)
+    assert "no feasible configuration: no grid point fits in memory" in text
+    assert "latency: datasheet roofline h100-sxm" in text
+    written = write_report(result, tmp_path, _files(tmp_path))
+    _check_pngs(written)
+    assert "no feasible configuration: no grid point fits in memory" in (tmp_path / "report.html").read_text()
+
+
+def test_import_is_cheap():
+    code = "import sys, speedplan.report; print(sorted(m for m in ('matplotlib', 'torch') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

