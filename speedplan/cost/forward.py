@@ -105,6 +105,12 @@ class ForwardCost:
     gemm_compute_bound_s: np.ndarray
     profile_share: np.ndarray
 
+    @classmethod
+    def zeros(cls, shape) -> "ForwardCost":
+        """No work at all (e.g. a drafter that runs on the host), over a grid of `shape`."""
+        zero = np.zeros(shape)
+        return cls(zero, zero, zero, zero, zero, zero, zero, zero, zero)
+
     @property
     def total_s(self) -> np.ndarray:
         return self.gemm_s + self.attention_s + self.tree_mask_s + self.comm_s + self.elementwise_s

@@ -35,8 +35,6 @@ DEFAULT_MECHANISMS = ("draft-model", "eagle", "eagle-tree", "ngram")
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_DRAFT_LENS = tuple(range(0, 9))
 DEFAULT_TREE_NODES = (8, 16, 32, 64)
-DEFAULT_DRAFT_FOR = {"llama-3.1-8b": "llama-3.2-1b", "llama-3.1-70b": "llama-3.2-1b", "llama-3.1-405b": "llama-3.2-1b",
-                     "qwen3-32b": "qwen3-8b", "qwen3-235b-a22b": "qwen3-8b"}
 
 
 @dataclass
@@ -122,15 +120,11 @@ def sweep(
             mechs.append(spec)
             continue
         name = spec.split(":")[0].strip().lower()
-        if name == "draft-model" and ":" not in spec:
-            if target.name not in DEFAULT_DRAFT_FOR:
-                raise SpeedplanInputError(f"no default draft for {target.name}: use draft-model:MODEL")
-            spec = f"draft-model:{DEFAULT_DRAFT_FOR[target.name]}"
         user_acc = acceptance.get(name, acceptance.get("*")) if isinstance(acceptance, dict) else acceptance
         mechs.append(parse_mechanism(spec, target, user_acc))
     if target.dtype not in hw.peak_flops_per_s:  # e.g. a bf16 checkpoint priced on an fp32-only CPU
         target = replace(target, dtype=hw.default_dtype)
-    mechs = [m if m.draft is None or m.draft.dtype in hw.peak_flops_per_s
+    mechs = [m if getattr(m, "draft", None) is None or m.draft.dtype in hw.peak_flops_per_s
              else replace(m, draft=replace(m.draft, dtype=hw.default_dtype)) for m in mechs]
     if len({m.label for m in mechs}) != len(mechs):
         raise SpeedplanInputError("the same mechanism is listed twice")
@@ -164,7 +158,7 @@ def sweep(
             q = mech.verify_tokens(D, N)
             verify = forward_cost(cost, target, B, q, L, tp, mask="tree" if mech.is_tree else "causal")
             draft = mech.draft_cost(cost, target, B, D, L, N, tp)
-            draft_s = draft.total_s
+            draft_s = draft.total_s + mech.host_draft_s(B, D)
             al = mech.acceptance_length(D, N)
             extra_mem = mech.extra_memory_bytes(target, B, L + q, tp)
             name, acc_src = mech.label, mech.acceptance_source

@@ -28,7 +28,8 @@ from speedplan.plan.acceptance import Acceptance, fit_positions, fit_ranks
 from speedplan.cost.ops import load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.cost.forward import forward_cost
-from speedplan.plan.mechanisms import Mechanism, head_spec
+from speedplan.plan.mechanisms import REGISTRY, Mechanism
+from speedplan.plan.mechanisms.heads import head_spec
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
 
@@ -153,18 +154,19 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         if name == "ngram":
             # calibrated at B=1; the runtime's lookup loops over sequences, so it is per sequence
             lookup_us = float(np.mean([s.t_draft_s for s in res.steps])) * 1e6
-            mechs.append(Mechanism("ngram", acc, acc.source, host_draft_us=0.0, host_draft_us_per_seq=lookup_us))
+            mechs.append(REGISTRY["ngram"](acc, acc.source, lookup_us=0.0, lookup_us_per_seq=lookup_us))
         elif name == "draft-model":
             layers = _find(drafter, "model.cfg.layers")
             if layers is None:
                 raise SpeedplanInputError("cannot find the draft-model student's layer count on its drafter")
             vocab = _draft_vocab(drafter) or target_spec.vocab
             student = replace(target_spec, name="smollm2-student", layers=int(layers), vocab=vocab)
-            mechs.append(Mechanism("draft-model", acc, acc.source, draft=student))
+            mechs.append(REGISTRY["draft-model"](acc, acc.source, draft=student))
         elif name in ("eagle", "eagle-tree"):
             vocab = _draft_vocab(drafter)
-            mechs.append(Mechanism(name, acc, acc.source, draft=head_spec(target_spec, name, vocab),
-                                   topk=grid.tree_topk, draft_vocab=vocab))
+            tree = {"topk": grid.tree_topk} if REGISTRY[name].is_tree else {}
+            mechs.append(REGISTRY[name](acc, acc.source, draft=head_spec(target_spec, name, vocab),
+                                        draft_vocab=vocab, **tree))
         else:
             raise SpeedplanInputError(f"validate: unknown mechanism {name}")
 

@@ -6,7 +6,9 @@ import pytest
 
 from speedplan.plan.acceptance import Acceptance, al_iid, fit_positions, parse_acceptance
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.mechanisms import DEFAULT_ACCEPTANCE, DEFAULT_TREE_FITS
+from speedplan.plan.mechanisms import REGISTRY
+
+TREE_FITS = {n: c.default_tree_fit for n, c in REGISTRY.items() if getattr(c, "default_tree_fit", None)}
 
 
 def test_worked_number_and_closed_form():
@@ -48,15 +50,15 @@ def test_tree_al_monotone_in_budget_and_depth():
     assert (np.diff(table, axis=0) >= -1e-12).all() and (np.diff(table, axis=1) >= -1e-12).all()
 
 
-@pytest.mark.parametrize("mech", sorted(DEFAULT_TREE_FITS))
+@pytest.mark.parametrize("mech", sorted(TREE_FITS))
 def test_published_tree_fits_reproduce_their_rows(mech):
-    al, depth, nodes, topk = DEFAULT_TREE_FITS[mech]
-    acc, _ = DEFAULT_ACCEPTANCE[mech]
+    al, depth, nodes, topk = TREE_FITS[mech]
+    acc, _ = REGISTRY[mech].default_acceptance
     assert float(acc.tree_al(depth, nodes, topk)) == pytest.approx(al, rel=0.01)
 
 
 def test_every_default_names_its_source():
-    for mech, (acc, source) in DEFAULT_ACCEPTANCE.items():
+    for mech, (acc, source) in ((n, c.default_acceptance) for n, c in REGISTRY.items()):
         assert len(source) > 20 and any(w in source for w in ("Tab", "leaderboard", "report")), mech
 
 

@@ -1,0 +1,102 @@
+"""What every speculative-decoding mechanism tells the planner, and the registry of them.
+
+A mechanism is one module in this package defining one `Mechanism` subclass with a `name`;
+`speedplan.plan.mechanisms` finds it on import. Each answers, vectorised over the sweep grid:
+
+- `verify_tokens(D, N)`: tokens per sequence in the target's verify pass;
+- `acceptance_length(D, N)`: expected tokens emitted per target step (bonus token included);
+- `draft_cost(...)`: the drafter's GPU work per target step, as a `ForwardCost` (seconds);
+- `host_draft_s(B, D)`: drafting work on the host (seconds; n-gram lookup);
+- `extra_memory_bytes(...)`: weights and KV cache the drafter adds on the busiest GPU;
+- `build(arg, target, acceptance)`: the mechanism from a spec such as `eagle-tree:topk=8`,
+  with its published default acceptance when the user gave none;
+- `cannot_run(target)`: why the mechanism does not apply to a model (None if it does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from speedplan.cost.forward import ForwardCost
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import Acceptance
+from speedplan.specs.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One mechanism as the planner sweeps it: its acceptance and where that came from."""
+
+    name: ClassVar[str] = ""
+    is_tree: ClassVar[bool] = False
+    default_acceptance: ClassVar[tuple[Acceptance, str] | None] = None  # (acceptance, published source)
+
+    acceptance: Acceptance
+    acceptance_source: str
+
+    @property
+    def label(self) -> str:
+        """The name rows of the sweep carry (draft models add the draft's name)."""
+        return self.name
+
+    # ---- shape of one target step ---------------------------------------------------
+    def verify_tokens(self, draft_len, nodes) -> np.ndarray:
+        """Tokens per sequence in the verify pass: 1 + D for a chain; a tree's N draft nodes
+        plus the root (the last accepted token)."""
+        return np.where(self.is_tree, np.asarray(nodes) + 1, np.asarray(draft_len) + 1)
+
+    def acceptance_length(self, draft_len, nodes) -> np.ndarray:
+        if self.is_tree:
+            return self.acceptance.tree_al(draft_len, nodes, getattr(self, "topk", None))
+        return self.acceptance.chain_al(draft_len)
+
+    # ---- drafting ---------------------------------------------------------------------
+    def draft_cost(self, cost, target: ModelSpec, batch, draft_len, context, nodes, tp: int) -> ForwardCost:
+        """GPU time to draft D tokens (or a depth-D tree) for `batch` sequences (seconds)."""
+        return ForwardCost.zeros(np.broadcast_shapes(*(np.shape(x) for x in (batch, draft_len, context, nodes))))
+
+    def host_draft_s(self, batch, draft_len) -> np.ndarray:
+        """Host time of drafting per target step (seconds); zero for GPU drafters."""
+        return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(draft_len)))
+
+    def extra_memory_bytes(self, target: ModelSpec, batch, context, tp: int) -> np.ndarray:
+        """Weights and KV the drafter adds on the most loaded GPU (bytes)."""
+        return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(context)))
+
+    # ---- construction -----------------------------------------------------------------
+    @classmethod
+    def cannot_run(cls, target: ModelSpec) -> str | None:
+        """Why this mechanism does not apply to `target`, or None."""
+        return None
+
+    @classmethod
+    def build(cls, arg: str, target: ModelSpec, acceptance: Acceptance | None) -> "Mechanism":
+        """From the part of the spec after the colon (`topk=8`, a draft model name, or "")."""
+        if arg:
+            raise SpeedplanInputError(f"mechanism {cls.name} takes no options, got {arg!r}")
+        return cls(*cls.resolve_acceptance(acceptance))
+
+    @classmethod
+    def resolve_acceptance(cls, acceptance: Acceptance | None) -> tuple[Acceptance, str]:
+        """The user's (or a trace's) acceptance, else the published default with its row."""
+        if acceptance is not None:
+            return acceptance, acceptance.source
+        acc, source = cls.default_acceptance
+        return acc, f"published: {source}"
+
+
+def parse_options(spec: str, arg: str, allowed: tuple[str, ...]) -> dict[str, int]:
+    """`topk=8,vocab=32000` → {"topk": 8, "vocab": 32000}; only `allowed` keys, integers."""
+    options: dict[str, int] = {}
+    for item in filter(None, arg.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or key not in allowed:
+            raise SpeedplanInputError(f"mechanism {spec!r}: options are {', '.join(k + '=N' for k in allowed)}")
+        try:
+            options[key] = int(value)
+        except ValueError:
+            raise SpeedplanInputError(f"mechanism {spec!r}: {key} takes an integer") from None
+    return options

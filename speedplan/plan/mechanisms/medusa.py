@@ -1,0 +1,52 @@
+"""Medusa: one forward of K heads (a ResBlock h×h and its own lm_head each) proposes a tree
+that the target verifies with a tree mask."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from speedplan.cost.forward import ForwardCost
+from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.mechanisms.base import Mechanism, parse_options
+
+MAX_HEADS = 8  # heads whose weights are kept in memory
+
+
+@dataclass(frozen=True)
+class Medusa(Mechanism):
+    name = "medusa"
+    is_tree = True
+    default_acceptance = (
+        Acceptance.iid(0.153, "published"),
+        "Spec-Bench leaderboard (A100), Vicuna-7B-v1.3, Medusa: AL 2.32; geometric per-rank alpha 0.153 fitted "
+        "to a 63-node, depth-4, top-10 tree (Medusa default sparse tree size)",
+    )
+    default_tree_fit = (2.32, 4, 63, 10)
+    topk: int = 8
+
+    def acceptance_length(self, draft_len, nodes) -> np.ndarray:
+        return self.acceptance.tree_al(draft_len, nodes, self.topk)
+
+    def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
+        batch, draft_len = np.broadcast_arrays(np.asarray(batch, float), np.asarray(draft_len, float))
+        h, v = target.hidden, target.vocab
+        res = cost.gemm(batch, h, h, target.dtype)
+        head = cost.gemm(batch, v, h, target.dtype)
+        zero = np.zeros_like(batch)
+        return ForwardCost(
+            gemm_s=(res.latency_us + head.latency_us) * 1e-6 * draft_len, attention_s=zero, tree_mask_s=zero,
+            comm_s=zero, elementwise_s=zero, gemm_flops=2 * batch * (h * h + v * h) * draft_len,
+            gemm_bytes=(h * h + v * h) * target.dtype_bytes * draft_len, gemm_compute_bound_s=zero,
+            profile_share=np.where(res.from_profile & head.from_profile, 1.0, 0.0))
+
+    def extra_memory_bytes(self, target, batch, context, tp):
+        batch, _ = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
+        h, v = target.hidden, target.vocab
+        return np.zeros_like(batch) + (h * h + v * h) * target.dtype_bytes * MAX_HEADS
+
+    @classmethod
+    def build(cls, arg, target, acceptance):
+        options = parse_options(f"{cls.name}:{arg}", arg, ("topk",))
+        return cls(*cls.resolve_acceptance(acceptance), **options)
