@@ -1,4 +1,5 @@
-"""Hardware specs: datasheet numbers with their sources, and the shipped presets.
+"""Hardware specs: datasheet numbers with their sources, and the shipped presets
+(`presets/hardware/*.json`, every number with a source; adding a GPU is one JSON file).
 
 A `Hardware` is what the roofline needs (peak FLOP/s per dtype, memory bandwidth, capacity,
 scale-up link bandwidth) plus the few small-kernel facts a roofline alone gets wrong (tile
@@ -9,18 +10,14 @@ wherever a hardware name is accepted.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
-# Fractions of datasheet peak that large kernels reach. These are the roofline's only
-# correction factors; a measured profile supersedes them. Source: assumption from commonly
-# reported cuBLAS/hipBLASLt large-GEMM efficiency (~70-80% of dense peak) and STREAM-like copy
-# bandwidth (~85-92% of HBM peak) on Hopper/Ampere; not measured by speedplan.
-DEFAULT_COMPUTE_EFFICIENCY = 0.75
-DEFAULT_BANDWIDTH_EFFICIENCY = 0.88
 
 
 @dataclass(frozen=True)
@@ -48,13 +45,14 @@ class Hardware:
     # framework). 0 for serving engines that replay CUDA graphs; `speedplan validate` measures
     # it for the reference runtime on the calibration prompts.
     layer_overhead_us: float = 0.0
-    compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
-    bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
+    compute_efficiency: float = 1.0  # fraction of datasheet peak large kernels reach (each preset states its own)
+    bandwidth_efficiency: float = 1.0
     default_dtype: str = "bf16"
     source: str = ""
     notes: str = ""
     origin: str = "datasheet"  # "datasheet", "profile" (measured) or "derived"
     extra: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)  # field name -> where its number came from
 
     def __post_init__(self) -> None:
         for label, value in (
@@ -92,96 +90,60 @@ class Hardware:
         return replace(self, **changes)
 
 
-T = 1e12
-GB = 1e9
-GiB = 2**30
+PRESET_DIR = Path(__file__).parent / "presets" / "hardware"
+# Fields a preset states as {"value": number, "source": text}; peak_flops_per_s holds one per dtype.
+_NUMBERS = ("hbm_bytes_per_s", "memory_bytes", "link_bytes_per_s", "link_latency_us", "kernel_floor_us",
+            "gemm_tile_m", "attention_tile_m", "step_overhead_us", "tree_mask_penalty", "layer_overhead_us",
+            "compute_efficiency", "bandwidth_efficiency")
+_TEXTS = ("name", "description", "source", "notes", "default_dtype")
 
-PRESETS: dict[str, Hardware] = {
-    h.name: h
-    for h in [
-        Hardware(
-            name="h100-sxm",
-            description="NVIDIA H100 SXM5 80GB",
-            peak_flops_per_s={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "fp32": 66.9 * T},
-            hbm_bytes_per_s=3.35e12,
-            memory_bytes=80 * GB,
-            link_bytes_per_s=450 * GB,
-            source="NVIDIA H100 Tensor Core GPU datasheet (SXM5: dense BF16 989.4 TFLOPS, FP8 1,978.9 TFLOPS, "
-            "HBM3 3.35 TB/s, 80 GB, NVLink 900 GB/s bidirectional)",
-        ),
-        Hardware(
-            name="h200-sxm",
-            description="NVIDIA H200 SXM 141GB",
-            peak_flops_per_s={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "fp32": 66.9 * T},
-            hbm_bytes_per_s=4.8e12,
-            memory_bytes=141 * GB,
-            link_bytes_per_s=450 * GB,
-            source="NVIDIA H200 Tensor Core GPU datasheet (SXM: dense BF16 989 TFLOPS, FP8 1,979 TFLOPS, "
-            "HBM3e 4.8 TB/s, 141 GB, NVLink 900 GB/s bidirectional)",
-        ),
-        Hardware(
-            name="a100-80gb",
-            description="NVIDIA A100 SXM4 80GB",
-            peak_flops_per_s={"bf16": 312 * T, "fp16": 312 * T, "fp32": 19.5 * T},
-            hbm_bytes_per_s=2.039e12,
-            memory_bytes=80 * GB,
-            link_bytes_per_s=300 * GB,
-            notes="no FP8 tensor cores",
-            source="NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB: dense BF16 312 TFLOPS, HBM2e 2,039 GB/s, "
-            "NVLink 600 GB/s bidirectional)",
-        ),
-        Hardware(
-            name="b200",
-            description="NVIDIA B200 (HGX/DGX B200) 180GB",
-            peak_flops_per_s={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "fp32": 75 * T},
-            hbm_bytes_per_s=8.0e12,
-            memory_bytes=180 * GB,
-            link_bytes_per_s=900 * GB,
-            source="NVIDIA DGX B200 datasheet (per GPU: dense FP8 4.5 PFLOPS, BF16 2.25 PFLOPS, HBM3e 8 TB/s, "
-            "180 GB; NVLink 5 1.8 TB/s bidirectional)",
-        ),
-        Hardware(
-            name="mi300x",
-            description="AMD Instinct MI300X 192GB",
-            peak_flops_per_s={"bf16": 1307.4 * T, "fp16": 1307.4 * T, "fp8": 2614.9 * T, "fp32": 163.4 * T},
-            hbm_bytes_per_s=5.3e12,
-            memory_bytes=192 * GB,
-            link_bytes_per_s=448 * GB,
-            kernel_floor_us=4.0,
-            source="AMD Instinct MI300X datasheet (dense BF16 1,307.4 TFLOPS, FP8 2,614.9 TFLOPS, HBM3 5.3 TB/s, "
-            "192 GB; 7 Infinity Fabric links x 64 GB/s one direction)",
-        ),
-        Hardware(
-            name="l40s",
-            description="NVIDIA L40S 48GB (PCIe)",
-            peak_flops_per_s={"bf16": 362.05 * T, "fp16": 362.05 * T, "fp8": 733 * T, "fp32": 91.6 * T},
-            hbm_bytes_per_s=864 * GB,
-            memory_bytes=48 * GB,
-            link_bytes_per_s=32 * GB,
-            link_latency_us=15.0,
-            source="NVIDIA L40S datasheet (dense BF16 362.05 TFLOPS, FP8 733 TFLOPS, GDDR6 864 GB/s, 48 GB; "
-            "no NVLink: PCIe Gen4 x16 64 GB/s bidirectional)",
-        ),
-        Hardware(
-            name="cpu-local",
-            description="2-core x86 CPU (the CI/development machine class), fp32",
-            peak_flops_per_s={"fp32": 170e9},
-            hbm_bytes_per_s=25 * GB,
-            memory_bytes=24 * GiB,
-            link_bytes_per_s=10 * GB,
-            kernel_floor_us=6.0,
-            gemm_tile_m=1,
-            attention_tile_m=1,
-            step_overhead_us=400.0,
-            tree_mask_penalty=1.0,
-            compute_efficiency=1.0,
-            bandwidth_efficiency=1.0,
-            default_dtype="fp32",
-            source="measured by hand on the development machine: fp32 GEMM ~170 GFLOP/s, memory copy ~25 GB/s, "
-            "24 GiB RAM (speedplan DEVELOPERS notes); replace with `speedplan bench --device cpu`",
-        ),
-    ]
-}
+
+def _number(entry, where: str) -> tuple[float, str]:
+    if not (isinstance(entry, dict) and isinstance(entry.get("value"), (int, float))
+            and not isinstance(entry.get("value"), bool) and isinstance(entry.get("source"), str)):
+        raise SpeedplanInputError(f"{where}: expected {{\"value\": number, \"source\": text}}, got {entry!r}")
+    return entry["value"], entry["source"]
+
+
+def hardware_from_json(data: dict, where: str) -> Hardware:
+    """A Hardware from a preset's JSON object (every number with its source)."""
+    if not isinstance(data, dict):
+        raise SpeedplanInputError(f"{where}: expected a JSON object")
+    unknown = sorted(set(data) - set(_NUMBERS) - set(_TEXTS) - {"peak_flops_per_s"})
+    if unknown:
+        raise SpeedplanInputError(f"{where}: unknown field {unknown[0]!r}")
+    for key in ("name", "description", "source", "peak_flops_per_s", "hbm_bytes_per_s", "memory_bytes",
+                "link_bytes_per_s"):
+        if key not in data:
+            raise SpeedplanInputError(f"{where}: missing field {key!r}")
+    sources: dict[str, str] = {}
+    fields: dict = {k: data[k] for k in _TEXTS if k in data}
+    peaks = data["peak_flops_per_s"]
+    if not isinstance(peaks, dict) or not peaks:
+        raise SpeedplanInputError(f"{where}: peak_flops_per_s must map dtypes to numbers")
+    fields["peak_flops_per_s"] = {}
+    for dtype, entry in peaks.items():
+        if dtype not in DTYPE_BYTES:
+            raise SpeedplanInputError(f"{where}: peak_flops_per_s: unknown dtype {dtype!r}")
+        fields["peak_flops_per_s"][dtype], sources[f"peak_flops_per_s.{dtype}"] = _number(entry, f"{where}: peak_flops_per_s.{dtype}")
+    for key in _NUMBERS:
+        if key in data:
+            fields[key], sources[key] = _number(data[key], f"{where}: {key}")
+    for key in ("gemm_tile_m", "attention_tile_m"):
+        if key in fields:
+            fields[key] = int(fields[key])
+    return Hardware(**fields, sources=sources)
+
+
+def _load_presets() -> dict[str, Hardware]:
+    presets = {}
+    for path in sorted(PRESET_DIR.glob("*.json")):
+        hw = hardware_from_json(json.loads(path.read_text()), str(path))
+        presets[hw.name] = hw
+    return presets
+
+
+PRESETS: dict[str, Hardware] = _load_presets()
 
 DEFAULT_HARDWARE = "h100-sxm"
 

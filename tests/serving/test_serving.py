@@ -14,16 +14,13 @@ from pathlib import Path
 import pytest
 
 from speedplan import serving
+from speedplan.plan.mechanisms import MECHANISMS
 from speedplan.errors import SpeedplanInputError
-from speedplan.serving import (
-    ENGINE_VERSIONS,
-    OPEN_END_BATCH,
-    ServingPlan,
-    render_sglang,
-    render_trtllm,
-    render_vllm,
-    write_serving_configs,
-)
+from speedplan.serving import ENGINE_VERSIONS, ServingPlan, write_serving_configs
+from speedplan.serving.plan import OPEN_END_BATCH
+from speedplan.serving.sglang import render as render_sglang
+from speedplan.serving.trtllm import render as render_trtllm
+from speedplan.serving.vllm import render as render_vllm
 
 SCHEDULE = ((1, 5), (8, 4), (32, 2), (128, 0))
 TREE = {"topk": 4, "depth": 5, "nodes": 16}
@@ -109,7 +106,7 @@ def test_nothing_is_written_when_an_engine_fails(tmp_path, monkeypatch):
     def broken(p):
         raise SpeedplanInputError("boom")
 
-    monkeypatch.setattr(serving, "render_trtllm", broken)
+    monkeypatch.setattr(serving.ENGINES["trtllm"], "render", broken)
     out = tmp_path / "configs"
     with pytest.raises(SpeedplanInputError):
         write_serving_configs(plan(), out)
@@ -230,7 +227,7 @@ def test_trtllm_medusa_is_reported_unsupported():
 
 
 # ---- every file --------------------------------------------------------------------------------
-@pytest.mark.parametrize("mechanism", serving.MECHANISMS)
+@pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_version_string_in_every_commented_file(mechanism, tmp_path):
     paths = write_serving_configs(plan(mechanism), tmp_path)
     engine_of = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}

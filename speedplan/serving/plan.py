@@ -1,0 +1,165 @@
+"""What gets served: a `ServingPlan` (mechanism, per-batch draft lengths, tree, TP) and the
+facts every engine's config needs about it (Hugging Face repos, published heads, schedule
+ranges).
+
+Conventions shared by all engines:
+
+- The plan's schedule `((batch, D), ...)` is read as "D from this batch up to the next listed
+  batch"; the first range starts at batch 1 and the last one is open (`OPEN_END_BATCH`, which
+  engines clip to their own max batch size). D = 0 means speculation off.
+- A tree `{"topk", "depth", "nodes"}` counts draft nodes without the root: a chain of D drafts is
+  depth D and D nodes.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.mechanisms import MECHANISMS
+
+OPEN_END_BATCH = 65536
+
+# n-gram lookup window; speedplan does not plan it (acceptance is workload-bound), so these are
+# fixed, stated defaults: vLLM's own docs example uses prompt_lookup_max=4.
+NGRAM_LOOKUP_MAX = 4
+NGRAM_LOOKUP_MIN = 2
+
+# speedplan preset -> Hugging Face repo served (instruct variants of the preset architectures).
+HF_REPOS: dict[str, str] = {
+    "smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
+    "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
+    "llama-3.1-70b": "meta-llama/Llama-3.1-70B-Instruct",
+    "llama-3.1-405b": "meta-llama/Llama-3.1-405B-Instruct",
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-Instruct-v0.1",
+    "qwen3-8b": "Qwen/Qwen3-8B",
+    "qwen3-32b": "Qwen/Qwen3-32B",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+}
+
+# Public EAGLE-3 heads per engine, only where that engine's own docs/tests use the head for that
+# target (checkpoint formats differ between engines). Anything else gets a placeholder.
+EAGLE3_HEADS: dict[str, dict[str, str]] = {
+    "vllm": {
+        "llama-3.1-8b": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "qwen3-8b": "RedHatAI/Qwen3-8B-speculator.eagle3",
+        "qwen3-32b": "RedHatAI/Qwen3-32B-speculator.eagle3",
+    },
+    "sglang": {"llama-3.1-8b": "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B"},
+    "trtllm": {"llama-3.1-8b": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"},
+}
+
+
+@dataclass(frozen=True)
+class ServingPlan:
+    """The plan to serve: mechanism, draft length D at the reference batch, per-batch schedule."""
+
+    model: str  # target: speedplan preset name (e.g. "llama-3.1-70b") or a path
+    mechanism: str  # one of MECHANISMS
+    draft_len: int  # D at the reference batch size (>= 1)
+    schedule: tuple[tuple[int, int], ...]  # ((batch, draft_len), ...) sorted by batch; 0 = off
+    tp: int = 1
+    draft_model: str | None = None  # for draft-model: preset name or path of the draft
+    tree: dict | None = None  # for eagle-tree / medusa: {"topk": int, "depth": int, "nodes": int}
+    hardware: str = ""  # for comments only
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise SpeedplanInputError(
+                f"unknown mechanism {self.mechanism!r}; expected one of {', '.join(MECHANISMS)}"
+            )
+        if not _is_int(self.draft_len) or self.draft_len < 1:
+            raise SpeedplanInputError(f"draft_len must be an integer >= 1, got {self.draft_len!r}")
+        if not _is_int(self.tp) or self.tp < 1:
+            raise SpeedplanInputError(f"tp must be an integer >= 1, got {self.tp!r}")
+        if not str(self.model).strip():
+            raise SpeedplanInputError("serving plan needs a target model")
+        schedule = tuple(tuple(entry) for entry in self.schedule)
+        for entry in schedule:
+            if len(entry) != 2 or not all(_is_int(x) for x in entry) or entry[0] < 1 or entry[1] < 0:
+                raise SpeedplanInputError(
+                    f"schedule entries must be (batch >= 1, draft_len >= 0) integers, got {entry!r}"
+                )
+        batches = [b for b, _ in schedule]
+        if batches != sorted(set(batches)):
+            raise SpeedplanInputError(f"schedule batches must be strictly increasing, got {batches}")
+        object.__setattr__(self, "schedule", tuple((int(b), int(d)) for b, d in schedule))
+        object.__setattr__(self, "draft_len", int(self.draft_len))
+        object.__setattr__(self, "tp", int(self.tp))
+        if self.mechanism == "draft-model" and not self.draft_model:
+            raise SpeedplanInputError("mechanism draft-model needs draft_model (preset name or path)")
+        if self.mechanism == "eagle-tree" and self.tree is None:
+            raise SpeedplanInputError("mechanism eagle-tree needs tree={'topk', 'depth', 'nodes'}")
+        if self.tree is not None:
+            _check_tree(self.tree, self.mechanism)
+            object.__setattr__(self, "tree", {k: int(self.tree[k]) for k in ("topk", "depth", "nodes")})
+        if self.mechanism == "mtp":
+            _check_has_mtp(self.model)
+
+
+def _is_int(x: object) -> bool:
+    """Python or numpy integers (planner schedules come out of DataFrames), never bools."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _check_tree(tree: dict, mechanism: str) -> None:
+    for key in ("topk", "depth", "nodes"):
+        if not _is_int(tree.get(key)) or tree[key] < 1:
+            raise SpeedplanInputError(f"tree[{key!r}] must be an integer >= 1, got {tree.get(key)!r}")
+    # EAGLE-2 keeps at most topk nodes per level, so a dynamic tree holds depth..topk*depth nodes
+    # (TensorRT-LLM enforces the same bounds on max_total_draft_tokens).
+    if mechanism == "eagle-tree" and not tree["depth"] <= tree["nodes"] <= tree["topk"] * tree["depth"]:
+        raise SpeedplanInputError(
+            f"tree nodes must lie in [depth, topk*depth] = [{tree['depth']}, "
+            f"{tree['topk'] * tree['depth']}], got {tree['nodes']}"
+        )
+
+
+def _check_has_mtp(model: str) -> None:
+    """A preset without MTP layers cannot serve mechanism mtp; paths are left to the engine."""
+    key = str(model).strip().lower()
+    if key not in HF_REPOS:
+        return
+    from speedplan.specs.model import get_model
+
+    if get_model(key).mtp_layers == 0:
+        raise SpeedplanInputError(f"model {model} has no MTP layers; mechanism mtp needs one that does")
+
+
+# ---- shared pieces ---------------------------------------------------------------------------
+def hf_repo(model: str) -> str:
+    """Hugging Face repo id for a speedplan preset; anything else (a path or repo id) as given."""
+    return HF_REPOS.get(str(model).strip().lower(), str(model))
+
+
+def _preset(model: str) -> str:
+    return str(model).strip().lower()
+
+
+def eagle_head(plan: ServingPlan, engine: str) -> str:
+    return EAGLE3_HEADS[engine].get(_preset(plan.model), f"<path-to-eagle3-head-for-{plan.model}>")
+
+
+def medusa_head(plan: ServingPlan) -> str:
+    return f"<path-to-medusa-heads-for-{plan.model}>"
+
+
+def segments(plan: ServingPlan) -> list[tuple[int, int, int]]:
+    """Inclusive (first_batch, last_batch, D) ranges covering 1..OPEN_END_BATCH; equal neighbours merged."""
+    if not plan.schedule:
+        return []
+    points = list(plan.schedule)
+    out: list[tuple[int, int, int]] = []
+    for i, (batch, d) in enumerate(points):
+        lo = 1 if i == 0 else batch
+        hi = points[i + 1][0] - 1 if i + 1 < len(points) else max(OPEN_END_BATCH, batch)
+        if out and out[-1][2] == d:
+            out[-1] = (out[-1][0], hi, d)
+        else:
+            out.append((lo, hi, d))
+    return out
