@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from speedplan.profile.lookup import load_profile  # noqa: E402
+from speedplan.profile.load import load_profile  # noqa: E402
 from speedplan.profile.tools import leave_one_out  # noqa: E402
 
 

@@ -59,12 +59,12 @@ def run(
 
     Example: speedplan run --prompt "Write a Python function that parses ISO dates." --mechanism ngram --draft-len 4 --max-new-tokens 128
     """
-    from speedplan.runtime.options import DrafterOptions, RunSpec, read_prompts
+    from speedplan.runtime.options import DrafterOptions, RunOptions, read_prompts
 
     texts = list(prompt or []) + (read_prompts(prompts) if prompts else [])
     options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=tree_depth,
                              tree_nodes=tree_nodes, draft_layers=draft_layers)
-    spec = RunSpec(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
+    spec = RunOptions(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
                    not raw, not no_compare, str(trace) if trace else None, device, options, matmul)
     spec.check()  # bad input fails here, before torch is imported
 

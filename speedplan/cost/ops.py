@@ -134,7 +134,7 @@ def load_cost_model(hardware: str | Path) -> CostModel:
     if not path.is_dir() and shipped.exists() and _measured(shipped):
         path = PROFILE_DIR / key.lower()
     if path.is_dir():
-        from speedplan.profile.lookup import load_profile  # local import: only when a profile is used
+        from speedplan.profile.load import load_profile  # local import: only when a profile is used
 
         profile = load_profile(path)
         return CostModel(profile.hardware, profile)

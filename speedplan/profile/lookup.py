@@ -30,134 +30,19 @@ there (`speedplan.cost`).
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
-from speedplan.errors import SpeedplanInputError
-from speedplan.specs.hardware import DTYPE_BYTES, Hardware, get_hardware
-from speedplan.profile.fill import fill_attention_blocks, fill_gemm_holes
 from speedplan.cost.roofline import attention_roofline, elementwise_roofline, gemm_roofline
+from speedplan.profile.fill import fill_attention_blocks, fill_gemm_holes
+from speedplan.specs.hardware import Hardware
 
-ORIGINS = {"measured": "profile", "derived": "profile", "datasheet-roofline": "roofline"}
-META_REQUIRED = ("device_name", "hardware_preset", "origin", "date", "microbench_version", "grid", "versions")
-# column -> kind; "pos" positive number, "dtype", "mask", "str", "bool01"
-TABLES = {
-    "gemm": {"m": "pos", "n": "pos", "k": "pos", "dtype": "dtype", "latency_us": "pos"},
-    "attention": {"batch": "pos", "q_len": "pos", "kv_len": "pos", "num_heads": "pos", "num_kv_heads": "pos",
-                  "head_dim": "pos", "mask": "mask", "dtype": "dtype", "latency_us": "pos"},
-    "elementwise": {"op": "str", "numel": "pos", "nbytes": "pos", "dtype": "dtype", "latency_us": "pos"},
-    "floors": {"op": "str", "graph": "bool01", "dtype": "dtype", "latency_us": "pos"},
-}
-HOW = np.array(["none", "interpolated", "transferred", "extrapolated"])
+# How a lookup answered each point (returned beside the latency).
+ANSWERS = np.array(["none", "interpolated", "transferred", "extrapolated"])
 
 
-# ---- reading and validation ---------------------------------------------------------------
-def _read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
-    """Columns of a profile CSV as arrays; any problem names the file, column and line."""
-    try:
-        with path.open(newline="") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            lines = [row for row in reader if row]
-    except OSError as e:
-        raise SpeedplanInputError(f"{path}: cannot read ({e.strerror})") from None
-    if not header:
-        raise SpeedplanInputError(f"{path}: empty file (no header)")
-    header = [h.strip() for h in header]
-    for col in spec:
-        if col not in header:
-            raise SpeedplanInputError(f"{path}: missing column {col!r}")
-    if not lines:
-        raise SpeedplanInputError(f"{path}: no rows (incomplete profile)")
-    out = {}
-    for col, kind in spec.items():
-        j = header.index(col)
-        values = []
-        for line_no, row in enumerate(lines, start=2):
-            text = row[j].strip() if j < len(row) else ""
-            if kind in ("pos", "bool01"):
-                try:
-                    v = float(text)
-                except ValueError:
-                    v = math.nan
-                ok = v in (0.0, 1.0) if kind == "bool01" else (math.isfinite(v) and v > 0)
-                if not ok:
-                    want = "0 or 1" if kind == "bool01" else "a positive number"
-                    raise SpeedplanInputError(f"{path}: column {col!r} line {line_no}: {text!r} is not {want}")
-                values.append(v)
-            else:
-                allowed = {"dtype": DTYPE_BYTES, "mask": ("causal", "tree")}.get(kind)
-                if not text or (allowed is not None and text not in allowed):
-                    raise SpeedplanInputError(
-                        f"{path}: column {col!r} line {line_no}: {text!r} is not one of {sorted(allowed or ['non-empty'])}")
-                values.append(text)
-        out[col] = np.asarray(values, dtype=float if kind in ("pos", "bool01") else object)
-    return out
-
-
-def _read_meta(path: Path) -> dict:
-    meta_path = path / "meta.json"
-    if not meta_path.exists():
-        raise SpeedplanInputError(f"{meta_path}: missing (not a profile folder)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"{meta_path}: malformed JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(meta, dict):
-        raise SpeedplanInputError(f"{meta_path}: expected a JSON object")
-    for key in META_REQUIRED:
-        if key not in meta:
-            raise SpeedplanInputError(f"{meta_path}: missing field {key!r}")
-    if meta["origin"] not in ORIGINS:
-        raise SpeedplanInputError(f"{meta_path}: field 'origin' must be one of {sorted(ORIGINS)}, got {meta['origin']!r}")
-    if meta.get("complete") is False:
-        raise SpeedplanInputError(
-            f"{meta_path}: field 'complete' is false: the bench run stopped early; rerun the same "
-            "`speedplan bench` command to measure the missing points")
-    return meta
-
-
-# ---- measured hardware facts --------------------------------------------------------------
-def _measured_overrides(hw: Hardware, tables: dict) -> dict:
-    """Hardware fields that the profile measured: per-launch floor, tree-mask penalty, and the
-    fractions of datasheet peak compute and bandwidth the best measured kernels reached."""
-    out: dict = {}
-    floors = tables.get("floors")
-    if floors is not None:
-        launch = floors["op"] == "launch"
-        graph = launch & (floors["graph"] == 1)
-        use = graph if graph.any() else launch
-        if use.any():
-            out["kernel_floor_us"] = float(np.median(floors["latency_us"][use]))
-    attn = tables.get("attention")
-    if attn is not None:
-        keys = ("batch", "q_len", "kv_len", "num_heads", "num_kv_heads", "head_dim", "dtype")
-        causal = {tuple(attn[c][i] for c in keys): attn["latency_us"][i]
-                  for i in np.flatnonzero(attn["mask"] == "causal")}
-        ratios = [attn["latency_us"][i] / causal[key] for i in np.flatnonzero(attn["mask"] == "tree")
-                  if (key := tuple(attn[c][i] for c in keys)) in causal]
-        if ratios:
-            out["tree_mask_penalty"] = float(np.median(ratios))
-    gemm = tables.get("gemm")
-    dt = hw.default_dtype
-    if gemm is not None and (gemm["dtype"] == dt).any():
-        sel = gemm["dtype"] == dt
-        flops = 2 * gemm["m"][sel] * gemm["n"][sel] * gemm["k"][sel] / (gemm["latency_us"][sel] * 1e-6)
-        out["compute_efficiency"] = float(flops.max() / hw.peak_flops_per_s[dt])
-    ew = tables.get("elementwise")
-    if ew is not None and (ew["op"] == "scale").any():
-        sel = ew["op"] == "scale"
-        bw = ew["nbytes"][sel] / (ew["latency_us"][sel] * 1e-6)
-        out["bandwidth_efficiency"] = float(bw.max() / hw.hbm_bytes_per_s)
-    return out
-
-
-# ---- interpolation helpers ----------------------------------------------------------------
 def _axis(values: np.ndarray, grid: np.ndarray):
     """Bracketing indices and weight of `values` on sorted `grid` (clamped), and an
     out-of-range flag."""
@@ -216,7 +101,7 @@ def _eff_along(s: _Series, donors: list[_Series], x: np.ndarray) -> tuple[np.nda
     return eff, left
 
 
-class _GemmTable:
+class GemmTable:
     """GEMM efficiency per dtype and (N, K) shape, along log M."""
 
     def __init__(self, rows: dict, hw: Hardware):
@@ -238,7 +123,7 @@ class _GemmTable:
     def lookup(self, m, n, k, dtype: str) -> tuple[np.ndarray, np.ndarray]:
         m, n, k = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (m, n, k)))
         if dtype not in self.shapes or m.size == 0:
-            return np.full(m.shape, np.nan), np.full(m.shape, HOW[0])
+            return np.full(m.shape, np.nan), np.full(m.shape, ANSWERS[0])
         sn, sk, series, donors = self.shapes[dtype]
         ln, lk, lm = _log(n).ravel(), _log(k).ravel(), _log(m).ravel()
         dist = (ln[None, :] - sn[:, None]) ** 2 + (lk[None, :] - sk[:, None]) ** 2  # [shapes, points]
@@ -251,7 +136,7 @@ class _GemmTable:
             eff[idx], outside[idx] = _eff_along(series[s], donors[s], lm[idx])
         roof = gemm_roofline(self.hw, m.ravel(), n.ravel(), k.ravel(), dtype)[0]
         how = np.where(outside, 3, np.where(exact, 1, 2))
-        return (roof / eff).reshape(m.shape), HOW[how].reshape(m.shape)
+        return (roof / eff).reshape(m.shape), ANSWERS[how].reshape(m.shape)
 
 
 @dataclass(frozen=True)
@@ -273,7 +158,7 @@ class _AttentionConfig:
         return [math.log(self.heads / self.kv_heads), math.log(self.head_dim), math.log(self.kv_heads)]
 
 
-class _AttentionTable:
+class AttentionTable:
     """Attention efficiency per (heads, KV heads, head_dim, mask, dtype) configuration:
     series along log kv_len at each measured (batch, q_len), combined bilinearly."""
 
@@ -337,7 +222,7 @@ class _AttentionTable:
                 eff, outside = self._interp(cands[ci], _log(b[idx]), q[idx], _log(kv[idx]))
                 lat[idx] = roof[idx] / eff
                 how[idx] = np.where(outside, 3, np.where(exact, 1, 2))
-        return lat.reshape(shape), HOW[how].reshape(shape)
+        return lat.reshape(shape), ANSWERS[how].reshape(shape)
 
     @staticmethod
     def _interp(cfg: _AttentionConfig, lb, q, lkv):
@@ -358,7 +243,7 @@ class _AttentionTable:
         return eff, out_b | out_q | out_kv
 
 
-class _ElementwiseTable:
+class ElementwiseTable:
     """Efficiency of each measured elementwise op along log bytes moved; a query gets the mean
     latency over the ops (norms, SiLU·mul, RoPE, scale) measured in its dtype."""
 
@@ -380,7 +265,7 @@ class _ElementwiseTable:
             op = np.unique(np.asarray(op))
             series = {o: series[o] for o in op if o in series} if len(op) == 1 else {}
         if not series:
-            return np.full(nbytes.shape, np.nan), np.full(nbytes.shape, HOW[0])
+            return np.full(nbytes.shape, np.nan), np.full(nbytes.shape, ANSWERS[0])
         roof = elementwise_roofline(self.hw, nbytes)
         lx = _log(nbytes)
         # below the smallest measured size the op's fixed cost holds (latency of that size);
@@ -388,90 +273,7 @@ class _ElementwiseTable:
         lat = np.mean([np.where(lx < s.x[0], elementwise_roofline(self.hw, np.exp(s.x[0])) / s.eff[0], roof / s.at(lx))
                        for s in series.values()], axis=0)
         outside = np.any([(lx < s.x[0] - 1e-9) | (lx > s.x[-1] + 1e-9) for s in series.values()], axis=0)
-        return lat, HOW[np.where(outside, 3, 1)]
+        return lat, ANSWERS[np.where(outside, 3, 1)]
 
 
-# ---- the profile ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Profile:
-    """A loaded profile folder; satisfies `speedplan.cost.ProfileLookup`."""
-
-    path: Path
-    meta: dict
-    hardware: Hardware
-    origin: str
-    source_label: str
-    tables: dict = field(repr=False)
-    _gemm: _GemmTable | None = field(repr=False, default=None)
-    _attention: _AttentionTable | None = field(repr=False, default=None)
-    _elementwise: _ElementwiseTable | None = field(repr=False, default=None)
-
-    def gemm_lookup(self, m, n, k, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-        """Latency (µs, NaN where not answerable) and how each was answered
-        ("interpolated", "transferred", "extrapolated", "none")."""
-        if self._gemm is None:
-            shape = np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k))
-            return np.full(shape, np.nan), np.full(shape, HOW[0])
-        return self._gemm.lookup(m, n, k, dtype)
-
-    def attention_lookup(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str):
-        if self._attention is None:
-            shape = np.broadcast_shapes(*(np.shape(v) for v in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask)))
-            return np.full(shape, np.nan), np.full(shape, HOW[0])
-        return self._attention.lookup(batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype)
-
-    def elementwise_lookup(self, nbytes, dtype: str):
-        if self._elementwise is None:
-            return np.full(np.shape(nbytes), np.nan), np.full(np.shape(nbytes), HOW[0])
-        return self._elementwise.lookup(nbytes, dtype)
-
-    def gemm_latency_us(self, m, n, k, dtype: str) -> np.ndarray:
-        return self.gemm_lookup(m, n, k, dtype)[0]
-
-    def attention_latency_us(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str) -> np.ndarray:
-        return self.attention_lookup(batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype)[0]
-
-    def elementwise_latency_us(self, nbytes, dtype: str) -> np.ndarray:
-        return self.elementwise_lookup(nbytes, dtype)[0]
-
-
-TABLE_CLASSES = {"gemm": _GemmTable, "attention": _AttentionTable, "elementwise": _ElementwiseTable}
-
-
-def profile_hardware(meta: dict, tables: dict, where: Path) -> Hardware:
-    """The preset named by meta.json, with what the profile measured replacing datasheet
-    assumptions (each change listed in `notes` and `extra`)."""
-    try:
-        hw = get_hardware(str(meta["hardware_preset"]))
-    except SpeedplanInputError as e:
-        raise SpeedplanInputError(f"{where / 'meta.json'}: field 'hardware_preset': {e}") from None
-    if meta["origin"] == "datasheet-roofline":
-        return hw
-    measured = _measured_overrides(hw, tables)
-    origin = "profile" if meta["origin"] == "measured" else "derived"
-    note = (f"{', '.join(sorted(measured))} from profile {where.name} "
-            f"({meta['origin']}, {meta.get('device_name', '?')}, {meta.get('date', '?')})")
-    return hw.with_overrides(**measured, origin=origin, notes=(hw.notes + "; " if hw.notes else "") + note,
-                             extra={**hw.extra, "profile": str(where), "measured": measured})
-
-
-def build_profile(path: Path, meta: dict, tables: dict) -> Profile:
-    hw = profile_hardware(meta, tables, path)
-    built = {name: cls(tables[name], hw) for name, cls in TABLE_CLASSES.items() if name in tables}
-    return Profile(Path(path), meta, hw, meta["origin"], ORIGINS[meta["origin"]], tables,
-                   built.get("gemm"), built.get("attention"), built.get("elementwise"))
-
-
-def load_profile(path: str | Path) -> Profile:
-    """Read and validate a profile folder. gemm.csv is required; attention.csv,
-    elementwise.csv and floors.csv are used when present. Raises SpeedplanInputError naming
-    the file and column of any problem."""
-    path = Path(path)
-    if not path.is_dir():
-        raise SpeedplanInputError(f"{path}: no such profile folder")
-    meta = _read_meta(path)
-    if not (path / "gemm.csv").exists():
-        raise SpeedplanInputError(f"{path / 'gemm.csv'}: missing (incomplete profile)")
-    tables = {name: _read_table(path / f"{name}.csv", spec) for name, spec in TABLES.items()
-              if (path / f"{name}.csv").exists()}
-    return build_profile(path, meta, tables)
+TABLE_CLASSES = {"gemm": GemmTable, "attention": AttentionTable, "elementwise": ElementwiseTable}

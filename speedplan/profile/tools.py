@@ -13,7 +13,9 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.hardware import get_hardware
-from speedplan.profile.lookup import TABLE_CLASSES, TABLES, load_profile
+from speedplan.profile.load import load_profile
+from speedplan.profile.lookup import TABLE_CLASSES
+from speedplan.profile.tables import TABLES
 from speedplan.cost.roofline import attention_roofline, elementwise_roofline, gemm_roofline
 
 _QUERY = {
@@ -74,9 +76,9 @@ def _cupy_cross_check(path: Path, profile) -> dict | None:
     """Median and p90 of cupy / torch latency on shared GEMM points (gemm_cupy.csv)."""
     if not (path / "gemm_cupy.csv").exists():
         return None
-    from speedplan.profile.lookup import _read_table
+    from speedplan.profile.tables import read_table
 
-    cupy = _read_table(path / "gemm_cupy.csv", TABLES["gemm"])
+    cupy = read_table(path / "gemm_cupy.csv", TABLES["gemm"])
     torch_rows = profile.tables["gemm"]
     index = {(m, n, k, d): lat for m, n, k, d, lat in zip(*(torch_rows[c] for c in ("m", "n", "k", "dtype", "latency_us")))}
     ratios = [lat / index[key] for key, lat in

@@ -1,21 +1,21 @@
 """speedplan.runtime: the reference speculative-decoding runtime (PyTorch).
 
-Names are imported lazily so that `speedplan.runtime.spec` (run options, checked before any
+Names are imported lazily so that `speedplan.runtime.options` (run options, checked before any
 heavy import) stays torch-free; everything else imports torch. See docs/runtime.md.
 
-    from speedplan.runtime import RunSpec, run
-    report = run(RunSpec(prompts=("Write a haiku about caches.",), mechanism="ngram", draft_len=4))
+    from speedplan.runtime import RunOptions, run
+    report = run(RunOptions(prompts=("Write a haiku about caches.",), mechanism="ngram", draft_len=4))
     report.result.texts, report.result.acceptance_length, report.speedup
 """
 
 from importlib import import_module
 
 _EXPORTS = {
-    "DrafterOptions": "spec", "RunSpec": "spec",
+    "DrafterOptions": "options", "RunOptions": "options",
     "RunReport": "api", "Target": "api", "encode_prompts": "api", "load_target": "api", "make_drafter": "api",
     "run": "api",
     "RunResult": "generate", "StepRecord": "generate", "generate": "generate", "speculative_step": "generate",
-    "SamplingParams": "verify",
+    "SamplingParams": "accept",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -22,7 +22,7 @@ from speedplan.runtime.drafters.ngram import NgramDrafter
 from speedplan.runtime.drafters.tree import TreeDrafter
 from speedplan.runtime.generate import RunResult, generate
 from speedplan.runtime.transformer import LlamaConfig, Transformer
-from speedplan.runtime.options import MATMULS, MECHANISMS, DrafterOptions, RunSpec
+from speedplan.runtime.options import MATMULS, MECHANISMS, DrafterOptions, RunOptions
 from speedplan.runtime.io.tokenizer import BPETokenizer
 from speedplan.runtime.io.trace import TraceMeta, write_trace
 from speedplan.runtime.accept import SamplingParams
@@ -153,7 +153,7 @@ def encode_prompts(tokenizer: BPETokenizer | None, prompts: list, chat: bool) ->
 
 @dataclass
 class RunReport:
-    spec: RunSpec
+    spec: RunOptions
     result: RunResult
     plain: RunResult | None
     model_name: str
@@ -177,7 +177,7 @@ class RunReport:
                 "identical_to_plain": (r.token_ids == self.plain.token_ids) if self.plain else None}
 
 
-def run(spec: RunSpec) -> RunReport:
+def run(spec: RunOptions) -> RunReport:
     """Plain decoding (for the speedup) and the chosen mechanism on the same prompts."""
     spec.check()
     auto = "cuda" if torch.cuda.is_available() and spec.matmul == "fp32" else "cpu"  # q4_1 is a CPU kernel

@@ -17,7 +17,7 @@ from speedplan.runtime.drafters.base import DraftRequest, Drafter, TreeDraft
 from speedplan.runtime.drafters.tree import tree_masks
 from speedplan.runtime.transformer import KVCache, Transformer
 from speedplan.runtime.accept import SamplingParams, probs_from_logits, verify_greedy, verify_sampling
-from speedplan.runtime.accept_tree import verify_tree
+from speedplan.runtime.accept import verify_tree
 
 
 @dataclass

@@ -24,7 +24,7 @@ class DrafterOptions:
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class RunOptions:
     prompts: tuple  # strings or message lists
     weights: str = "smollm2"
     mechanism: str = "ngram"

@@ -85,27 +85,6 @@ def _full_batch_mean(steps, batch: int, attr: str) -> float:
     return float(np.mean(full))
 
 
-def _find(obj, path: str):
-    """obj.a.b.c, also looking inside tree drafters' scorer; None when absent."""
-    for root in (obj, getattr(obj, "scorer", None)):
-        cur = root
-        try:
-            for part in path.split("."):
-                cur = getattr(cur, part)
-            return cur
-        except AttributeError:
-            continue
-    return None
-
-
-def _draft_vocab(drafter) -> int | None:
-    """Size of a drafter's reduced output vocabulary (EAGLE-3 style), if it has one."""
-    vocab = _find(drafter, "vocab")
-    if vocab is None:
-        vocab = _find(drafter, "model.vocab")
-    return int(len(vocab)) if vocab is not None else None
-
-
 def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", progress=None) -> tuple[pd.DataFrame, dict]:
     """Calibrate, predict, measure; returns (per-point table, summary)."""
     import torch
@@ -156,14 +135,12 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
             lookup_us = float(np.mean([s.t_draft_s for s in res.steps])) * 1e6
             mechs.append(REGISTRY["ngram"](acc, acc.source, lookup_us=0.0, lookup_us_per_seq=lookup_us))
         elif name == "draft-model":
-            layers = _find(drafter, "model.cfg.layers")
-            if layers is None:
-                raise SpeedplanInputError("cannot find the draft-model student's layer count on its drafter")
-            vocab = _draft_vocab(drafter) or target_spec.vocab
+            layers = drafter.draft_layers()
+            vocab = drafter.draft_vocab_size() or target_spec.vocab
             student = replace(target_spec, name="smollm2-student", layers=int(layers), vocab=vocab)
             mechs.append(REGISTRY["draft-model"](acc, acc.source, draft=student))
         elif name in ("eagle", "eagle-tree"):
-            vocab = _draft_vocab(drafter)
+            vocab = drafter.draft_vocab_size()
             tree = {"topk": grid.tree_topk} if REGISTRY[name].is_tree else {}
             mechs.append(REGISTRY[name](acc, acc.source, draft=head_spec(target_spec, name, vocab),
                                         draft_vocab=vocab, **tree))

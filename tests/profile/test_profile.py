@@ -17,7 +17,7 @@ from speedplan.cli.app import app
 from speedplan.cost.ops import load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.hardware import get_hardware
-from speedplan.profile.lookup import load_profile
+from speedplan.profile.load import load_profile
 from speedplan.profile.tools import derive_profile, leave_one_out, write_roofline_profile
 from speedplan.cost.roofline import attention_roofline, elementwise_roofline, gemm_roofline
 

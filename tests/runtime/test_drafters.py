@@ -16,7 +16,6 @@ from speedplan.runtime.drafters.eagle import (EAGLE_WEIGHTS, EagleDrafter, Eagle
                                               eagle_tree_drafter)
 from speedplan.runtime.drafters.tree import TreeDrafter  # noqa: E402
 from speedplan.runtime.generate import generate, prefill  # noqa: E402
-from speedplan.runtime.transformer import LlamaConfig  # noqa: E402
 from speedplan.runtime.io.weights import smollm2_gguf_path  # noqa: E402
 from tests.runtime.tiny import CFG, tiny_target  # noqa: E402
 

@@ -135,12 +135,12 @@ def test_failed_build_falls_back(monkeypatch, capsys, tmp_path):
 
 def test_bad_matmul_option_is_an_input_error():
     from speedplan.runtime.api import load_target
-    from speedplan.runtime.options import RunSpec
+    from speedplan.runtime.options import RunOptions
 
     with pytest.raises(SpeedplanInputError):
-        RunSpec(prompts=("x",), matmul="int8").check()
+        RunOptions(prompts=("x",), matmul="int8").check()
     with pytest.raises(SpeedplanInputError):
-        RunSpec(prompts=("x",), matmul="q4_1", device="cuda").check()
+        RunOptions(prompts=("x",), matmul="q4_1", device="cuda").check()
     with pytest.raises(SpeedplanInputError, match="GGUF"):
         load_target("random:smollm2-135m", matmul="q4_1")
 

@@ -82,7 +82,7 @@ def test_tiny_model_sampling_distribution(monkeypatch):
 def test_tree_sampling_matches_target():
     """Tree rule: the first emitted token (an accepted child or the residual sample) ~ p_target."""
     from speedplan.runtime.drafters.base import TreeDraft
-    from speedplan.runtime.accept_tree import verify_tree
+    from speedplan.runtime.accept import verify_tree
 
     n = 3000
     logits = torch.log(P_TARGET).expand(n, 4, -1)  # [n, 1+N, V], same distribution at every node

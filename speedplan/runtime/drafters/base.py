@@ -86,3 +86,11 @@ class Drafter:
     def tree_shape(self) -> dict | None:
         """{"topk", "depth", "nodes"} for tree drafters (written to the trace), else None."""
         return None
+
+    def draft_layers(self) -> int | None:
+        """Decoder layers of the draft network (a draft model's depth), if it has one."""
+        return None
+
+    def draft_vocab_size(self) -> int | None:
+        """Size of a reduced draft vocabulary (EAGLE-3 style), if the drafter has one."""
+        return None

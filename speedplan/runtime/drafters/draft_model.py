@@ -105,6 +105,9 @@ class DraftModelDrafter(LMDrafter):
     def __init__(self, student: StudentLM, max_len: int = 4096):
         super().__init__(student, max_len)
 
+    def draft_vocab_size(self) -> int | None:
+        return len(self.model.vocab)
+
 
 def draft_model_drafter(target: Transformer, path: str | Path = DRAFT_WEIGHTS) -> DraftModelDrafter:
     student, _ = load_student(target, path)

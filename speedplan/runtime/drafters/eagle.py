@@ -93,7 +93,7 @@ class EagleDrafter(Drafter):
     needs_hidden = True
 
     def __init__(self, target: Transformer, head: EagleHead, vocab: Tensor, grow: int = 256):
-        self.target, self.head, self.vocab, self.grow = target, head, vocab, grow
+        self.target, self.head, self.vocab, self.grow = target, head, vocab, grow  # vocab: [Vr] draft ids
         self.lm_head_rows = target.lm_head[vocab].contiguous()  # [Vr, H] draft vocabulary rows
         self.packed = {"fc": pack_weight(head.fc), "lm_head": pack_weight(self.lm_head_rows)}
         for mod in (head.block.attn, head.block.mlp):
@@ -105,6 +105,9 @@ class EagleDrafter(Drafter):
         self.tree_out: Tensor | None = None  # [b, n, H] head outputs of the tree's nodes so far
 
     # ---- state ----------------------------------------------------------------------------------
+
+    def draft_vocab_size(self) -> int:
+        return len(self.vocab)
     def start(self, prompts: list[list[int]], hidden: Tensor | None, rows: Tensor) -> None:
         """hidden [B, T, H]: target features of prompt[:-1]. Prefill: every prompt pair but
         the last goes into the head's cache now; the last (with the pending token) stays."""

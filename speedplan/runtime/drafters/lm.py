@@ -38,6 +38,9 @@ class LMDrafter(Drafter):
         self.model, self.max_len = model, max_len
         self.cache = None
 
+    def draft_layers(self) -> int:
+        return self.model.cfg.layers
+
     def start(self, prompts, hidden, rows) -> None:
         self.cache = self.model.new_cache(len(prompts), max(len(p) for p in prompts) + self.max_len)
 

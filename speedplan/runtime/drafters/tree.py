@@ -57,6 +57,12 @@ class TreeDrafter(Drafter):
     def tree_shape(self) -> dict:
         return {"topk": self.topk, "depth": self.depth, "nodes": self.nodes}
 
+    def draft_layers(self) -> int | None:
+        return self.scorer.draft_layers() if hasattr(self.scorer, "draft_layers") else None
+
+    def draft_vocab_size(self) -> int | None:
+        return self.scorer.draft_vocab_size() if hasattr(self.scorer, "draft_vocab_size") else None
+
     def start(self, prompts, hidden, rows) -> None:
         if hasattr(self.scorer, "start"):
             self.scorer.start(prompts, hidden, rows)
