@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import inspect
 from pathlib import Path
 from typing import List, Optional
 
@@ -32,18 +32,18 @@ def sweep(
     from speedplan import entry
     from speedplan.plan.acceptance import parse_acceptance_options
     from speedplan.plan.mechanisms import MECHANISMS
-    from speedplan.plan.sweep import DEFAULT_MECHANISMS, sweep as run_sweep
+    from speedplan.plan.sweep import sweep as run_sweep
     from speedplan.report.folder import write_outputs
     from speedplan.report.summary import render_summary
 
     worker = entry.claim()  # the console script's figure worker, importing matplotlib meanwhile
     try:
         result = run_sweep(
-            model=model, hardware=hardware, tp=tp, mechanisms=mechanism or DEFAULT_MECHANISMS,
+            model=model, hardware=hardware, tp=tp, mechanisms=mechanism or None,
             batches=parse_int_list(batch, "--batch"), draft_lens=parse_int_list(draft_len, "--draft-len"),
             contexts=parse_int_list(context, "--context"), tree_nodes=parse_int_list(tree_nodes, "--tree-nodes"),
             acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
-            min_tokens_per_user=min_tokens_per_user, command="speedplan " + " ".join(sys.argv[1:]),
+            min_tokens_per_user=min_tokens_per_user, command=_command(locals()),
         )
         out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}"
         write_outputs(result, out, worker)
@@ -52,3 +52,18 @@ def sweep(
             worker.cancel()  # stops and reaps it if the sweep failed; a no-op once it finished
     typer.echo(render_summary(result))
     typer.echo(f"report: {out / 'report.html'}")
+
+
+def _command(options: dict) -> str:
+    """The command line that reproduces this sweep: every option that differs from its default."""
+    import shlex
+
+    defaults = {name: p.default.default for name, p in inspect.signature(sweep).parameters.items()}
+    parts = ["speedplan", "sweep"]
+    for name, default in defaults.items():
+        value = options.get(name)
+        if value is None or value == default or name == "out":
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            parts += [f"--{name.replace('_', '-')}", shlex.quote(str(v))]
+    return " ".join(parts)

@@ -24,14 +24,13 @@ from speedplan.plan.acceptance import Acceptance
 from speedplan.cost.ops import CostModel, load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.cost.forward import forward_cost
-from speedplan.plan.mechanisms import Mechanism, parse_mechanism
+from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.specs.model import ModelSpec, get_model
 
 # Fraction of device memory usable for weights + KV (the rest: activations, CUDA graphs,
 # allocator slack); vLLM's default gpu_memory_utilization is 0.9.
 MEMORY_UTILIZATION = 0.9
-DEFAULT_MECHANISMS = ("draft-model", "eagle", "eagle-tree", "ngram")
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_DRAFT_LENS = tuple(range(0, 9))
 DEFAULT_TREE_NODES = (8, 16, 32, 64)
@@ -79,10 +78,33 @@ def _check_axis(name: str, values, low: int, high: int) -> list[int]:
     return values
 
 
+def _mechanisms(specs, target: ModelSpec, acceptance) -> tuple[list[Mechanism], dict[str, str]]:
+    """The mechanisms to sweep and, when none were named, those skipped with the reason. A
+    mechanism named explicitly that cannot run is an error (its `build` says why)."""
+    skipped: dict[str, str] = {}
+    if specs is None:
+        specs = []
+        for name, cls in REGISTRY.items():
+            reason = cls.skip_by_default(target)
+            if reason:
+                skipped[name] = reason
+            else:
+                specs.append(name)
+    mechs: list[Mechanism] = []
+    for spec in specs:
+        if isinstance(spec, Mechanism):  # built by the caller (e.g. validation's fitted drafters)
+            mechs.append(spec)
+            continue
+        name = spec.split(":")[0].strip().lower()
+        user_acc = acceptance.get(name, acceptance.get("*")) if isinstance(acceptance, dict) else acceptance
+        mechs.append(parse_mechanism(spec, target, user_acc))
+    return mechs, skipped
+
+
 def sweep(
     model: str | ModelSpec = "llama-3.1-8b",
     hardware: str | CostModel = "h100-sxm",
-    mechanisms=DEFAULT_MECHANISMS,
+    mechanisms=None,
     batches=DEFAULT_BATCHES,
     draft_lens=DEFAULT_DRAFT_LENS,
     contexts=(4096,),
@@ -95,7 +117,8 @@ def sweep(
     """Price every (mechanism, D, B, context) point and rank them.
 
     `mechanisms` are specs such as "eagle" or "draft-model:llama-3.2-1b" ("draft-model" alone
-    takes the target's usual small sibling). `acceptance` replaces the published default for
+    takes the target's usual small sibling); None sweeps every mechanism that applies to the
+    model and lists the others with the reason in `meta["skipped"]`. `acceptance` replaces the published default for
     every mechanism (one Acceptance) or per mechanism name (dict; key "*" for the rest).
 
     >>> r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 64], range(0, 5))
@@ -103,10 +126,9 @@ def sweep(
     ['eagle', 'none']
     """
     target = model if isinstance(model, ModelSpec) else get_model(model)
+    target.check_tp(tp)
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
     hw = cost.hardware
-    if not 1 <= int(tp) <= 64:
-        raise SpeedplanInputError(f"--tp must be in 1..64, got {tp}")
     batches = _check_axis("--batch", batches, 1, 65536)
     draft_lens = _check_axis("--draft-len", draft_lens, 0, 64)
     contexts = _check_axis("--context", contexts, 1, 10_000_000)
@@ -114,14 +136,7 @@ def sweep(
     if min_tokens_per_user is not None and not min_tokens_per_user > 0:
         raise SpeedplanInputError(f"--min-tokens-per-user must be > 0, got {min_tokens_per_user}")
 
-    mechs: list[Mechanism] = []
-    for spec in mechanisms:
-        if isinstance(spec, Mechanism):  # built by the caller (e.g. validation's fitted drafters)
-            mechs.append(spec)
-            continue
-        name = spec.split(":")[0].strip().lower()
-        user_acc = acceptance.get(name, acceptance.get("*")) if isinstance(acceptance, dict) else acceptance
-        mechs.append(parse_mechanism(spec, target, user_acc))
+    mechs, skipped = _mechanisms(mechanisms, target, acceptance)
     if target.dtype not in hw.peak_flops_per_s:  # e.g. a bf16 checkpoint priced on an fp32-only CPU
         target = replace(target, dtype=hw.default_dtype)
     mechs = [m if getattr(m, "draft", None) is None or m.draft.dtype in hw.peak_flops_per_s
@@ -137,7 +152,7 @@ def sweep(
     base_key = {(b, c): i for i, (b, c) in enumerate(zip(base_grid["batch"], base_grid["context"]))}
 
     weights_bytes = target.weight_bytes() / tp
-    kv_share = (1.0 / tp) if target.mla is None else 1.0  # MLA's latent is replicated under TP
+    kv_per_token = target.kv_bytes_per_token_per_rank(tp)
     capacity = hw.memory_bytes * MEMORY_UTILIZATION
 
     parts = []
@@ -164,7 +179,7 @@ def sweep(
             name, acc_src = mech.label, mech.acceptance_source
         t_step = verify.total_s + draft_s + overhead_s
         t_base = base_step[idx]
-        memory = weights_bytes + B * (L + q) * target.kv_bytes_per_token() * kv_share + extra_mem
+        memory = weights_bytes + B * (L + q) * kv_per_token + extra_mem
         fits = memory <= capacity
         share = verify.profile_share
         parts.append(pd.DataFrame({
@@ -223,6 +238,7 @@ def sweep(
         "version": __version__,
         "command": command,
         "mechanisms": [m.label for m in mechs],
+        "skipped": skipped,
         "topk": {m.label: m.topk for m in mechs if m.is_tree},
     }
     return result

@@ -153,5 +153,6 @@ def render_summary(result: "SweepResult", max_rows: int = 12) -> str:
                  for i, (mech, source) in enumerate(acceptance.items()))
     if not acceptance:
         lines.append("acceptance: not stated")
+    lines.extend(f"skipped: {name}: {reason}" for name, reason in (meta.get("skipped") or {}).items())
     lines.append(slo_line(result))
     return "\n".join(lines)

@@ -157,6 +157,24 @@ class ModelSpec:
             return self.layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b
         return self.layers * 2 * self.kv_heads * self.head_dim * b
 
+    def kv_bytes_per_token_per_rank(self, tp: int) -> float:
+        """KV-cache bytes one token occupies on one of `tp` tensor-parallel ranks. Each rank
+        holds ceil(kv_heads / tp) KV heads: with fewer KV heads than ranks, KV heads are
+        replicated (as vLLM and SGLang do). MLA's compressed latent is replicated on every rank."""
+        if self.mla:
+            return self.kv_bytes_per_token()
+        return self.kv_bytes_per_token() * -(-self.kv_heads // tp) / self.kv_heads
+
+    def check_tp(self, tp: int, option: str = "--tp") -> None:
+        """Refuse a tensor-parallel size the engines refuse: query heads must split evenly."""
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise SpeedplanInputError(f"{option} must be a positive integer, got {tp!r}")
+        if tp > self.heads:
+            raise SpeedplanInputError(f"{option} {tp}: above {self.name}'s {self.heads} query heads")
+        if self.heads % tp:
+            raise SpeedplanInputError(f"{option} {tp}: {self.name}'s {self.heads} query heads do not split "
+                                      f"evenly over {tp} GPUs")
+
     def summary(self) -> dict:
         return {
             "model": self.name,

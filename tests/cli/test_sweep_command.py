@@ -1,8 +1,15 @@
-"""The planner CLI as a user runs it: outputs, exit codes, one-line errors, no partial folders."""
+"""The planner CLI: argument handling in-process (Typer's CliRunner), and the contract a user
+meets by subprocess (exit code 2, one line, no traceback, no partial folder)."""
 
 import json
 
 import pytest
+from typer.testing import CliRunner
+
+from speedplan.cli.app import app
+from speedplan.errors import SpeedplanInputError
+
+runner = CliRunner()
 
 
 def _one_line_error(proc, word):
@@ -12,15 +19,15 @@ def _one_line_error(proc, word):
     assert "Traceback" not in proc.stderr and word.lower() in lines[0].lower()
 
 
-def test_sweep_default_writes_the_report_folder(cli, tmp_path):
+def test_sweep_default_writes_the_report_folder(tmp_path):
     out = tmp_path / "rep"
-    proc = cli("sweep", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    proc = runner.invoke(app, ["sweep", "--out", str(out)])
+    assert proc.exit_code == 0, proc.output
     for name in ("report.html", "pareto.png", "sweep.csv", "pareto.csv", "recommendations.json"):
         assert (out / name).exists(), name
     recs = json.loads((out / "recommendations.json").read_text())
     assert recs and {"batch", "mechanism", "draft_len", "speedup"} <= set(recs[0])
-    assert "roofline" in proc.stdout  # the summary says where latencies came from
+    assert "latency:" in proc.stdout  # the summary says where latencies came from
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rep")]  # no temp folder left
 
 
@@ -34,8 +41,20 @@ def test_sweep_default_writes_the_report_folder(cli, tmp_path):
     (["--acceptance", "alpha=2"], "acceptance"),
     (["--mechanism", "warp"], "unknown mechanism"),
     (["--tp", "0"], "--tp"),
+    (["--tp", "3"], "do not split evenly"),
+    (["--tp", "64"], "above"),
     (["--context", "-5"], "--context"),
 ])
+def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, word):
+    out = tmp_path / "rep"
+    proc = runner.invoke(app, ["sweep", "--out", str(out), *args])
+    assert isinstance(proc.exception, SpeedplanInputError), proc.output
+    assert word.lower() in str(proc.exception).lower() and "\n" not in str(proc.exception)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, word", [(["--tp", "3"], "query heads"), (["--batch", "1-x"], "--batch"),
+                                        (["--tp", "abc"], "--tp")])
 def test_bad_input_exits_2_with_one_line_and_no_report(cli, tmp_path, args, word):
     out = tmp_path / "rep"
     proc = cli("sweep", "--out", str(out), *args)

@@ -73,6 +73,11 @@ class Mechanism:
         return None
 
     @classmethod
+    def skip_by_default(cls, target: ModelSpec) -> str | None:
+        """Why a sweep that names no mechanisms leaves this one out (None: it is swept)."""
+        return cls.cannot_run(target)
+
+    @classmethod
     def build(cls, arg: str, target: ModelSpec, acceptance: Acceptance | None) -> "Mechanism":
         """From the part of the spec after the colon (`topk=8`, a draft model name, or "")."""
         if arg:

@@ -47,6 +47,11 @@ class Medusa(Mechanism):
         return np.zeros_like(batch) + (h * h + v * h) * target.dtype_bytes * MAX_HEADS
 
     @classmethod
+    def skip_by_default(cls, target):
+        return ("no serving engine runs Medusa at the versions speedplan emits for (docs/serving.md); "
+                "name it (--mechanism medusa) to price it anyway")
+
+    @classmethod
     def build(cls, arg, target, acceptance):
         options = parse_options(f"{cls.name}:{arg}", arg, ("topk",))
         return cls(*cls.resolve_acceptance(acceptance), **options)
