@@ -38,7 +38,7 @@ def best_per_batch(frame: pd.DataFrame, tolerance: float = TIE_TOLERANCE) -> pd.
         return f.reset_index(drop=True)
     top = f.groupby(["batch", "context"])["tokens_per_s_per_gpu"].transform("max")
     near = f[f["tokens_per_s_per_gpu"] >= (1.0 - tolerance) * top]
-    near = near.sort_values(["batch", "context", "nodes", "tokens_per_s_per_gpu"], ascending=[True, True, True, False])
+    near = near.sort_values(["batch", "context", "verify_tokens", "tokens_per_s_per_gpu"], ascending=[True, True, True, False])
     return near.drop_duplicates(["batch", "context"]).reset_index(drop=True)
 
 
@@ -51,22 +51,22 @@ def best_draft_len(frame: pd.DataFrame, mechanism: str, context: int | None = No
     B·(1+D) happens to land on a GEMM tile boundary, or at long context where the KV cache
     makes verification relatively cheaper; it is kept as `pointwise_draft_len` with its
     speedup, and `speedup` is what the schedule delivers.
-    Columns: batch, context, draft_len, nodes, speedup, pointwise_draft_len, pointwise_speedup.
+    Columns: batch, context, draft_len, verify_tokens, speedup, pointwise_draft_len, pointwise_speedup.
     """
     rows = frame[frame["feasible"] & frame["mechanism"].isin([mechanism, "none"])]
     if context is None:
         context = int(rows["context"].min()) if not rows.empty else 0
     rows = rows[rows["context"] == context]
     if rows.empty:
-        return pd.DataFrame(columns=["batch", "context", "draft_len", "nodes", "speedup",
+        return pd.DataFrame(columns=["batch", "context", "draft_len", "verify_tokens", "speedup",
                                      "pointwise_draft_len", "pointwise_speedup"])
-    # best nodes per (batch, D) for trees; one row per (batch, D) for chains
+    # best tree size per (batch, D) for trees; one row per (batch, D) for chains
     per_d = rows.sort_values("speedup", ascending=False).drop_duplicates(["batch", "draft_len"])
     table = per_d.pivot(index="batch", columns="draft_len", values="speedup")
     batches = table.index.to_numpy()
     ds = table.columns.to_numpy()
     value = table.to_numpy()
-    nodes = per_d.pivot(index="batch", columns="draft_len", values="nodes").reindex(
+    verify_tokens = per_d.pivot(index="batch", columns="draft_len", values="verify_tokens").reindex(
         index=table.index, columns=table.columns).to_numpy()
     # relative speedup per batch; within TIE_TOLERANCE of that batch's best counts as best, so
     # ties go to the smaller D (argmax takes the first, and D ascends), as in best_per_batch
@@ -95,7 +95,7 @@ def best_draft_len(frame: pd.DataFrame, mechanism: str, context: int | None = No
         k = int(np.nanargmax(value[i]))
         out.append({
             "batch": int(b), "context": int(context), "draft_len": int(d),
-            "nodes": int(nodes[i][j]), "speedup": float(value[i][j]),
+            "verify_tokens": int(verify_tokens[i][j]), "speedup": float(value[i][j]),
             "pointwise_draft_len": int(ds[k]), "pointwise_speedup": float(value[i][k]),
         })
     return pd.DataFrame(out)
@@ -108,7 +108,7 @@ def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | Non
     if ok.empty:
         return None
     near = ok[ok["tokens_per_s_per_gpu"] >= (1.0 - TIE_TOLERANCE) * ok["tokens_per_s_per_gpu"].max()]
-    return near.sort_values(["nodes", "tokens_per_s_per_gpu"], ascending=[True, False]).iloc[0]  # ties as in best_per_batch
+    return near.sort_values(["verify_tokens", "tokens_per_s_per_gpu"], ascending=[True, False]).iloc[0]  # ties as in best_per_batch
 
 
 def recommendations(result) -> list[dict]:
@@ -122,12 +122,12 @@ def recommendations(result) -> list[dict]:
             "context": int(r.context),
             "mechanism": r.mechanism,
             "draft_len": int(r.draft_len),
-            "nodes": int(r.nodes),
+            "verify_tokens": int(r.verify_tokens),
             "acceptance_length": round(float(r.acceptance_length), 4),
             "speedup": round(float(r.speedup), 4),
             "tokens_per_s_per_user": round(float(r.tokens_per_s_per_user), 3),
             "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
-            "t_step_s": float(r.t_step),
+            "t_step_s": float(r.t_step_s),
             "cost_source": r.cost_source,
             "acceptance_source": r.acceptance_source,
         })
@@ -165,7 +165,7 @@ def serving_plan(result):
     if name in ("eagle-tree", "medusa"):
         rows = result.frame[(result.frame["mechanism"] == label) & (result.frame["draft_len"] == draft_len)]
         row = rows.loc[rows["speedup"].idxmax()]
-        tree = {"topk": int(result.meta.get("topk", {}).get(label, 8)), "depth": draft_len, "nodes": int(row["nodes"]) - 1}
+        tree = {"topk": int(result.meta.get("topk", {}).get(label, 8)), "depth": draft_len, "nodes": int(row["verify_tokens"]) - 1}
     return ServingPlan(
         model=result.meta["model"]["model"],
         mechanism=name,

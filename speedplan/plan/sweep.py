@@ -46,7 +46,8 @@ class SweepResult:
 
 
 def _grid(mech: Mechanism | None, batches, draft_lens, contexts, tree_nodes) -> dict[str, np.ndarray]:
-    """The (draft_len, nodes, batch, context) points one mechanism contributes."""
+    """The (draft_len, tree size, batch, context) points one mechanism contributes; "nodes" is a
+    tree's N draft nodes (D + 1 for a chain, where it is unused)."""
     if mech is None:
         d = np.array([0])
         n = np.array([1])
@@ -187,22 +188,22 @@ def sweep(
             "hardware": hw.name,
             "mechanism": name,
             "draft_len": D,
-            "nodes": q.astype(int),
+            "verify_tokens": q.astype(int),
             "batch": B,
             "context": L,
             "tp": tp,
             "acceptance_length": al,
             "acceptance_source": acc_src,
-            "t_base": t_base,
-            "t_verify": verify.total_s,
-            "t_draft": draft_s,
-            "t_overhead": overhead_s,
-            "t_step": t_step,
-            "t_gemm": verify.gemm_s,
-            "t_attention": verify.attention_s,
-            "t_tree_mask": verify.tree_mask_s,
-            "t_comm": verify.comm_s,
-            "t_elementwise": verify.elementwise_s,
+            "t_plain_s": t_base,
+            "t_verify_s": verify.total_s,
+            "t_draft_s": draft_s,
+            "t_overhead_s": overhead_s,
+            "t_step_s": t_step,
+            "t_gemm_s": verify.gemm_s,
+            "t_attention_s": verify.attention_s,
+            "t_tree_mask_s": verify.tree_mask_s,
+            "t_comm_s": verify.comm_s,
+            "t_elementwise_s": verify.elementwise_s,
             "tokens_per_s_per_user": al / t_step,
             "tokens_per_s_per_gpu": B * al / (t_step * tp),
             "speedup": al * t_base / t_step,
@@ -210,13 +211,12 @@ def sweep(
             "fits_memory": fits,
             "feasible": fits,
             "bound": np.where(verify.gemm_compute_bound_s > 0.5 * verify.gemm_s, "compute", "memory"),
-            "gemm_intensity": verify.gemm_flops / verify.gemm_bytes,
+            "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
             "gemm_flops_per_s": verify.gemm_flops / verify.gemm_s,
             "cost_source": np.where(share >= 0.999, "profile", np.where(share <= 0.001, "roofline", "mixed")),
         }))
     frame = pd.concat(parts, ignore_index=True)
-    # "nodes" counts tokens verified per sequence (1 + D for a chain, N + 1 for a tree)
-    frame["nodes"] = frame["nodes"].astype(int)
+    frame["verify_tokens"] = frame["verify_tokens"].astype(int)  # 1 + D for a chain, N + 1 for a tree
 
     result = SweepResult(frame, pareto(frame), best_per_batch(frame), None)
     if min_tokens_per_user is not None:

@@ -67,7 +67,7 @@ def _best_d(result: "SweepResult", context: int) -> dict:
 def _breakdown(result: "SweepResult", context: int) -> dict:
     pick = result.best[result.best["context"] == context].sort_values("batch")
     components = {label: sum(pick[c].to_numpy(dtype=float) for c in columns) for label, columns, _ in BREAKDOWN}
-    return dict(pick=_cols(pick, "batch", "mechanism", "draft_len", "t_base"), components=components)
+    return dict(pick=_cols(pick, "batch", "mechanism", "draft_len", "t_plain_s"), components=components)
 
 
 def _roofline(result: "SweepResult", context: int) -> dict:
@@ -76,8 +76,8 @@ def _roofline(result: "SweepResult", context: int) -> dict:
     bandwidth = float(meta.get("bytes_per_s") or 0)
     plain = frame[(frame["context"] == context) & (frame["mechanism"] == "none") & frame["feasible"]]
     pick = result.best[result.best["context"] == context]
-    return dict(plain=_cols(plain, "gemm_intensity", "gemm_flops_per_s", "batch"),
-                pick=_cols(pick, "gemm_intensity", "gemm_flops_per_s", "mechanism", "batch", "nodes"),
+    return dict(plain=_cols(plain, "gemm_flops_per_byte", "gemm_flops_per_s", "batch"),
+                pick=_cols(pick, "gemm_flops_per_byte", "gemm_flops_per_s", "mechanism", "batch", "verify_tokens"),
                 peak=peak, bandwidth=bandwidth,
                 ridge=float(meta.get("ridge_flops_per_byte") or (peak / bandwidth if bandwidth else 0)))
 

@@ -35,12 +35,12 @@ MECHANISM_COLORS = {
 
 # Stacked step-time components: (label, frame columns summed, colour).
 BREAKDOWN = (
-    ("GEMM", ("t_gemm",), "#1f77b4"),
-    ("attention (+tree mask)", ("t_attention", "t_tree_mask"), "#ff7f0e"),
-    ("communication", ("t_comm",), "#9467bd"),
-    ("elementwise", ("t_elementwise",), "#8c564b"),
-    ("drafting", ("t_draft",), "#2ca02c"),
-    ("overhead", ("t_overhead",), "#7f7f7f"),
+    ("GEMM", ("t_gemm_s",), "#1f77b4"),
+    ("attention (+tree mask)", ("t_attention_s", "t_tree_mask_s"), "#ff7f0e"),
+    ("communication", ("t_comm_s",), "#9467bd"),
+    ("elementwise", ("t_elementwise_s",), "#8c564b"),
+    ("drafting", ("t_draft_s",), "#2ca02c"),
+    ("overhead", ("t_overhead_s",), "#7f7f7f"),
 )
 
 FIGURES = {
@@ -223,7 +223,7 @@ def best_d_figure(schedules: dict, pick: dict, batches: list, top: int, path: Pa
 def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, title: str) -> Path:
     """Stacked step time (ms) of the picked configuration at each batch size.
 
-    pick: batch, mechanism, draft_len, t_base (seconds) sorted by batch; components: label of
+    pick: batch, mechanism, draft_len, t_plain_s (seconds) sorted by batch; components: label of
     `BREAKDOWN` -> seconds per pick."""
     from matplotlib.collections import PolyCollection
 
@@ -243,10 +243,10 @@ def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, tit
         ax.add_collection(PolyCollection(boxes, facecolors=col, edgecolors="none"), autolim=False)
         entries.append(("■", col, label))
         base = top
-    t_base_ms = np.asarray(pick["t_base"], dtype=float) * 1e3
-    ax.scatter(x, t_base_ms, marker="_", s=300, color="black", linewidths=1.5, zorder=3)
+    t_plain_ms = np.asarray(pick["t_plain_s"], dtype=float) * 1e3
+    ax.scatter(x, t_plain_ms, marker="_", s=300, color="black", linewidths=1.5, zorder=3)
     entries.append(("—", "black", "plain decoding step"))
-    y_max = 1.08 * max(base.max(), t_base_ms.max())
+    y_max = 1.08 * max(base.max(), t_plain_ms.max())
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, y_max)
     labels = [f"B={b}\n{m}\nD={d}" for b, m, d in rows_of(pick, "batch", "mechanism", "draft_len")]
@@ -262,12 +262,12 @@ def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridg
                     caption: str, title: str) -> Path:
     """Verify-step linear layers on the roofline: achieved FLOP/s against FLOP per byte.
 
-    plain: gemm_intensity (FLOP/byte), gemm_flops_per_s, batch of feasible plain decoding;
-    pick: the same plus mechanism and nodes for the picked configurations; peak (FLOP/s),
+    plain: gemm_flops_per_byte, gemm_flops_per_s, batch of feasible plain decoding;
+    pick: the same plus mechanism and verify_tokens for the picked configurations; peak (FLOP/s),
     bandwidth (bytes/s) and ridge (FLOP/byte) of the hardware."""
     fig, ax, _ = figure_with_axes(7.5, 5.0, caption)
     set_title(ax, title)
-    xs = np.concatenate([np.asarray(plain["gemm_intensity"], float), np.asarray(pick["gemm_intensity"], float)])
+    xs = np.concatenate([np.asarray(plain["gemm_flops_per_byte"], float), np.asarray(pick["gemm_flops_per_byte"], float)])
     ys = np.concatenate([np.asarray(plain["gemm_flops_per_s"], float), np.asarray(pick["gemm_flops_per_s"], float)])
     has_plain, has_pick = len(plain["batch"]) > 0, len(pick["batch"]) > 0
     entries = []
@@ -281,19 +281,19 @@ def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridg
         xs, ys = np.concatenate([xs, roof_x]), np.concatenate([ys, roof_y])
         entries.append(("—", "black", "achievable roof"))
     if has_plain:
-        ax.scatter(plain["gemm_intensity"], plain["gemm_flops_per_s"], s=22, marker="o", color="#888888", zorder=3)
-        for x, y, b in rows_of(plain, "gemm_intensity", "gemm_flops_per_s", "batch"):
+        ax.scatter(plain["gemm_flops_per_byte"], plain["gemm_flops_per_s"], s=22, marker="o", color="#888888", zorder=3)
+        for x, y, b in rows_of(plain, "gemm_flops_per_byte", "gemm_flops_per_s", "batch"):
             ax.annotate(str(b), (x, y), xytext=(4, -9),
                         textcoords="offset points", fontsize=6.5, color="#555555")
         entries.append(("●", "#888888", "plain decoding (D=0),\n   label: B"))
     if has_pick:
-        ax.scatter(pick["gemm_intensity"], pick["gemm_flops_per_s"], s=34, marker="D", zorder=4,
+        ax.scatter(pick["gemm_flops_per_byte"], pick["gemm_flops_per_s"], s=34, marker="D", zorder=4,
                    color=[color(m) for m in pick["mechanism"]], edgecolors="black", linewidths=0.6)
-        for x, y, b, n in rows_of(pick, "gemm_intensity", "gemm_flops_per_s", "batch", "nodes"):
+        for x, y, b, n in rows_of(pick, "gemm_flops_per_byte", "gemm_flops_per_s", "batch", "verify_tokens"):
             ax.annotate(str(b * n), (x, y), xytext=(-4, 4),
                         textcoords="offset points", fontsize=6.5, ha="right")
         entries.append(("◆", "#333333", "picked config (colour:\n   mechanism), label: tokens\n"
-                                        "   verified B·(1+D), tree B·nodes"))
+                                        "   verified B·(1+D), tree B·(N+1)"))
     if not (has_plain or has_pick):
         empty_note(ax, y=0.25)
     log_axes(ax, xs, ys)

@@ -107,9 +107,9 @@ def _html_table(rows: list[dict], left: set[str]) -> str:
 
 def _recommendation_rows(best: pd.DataFrame) -> list[dict]:
     rows = table_rows(best)
-    extra = tuples(best.sort_values(["context", "batch"]), ["nodes", "t_step", "bound", "cost_source"])
-    for row, (nodes, t_step, bound, source) in zip(rows, extra):
-        row["nodes"] = str(int(nodes))
+    extra = tuples(best.sort_values(["context", "batch"]), ["verify_tokens", "t_step_s", "bound", "cost_source"])
+    for row, (verify_tokens, t_step, bound, source) in zip(rows, extra):
+        row["verified/seq"] = str(int(verify_tokens))
         row["step (ms)"] = f"{t_step * 1e3:.2f}"
         row["verify GEMMs"] = f"{bound}-bound"
         row["latency from"] = str(source)

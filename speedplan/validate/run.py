@@ -154,7 +154,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     pred = sweep(target_spec, cost, mechs, grid.batches, grid.draft_lens, [context], tree_nodes=nodes).frame
     is_tree = pred["mechanism"].isin(["eagle-tree", "medusa"])
     wanted_nodes = pred["draft_len"].map(lambda d: grid.tree_nodes(max(int(d), 1)) + 1)
-    pred = pred[~is_tree | (pred["nodes"] == wanted_nodes)]
+    pred = pred[~is_tree | (pred["verify_tokens"] == wanted_nodes)]
 
     # ---- 4. measure ----------------------------------------------------------------
     rows = []
@@ -172,11 +172,11 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         p = pred[(pred.mechanism == label) & (pred.batch == batch) & (pred.draft_len == d)].iloc[0]
         al = res.acceptance_length
         rows.append({
-            "mechanism": label, "batch": batch, "draft_len": d, "nodes": int(p.nodes), "context": context,
-            "pred_t_step": float(p.t_step), "meas_t_step": t_step,
-            "pred_t_verify": float(p.t_verify), "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s"),
-            "pred_t_draft": float(p.t_draft), "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s"),
-            "pred_t_overhead": float(p.t_overhead),
+            "mechanism": label, "batch": batch, "draft_len": d, "verify_tokens": int(p.verify_tokens), "context": context,
+            "pred_t_step": float(p.t_step_s), "meas_t_step": t_step,
+            "pred_t_verify": float(p.t_verify_s), "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s"),
+            "pred_t_draft": float(p.t_draft_s), "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s"),
+            "pred_t_overhead": float(p.t_overhead_s),
             "meas_t_overhead": _full_batch_mean(res.steps, batch, "t_overhead_s") + _full_batch_mean(res.steps, batch, "t_accept_s"),
             "pred_acceptance_length": float(p.acceptance_length), "meas_acceptance_length": al,
             "pred_speedup": float(p.speedup), "meas_speedup": al * base_meas[batch] / t_step,

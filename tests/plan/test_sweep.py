@@ -10,8 +10,8 @@ from speedplan.specs.model import get_model
 from speedplan.plan.pick import best_draft_len, pareto, recommendations, slo_pick
 from speedplan.plan.sweep import sweep
 
-COLUMNS = ["mechanism", "draft_len", "batch", "context", "acceptance_length", "t_base", "t_verify", "t_draft",
-           "t_step", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "speedup", "fits_memory", "bound"]
+COLUMNS = ["mechanism", "draft_len", "batch", "context", "acceptance_length", "t_plain_s", "t_verify_s", "t_draft_s",
+           "t_step_s", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "speedup", "fits_memory", "bound"]
 
 
 class FreeVerification:
@@ -59,12 +59,12 @@ def test_frame_has_the_contract_columns_and_keeps_infeasible_rows():
 
 def test_speedup_is_al_times_base_over_step():
     f = sweep(mechanisms=["eagle", "ngram"], batches=[1, 32], draft_lens=range(0, 6)).frame
-    assert np.allclose(f.speedup, f.acceptance_length * f.t_base / f.t_step)
-    assert np.allclose(f.t_step, f.t_verify + f.t_draft + f.t_overhead)
+    assert np.allclose(f.speedup, f.acceptance_length * f.t_plain_s / f.t_step_s)
+    assert np.allclose(f.t_step_s, f.t_verify_s + f.t_draft_s + f.t_overhead_s)
     assert np.allclose(f.tokens_per_s_per_gpu, f.batch * f.tokens_per_s_per_user / f.tp)
     assert np.allclose(f[f.mechanism == "none"].speedup, 1.0)
-    verify_parts = f.t_gemm + f.t_attention + f.t_tree_mask + f.t_comm + f.t_elementwise
-    assert np.allclose(verify_parts, f.t_verify)
+    verify_parts = f.t_gemm_s + f.t_attention_s + f.t_tree_mask_s + f.t_comm_s + f.t_elementwise_s
+    assert np.allclose(verify_parts, f.t_verify_s)
 
 
 def test_pareto_is_non_dominated_and_complete():
