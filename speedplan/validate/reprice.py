@@ -21,19 +21,19 @@ import pandas as pd
 
 from speedplan.cost.ops import CostModel, load_cost_model
 from speedplan.errors import SpeedplanInputError
+from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.cost.forward import forward_cost
 from speedplan.specs.model import get_model
 from speedplan.validate.run import TARGET_PRESET
 
-TREE_MECHANISMS = ("eagle-tree", "medusa")
-NEEDED = ("mechanism", "batch", "nodes", "context", "pred_t_verify", "meas_t_verify")
+NEEDED = ("mechanism", "batch", "verify_tokens", "context", "pred_t_verify", "meas_t_verify")
 
 
 def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     """validation.csv and summary.json of a `speedplan validate` output folder."""
     folder = Path(folder)
     try:
-        table = pd.read_csv(folder / "validation.csv")
+        table = pd.read_csv(folder / "validation.csv").rename(columns={"nodes": "verify_tokens"})  # older runs
         summary = json.loads((folder / "summary.json").read_text())
     except (OSError, ValueError) as exc:
         raise SpeedplanInputError(f"{folder}: not a validation folder ({exc})") from None
@@ -63,7 +63,7 @@ def _priced_verify_s(cost: CostModel, table: pd.DataFrame) -> np.ndarray:
     for is_tree in (False, True):
         rows = tree == is_tree
         if rows.any():
-            out[rows] = forward_cost(cost, target, table["batch"].to_numpy()[rows], table["nodes"].to_numpy()[rows],
+            out[rows] = forward_cost(cost, target, table["batch"].to_numpy()[rows], table["verify_tokens"].to_numpy()[rows],
                                      table["context"].to_numpy()[rows], mask="tree" if is_tree else "causal").total_s
     return out
 
@@ -75,7 +75,7 @@ def reprice_verify(table: pd.DataFrame, summary: dict, hardware: str | Path,
     time; for older runs, `ran_with` (the profile they priced with, as it was then) gives it
     back from the stored overhead, exactly while that overhead was positive."""
     layers = get_model(TARGET_PRESET).layers
-    cal = pd.DataFrame({"mechanism": ["none"], "batch": [1], "nodes": [1],
+    cal = pd.DataFrame({"mechanism": ["none"], "batch": [1], "verify_tokens": [1],
                         "context": [summary.get("calibration_context", summary["context"])]})
     if "calibration_verify_s" in summary:
         verify_cal = float(summary["calibration_verify_s"])

@@ -32,7 +32,7 @@ def validation_folder(folder: Path, summary_extra: dict | None = None) -> Path:
     """A validation folder: the calibration point itself plus chain and tree verify steps."""
     folder.mkdir(parents=True)
     rows = [("none", 1, 1, CAL_CONTEXT), ("eagle", 16, 8, 200.0), ("ngram", 4, 3, 190.0), ("eagle-tree", 2, 9, 170.0)]
-    pd.DataFrame([{"mechanism": m, "batch": b, "nodes": n, "context": c, "pred_t_verify": 0.1, "meas_t_verify": 0.1}
+    pd.DataFrame([{"mechanism": m, "batch": b, "verify_tokens": n, "context": c, "pred_t_verify": 0.1, "meas_t_verify": 0.1}
                   for m, b, n, c in rows]).to_csv(folder / "validation.csv", index=False)
     summary = {"hardware": str(SHIPPED), "context": 195, "layer_overhead_us_measured": 100.0,
                "calibration_verify_s": CAL_VERIFY_S, "calibration_context": CAL_CONTEXT, **(summary_extra or {})}
@@ -84,9 +84,9 @@ def test_cli_reprice_prints_both_and_refuses_bad_folders(cli, tmp_path):
     assert missing.returncode == 2 and "not a validation folder" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
     bad = validation_folder(tmp_path / "bad")
-    pd.read_csv(bad / "validation.csv").drop(columns="nodes").to_csv(bad / "validation.csv", index=False)
+    pd.read_csv(bad / "validation.csv").drop(columns="verify_tokens").to_csv(bad / "validation.csv", index=False)
     proc = cli("validate", "--reprice", str(bad))
-    assert proc.returncode == 2 and "'nodes'" in proc.stderr
+    assert proc.returncode == 2 and "'verify_tokens'" in proc.stderr
     odd = validation_folder(tmp_path / "odd")
     table = pd.read_csv(odd / "validation.csv").astype({"batch": str})
     table.loc[1, "batch"] = "many"
