@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from speedplan.cli import catalog, predict, profile, run as run_cmd, sweep, validate
+from speedplan.cli import calibrate, catalog, predict, profile, run as run_cmd, sweep, validate
 from speedplan.errors import SpeedplanInputError
 
 app = typer.Typer(
@@ -21,9 +21,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.command("sweep")(sweep.sweep)
+app.command("calibrate")(calibrate.calibrate)
 app.add_typer(predict.app, name="predict")
 app.command("models")(catalog.models)
 app.command("hardware")(catalog.hardware)
+app.command("engines")(catalog.engines)
 app.command("bench")(profile.bench)
 app.add_typer(profile.app, name="profile")
 app.command("run")(run_cmd.run)

@@ -24,6 +24,19 @@ def hardware() -> None:
     typer.echo(table(rows))
 
 
+def engines() -> None:
+    """List engine profiles: the engine and version each describes, and how its terms were set: speedplan engines"""
+    from speedplan.engine.profile import get_engine, preset_names
+
+    rows = []
+    for name in preset_names():
+        e = get_engine(name)
+        fitted = sum(t.source.startswith("fitted") for t in e.terms.values())
+        rows.append({"engine": e.name, "describes": f"{e.engine} {e.version}"[:70],
+                     "terms fitted": f"{fitted} of {len(e.terms)}"})
+    typer.echo(table(rows))
+
+
 def table(rows: list[dict]) -> str:
     """Rows of equal keys as a plain-text table, columns left-aligned."""
     if not rows:

@@ -15,6 +15,7 @@ def sweep(
     model: str = typer.Option("llama-3.1-8b", help="Model preset or path to a Hugging Face config.json (or its folder)."),
     hardware: str = typer.Option("h100-sxm", help="Hardware preset or a profile folder (profiles/NAME)."),
     tp: int = typer.Option(1, help="Tensor-parallel size (GPUs per replica)."),
+    engine: str = typer.Option("vllm", help="Engine profile that prices the steps: vllm, sglang, trtllm, speedplan-runtime, or a JSON file from speedplan calibrate."),
     mechanism: Optional[List[str]] = typer.Option(None, help="Repeatable: ngram, draft-model[:MODEL], eagle[:vocab=N], eagle-tree[:topk=K], mtp, medusa. Default: every mechanism that applies to the model."),
     batch: str = typer.Option("1,2,4,8,16,32,64,128,256", help="Batch sizes: 1-256 or 1,2,4."),
     draft_len: str = typer.Option("0-8", help="Draft lengths D (tree depth for trees): 0-8."),
@@ -43,9 +44,9 @@ def sweep(
             batches=parse_int_list(batch, "--batch"), draft_lens=parse_int_list(draft_len, "--draft-len"),
             contexts=parse_int_list(context, "--context"), tree_nodes=parse_int_list(tree_nodes, "--tree-nodes"),
             acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
-            min_tokens_per_user=min_tokens_per_user, command=_command(locals()),
+            min_tokens_per_user=min_tokens_per_user, command=_command(locals()), engine=engine,
         )
-        out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}"
+        out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}-{result.meta['engine']}"
         write_outputs(result, out, worker)
     finally:
         if worker is not None:

@@ -36,24 +36,24 @@ def linear_shapes(model: ModelSpec, tp: int = 1) -> list[LinearShape]:
     layers split N, row-parallel layers split K), including the lm_head."""
     h = model.hidden
     shapes: list[LinearShape] = []
-    L = model.layers
+    n_layers = model.layers
     if model.mla:
         m = model.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         if m.q_lora_rank:
-            shapes.append(LinearShape("q_a", m.q_lora_rank, h, L))
-            shapes.append(LinearShape("q_b", _split(model.heads * qk, tp), m.q_lora_rank, L))
+            shapes.append(LinearShape("q_a", m.q_lora_rank, h, n_layers))
+            shapes.append(LinearShape("q_b", _split(model.heads * qk, tp), m.q_lora_rank, n_layers))
         else:
-            shapes.append(LinearShape("q", _split(model.heads * qk, tp), h, L))
-        shapes.append(LinearShape("kv_a", m.kv_lora_rank + m.qk_rope_head_dim, h, L))
+            shapes.append(LinearShape("q", _split(model.heads * qk, tp), h, n_layers))
+        shapes.append(LinearShape("kv_a", m.kv_lora_rank + m.qk_rope_head_dim, h, n_layers))
         # Absorbed decode: W_UK and W_UV act per head on the latent; same bytes and FLOPs as
         # the kv_b up-projection, priced as one GEMM of that shape.
-        shapes.append(LinearShape("kv_b", _split(model.heads * (m.qk_nope_head_dim + m.v_head_dim), tp), m.kv_lora_rank, L))
-        shapes.append(LinearShape("o", h, _split(model.heads * m.v_head_dim, tp), L))
+        shapes.append(LinearShape("kv_b", _split(model.heads * (m.qk_nope_head_dim + m.v_head_dim), tp), m.kv_lora_rank, n_layers))
+        shapes.append(LinearShape("o", h, _split(model.heads * m.v_head_dim, tp), n_layers))
     else:
         qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
-        shapes.append(LinearShape("qkv", _split(qkv, tp), h, L))
-        shapes.append(LinearShape("o", h, _split(model.heads * model.head_dim, tp), L))
+        shapes.append(LinearShape("qkv", _split(qkv, tp), h, n_layers))
+        shapes.append(LinearShape("o", h, _split(model.heads * model.head_dim, tp), n_layers))
     if model.dense_layers:
         inter = model.dense_intermediate
         shapes.append(LinearShape("gate_up", _split(2 * inter, tp), h, model.dense_layers))
@@ -90,8 +90,8 @@ def attention_shape(model: ModelSpec, tp: int = 1) -> tuple[int, int, int]:
 class ForwardCost:
     """Time of one forward pass, split by kind (seconds, arrays over the grid).
 
-    `total_s` = gemm_s + attention_s + tree_mask_s + comm_s + elementwise_s (which also holds
-    the hardware's per-layer host overhead, zero for graph-replaying engines). `gemm_flops` and
+    `total_s` = gemm_s + attention_s + tree_mask_s + comm_s + elementwise_s: kernel time only
+    (what an engine adds on top is `speedplan.engine.step`'s). `gemm_flops` and
     `gemm_bytes` are those of the linear layers (for the roofline chart); `profile_share` is
     the fraction of op time answered from a measured profile (0 = all roofline)."""
 
@@ -224,7 +224,6 @@ def forward_cost(
         elementwise_us += n_layers * op.latency_us
         profile_us += n_layers * op.latency_us * op.from_profile
 
-    elementwise_us += n_layers * cost.hardware.layer_overhead_us  # host overhead, eager runtimes only
     comm_us = 2 * n_layers * cost.allreduce(tokens * h * b, tp)
 
     total_us = gemm_us + attention_us + tree_us + elementwise_us + comm_us

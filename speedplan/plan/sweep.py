@@ -3,9 +3,10 @@ Pareto frontier, the best configuration per batch size and the pick under a late
 
 Speculation is part of the step, never a multiplier on a finished table:
 
-    t_step = t_verify(B·(1+D) tokens, or B·(N+1) for a tree) + t_draft(B, D) + t_overhead
+    t_step = engine step (speedplan.engine.step) of: t_verify(B·(1+D) tokens, or B·(N+1) for a
+             tree) + t_draft(B, D) + sampling + un-captured launches + exposed host work
     tokens/s/user = AL / t_step     tokens/s/GPU = B·AL / (t_step · gpus)
-    speedup = AL · t_base / t_step, with t_base the plain decoding step (forward + overhead)
+    speedup = AL · t_plain / t_step, with t_plain the plain decoding step of the same engine
 
 Times are seconds, throughputs tokens per second.
 """
@@ -23,7 +24,9 @@ from speedplan import __version__
 from speedplan.plan.acceptance import Acceptance
 from speedplan.cost.ops import CostModel, load_cost_model
 from speedplan.errors import SpeedplanInputError
-from speedplan.cost.forward import forward_cost
+from speedplan.cost.forward import ForwardCost, forward_cost
+from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
+from speedplan.engine.step import plain_step, speculative_step
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.specs.model import ModelSpec, get_model
@@ -79,6 +82,55 @@ def _check_axis(name: str, values, low: int, high: int) -> list[int]:
     return values
 
 
+FRAME_COLUMNS = [
+    "model", "hardware", "engine", "mechanism", "draft_len", "verify_tokens", "batch", "context", "tp",
+    "acceptance_length", "acceptance_source",
+    "t_plain_s", "t_step_s", "t_verify_s", "t_draft_s", "t_sample_s", "t_launch_s", "t_host_s", "t_host_exposed_s",
+    "t_gemm_s", "t_attention_s", "t_tree_mask_s", "t_comm_s", "t_elementwise_s",
+    "tokens_per_s_per_user", "tokens_per_s_per_gpu", "speedup", "memory_bytes", "fits_memory", "feasible",
+    "bound", "gemm_flops_per_byte", "gemm_flops_per_s", "cost_source",
+]
+
+
+def _priced_rows(mech: Mechanism | None, g: dict, cost: CostModel, engine: EngineProfile, target: ModelSpec,
+                 tp: int) -> pd.DataFrame:
+    """The rows of one mechanism (None: plain decoding), priced through the engine step model.
+    Speedup and feasibility are added by the caller, which has every mechanism's rows."""
+    B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
+    if mech is None:
+        q = np.ones(len(B))
+        verify = forward_cost(cost, target, B, 1, L, tp)
+        draft = ForwardCost.zeros(len(B))
+        step = plain_step(engine, cost, target, B, verify)
+        al, extra_mem, name, acc_src = np.ones(len(B)), np.zeros(len(B)), "none", "plain decoding"
+    else:
+        q = mech.verify_tokens(D, N)
+        verify = forward_cost(cost, target, B, q, L, tp, mask="tree" if mech.is_tree else "causal")
+        draft = mech.draft_cost(cost, target, B, D, L, N, tp)
+        step = speculative_step(engine, cost, target, mech, B, D, N, q, verify, draft)
+        al, extra_mem = mech.acceptance_length(D, N), mech.extra_memory_bytes(target, B, L + q, tp)
+        name, acc_src = mech.label, mech.acceptance_source
+    t_step = step.total_s
+    share = verify.profile_share
+    memory = target.weight_bytes() / tp + B * (L + q) * target.kv_bytes_per_token_per_rank(tp) + extra_mem
+    return pd.DataFrame({
+        "model": target.name, "hardware": cost.hardware.name, "engine": engine.name, "mechanism": name,
+        "draft_len": D, "verify_tokens": q.astype(int), "batch": B, "context": L, "tp": tp,
+        "acceptance_length": al, "acceptance_source": acc_src,
+        "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": verify.total_s, "t_draft_s": draft.total_s,
+        "t_sample_s": step.sample_s, "t_launch_s": step.launch_s, "t_host_s": step.host_s,
+        "t_host_exposed_s": step.exposed_host_s,
+        "t_gemm_s": verify.gemm_s, "t_attention_s": verify.attention_s, "t_tree_mask_s": verify.tree_mask_s,
+        "t_comm_s": verify.comm_s, "t_elementwise_s": verify.elementwise_s,
+        "tokens_per_s_per_user": al / t_step, "tokens_per_s_per_gpu": B * al / (t_step * tp),
+        "speedup": np.nan, "memory_bytes": memory, "fits_memory": True, "feasible": True,
+        "bound": np.where(verify.gemm_compute_bound_s > 0.5 * verify.gemm_s, "compute", "memory"),
+        "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
+        "gemm_flops_per_s": verify.gemm_flops / verify.gemm_s,
+        "cost_source": np.where(share >= 0.999, "profile", np.where(share <= 0.001, "roofline", "mixed")),
+    })
+
+
 def _mechanisms(specs, target: ModelSpec, acceptance) -> tuple[list[Mechanism], dict[str, str]]:
     """The mechanisms to sweep and, when none were named, those skipped with the reason. A
     mechanism named explicitly that cannot run is an error (its `build` says why)."""
@@ -114,6 +166,7 @@ def sweep(
     tree_nodes=DEFAULT_TREE_NODES,
     min_tokens_per_user: float | None = None,
     command: str = "",
+    engine: str | EngineProfile = DEFAULT_ENGINE,
 ) -> SweepResult:
     """Price every (mechanism, D, B, context) point and rank them.
 
@@ -130,6 +183,7 @@ def sweep(
     target.check_tp(tp)
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
     hw = cost.hardware
+    engine = get_engine(engine)
     batches = _check_axis("--batch", batches, 1, 65536)
     draft_lens = _check_axis("--draft-len", draft_lens, 0, 64)
     contexts = _check_axis("--context", contexts, 1, 10_000_000)
@@ -145,78 +199,16 @@ def sweep(
     if len({m.label for m in mechs}) != len(mechs):
         raise SpeedplanInputError("the same mechanism is listed twice")
 
-    # Plain decoding at each (B, context): the baseline every row divides by.
-    base_grid = _grid(None, batches, [0], contexts, tree_nodes)
-    base = forward_cost(cost, target, base_grid["batch"], 1, base_grid["context"], tp)
-    overhead_s = hw.step_overhead_us * 1e-6
-    base_step = base.total_s + overhead_s
-    base_key = {(b, c): i for i, (b, c) in enumerate(zip(base_grid["batch"], base_grid["context"]))}
-
-    weights_bytes = target.weight_bytes() / tp
-    kv_per_token = target.kv_bytes_per_token_per_rank(tp)
-    capacity = hw.memory_bytes * MEMORY_UTILIZATION
-
-    parts = []
-    for mech in [None, *mechs]:
-        g = _grid(mech, batches, draft_lens, contexts, tree_nodes)
-        if not len(g["batch"]):
-            continue
-        B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
-        idx = np.array([base_key[(b, c)] for b, c in zip(B, L)], dtype=int)
-        if mech is None:
-            verify = base
-            draft_s = np.zeros(len(B))
-            al = np.ones(len(B))
-            extra_mem = np.zeros(len(B))
-            q = np.ones(len(B))
-            name, acc_src = "none", "plain decoding"
-        else:
-            q = mech.verify_tokens(D, N)
-            verify = forward_cost(cost, target, B, q, L, tp, mask="tree" if mech.is_tree else "causal")
-            draft = mech.draft_cost(cost, target, B, D, L, N, tp)
-            draft_s = draft.total_s + mech.host_draft_s(B, D)
-            al = mech.acceptance_length(D, N)
-            extra_mem = mech.extra_memory_bytes(target, B, L + q, tp)
-            name, acc_src = mech.label, mech.acceptance_source
-        t_step = verify.total_s + draft_s + overhead_s
-        t_base = base_step[idx]
-        memory = weights_bytes + B * (L + q) * kv_per_token + extra_mem
-        fits = memory <= capacity
-        share = verify.profile_share
-        parts.append(pd.DataFrame({
-            "model": target.name,
-            "hardware": hw.name,
-            "mechanism": name,
-            "draft_len": D,
-            "verify_tokens": q.astype(int),
-            "batch": B,
-            "context": L,
-            "tp": tp,
-            "acceptance_length": al,
-            "acceptance_source": acc_src,
-            "t_plain_s": t_base,
-            "t_verify_s": verify.total_s,
-            "t_draft_s": draft_s,
-            "t_overhead_s": overhead_s,
-            "t_step_s": t_step,
-            "t_gemm_s": verify.gemm_s,
-            "t_attention_s": verify.attention_s,
-            "t_tree_mask_s": verify.tree_mask_s,
-            "t_comm_s": verify.comm_s,
-            "t_elementwise_s": verify.elementwise_s,
-            "tokens_per_s_per_user": al / t_step,
-            "tokens_per_s_per_gpu": B * al / (t_step * tp),
-            "speedup": al * t_base / t_step,
-            "memory_bytes": memory,
-            "fits_memory": fits,
-            "feasible": fits,
-            "bound": np.where(verify.gemm_compute_bound_s > 0.5 * verify.gemm_s, "compute", "memory"),
-            "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
-            "gemm_flops_per_s": verify.gemm_flops / verify.gemm_s,
-            "cost_source": np.where(share >= 0.999, "profile", np.where(share <= 0.001, "roofline", "mixed")),
-        }))
+    grids = [(mech, _grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
+    parts = [_priced_rows(mech, g, cost, engine, target, tp) for mech, g in grids if len(g["batch"])]
     frame = pd.concat(parts, ignore_index=True)
-    frame["verify_tokens"] = frame["verify_tokens"].astype(int)  # 1 + D for a chain, N + 1 for a tree
+    base = frame[frame["mechanism"] == "none"].set_index(["batch", "context"])["t_step_s"]
+    frame["t_plain_s"] = base.reindex(pd.MultiIndex.from_arrays([frame["batch"], frame["context"]])).to_numpy()
+    frame["speedup"] = frame["acceptance_length"] * frame["t_plain_s"] / frame["t_step_s"]
+    capacity = hw.memory_bytes * MEMORY_UTILIZATION
+    frame["fits_memory"] = frame["memory_bytes"] <= capacity
+    frame["feasible"] = frame["fits_memory"]
+    frame = frame[FRAME_COLUMNS]
 
     result = SweepResult(frame, pareto(frame), best_per_batch(frame), None)
     if min_tokens_per_user is not None:
@@ -227,6 +219,10 @@ def sweep(
         "hardware_description": hw.description,
         "hardware_source": hw.source,
         "cost_origin": cost.origin,
+        "engine": engine.name,
+        "engine_label": engine.label(),
+        "engine_source": engine.origin,
+        "engine_fit": engine.provenance(),
         "tp": tp,
         "dtype": target.dtype,
         "acceptance": {m.label: m.acceptance_source for m in mechs},

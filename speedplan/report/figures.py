@@ -40,7 +40,8 @@ BREAKDOWN = (
     ("communication", ("t_comm_s",), "#9467bd"),
     ("elementwise", ("t_elementwise_s",), "#8c564b"),
     ("drafting", ("t_draft_s",), "#2ca02c"),
-    ("overhead", ("t_overhead_s",), "#7f7f7f"),
+    ("sampling + launches", ("t_sample_s", "t_launch_s"), "#bcbd22"),
+    ("exposed host work", ("t_host_exposed_s",), "#7f7f7f"),
 )
 
 FIGURES = {

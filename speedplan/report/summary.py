@@ -45,6 +45,14 @@ def latency_source(result: "SweepResult") -> str:
     return text
 
 
+def engine_source(result: "SweepResult") -> str:
+    """The engine profile that priced the steps and how its terms were set."""
+    meta = result.meta
+    label = meta.get("engine_label") or meta.get("engine", "?")
+    how = meta.get("engine_fit") or ""
+    return f"{label}{'; ' + how if how else ''}"
+
+
 def acceptance_source(result: "SweepResult") -> str:
     """Where each mechanism's acceptance came from, e.g. "eagle = published: ...; ngram = user: alpha=0.8"."""
     acceptance = result.meta.get("acceptance") or {}
@@ -55,7 +63,8 @@ def acceptance_source(result: "SweepResult") -> str:
 
 def provenance(result: "SweepResult") -> str:
     """The full provenance line the HTML and the terminal summary carry."""
-    return f"latency: {latency_source(result)}; acceptance: {acceptance_source(result)}"
+    return (f"latency: {latency_source(result)}; engine: {engine_source(result)}; "
+            f"acceptance: {acceptance_source(result)}")
 
 
 def short_provenance(result: "SweepResult") -> str:
@@ -69,7 +78,8 @@ def short_provenance(result: "SweepResult") -> str:
         first = rest.split(", ")[0] if rest else ""
         text = f"{kind}: {first}" if first else kind
         parts.append(f"{mech}: {text if len(text) <= 48 else text[:47] + '…'}")
-    return f"latency: {latency_source(result)}; acceptance: {'; '.join(parts) or 'not stated'}"
+    return (f"latency: {latency_source(result)}; engine profile {result.meta.get('engine', '?')}; "
+            f"acceptance: {'; '.join(parts) or 'not stated'}")
 
 
 def no_feasible_message(frame: pd.DataFrame) -> str:
@@ -148,6 +158,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12) -> str:
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
     lines.append(f"latency: {latency_source(result)}")
+    lines.append(f"engine: {engine_source(result)}")
     acceptance = result.meta.get("acceptance") or {}
     lines.extend(f"{'acceptance:' if i == 0 else '':11s} {mech}: {source}"
                  for i, (mech, source) in enumerate(acceptance.items()))

@@ -66,7 +66,7 @@ def test_report_writes_pngs_and_html_linking_everything(result, tmp_path):
 
 def test_every_figure_says_where_numbers_came_from(result, tmp_path):
     caption = short_provenance(result)
-    assert caption.startswith("latency: datasheet roofline h100-sxm; acceptance: eagle: published: Spec-Bench")
+    assert caption.startswith("latency: datasheet roofline h100-sxm; engine profile vllm; acceptance: eagle: published: Spec-Bench")
     assert "ngram: published:" in caption
     page = write_report(result, tmp_path, [])[-1].read_text()
     assert page.count(caption.replace("&", "&amp;")) == len(FIGURES)  # under each figure, as inside it

@@ -66,6 +66,19 @@ class Mechanism:
         """Weights and KV the drafter adds on the most loaded GPU (bytes)."""
         return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(context)))
 
+    # ---- what the engine step model needs of drafting ------------------------------------
+    def draft_forwards(self, draft_len, nodes) -> np.ndarray:
+        """Sequential draft forward passes per target step (each pays the engine's launches)."""
+        return np.zeros(np.broadcast_shapes(np.shape(draft_len), np.shape(nodes)))
+
+    def draft_layers(self) -> int:
+        """Decoder layers in one draft forward."""
+        return 0
+
+    def draft_logits(self, batch, draft_len, nodes) -> np.ndarray:
+        """Logits the drafter's sampler reads per target step (rows × vocabulary)."""
+        return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(draft_len), np.shape(nodes)))
+
     # ---- construction -----------------------------------------------------------------
     @classmethod
     def cannot_run(cls, target: ModelSpec) -> str | None:

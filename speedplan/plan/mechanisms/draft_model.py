@@ -37,6 +37,15 @@ class DraftModel(Mechanism):
         step = lambda b, q, ctx: forward_cost(cost, self.draft, b, q, ctx, 1, lm_head_rows=b)
         return chain_passes(step, batch, draft_len, context)
 
+    def draft_forwards(self, draft_len, nodes):
+        return np.asarray(draft_len, dtype=float) + 0 * np.asarray(nodes, dtype=float)
+
+    def draft_layers(self) -> int:
+        return self.draft.layers
+
+    def draft_logits(self, batch, draft_len, nodes):
+        return np.asarray(batch, float) * self.draft_forwards(draft_len, nodes) * self.draft.vocab
+
     def extra_memory_bytes(self, target, batch, context, tp):
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         return self.draft.weight_bytes() + batch * context * self.draft.kv_bytes_per_token()

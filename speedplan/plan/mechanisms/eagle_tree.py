@@ -35,6 +35,12 @@ class EagleTree(Eagle):
     def acceptance_length(self, draft_len, nodes) -> np.ndarray:
         return self.acceptance.tree_al(draft_len, nodes, self.topk)
 
+    def draft_logits(self, batch, draft_len, nodes):
+        """Level 1 scores one token per sequence, each later level the top-k frontier."""
+        batch, draft_len = np.broadcast_arrays(np.asarray(batch, float), np.asarray(draft_len, float))
+        rows = batch * (draft_len > 0) + batch * self.topk * np.maximum(draft_len - 1, 0)
+        return rows * self.draft.vocab + 0 * np.asarray(nodes, dtype=float)
+
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context, nodes = np.broadcast_arrays(
             *(np.asarray(x, float) for x in (batch, draft_len, context, nodes)))

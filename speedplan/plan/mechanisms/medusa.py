@@ -25,6 +25,7 @@ class Medusa(Mechanism):
     )
     default_tree_fit = (2.32, 4, 63, 10)
     topk: int = 8
+    vocab: int = 0  # the target's vocabulary, which every head scores
 
     def acceptance_length(self, draft_len, nodes) -> np.ndarray:
         return self.acceptance.tree_al(draft_len, nodes, self.topk)
@@ -41,6 +42,17 @@ class Medusa(Mechanism):
             gemm_bytes=(h * h + v * h) * target.dtype_bytes * draft_len, gemm_compute_bound_s=zero,
             profile_share=np.where(res.from_profile & head.from_profile, 1.0, 0.0))
 
+    def draft_forwards(self, draft_len, nodes):
+        """All heads run in one pass over the last hidden state."""
+        return (np.asarray(draft_len, dtype=float) > 0) + 0 * np.asarray(nodes, dtype=float)
+
+    def draft_layers(self) -> int:
+        return 1  # each head is one ResBlock
+
+    def draft_logits(self, batch, draft_len, nodes):
+        """Every head scores the whole vocabulary for every sequence."""
+        return np.asarray(batch, float) * np.asarray(draft_len, float) * self.vocab + 0 * np.asarray(nodes, float)
+
     def extra_memory_bytes(self, target, batch, context, tp):
         batch, _ = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         h, v = target.hidden, target.vocab
@@ -54,4 +66,4 @@ class Medusa(Mechanism):
     @classmethod
     def build(cls, arg, target, acceptance):
         options = parse_options(f"{cls.name}:{arg}", arg, ("topk",))
-        return cls(*cls.resolve_acceptance(acceptance), **options)
+        return cls(*cls.resolve_acceptance(acceptance), **options, vocab=target.vocab)

@@ -1,0 +1,35 @@
+"""`speedplan calibrate`: fit an engine profile's terms to your own measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def calibrate(
+    model: str = typer.Option(..., help="Model preset or Hugging Face config.json the measurements ran."),
+    hardware: str = typer.Option(..., help="Hardware preset or profile folder they ran on."),
+    tp: int = typer.Option(1, help="Tensor-parallel size they ran at."),
+    engine: str = typer.Option("vllm", help="Base engine profile (name or JSON): its values stand where the data cannot fit."),
+    measurements: List[Path] = typer.Option(..., help="Repeatable: a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
+                                            "tokens_per_s|speedup,acceptance_length), a vllm bench serve --save-result JSON, "
+                                            "or SGLang bench_speculative.py output."),
+    out: Path = typer.Option(..., help="Engine profile JSON to write (use it with speedplan sweep --engine FILE)."),
+    mechanism: str = typer.Option("eagle3", help="The drafter of SGLang bench_speculative chain rows (the file does not say)."),
+    fit: Optional[str] = typer.Option(None, help="Comma-separated terms to fit (default: every term the rows identify)."),
+    name: Optional[str] = typer.Option(None, help="Name of the fitted profile (default: the output file's stem)."),
+) -> None:
+    """Fit engine terms to measured step times, TPOT, throughput or speedups (bounded least squares).
+
+    Example: speedplan calibrate --model llama-3.1-8b --hardware h100-sxm --engine vllm
+    --measurements my_runs.csv --out my-vllm.json
+    """
+    from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
+
+    result = calibrate_files(model, hardware, tp, engine, measurements, mechanism,
+                             fit.split(",") if fit else None, name or out.stem)
+    write_profile(result.profile, out)
+    typer.echo(render_calibration(result))
+    typer.echo(f"engine profile: {out}")

@@ -1,0 +1,203 @@
+"""Fitting an engine profile's terms to measurements (`speedplan calibrate`, and the fits of the
+shipped profiles to ../shared/cases): bounded least squares on log(predicted / measured).
+
+The op cost model prices every measured configuration's forward passes once (`price`); the
+engine terms only recombine those prices (`predict`), so a fit with leave-one-out refits runs
+in well under a second. A term the rows cannot move (its whole range changes no prediction by
+0.1%), or one beyond the number of rows, keeps the base profile's value and is listed with the
+reason.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from speedplan.cost.forward import forward_cost
+from speedplan.engine.profile import TERMS, EngineProfile
+from speedplan.engine.readers.measurements import Measurement
+from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.mechanisms import parse_mechanism
+from speedplan.specs.model import ModelSpec
+
+# Terms a fit tries when the base profile names none ("fit_order"), most identifiable first. With
+# n rows at most ceil(n / 2) terms are fitted, so that leave-one-out can test the fit; the rest
+# keep the base profile's values.
+FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "overlap_spec", "overlap_plain",
+             "host_token_us", "sample_passes_spec")
+IDENTIFIABLE = 1e-3  # smallest relative change of some prediction over a term's whole range
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a measurement ran on: the target, the op cost model, its tensor parallelism."""
+
+    target: ModelSpec
+    cost: object  # speedplan.cost.ops.CostModel
+    tp: int = 1
+    label: str = ""
+
+
+@dataclass
+class Priced:
+    """Engine-independent prices of a list of measurements: each row's step and the same
+    engine's plain step at its batch, as `StepParts` of one entry per row."""
+
+    rows: list
+    settings: list
+    step: StepParts
+    plain: StepParts
+    batch: np.ndarray
+    acceptance_length: np.ndarray
+    quantity: np.ndarray
+    measured: np.ndarray
+
+
+def _stack(parts: list[StepParts]) -> StepParts:
+    return StepParts(*(np.concatenate([np.atleast_1d(getattr(p, f.name)) for p in parts]) for f in fields(StepParts)))
+
+
+def price(pairs: list[tuple[Measurement, Setting]]) -> Priced:
+    """Price each measurement's verify, draft and plain forward passes with its setting's cost model."""
+    steps, plains, al = [], [], []
+    for m, s in pairs:
+        b, d, ctx = np.array([float(m.batch)]), np.array([float(m.draft_len)]), np.array([float(m.context)])
+        plain = plain_parts(s.cost, s.target, b, forward_cost(s.cost, s.target, b, 1, ctx, s.tp))
+        plains.append(plain)
+        if m.mechanism == "none":
+            steps.append(plain)
+            al.append(1.0)
+            continue
+        try:
+            mech = parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
+        except SpeedplanInputError as e:
+            raise SpeedplanInputError(f"{m.where}: field 'mechanism': {e}") from None
+        nodes = np.array([float(m.tree_nodes or m.draft_len)])
+        q = mech.verify_tokens(d, nodes)
+        verify = forward_cost(s.cost, s.target, b, q, ctx, s.tp, mask="tree" if mech.is_tree else "causal")
+        draft = mech.draft_cost(s.cost, s.target, b, d, ctx, nodes, s.tp)
+        steps.append(speculative_parts(s.cost, s.target, mech, b, d, nodes, q, verify, draft))
+        al.append(float(m.acceptance_length))
+    rows = [m for m, _ in pairs]
+    return Priced(rows, [s for _, s in pairs], _stack(steps), _stack(plains),
+                  np.array([float(m.batch) for m in rows]), np.array(al), np.array([m.quantity for m in rows]),
+                  np.array([m.value for m in rows]))
+
+
+def predict(values: dict, priced: Priced) -> np.ndarray:
+    """Each row's measured quantity as the engine model (`speedplan.engine.step`) predicts it."""
+    step = step_cost(values, priced.step).total_s
+    plain = step_cost(values, priced.plain).total_s
+    q, al = priced.quantity, priced.acceptance_length
+    return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s", q == "speedup"],
+                     [step * 1e3, step / al * 1e3, priced.batch * al / step, al * plain / step])
+
+
+@dataclass
+class Calibration:
+    """A fitted profile and the evidence: per-row residuals, leave-one-out errors, kept terms."""
+
+    profile: EngineProfile
+    fitted: list[str]
+    kept: dict[str, str]  # term -> why it kept the base value
+    predicted: np.ndarray
+    measured: np.ndarray
+    loo_error: np.ndarray  # |pred / meas − 1| of each row predicted by a fit without it
+    rows: list = field(default_factory=list)
+
+    @property
+    def residual(self) -> np.ndarray:
+        return self.predicted / self.measured - 1.0
+
+
+def _fit_values(base: dict, free: list[str], priced: Priced, keep: np.ndarray | None = None) -> dict:
+    from scipy.optimize import least_squares
+
+    meas = priced.measured
+    rows = np.ones(len(meas), dtype=bool) if keep is None else keep
+    lo = np.array([TERMS[t].low for t in free])
+    hi = np.array([TERMS[t].high for t in free])
+    span = hi - lo
+    x0 = np.clip((np.array([base[t] for t in free]) - lo) / span, 1e-6, 1 - 1e-6)
+
+    def residuals(x):
+        values = {**base, **dict(zip(free, lo + x * span))}
+        return np.log(predict(values, priced)[rows] / meas[rows])
+
+    sol = least_squares(residuals, x0, bounds=(0.0, 1.0), x_scale="jac", method="trf", max_nfev=400)
+    return {**base, **dict(zip(free, lo + sol.x * span))}
+
+
+def _identifiable(base: dict, candidates: list[str], priced: Priced) -> tuple[list[str], dict[str, str]]:
+    """The terms, in order, that move some prediction by IDENTIFIABLE over their range and
+    that the rows can tell apart from the terms taken before them: a term whose effect on the
+    rows is (within 1%) a combination of earlier terms' effects is confounded with them."""
+    ref = predict(base, priced)
+    ok, kept, columns = [], {}, []
+    for term in candidates:
+        spec = TERMS[term]
+        low, high = (predict({**base, term: v}, priced) / ref - 1.0 for v in (spec.low, spec.high))
+        step = 0.01 * (spec.high - spec.low)
+        a, b = max(spec.low, base[term] - step), min(spec.high, base[term] + step)
+        col = (predict({**base, term: b}, priced) - predict({**base, term: a}, priced)) / ref  # local slope
+        if max(np.max(np.abs(low)), np.max(np.abs(high))) < IDENTIFIABLE:
+            kept[term] = "the rows do not depend on it"
+            continue
+        if columns:
+            basis = np.stack(columns, axis=1)
+            coef, *_ = np.linalg.lstsq(basis, col, rcond=None)
+            if np.linalg.norm(col - basis @ coef) <= 0.01 * np.linalg.norm(col):
+                kept[term] = f"the rows cannot tell it from {', '.join(ok)}"
+                continue
+        ok.append(term)
+        columns.append(col)
+    return ok, kept
+
+
+def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], free: list[str] | None = None,
+              name: str | None = None, described: str = "") -> Calibration:
+    """Fit `free` terms (default: FIT_ORDER) of `base` to measurements with their settings."""
+    if not pairs:
+        raise SpeedplanInputError("calibrate: no measurements")
+    priced = price(pairs)
+    values = {t: base.terms[t].value for t in TERMS}
+    candidates = list(free) if free is not None else list(base.fit_order or FIT_ORDER)
+    unknown = [t for t in candidates if t not in TERMS]
+    if unknown:
+        raise SpeedplanInputError(f"calibrate: unknown term {unknown[0]!r}; terms: {', '.join(TERMS)}")
+    ok, kept = _identifiable(values, candidates, priced)
+    n = len(pairs)
+    most = max(1, (n + 1) // 2)
+    if len(ok) > most:
+        kept.update({t: f"{n} rows fit at most {most} terms" for t in ok[most:]})
+        ok = ok[:most]
+    fitted = _fit_values(values, ok, priced) if ok else values
+    pred = predict(fitted, priced)
+    meas = priced.measured
+    loo = np.full(n, np.nan)
+    if ok and n > len(ok):
+        for i in range(n):
+            keep = np.arange(n) != i
+            loo[i] = abs(predict(_fit_values(fitted, ok, priced, keep), priced)[i] / meas[i] - 1.0)
+    resid = np.abs(pred / meas - 1.0)
+    source = (f"fitted by speedplan calibrate to {n} rows ({described or 'measurements'}); "
+              f"median |residual| {np.median(resid):.1%}, max {resid.max():.1%}"
+              + (f", leave-one-out median {np.nanmedian(loo):.1%}" if np.isfinite(loo).any() else ""))
+    rows = [{"where": m.where, "mechanism": m.mechanism, "batch": m.batch, "draft_len": m.draft_len,
+             "context": m.context, "quantity": m.quantity, "measured": float(v), "predicted": float(p),
+             "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
+             "setting": s.label}
+            for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
+    profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or base.name,
+                              fit={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                                   "base": base.name, "described": described, "fitted": ok, "kept": kept,
+                                   "median_abs_residual": float(np.median(resid)), "max_abs_residual": float(resid.max()),
+                                   "loo_median_error": float(np.nanmedian(loo)) if np.isfinite(loo).any() else None,
+                                   "loo_max_error": float(np.nanmax(loo)) if np.isfinite(loo).any() else None,
+                                   "rows": rows})
+    return Calibration(profile, ok, kept, pred, meas, loo, rows)
+

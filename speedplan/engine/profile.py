@@ -1,0 +1,199 @@
+"""Engine profiles: the terms of the engine step model for one serving engine, as data.
+
+A profile is a JSON file (`speedplan/specs/presets/engines/NAME.json`, or any path a user
+gives): the engine, the version it describes, and for every term of `TERMS` its value and
+where that came from (a fit with its rows and residuals, a document, a measurement, or a stated
+assumption). `speedplan calibrate` writes the same format. Adding an engine is one JSON file.
+
+    {"name": "vllm", "engine": "vLLM", "version": "...", "description": "...",
+     "terms": {"host_step_us": {"value": 950, "source": "fitted: ..."}, ...},
+     "fit": {...}}                       # optional: what `speedplan calibrate` fitted
+
+Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in B.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from speedplan.errors import SpeedplanInputError
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "specs" / "presets" / "engines"
+DEFAULT_ENGINE = "vllm"
+
+
+@dataclass(frozen=True)
+class TermSpec:
+    """What a term means: its unit, its physical meaning, and the range calibration may fit in."""
+
+    unit: str
+    meaning: str
+    low: float
+    high: float
+
+
+TERMS: dict[str, TermSpec] = {
+    "host_step_us": TermSpec(
+        "µs per step", "host work once per engine step: scheduling, input preparation, launching the "
+        "step's graphs, the GPU→CPU copy of the sampled tokens and output handling", 0.0, 20_000.0),
+    "host_seq_us": TermSpec(
+        "µs per sequence per step", "host work per running sequence per step: block tables, stop checks, "
+        "detokenisation, per-request output objects", 0.0, 500.0),
+    "host_token_us": TermSpec(
+        "µs per verified token per step", "host work per token the target verifies: positions, slot "
+        "mapping, acceptance bookkeeping", 0.0, 100.0),
+    "overlap_plain": TermSpec(
+        "fraction", "share of a plain step's host work that runs while the GPU computes the previous "
+        "step (async / overlap scheduling); 0 = none, 1 = all", 0.0, 1.0),
+    "overlap_spec": TermSpec(
+        "fraction", "the same for speculative steps: the accepted count decides the next step's lengths, "
+        "a GPU→CPU sync point that often keeps host work exposed", 0.0, 1.0),
+    "launch_us": TermSpec(
+        "µs per kernel launch", "host time to launch one kernel that is not inside a CUDA graph", 0.0, 100.0),
+    "layer_launches": TermSpec(
+        "launches per decoder layer per forward", "kernels each decoder layer launches outside CUDA graphs "
+        "(0 for an engine that replays graphs; every kernel for an eager runtime)", 0.0, 200.0),
+    "draft_step_launches": TermSpec(
+        "launches per draft forward", "kernels around each sequential draft forward that run outside CUDA "
+        "graphs (input preparation, sampling, metadata of the drafting loop)", 0.0, 2000.0),
+    "sample_passes_plain": TermSpec(
+        "passes over the logits", "how many times plain decoding's sampler reads and writes the B×vocab "
+        "fp32 logits (and a drafter's sampler its own)", 0.0, 20.0),
+    "sample_passes_spec": TermSpec(
+        "passes over the logits", "how many times sampling and rejection read and write the verify pass's "
+        "B·(1+D)×vocab fp32 logits", 0.0, 20.0),
+}
+
+
+@dataclass(frozen=True)
+class Term:
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """The engine step model's terms for one engine (see `TERMS` for units and meanings).
+
+    `fit` holds what calibration fitted, when it did: rows, residuals, leave-one-out error."""
+
+    name: str
+    engine: str
+    version: str
+    description: str
+    terms: dict[str, Term]
+    origin: str = ""  # the file it was read from
+    fit: dict = field(default_factory=dict)
+    fit_order: tuple[str, ...] = ()  # terms calibration tries first for this engine (default: calibrate.FIT_ORDER)
+
+    def __post_init__(self) -> None:
+        missing = [t for t in TERMS if t not in self.terms]
+        if missing:
+            raise SpeedplanInputError(f"engine profile {self.name}: missing term {missing[0]!r}")
+        for name, term in self.terms.items():
+            spec = TERMS.get(name)
+            if spec is None:
+                raise SpeedplanInputError(f"engine profile {self.name}: unknown term {name!r}; terms: {', '.join(TERMS)}")
+            if not spec.low <= term.value <= spec.high:
+                raise SpeedplanInputError(f"engine profile {self.name}: {name} = {term.value} outside "
+                                          f"{spec.low:g}..{spec.high:g} {spec.unit}")
+
+    def __getattr__(self, name: str) -> float:
+        terms = self.__dict__.get("terms", {})
+        if name in terms:
+            return terms[name].value
+        raise AttributeError(name)
+
+    def values(self) -> dict[str, float]:
+        """Every term's value by name, as `speedplan.engine.step.step_cost` takes them."""
+        return {name: term.value for name, term in self.terms.items()}
+
+    def with_terms(self, values: dict[str, float], source: str, **changes) -> "EngineProfile":
+        """A copy with some terms replaced, each marked with `source`."""
+        terms = dict(self.terms)
+        for name, value in values.items():
+            terms[name] = Term(float(value), source)
+        return replace(self, terms=terms, **changes)
+
+    def provenance(self) -> str:
+        """How the terms were set, e.g. "4 of 10 terms fitted to 12 rows (...), median |residual| 8%;
+        the others from documents or stated assumptions"."""
+        fitted = [n for n, t in self.terms.items() if t.source.startswith("fitted")]
+        if not fitted:
+            return "no term fitted: documents and stated assumptions (see the profile's sources)"
+        fit = self.fit or {}
+        parts = [f"{len(fitted)} of {len(self.terms)} terms fitted"]
+        if fit.get("described"):
+            parts[0] += f" to {len(fit.get('rows', []))} rows ({fit['described']})"
+        if fit.get("median_abs_residual") is not None:
+            parts.append(f"median |residual| {fit['median_abs_residual']:.1%}")
+        if fit.get("loo_median_error") is not None:
+            parts.append(f"leave-one-out {fit['loo_median_error']:.1%}")
+        return ", ".join(parts) + "; the others from documents or stated assumptions"
+
+    def label(self) -> str:
+        """What every output says priced it, e.g. "engine profile vllm (vLLM V1, 2025-2026 releases)"."""
+        return f"engine profile {self.name} ({self.engine} {self.version})"
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name, "engine": self.engine, "version": self.version, "description": self.description,
+            "terms": {n: {"value": t.value, "unit": TERMS[n].unit, "meaning": TERMS[n].meaning, "source": t.source}
+                      for n, t in self.terms.items()},
+            **({"fit_order": list(self.fit_order)} if self.fit_order else {}),
+            **({"fit": self.fit} if self.fit else {}),
+        }
+
+
+def engine_from_json(data, where: str) -> EngineProfile:
+    """An EngineProfile from a parsed JSON object; problems name the file and field."""
+    if not isinstance(data, dict):
+        raise SpeedplanInputError(f"{where}: expected a JSON object")
+    for key in ("name", "engine", "version", "terms"):
+        if key not in data:
+            raise SpeedplanInputError(f"{where}: missing field {key!r}")
+    if not isinstance(data["terms"], dict):
+        raise SpeedplanInputError(f"{where}: 'terms' must be an object of {{name: {{value, source}}}}")
+    terms = {}
+    for name, entry in data["terms"].items():
+        value = entry.get("value") if isinstance(entry, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(entry.get("source"), str):
+            raise SpeedplanInputError(f"{where}: terms.{name}: expected {{\"value\": number, \"source\": text}}")
+        terms[name] = Term(float(value), entry["source"])
+    order = data.get("fit_order") or []
+    if not isinstance(order, list) or any(t not in TERMS for t in order):
+        raise SpeedplanInputError(f"{where}: 'fit_order' must list terms of {', '.join(TERMS)}")
+    try:
+        return EngineProfile(str(data["name"]), str(data["engine"]), str(data["version"]),
+                             str(data.get("description", "")), terms, where, data.get("fit") or {}, tuple(order))
+    except SpeedplanInputError as e:
+        raise SpeedplanInputError(f"{where}: {e}") from None
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+
+
+def get_engine(name_or_path: str | EngineProfile) -> EngineProfile:
+    """A shipped engine profile by name (`vllm`, `sglang`, `trtllm`, `speedplan-runtime`) or a
+    JSON file written by `speedplan calibrate`."""
+    if isinstance(name_or_path, EngineProfile):
+        return name_or_path
+    key = str(name_or_path).strip()
+    path = PRESET_DIR / f"{key.lower()}.json"
+    if not path.exists():
+        path = Path(key)
+        if not (path.suffix == ".json" or "/" in key):
+            raise SpeedplanInputError(f"unknown engine {key!r}; engine profiles: {', '.join(preset_names())} "
+                                      "(or a JSON file from speedplan calibrate)")
+        if not path.is_file():
+            raise SpeedplanInputError(f"{key}: no such engine profile file")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SpeedplanInputError(f"{path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{path}: cannot read ({e})") from None
+    return engine_from_json(data, str(path))

@@ -1,0 +1,221 @@
+"""Measurements of a serving engine, read from what users have: a CSV, the JSON that
+`vllm bench serve --save-result` writes, or the JSON lines of SGLang's
+`scripts/playground/bench_speculative.py`. Each becomes `Measurement` records; a malformed or
+contradictory file is a SpeedplanInputError naming the file, the row and the field.
+
+Field names were checked in the engines' own sources (docs/calibration.md cites file and commit):
+- vLLM `vllm/benchmarks/serve.py` (v0.33.0, commit 4ba787ec9): `max_concurrency`,
+  `output_throughput` (aggregate output tokens/s), `mean_tpot_ms`, `median_tpot_ms`,
+  `spec_decode_acceptance_length` (1 + accepted / drafts); `--metadata KEY=VALUE` pairs are
+  written as top-level keys, which is how a run says its mechanism and draft length.
+- SGLang `scripts/playground/bench_speculative.py`: one JSON object per line with `batch_size`,
+  `steps`, `topk`, `num_draft_tokens`, `acc_length`, `step_time` (seconds per decode step,
+  20th percentile), `speed` (tokens/s per request).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from speedplan.errors import SpeedplanInputError
+
+QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup")
+DEFAULT_CONTEXT = 1024  # tokens, when a benchmark file does not say (stated in the fit's output)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured configuration: `value` of `quantity` at (mechanism, batch, draft_len, context).
+
+    quantity: "step_ms" (one engine step), "tpot_ms" (time per output token of one sequence),
+    "tokens_per_s" (aggregate output tokens/s of the batch) or "speedup" (over the same
+    engine's plain decoding at that batch). `mechanism` is "none" or a speedplan mechanism spec
+    (e.g. "eagle3", "eagle-tree:topk=4", "draft-model:llama-3.2-1b"); `tree_nodes` is a tree's
+    verified draft nodes N. `where` says which file and row it came from."""
+
+    mechanism: str
+    batch: int
+    draft_len: int
+    context: int
+    quantity: str
+    value: float
+    acceptance_length: float | None
+    where: str
+    tree_nodes: int | None = None
+
+    def __post_init__(self) -> None:
+        speculative = self.mechanism != "none"
+        if self.quantity not in QUANTITIES:
+            raise SpeedplanInputError(f"{self.where}: quantity must be one of {', '.join(QUANTITIES)}")
+        if not (math.isfinite(self.value) and self.value > 0):
+            raise SpeedplanInputError(f"{self.where}: field {self.quantity!r} must be a positive number, got {self.value}")
+        if not 1 <= self.batch <= 65536:
+            raise SpeedplanInputError(f"{self.where}: field 'batch' must be in 1..65536, got {self.batch}")
+        if not 1 <= self.context <= 10_000_000:
+            raise SpeedplanInputError(f"{self.where}: field 'context' must be in 1..10000000, got {self.context}")
+        if speculative != (self.draft_len > 0):
+            raise SpeedplanInputError(f"{self.where}: field 'draft_len' is {self.draft_len} for mechanism "
+                                      f"{self.mechanism!r} (plain decoding is mechanism none with draft_len 0)")
+        if not 0 <= self.draft_len <= 64:
+            raise SpeedplanInputError(f"{self.where}: field 'draft_len' must be in 0..64, got {self.draft_len}")
+        if speculative:
+            al = self.acceptance_length
+            if al is None:
+                raise SpeedplanInputError(f"{self.where}: field 'acceptance_length' is needed for a speculative row")
+            if not 1.0 <= al <= 1.0 + self.draft_len + 1e-9:
+                raise SpeedplanInputError(f"{self.where}: field 'acceptance_length' {al} is outside 1..1+draft_len "
+                                          f"({1 + self.draft_len}); it counts the bonus token")
+        elif self.quantity == "speedup" and abs(self.value - 1.0) > 1e-6:
+            raise SpeedplanInputError(f"{self.where}: field 'speedup' of plain decoding must be 1, got {self.value}")
+
+
+def _number(row: dict, key: str, where: str, integer: bool = False, required: bool = True):
+    text = row.get(key)
+    if text is None or (isinstance(text, str) and not text.strip()):
+        if required:
+            raise SpeedplanInputError(f"{where}: field {key!r} missing")
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise SpeedplanInputError(f"{where}: field {key!r} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise SpeedplanInputError(f"{where}: field {key!r} must be finite, got {text!r}")
+    if integer:
+        if value != int(value):
+            raise SpeedplanInputError(f"{where}: field {key!r} must be an integer, got {text!r}")
+        return int(value)
+    return value
+
+
+def read_csv(path: Path) -> list[Measurement]:
+    """Columns mechanism, batch, draft_len, context, one of tpot_ms/step_ms/tokens_per_s/speedup,
+    acceptance_length for speculative rows, optional tree_nodes."""
+    try:
+        with Path(path).open(newline="") as f:
+            reader = csv.DictReader(f)
+            header = [h.strip() for h in (reader.fieldnames or [])]
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    for key in ("mechanism", "batch", "draft_len", "context"):
+        if key not in header:
+            raise SpeedplanInputError(f"{path}: missing column {key!r}")
+    quantities = [q for q in QUANTITIES if q in header]
+    if len(quantities) != 1:
+        raise SpeedplanInputError(f"{path}: needs exactly one of the columns {', '.join(QUANTITIES)}, "
+                                  f"found {', '.join(quantities) or 'none'}")
+    if not rows:
+        raise SpeedplanInputError(f"{path}: no rows")
+    out = []
+    for i, raw in enumerate(rows, start=2):
+        row = {k.strip(): v for k, v in raw.items() if k}
+        where = f"{path}:{i}"
+        mech = (row.get("mechanism") or "").strip().lower()
+        if not mech:
+            raise SpeedplanInputError(f"{where}: field 'mechanism' missing")
+        out.append(Measurement(
+            mechanism=mech, batch=_number(row, "batch", where, True), draft_len=_number(row, "draft_len", where, True),
+            context=_number(row, "context", where, True), quantity=quantities[0],
+            value=_number(row, quantities[0], where),
+            acceptance_length=_number(row, "acceptance_length", where, required=False) if mech != "none" else None,
+            where=where, tree_nodes=_number(row, "tree_nodes", where, True, required=False)))
+    return out
+
+
+def read_vllm_bench(path: Path, data) -> list[Measurement]:
+    """One `vllm bench serve --save-result` run (or several, with --append-result). The run's
+    mechanism and draft length come from `--metadata mechanism=NAME draft_len=K [context=L]`."""
+    runs = data if isinstance(data, list) else [data]
+    out = []
+    for i, run in enumerate(runs, start=1):
+        where = f"{path}:run {i}"
+        if not isinstance(run, dict) or "output_throughput" not in run:
+            raise SpeedplanInputError(f"{where}: not a vllm bench serve result (no 'output_throughput')")
+        mech = str(run.get("mechanism") or "").strip().lower()
+        if not mech:
+            raise SpeedplanInputError(f"{where}: field 'mechanism' missing: run vllm bench serve with "
+                                      "--metadata mechanism=NAME draft_len=K (mechanism=none for plain decoding)")
+        batch = run.get("max_concurrency")
+        if batch is None:
+            raise SpeedplanInputError(f"{where}: field 'max_concurrency' missing: run with --max-concurrency B")
+        draft_len = _number(run, "draft_len", where, True) if mech != "none" else 0
+        al = _number(run, "spec_decode_acceptance_length", where, required=False)
+        if mech != "none" and al is None:
+            al = _number(run, "acceptance_length", where, required=False)
+        out.append(Measurement(
+            mechanism=mech, batch=_number(run, "max_concurrency", where, True), draft_len=draft_len,
+            context=_number(run, "context", where, True, required=False) or DEFAULT_CONTEXT,
+            quantity="tokens_per_s", value=_number(run, "output_throughput", where),
+            acceptance_length=al if mech != "none" else None, where=where))
+    return out
+
+
+def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Measurement]:
+    """JSON lines of SGLang's bench_speculative.py; steps = 0 rows are plain decoding. The
+    file does not say which drafter ran: `mechanism` (eagle or eagle3) does."""
+    out = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{i}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise SpeedplanInputError(f"{where}: not a JSON line") from None
+        if not isinstance(rec, dict):
+            raise SpeedplanInputError(f"{where}: expected a JSON object")
+        steps = _number(rec, "steps", where, True)
+        topk = _number(rec, "topk", where, True, required=False) or 1
+        draft_tokens = _number(rec, "num_draft_tokens", where, True, required=False) or (steps + 1)
+        if steps == 0:
+            mech, nodes = "none", None
+        elif topk > 1 or draft_tokens > steps + 1:
+            mech, nodes = f"eagle-tree:topk={topk}", draft_tokens - 1
+        else:
+            mech, nodes = mechanism, None
+        out.append(Measurement(
+            mechanism=mech, batch=_number(rec, "batch_size", where, True), draft_len=steps,
+            context=_number(rec, "context", where, True, required=False) or DEFAULT_CONTEXT,
+            quantity="step_ms", value=_number(rec, "step_time", where) * 1e3,
+            acceptance_length=_number(rec, "acc_length", where) if steps else None, where=where, tree_nodes=nodes))
+    return out
+
+
+def read_measurements(path: str | Path, mechanism: str = "eagle3") -> list[Measurement]:
+    """Any of the supported files, told apart by content: a CSV, a vLLM bench result (JSON
+    object or list), SGLang bench_speculative output (JSON lines). `mechanism` names the drafter
+    of SGLang chain rows, which the file does not state."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpeedplanInputError(f"{path}: no such measurements file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{path}: cannot read ({e})") from None
+    if path.suffix.lower() == ".csv":
+        return read_csv(path)
+    stripped = text.strip()
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, (dict, list)) and (isinstance(data, list) or "output_throughput" in data):
+        return read_vllm_bench(path, data)
+    lines = stripped.splitlines()
+    first = lines[0] if lines else ""
+    if first.startswith("{") and ("step_time" in first or "acc_length" in first):
+        return read_sglang_bench(path, lines, mechanism)
+    if first.startswith("{") and "output_throughput" in first:  # vllm bench serve --append-result
+        try:
+            return read_vllm_bench(path, [json.loads(line) for line in lines if line.strip()])
+        except json.JSONDecodeError:
+            raise SpeedplanInputError(f"{path}: a line is not valid JSON") from None
+    if path.suffix.lower() == ".json" and isinstance(data, dict) and "output_throughput" not in data:
+        raise SpeedplanInputError(f"{path}: not a vllm bench serve result (no 'output_throughput')")
+    raise SpeedplanInputError(f"{path}: not a measurements CSV, a vllm bench serve JSON or SGLang "
+                              "bench_speculative output")

@@ -1,0 +1,63 @@
+"""What `speedplan calibrate` runs: read measurement files, fit, render, write the profile."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from speedplan.engine.calibrate import Calibration, Setting, calibrate
+from speedplan.engine.profile import TERMS, EngineProfile, get_engine
+from speedplan.engine.readers.measurements import read_measurements
+from speedplan.errors import SpeedplanInputError
+
+
+def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list, mechanism: str = "eagle3",
+                    free: list[str] | None = None, name: str | None = None) -> Calibration:
+    """Fit `engine`'s terms to every row of `files`, all run on (model, hardware, tp)."""
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.specs.model import get_model
+
+    target = get_model(model)
+    target.check_tp(tp)
+    setting = Setting(target, load_cost_model(hardware), tp, f"{target.name} on {hardware}, TP={tp}")
+    rows = [m for f in files for m in read_measurements(f, mechanism)]
+    base = get_engine(engine)
+    described = f"{', '.join(Path(f).name for f in files)}; {setting.label}"
+    return calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
+
+
+def render_calibration(result: Calibration) -> str:
+    """Fitted terms, each row's residual and leave-one-out error, the terms kept and why."""
+    p = result.profile
+    lines = [f"calibrated {p.name} from base {p.fit.get('base')} on {len(result.rows)} rows"]
+    for term in result.fitted:
+        lines.append(f"  fitted {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}")
+    for term, why in result.kept.items():
+        lines.append(f"  kept   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  ({why})")
+    lines.append("  row                                  quantity      measured   predicted  residual  leave-one-out")
+    for r in result.rows:
+        loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
+        label = f"{r['mechanism']} B={r['batch']} D={r['draft_len']}"
+        lines.append(f"  {label:<36} {r['quantity']:<12} {r['measured']:>10.4g} {r['predicted']:>11.4g} "
+                     f"{r['residual']:>+9.1%}  {loo}")
+    resid = np.abs(result.residual)
+    loo = result.loo_error[np.isfinite(result.loo_error)]
+    lines.append(f"  |residual| median {np.median(resid):.1%}, max {resid.max():.1%}"
+                 + (f"; leave-one-out median {np.median(loo):.1%}, max {loo.max():.1%}" if len(loo) else
+                    "; leave-one-out: needs more rows than fitted terms"))
+    return "\n".join(lines)
+
+
+def write_profile(profile: EngineProfile, out: Path) -> Path:
+    """Write the profile JSON atomically (a temporary file renamed into place)."""
+    out = Path(out)
+    if out.exists() and out.is_dir():
+        raise SpeedplanInputError(f"--out {out}: is a folder; give a .json file name")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(profile.to_json(), indent=1, ensure_ascii=False) + "\n")
+    os.replace(tmp, out)
+    return out

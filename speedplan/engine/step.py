@@ -1,0 +1,138 @@
+"""The engine step model: what one decode step costs in a serving engine, on top of the op cost
+model (DESIGN.md, "Engine step model"). Pure functions of an `EngineProfile`, a `CostModel` and
+the priced forward passes; seconds, numpy arrays over the sweep grid.
+
+Per target step:
+
+    t_gpu  = t_ops(verify, T) + t_ops(draft)                         # drafting priced as emitted
+           + t_sample                                                # logits read/written per pass
+           + launch_us · (layer_launches · layers + draft_step_launches · draft forwards)
+    t_host = host_step_us + host_seq_us · B + host_token_us · T      # + the host-side n-gram lookup
+    t      = t_gpu + t_host − min(overlap · t_host, t_gpu)
+
+with T = B tokens for a plain step and B·(1+D) (or B·(N+1)) for a speculative one, and
+`overlap` = overlap_plain or overlap_spec: the share of host work the engine runs while the GPU
+computes. With overlap 1 the step is max(t_gpu, t_host); with 0 it is their sum. Plain decoding
+goes through the same model, so a speedup compares two steps of one engine.
+
+Worked example (B = 1, made-up terms): t_gpu = 7.0 ms, t_host = 1.0 ms. A plain step with
+overlap_plain = 1 takes max(7.0, 1.0) = 7.0 ms; a speculative step with overlap_spec = 0 takes
+7.0 + 1.0 = 8.0 ms: the sync point exposes the host work that plain decoding hides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from speedplan.cost.forward import ForwardCost
+from speedplan.engine.profile import EngineProfile
+from speedplan.specs.model import ModelSpec
+
+LOGIT_BYTES = 4  # samplers work on fp32 logits; a pass reads and writes each once
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """What one step is made of, before any engine term: arrays over the grid.
+
+    ops_s: the forward passes' kernels (verify or plain, plus drafting), seconds;
+    batch: sequences B; tokens: tokens the target verifies, T;
+    layers: target decoder layers; forwards: sequential draft forwards; draft_layers: layers in one;
+    logits_pass_s / draft_pass_s: one read-and-write pass over the verify logits / the drafter's;
+    host_draft_s: drafting done on the host (n-gram lookup), seconds;
+    speculative: whether the step drafts (it then takes overlap_spec and sample_passes_spec)."""
+
+    ops_s: np.ndarray
+    batch: np.ndarray
+    tokens: np.ndarray
+    layers: np.ndarray
+    forwards: np.ndarray
+    draft_layers: np.ndarray
+    logits_pass_s: np.ndarray
+    draft_pass_s: np.ndarray
+    host_draft_s: np.ndarray
+    speculative: np.ndarray
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One engine step split by kind (seconds, arrays over the grid)."""
+
+    ops_s: np.ndarray  # the forward passes' kernels: verify (or plain) and drafting
+    sample_s: np.ndarray  # sampling and rejection over the logits
+    launch_s: np.ndarray  # kernels launched outside CUDA graphs
+    host_s: np.ndarray  # host work of the step before overlap
+    overlap: np.ndarray  # share of host work the engine can hide behind the GPU
+
+    @property
+    def gpu_s(self) -> np.ndarray:
+        return self.ops_s + self.sample_s + self.launch_s
+
+    @property
+    def hidden_host_s(self) -> np.ndarray:
+        return np.minimum(self.overlap * self.host_s, self.gpu_s)
+
+    @property
+    def exposed_host_s(self) -> np.ndarray:
+        return self.host_s - self.hidden_host_s
+
+    @property
+    def total_s(self) -> np.ndarray:
+        return self.gpu_s + self.exposed_host_s
+
+
+def step_cost(terms: dict, parts: StepParts) -> StepCost:
+    """The engine model of the module docstring: `terms` maps each term of
+    `speedplan.engine.profile.TERMS` to its value (EngineProfile.values())."""
+    spec = parts.speculative
+    passes = np.where(spec, terms["sample_passes_spec"], terms["sample_passes_plain"])
+    sample = passes * parts.logits_pass_s + terms["sample_passes_plain"] * parts.draft_pass_s
+    launches = (terms["layer_launches"] * (parts.layers + parts.forwards * parts.draft_layers)
+                + terms["draft_step_launches"] * parts.forwards)
+    host = (terms["host_step_us"] + terms["host_seq_us"] * parts.batch + terms["host_token_us"] * parts.tokens) * 1e-6
+    return StepCost(parts.ops_s, sample, terms["launch_us"] * launches * 1e-6, host + parts.host_draft_s,
+                    np.where(spec, terms["overlap_spec"], terms["overlap_plain"]))
+
+
+def logits_pass_s(cost, logits) -> np.ndarray:
+    """One read-and-write pass over `logits` fp32 values (seconds); 0 where there are none."""
+    logits = np.asarray(logits, dtype=float)
+    op = cost.elementwise(2.0 * LOGIT_BYTES * np.maximum(logits, 1.0), "fp32")
+    return np.where(logits > 0, op.latency_us * 1e-6, 0.0)
+
+
+def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost) -> StepParts:
+    """A plain decoding step of `batch` sequences whose target forward is `forward`."""
+    batch = np.asarray(batch, dtype=float)
+    zero = np.zeros_like(batch)
+    return StepParts(np.broadcast_to(forward.total_s, batch.shape) + zero, batch, batch, zero + target.layers, zero,
+                     zero, logits_pass_s(cost, batch * target.vocab), zero, zero, zero.astype(bool))
+
+
+def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, verify_tokens,
+                      verify: ForwardCost, draft: ForwardCost) -> StepParts:
+    """One speculative step: draft with `mech`, verify `verify_tokens` tokens per sequence.
+
+    `verify` and `draft` are the priced target verify pass and drafting kernels; the mechanism
+    says how many sequential draft forwards it runs (each pays the engine's un-captured
+    launches), how many logits its drafter samples, and what drafting costs on the host."""
+    batch, draft_len, nodes, verify_tokens = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (batch, draft_len, nodes, verify_tokens)))
+    tokens = batch * verify_tokens
+    return StepParts(verify.total_s + draft.total_s, batch, tokens, np.full(batch.shape, float(target.layers)),
+                     mech.draft_forwards(draft_len, nodes), np.full(batch.shape, float(mech.draft_layers())),
+                     logits_pass_s(cost, tokens * target.vocab),
+                     logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
+                     mech.host_draft_s(batch, draft_len), np.ones(batch.shape, dtype=bool))
+
+
+def plain_step(engine: EngineProfile, cost, target: ModelSpec, batch, forward: ForwardCost) -> StepCost:
+    return step_cost(engine.values(), plain_parts(cost, target, batch, forward))
+
+
+def speculative_step(engine: EngineProfile, cost, target: ModelSpec, mech, batch, draft_len, nodes,
+                     verify_tokens, verify: ForwardCost, draft: ForwardCost) -> StepCost:
+    return step_cost(engine.values(), speculative_parts(cost, target, mech, batch, draft_len, nodes,
+                                                        verify_tokens, verify, draft))

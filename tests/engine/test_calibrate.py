@@ -1,0 +1,118 @@
+"""`speedplan calibrate`: recovers engine terms from measurements an engine with known terms
+would produce, keeps what the rows cannot identify, and refuses bad files with one line."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from speedplan.cli.app import app
+from speedplan.cost.ops import load_cost_model
+from speedplan.engine.calibrate import Setting, calibrate, predict, price
+from speedplan.engine.profile import get_engine
+from speedplan.engine.readers.measurements import Measurement
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.model import get_model
+
+TRUE = {"host_step_us": 1200.0, "draft_step_launches": 120.0, "host_seq_us": 45.0, "overlap_spec": 0.1}
+
+
+def _setting():
+    return Setting(get_model("llama-3.1-8b"), load_cost_model("h100-sxm"), 1, "llama-3.1-8b on h100-sxm")
+
+
+def _grid(batches=(1, 4, 16, 64), draft_lens=(0, 2, 4)):
+    rows = []
+    for b in batches:
+        for d in draft_lens:
+            rows.append(Measurement("none" if d == 0 else "eagle", b, d, 2048, "tpot_ms", 1.0,
+                                    None if d == 0 else 1 + 0.8 * d, f"synthetic B={b} D={d}"))
+    return rows
+
+
+def _measured(rows, truth):
+    """The rows with values an engine with terms `truth` would have measured."""
+    pairs = [(m, _setting()) for m in rows]
+    values = predict(truth, price(pairs))
+    return [Measurement(m.mechanism, m.batch, m.draft_len, m.context, m.quantity, float(v), m.acceptance_length,
+                        m.where) for m, v in zip(rows, values)]
+
+
+def test_fit_recovers_held_out_rows_of_a_known_engine():
+    base = get_engine("vllm")
+    truth = {**base.values(), **TRUE}
+    train = _measured(_grid(batches=(1, 4, 64)), truth)
+    test = _measured(_grid(batches=(16, 32)), truth)
+    result = calibrate(base, [(m, _setting()) for m in train])
+    pred = predict(result.profile.values(), price([(m, _setting()) for m in test]))
+    meas = np.array([m.value for m in test])
+    assert np.max(np.abs(pred / meas - 1)) < 0.02  # the base profile was off by much more:
+    assert np.max(np.abs(predict(base.values(), price([(m, _setting()) for m in test])) / meas - 1)) > 0.05
+    assert np.max(np.abs(result.residual)) < 0.01 and np.nanmax(result.loo_error) < 0.03
+    assert all(result.profile.terms[t].source.startswith("fitted") for t in result.fitted)
+
+
+def test_terms_the_rows_cannot_move_keep_the_base_value():
+    """All rows at B = 1: per-sequence host work cannot be told from per-step host work, and
+    no row is an n-gram step, so the n-gram lookup's host cost is not in any row at all."""
+    base = get_engine("vllm")
+    rows = _measured(_grid(batches=(1,)), {**base.values(), **TRUE})
+    result = calibrate(base, [(m, _setting()) for m in rows], free=["host_step_us", "host_seq_us", "sample_passes_spec"])
+    assert "host_step_us" in result.fitted
+    assert "cannot tell it from host_step_us" in result.kept["host_seq_us"]
+    assert result.profile.terms["host_seq_us"].value == base.terms["host_seq_us"].value
+
+
+def test_few_rows_fit_few_terms():
+    base = get_engine("vllm")
+    rows = _measured(_grid(batches=(1,), draft_lens=(0, 3)), {**base.values(), **TRUE})
+    result = calibrate(base, [(m, _setting()) for m in rows])
+    assert len(result.fitted) == 1 and any("rows fit at most" in why for why in result.kept.values())
+
+
+def test_contradictory_rows_are_refused():
+    with pytest.raises(SpeedplanInputError, match="acceptance_length"):
+        Measurement("eagle", 1, 2, 1024, "tpot_ms", 5.0, 3.5, "f.csv:3")  # AL above 1 + D
+    with pytest.raises(SpeedplanInputError, match="draft_len"):
+        Measurement("none", 1, 2, 1024, "tpot_ms", 5.0, None, "f.csv:4")
+    with pytest.raises(SpeedplanInputError, match="speedup"):
+        Measurement("none", 1, 0, 1024, "speedup", 1.3, None, "f.csv:5")
+
+
+def test_cli_writes_a_profile_sweep_can_use(tmp_path):
+    base = get_engine("vllm")
+    rows = _measured(_grid(batches=(1, 4, 16, 64)), {**base.values(), **TRUE})
+    csv = tmp_path / "runs.csv"
+    csv.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\n" + "".join(
+        f"{m.mechanism},{m.batch},{m.draft_len},{m.context},{m.value},{m.acceptance_length or ''}\n" for m in rows))
+    out = tmp_path / "mine.json"
+    runner = CliRunner()
+    r = runner.invoke(app, ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm",
+                            "--measurements", str(csv), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "fitted" in r.output and "leave-one-out" in r.output
+    profile = json.loads(out.read_text())
+    assert profile["name"] == "mine" and profile["fit"]["rows"]
+    s = runner.invoke(app, ["sweep", "--engine", str(out), "--mechanism", "eagle", "--batch", "1,16",
+                            "--out", str(tmp_path / "rep")])
+    assert s.exit_code == 0, s.output
+    assert "engine profile mine" in s.output
+
+
+@pytest.mark.parametrize("text, word", [
+    ("mechanism,batch,draft_len,context,tpot_ms\neagle,1,2,1024,5.0\n", "acceptance_length"),
+    ("mechanism,batch,draft_len,context,tpot_ms,step_ms\nnone,1,0,1024,5,5\n", "exactly one"),
+    ("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,-5\n", "tpot_ms"),
+    ("mechanism,batch,draft_len\nnone,1,0\n", "context"),
+    ("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\nwarp,1,2,1024,5,2\n", "mechanism"),
+])
+def test_cli_bad_measurements_exit_2_with_one_line(cli, tmp_path, text, word):
+    f = tmp_path / "bad.csv"
+    f.write_text(text)
+    out = tmp_path / "x.json"
+    proc = cli("calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements", str(f),
+               "--out", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and word in proc.stderr and "bad.csv" in proc.stderr
+    assert not out.exists()

@@ -1,0 +1,50 @@
+"""Engine profiles as data: every shipped one loads, names its version and a source per term;
+bad files are one-line errors."""
+
+import json
+
+import pytest
+
+from speedplan.engine.profile import TERMS, get_engine, preset_names
+from speedplan.errors import SpeedplanInputError
+
+
+def test_every_shipped_profile_states_version_and_sources():
+    assert {"vllm", "sglang", "trtllm", "speedplan-runtime"} <= set(preset_names())
+    for name in preset_names():
+        e = get_engine(name)
+        assert e.version and e.engine
+        assert set(e.terms) == set(TERMS)
+        assert all(len(t.source) > 10 for t in e.terms.values()), name
+
+
+def test_round_trip_through_json(tmp_path):
+    e = get_engine("sglang").with_terms({"host_seq_us": 12.5}, "test: round trip")
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(e.to_json()))
+    back = get_engine(str(path))
+    assert back.values() == e.values() and back.terms["host_seq_us"].source == "test: round trip"
+
+
+@pytest.mark.parametrize("damage, word", [
+    (lambda d: d.pop("version"), "version"),
+    (lambda d: d["terms"].pop("launch_us"), "launch_us"),
+    (lambda d: d["terms"].__setitem__("overlap_spec", {"value": 3, "source": "x"}), "overlap_spec"),
+    (lambda d: d["terms"].__setitem__("warp", {"value": 1, "source": "x"}), "warp"),
+    (lambda d: d["terms"].__setitem__("host_seq_us", {"value": "many", "source": "x"}), "host_seq_us"),
+])
+def test_malformed_profiles_name_the_field(tmp_path, damage, word):
+    data = get_engine("vllm").to_json()
+    damage(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpeedplanInputError) as err:
+        get_engine(str(path))
+    assert word in str(err.value) and str(path) in str(err.value)
+
+
+def test_unknown_engine_and_missing_file():
+    with pytest.raises(SpeedplanInputError, match="unknown engine"):
+        get_engine("tgi")
+    with pytest.raises(SpeedplanInputError, match="no such engine profile"):
+        get_engine("/no/such/engine.json")

@@ -1,0 +1,69 @@
+"""Reading what engines write: vLLM bench serve results and SGLang bench_speculative output,
+with the field names of the engines' own sources."""
+
+import json
+
+import pytest
+
+from speedplan.engine.readers.measurements import read_measurements
+from speedplan.errors import SpeedplanInputError
+
+VLLM_RUN = {"date": "20261201-101010", "model_id": "meta-llama/Llama-3.1-8B-Instruct", "max_concurrency": 16,
+            "num_prompts": 320, "output_throughput": 2210.5, "mean_tpot_ms": 6.9, "median_tpot_ms": 6.8,
+            "spec_decode_acceptance_length": 2.71, "spec_decode_num_drafts": 1000,
+            "mechanism": "eagle3", "draft_len": 3, "context": 1500}
+
+
+def test_vllm_bench_result_with_metadata(tmp_path):
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(VLLM_RUN))
+    (m,) = read_measurements(f)
+    assert (m.mechanism, m.batch, m.draft_len, m.context, m.quantity) == ("eagle3", 16, 3, 1500, "tokens_per_s")
+    assert m.value == 2210.5 and m.acceptance_length == 2.71
+
+
+def test_vllm_appended_results_are_json_lines(tmp_path):
+    plain = {**VLLM_RUN, "mechanism": "none", "output_throughput": 1500.0}
+    for k in ("spec_decode_acceptance_length", "draft_len"):
+        plain.pop(k)
+    f = tmp_path / "runs.json"
+    f.write_text(json.dumps(VLLM_RUN) + "\n" + json.dumps(plain) + "\n")
+    rows = read_measurements(f)
+    assert [m.mechanism for m in rows] == ["eagle3", "none"] and rows[1].draft_len == 0
+
+
+def test_vllm_result_without_mechanism_says_how_to_tag_it(tmp_path):
+    run = {k: v for k, v in VLLM_RUN.items() if k != "mechanism"}
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(run))
+    with pytest.raises(SpeedplanInputError, match="--metadata mechanism="):
+        read_measurements(f)
+
+
+def test_sglang_bench_speculative_lines(tmp_path):
+    lines = [{"batch_size": 4, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1.0, "step_time": 0.0071,
+              "speed": 140.8, "completion_tokens": 256},
+             {"batch_size": 4, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_length": 2.6, "step_time": 0.0093,
+              "speed": 279.5, "completion_tokens": 256},
+             {"batch_size": 4, "steps": 5, "topk": 4, "num_draft_tokens": 16, "acc_length": 3.4, "step_time": 0.0121,
+              "speed": 281.0, "completion_tokens": 256}]
+    f = tmp_path / "output.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    plain, chain, tree = read_measurements(f, mechanism="eagle3")
+    assert plain.mechanism == "none" and plain.value == pytest.approx(7.1) and plain.quantity == "step_ms"
+    assert chain.mechanism == "eagle3" and chain.draft_len == 3 and chain.acceptance_length == 2.6
+    assert tree.mechanism == "eagle-tree:topk=4" and tree.tree_nodes == 15
+
+
+def test_sglang_line_missing_a_field_names_it(tmp_path):
+    f = tmp_path / "output.jsonl"
+    f.write_text(json.dumps({"batch_size": 4, "steps": 3, "topk": 1, "num_draft_tokens": 4, "step_time": 0.01}) + "\n")
+    with pytest.raises(SpeedplanInputError, match=r"output.jsonl:1: field 'acc_length' missing"):
+        read_measurements(f)
+
+
+def test_unrecognised_file(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("hello")
+    with pytest.raises(SpeedplanInputError, match="not a measurements CSV"):
+        read_measurements(f)

@@ -1,0 +1,82 @@
+"""The engine step model: its limits, its pieces, and the plain baseline through the same model."""
+
+import numpy as np
+import pytest
+
+from speedplan.cost.forward import forward_cost
+from speedplan.cost.ops import load_cost_model
+from speedplan.engine.profile import TERMS, get_engine
+from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
+from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.mechanisms import parse_mechanism
+from speedplan.plan.sweep import sweep
+from speedplan.specs.model import get_model
+
+ZERO = {t: 0.0 for t in TERMS}
+
+
+def _parts(ops, host_draft=0.0, spec=True, batch=1.0, tokens=1.0):
+    a = lambda v: np.array([float(v)])
+    return StepParts(a(ops), a(batch), a(tokens), a(32), a(0), a(0), a(0), a(0), a(host_draft), np.array([spec]))
+
+
+def test_overlap_one_is_max_and_zero_is_sum():
+    """The docstring's worked example: 7 ms of GPU work, 1 ms of host work."""
+    terms = {**ZERO, "host_step_us": 1000.0}
+    parts = _parts(7e-3)
+    assert step_cost({**terms, "overlap_spec": 1.0}, parts).total_s[0] == pytest.approx(7e-3)
+    assert step_cost({**terms, "overlap_spec": 0.0}, parts).total_s[0] == pytest.approx(8e-3)
+    half = step_cost({**terms, "overlap_spec": 0.5}, parts)
+    assert half.exposed_host_s[0] == pytest.approx(0.5e-3) and half.total_s[0] == pytest.approx(7.5e-3)
+    # host work longer than the GPU's: overlap hides at most the GPU time
+    slow = step_cost({**ZERO, "host_step_us": 9000.0, "overlap_spec": 1.0}, parts)
+    assert slow.total_s[0] == pytest.approx(9e-3)
+
+
+def test_host_terms_scale_with_sequences_and_verified_tokens():
+    terms = {**ZERO, "host_seq_us": 10.0, "host_token_us": 2.0}
+    cost = step_cost(terms, _parts(0.0, batch=8, tokens=32))
+    assert cost.host_s[0] == pytest.approx((10 * 8 + 2 * 32) * 1e-6)
+
+
+def test_draft_launches_count_per_draft_forward():
+    cost = load_cost_model("h100-sxm")
+    target = get_model("llama-3.1-8b")
+    mech = parse_mechanism("eagle", target, Acceptance.iid(0.7))
+    b, d, n = np.array([1.0, 1.0]), np.array([2.0, 5.0]), np.array([2.0, 5.0])
+    q = mech.verify_tokens(d, n)
+    parts = speculative_parts(cost, target, mech, b, d, n, q, forward_cost(cost, target, b, q, 4096.0),
+                              mech.draft_cost(cost, target, b, d, 4096.0, n, 1))
+    terms = {**ZERO, "launch_us": 5.0, "draft_step_launches": 40.0}
+    assert step_cost(terms, parts).launch_s == pytest.approx([2 * 40 * 5e-6, 5 * 40 * 5e-6])
+
+
+def test_sampling_reads_the_verify_logits_of_every_token():
+    cost = load_cost_model("h100-sxm")
+    target = get_model("llama-3.1-8b")
+    b = np.array([1.0, 64.0])
+    plain = plain_parts(cost, target, b, forward_cost(cost, target, b, 1, 4096.0))
+    t = step_cost({**ZERO, "sample_passes_plain": 1.0}, plain).sample_s
+    assert t[1] > 5 * t[0] > 0  # 64 × 128k fp32 logits read and written, vs 1 × 128k at the kernel floor
+
+
+def test_plain_baseline_goes_through_the_engine_model():
+    """Speedup divides two steps of the same engine; making host work expensive hurts the
+    speculative step (overlap_spec 0) more than the plain one (overlap_plain 1)."""
+    base = get_engine("vllm")
+    slow = base.with_terms({"host_seq_us": 200.0}, "test")
+    r1 = sweep(mechanisms=["eagle"], batches=[64], draft_lens=[0, 3], engine=base).frame
+    r2 = sweep(mechanisms=["eagle"], batches=[64], draft_lens=[0, 3], engine=slow).frame
+    spec1, spec2 = (r[r.mechanism == "eagle"].iloc[0] for r in (r1, r2))
+    assert spec2.speedup < spec1.speedup
+    assert np.allclose(r1.t_step_s, r1.t_verify_s + r1.t_draft_s + r1.t_sample_s + r1.t_launch_s + r1.t_host_exposed_s)
+    assert (r1.engine == "vllm").all()
+
+
+def test_speculation_switches_off_where_the_engine_makes_it_lose():
+    """Host work per sequence that plain decoding hides (overlap 1) and the sync point exposes
+    (overlap 0): plain decoding wins at B = 256, speculation at B = 1."""
+    costly = get_engine("vllm").with_terms({"host_seq_us": 30.0, "overlap_plain": 1.0, "overlap_spec": 0.0}, "test")
+    r = sweep(mechanisms=["eagle"], batches=[1, 256], draft_lens=range(0, 5), contexts=[512], engine=costly)
+    best = r.best.set_index("batch")
+    assert best.loc[1, "mechanism"] == "eagle" and best.loc[256, "mechanism"] == "none"
