@@ -1,8 +1,8 @@
 """The sweep report: figures are real PNGs, the HTML links everything, provenance is stated."""
 
-import html
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 import sys
