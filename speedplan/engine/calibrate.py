@@ -25,10 +25,10 @@ from speedplan.plan.mechanisms import parse_mechanism
 from speedplan.specs.model import ModelSpec
 
 # Terms a fit tries when the base profile names none ("fit_order"), most identifiable first. With
-# n rows at most ceil(n / 2) terms are fitted, so that leave-one-out can test the fit; the rest
-# keep the base profile's values.
+# n rows at most ceil(n / 2) of them are fitted, so that leave-one-out can test the fit (terms
+# named explicitly: up to n); the rest keep the base profile's values.
 FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "overlap_spec", "overlap_plain",
-             "host_token_us", "sample_passes_spec")
+             "host_token_us")
 IDENTIFIABLE = 1e-3  # smallest relative change of some prediction over a term's whole range
 
 
@@ -40,6 +40,7 @@ class Setting:
     cost: object  # speedplan.cost.ops.CostModel
     tp: int = 1
     label: str = ""
+    mechanisms: dict = field(default_factory=dict)  # label -> Mechanism built by the caller (else parsed)
 
 
 @dataclass
@@ -73,7 +74,7 @@ def price(pairs: list[tuple[Measurement, Setting]]) -> Priced:
             al.append(1.0)
             continue
         try:
-            mech = parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
+            mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
         except SpeedplanInputError as e:
             raise SpeedplanInputError(f"{m.where}: field 'mechanism': {e}") from None
         nodes = np.array([float(m.tree_nodes or m.draft_len)])
@@ -171,7 +172,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         raise SpeedplanInputError(f"calibrate: unknown term {unknown[0]!r}; terms: {', '.join(TERMS)}")
     ok, kept = _identifiable(values, candidates, priced)
     n = len(pairs)
-    most = max(1, (n + 1) // 2)
+    most = n if free is not None else max(1, (n + 1) // 2)
     if len(ok) > most:
         kept.update({t: f"{n} rows fit at most {most} terms" for t in ok[most:]})
         ok = ok[:most]

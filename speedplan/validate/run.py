@@ -27,8 +27,10 @@ import pandas as pd
 from speedplan.plan.acceptance import Acceptance, fit_positions, fit_ranks
 from speedplan.cost.ops import load_cost_model
 from speedplan.errors import SpeedplanInputError
-from speedplan.cost.forward import forward_cost
-from speedplan.plan.mechanisms import REGISTRY, Mechanism
+from speedplan.engine.calibrate import Setting, calibrate
+from speedplan.engine.profile import get_engine
+from speedplan.engine.readers.measurements import Measurement
+from speedplan.plan.mechanisms import REGISTRY, TREE_MECHANISMS, Mechanism
 from speedplan.plan.mechanisms.heads import head_spec
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
@@ -45,6 +47,7 @@ class ValidationGrid:
     min_prompts: int = 8  # prompts per point at least (several waves at small B)
     calibration_prompts: int = 8
     calibration_draft_len: int = 7
+    calibration_batches: tuple[int, ...] = (1, 4)  # plain decoding and every drafter run at these
     tree_topk: int = 4
     tree_max_nodes: int = 16
 
@@ -55,7 +58,8 @@ class ValidationGrid:
 
 FULL = ValidationGrid()
 QUICK = ValidationGrid(mechanisms=("ngram", "eagle"), batches=(1, 2), draft_lens=(0, 1, 3), max_new_tokens=16,
-                       min_prompts=2, calibration_prompts=2, calibration_draft_len=3)
+                       min_prompts=2, calibration_prompts=2, calibration_draft_len=3, calibration_batches=(1, 2))
+ENGINE = "speedplan-runtime"  # the engine profile validation calibrates
 
 
 @dataclass
@@ -85,6 +89,74 @@ def _full_batch_mean(steps, batch: int, attr: str) -> float:
     return float(np.mean(full))
 
 
+def _mechanism(name: str, acc: Acceptance, drafter, target_spec, grid: ValidationGrid, lookup=(0.0, 0.0)) -> Mechanism:
+    """The planner's mechanism for one of the runtime's drafters, priced as the drafter is built
+    (its own depth and draft vocabulary) with acceptance fitted on the calibration prompts."""
+    if name == "ngram":
+        return REGISTRY["ngram"](acc, acc.source, lookup_us=lookup[0], lookup_us_per_seq=lookup[1])
+    if name == "draft-model":
+        vocab = drafter.draft_vocab_size() or target_spec.vocab
+        student = replace(target_spec, name="smollm2-student", layers=int(drafter.draft_layers()), vocab=vocab)
+        return REGISTRY["draft-model"](acc, acc.source, draft=student)
+    if name in ("eagle", "eagle-tree"):
+        vocab = drafter.draft_vocab_size()
+        tree = {"topk": grid.tree_topk} if REGISTRY[name].is_tree else {}
+        return REGISTRY[name](acc, acc.source, draft=head_spec(target_spec, name, vocab), draft_vocab=vocab, **tree)
+    raise SpeedplanInputError(f"validate: unknown mechanism {name}")
+
+
+def _lookup_us(runs) -> tuple[float, float]:
+    """The n-gram lookup's host time per step and per sequence (µs), from its mean drafting
+    time at the calibration batch sizes (a line through the two points, never negative)."""
+    points = sorted((b, float(np.mean([s.t_draft_s for s in res.steps])) * 1e6) for b, res in runs)
+    (b1, t1), (b2, t2) = points[0], points[-1]
+    per_seq = max((t2 - t1) / (b2 - b1), 0.0) if b2 > b1 else t1 / b1
+    return max(t1 - per_seq * b1, 0.0), per_seq
+
+
+def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say) -> tuple[list[Mechanism], object, list, dict]:
+    """Calibration split: acceptance per drafter and the speedplan-runtime engine terms, fitted
+    by `speedplan.engine.calibrate` (the code `speedplan calibrate` runs) to the step times of
+    plain decoding and of every drafter at the calibration batch sizes."""
+    runs: dict[str, list] = {}
+    drafters = {}
+    for name in ("none", *grid.mechanisms):
+        d = 0 if name == "none" else grid.calibration_draft_len
+        for b in grid.calibration_batches:
+            say(f"calibration: {name} B={b}")
+            n = int(math.ceil(max(b, grid.calibration_prompts) / b) * b)
+            res, drafters[name] = run(name, calib[:n], b, d)
+            runs.setdefault(name, []).append((b, res))
+    mechs = []
+    for name in grid.mechanisms:
+        steps = [s for _, res in runs[name] for s in res.steps]
+        acc = _fit_acceptance(name, steps, grid.calibration_draft_len, grid.tree_topk)
+        lookup = _lookup_us(runs[name]) if name == "ngram" else (0.0, 0.0)
+        mechs.append(_mechanism(name, acc, drafters[name], target_spec, grid, lookup))
+    by_name = {m.name: m for m in mechs}
+    measured = []
+    for name, rs in runs.items():
+        for b, res in rs:
+            d = 0 if name == "none" else grid.calibration_draft_len
+            ctx = int(round(np.mean([c for s in res.steps for c in s.context])))
+            measured.append(Measurement(by_name[name].label if name != "none" else "none", b, d, ctx, "step_ms",
+                                        _full_batch_mean(res.steps, b, "t_step_s") * 1e3,
+                                        res.acceptance_length if d else None, f"calibration {name} B={b} D={d}",
+                                        grid.tree_nodes(d) if name.endswith("-tree") else None))
+    base = get_engine(ENGINE)
+    if cost.origin == "measured" and "kernel_floor_us" in cost.hardware.extra.get("measured", {}):
+        base = base.with_terms({"launch_us": cost.hardware.kernel_floor_us},
+                               f"measured: launch floor in floors.csv of the profile ({cost.hardware.notes})")
+    setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
+                      mechanisms={m.label: m for m in mechs})
+    fit = calibrate(base, [(m, setting) for m in measured], name=ENGINE,
+                    described=f"speedplan validate calibration split, {len(measured)} runs")
+    plain = dict(runs["none"])[1]
+    reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s"),  # measured, for speedplan.reprice
+               "calibration_context": float(np.mean([c for s in plain.steps for c in s.context]))}
+    return mechs, fit, measured, reprice
+
+
 def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", progress=None) -> tuple[pd.DataFrame, dict]:
     """Calibrate, predict, measure; returns (per-point table, summary)."""
     import torch
@@ -103,7 +175,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     calib = encode_prompts(tok, [p.text for p in stdlib_prompts("calibration")], chat=True)
     evals = encode_prompts(tok, [p.text for p in stdlib_prompts("evaluation")], chat=True)
     need = max(max(grid.batches), grid.min_prompts)
-    if len(evals) < need or len(calib) < grid.calibration_prompts:
+    if len(evals) < need or len(calib) < max(grid.calibration_prompts, *grid.calibration_batches):
         raise SpeedplanInputError(f"validation needs {need} evaluation prompts, the prompt set has {len(evals)}")
 
     def run(mech: str, prompts, batch: int, draft_len: int):
@@ -114,53 +186,27 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
                         eos_ids=eos, seed=0), drafter
 
     # ---- 2. calibration ------------------------------------------------------------
-    say("calibration: plain decoding")
-    plain_cal, _ = run("none", calib[: grid.calibration_prompts], 1, 0)
-    overhead_s = float(np.mean([s.t_accept_s + s.t_overhead_s for s in plain_cal.steps]))
     target_spec = replace(get_model(TARGET_PRESET), dtype="fp32")
-    # Host time per decoder layer: what a plain decode forward takes beyond its priced ops
-    cal_context = float(np.mean([c for s in plain_cal.steps for c in s.context]))
-    priced_s = float(forward_cost(cost, target_spec, 1, 1, cal_context).total_s)
-    verify_s = _full_batch_mean(plain_cal.steps, 1, "t_verify_s")  # the statistic step 4 measures
-    layer_overhead_us = max(verify_s - priced_s, 0.0) / target_spec.layers * 1e6
-    hw = cost.hardware.with_overrides(step_overhead_us=overhead_s * 1e6, layer_overhead_us=layer_overhead_us)
-    cost = replace(cost, hardware=hw)
-    mechs: list[Mechanism] = []
-    for name in grid.mechanisms:
-        say(f"calibration: {name}")
-        res, drafter = run(name, calib[: grid.calibration_prompts], 1, grid.calibration_draft_len)
-        acc = _fit_acceptance(name, res.steps, grid.calibration_draft_len, grid.tree_topk)
-        if name == "ngram":
-            # calibrated at B=1; the runtime's lookup loops over sequences, so it is per sequence
-            lookup_us = float(np.mean([s.t_draft_s for s in res.steps])) * 1e6
-            mechs.append(REGISTRY["ngram"](acc, acc.source, lookup_us=0.0, lookup_us_per_seq=lookup_us))
-        elif name == "draft-model":
-            layers = drafter.draft_layers()
-            vocab = drafter.draft_vocab_size() or target_spec.vocab
-            student = replace(target_spec, name="smollm2-student", layers=int(layers), vocab=vocab)
-            mechs.append(REGISTRY["draft-model"](acc, acc.source, draft=student))
-        elif name in ("eagle", "eagle-tree"):
-            vocab = drafter.draft_vocab_size()
-            tree = {"topk": grid.tree_topk} if REGISTRY[name].is_tree else {}
-            mechs.append(REGISTRY[name](acc, acc.source, draft=head_spec(target_spec, name, vocab),
-                                        draft_vocab=vocab, **tree))
-        else:
-            raise SpeedplanInputError(f"validate: unknown mechanism {name}")
+    mechs, fit, calibration_rows, reprice_facts = calibrate_runtime(grid, cost, run, calib, target_spec, say)
+    engine = fit.profile
 
     # ---- 3. predict ----------------------------------------------------------------
     n_eval = [len(p) for p in evals[:need]]
     context = int(round(np.mean(n_eval) + grid.max_new_tokens / 2))
     nodes = sorted({grid.tree_nodes(d) for d in grid.draft_lens if d >= 1})
-    pred = sweep(target_spec, cost, mechs, grid.batches, grid.draft_lens, [context], tree_nodes=nodes).frame
-    is_tree = pred["mechanism"].isin(["eagle-tree", "medusa"])
+    pred = sweep(target_spec, cost, mechs, grid.batches, grid.draft_lens, [context], tree_nodes=nodes,
+                 engine=engine).frame
+    is_tree = pred["mechanism"].isin(TREE_MECHANISMS)
     wanted_nodes = pred["draft_len"].map(lambda d: grid.tree_nodes(max(int(d), 1)) + 1)
     pred = pred[~is_tree | (pred["verify_tokens"] == wanted_nodes)]
+    eager = engine.launch_us * engine.layer_launches * 1e-6  # seconds of un-captured launches per layer
 
     # ---- 4. measure ----------------------------------------------------------------
     rows = []
     plan = [("none", b, 0) for b in grid.batches] + [
         (m.label, b, d) for m in mechs for b in grid.batches for d in grid.draft_lens if d >= 1]
     base_meas: dict[int, float] = {}
+    by_label = {m.label: m for m in mechs}
     for i, (label, batch, d) in enumerate(plan, 1):
         n = max(batch, grid.min_prompts)
         n = int(math.ceil(n / batch) * batch)
@@ -170,13 +216,18 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         if label == "none":
             base_meas[batch] = t_step
         p = pred[(pred.mechanism == label) & (pred.batch == batch) & (pred.draft_len == d)].iloc[0]
+        mech = by_label.get(label)
+        forwards = float(mech.draft_forwards(d, p.verify_tokens - 1)) if mech else 0.0
+        pred_verify = float(p.t_verify_s) + eager * target_spec.layers  # as the runtime times it: with its launches
+        pred_draft = float(p.t_draft_s) + eager * forwards * (mech.draft_layers() if mech else 0) \
+            + (float(mech.host_draft_s(batch, d)) if mech else 0.0)
         al = res.acceptance_length
         rows.append({
             "mechanism": label, "batch": batch, "draft_len": d, "verify_tokens": int(p.verify_tokens), "context": context,
             "pred_t_step": float(p.t_step_s), "meas_t_step": t_step,
-            "pred_t_verify": float(p.t_verify_s), "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s"),
-            "pred_t_draft": float(p.t_draft_s), "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s"),
-            "pred_t_overhead": float(p.t_overhead_s),
+            "pred_t_verify": pred_verify, "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s"),
+            "pred_t_draft": pred_draft, "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s"),
+            "pred_t_overhead": float(p.t_step_s) - pred_verify - pred_draft,
             "meas_t_overhead": _full_batch_mean(res.steps, batch, "t_overhead_s") + _full_batch_mean(res.steps, batch, "t_accept_s"),
             "pred_acceptance_length": float(p.acceptance_length), "meas_acceptance_length": al,
             "pred_speedup": float(p.speedup), "meas_speedup": al * base_meas[batch] / t_step,
@@ -188,8 +239,10 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     summary = summarize(table)
     summary.update({
         "grid": asdict(grid), "hardware": hardware, "cost_origin": cost.origin,
-        "step_overhead_us_measured": overhead_s * 1e6, "layer_overhead_us_measured": layer_overhead_us,
-        "calibration_verify_s": verify_s, "calibration_context": cal_context,  # for speedplan.reprice
+        "engine": engine.to_json(),
+        "calibration": [{**asdict(m), "predicted": float(p)} for m, p in zip(calibration_rows, fit.predicted)],
+        "layer_overhead_us_measured": eager * 1e6,  # launches per layer × launch time, for speedplan.reprice
+        **reprice_facts,
         "context": context,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": round(time.perf_counter() - t_start, 1),
         "torch_threads": torch.get_num_threads(),

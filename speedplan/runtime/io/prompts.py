@@ -5,7 +5,9 @@ Three kinds, from functions that have a docstring and a body of at least 6 lines
 - "summarize": the docstring, to be summarised;
 - "explain": a question about the function with its source.
 Selection is deterministic for a given Python version (modules in a fixed list, functions in
-source order). Prompts alternate between the "calibration" and "evaluation" halves.
+source order). Prompts take turns between three splits: "training" (the drafters are trained on
+it), "calibration" (speedplan validate fits acceptance and the runtime's engine terms on it) and
+"evaluation" (where predictions are checked), so that no prompt serves two purposes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ MODULES = ("textwrap.py", "string.py", "heapq.py", "bisect.py", "shlex.py", "fra
            "csv.py", "ipaddress.py", "random.py", "dataclasses.py", "functools.py")
 MAX_SOURCE_LINES = 40
 KINDS = ("complete", "summarize", "explain")
+SPLITS = ("training", "calibration", "evaluation")
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class Prompt:
     id: str  # "<module>:<function>:<kind>"
     kind: str
     text: str
-    split: str  # "calibration" or "evaluation"
+    split: str  # one of SPLITS
 
 
 def _functions(path: Path) -> list[tuple[str, str, str]]:
@@ -59,10 +62,10 @@ def _text(kind: str, module: str, name: str, doc: str, src: str) -> str:
     return f"Here is `{module}.{name}` from Python's standard library:\n```python\n{code}\n```\nHow does it work, and when would you use it?"
 
 
-def stdlib_prompts(split: str | None = None, per_module: int = 2, limit: int | None = None) -> list[Prompt]:
-    """Prompts from the standard library; split = "calibration", "evaluation" or None (both)."""
-    if split not in (None, "calibration", "evaluation"):
-        raise ValueError(f"split must be calibration or evaluation, got {split!r}")
+def stdlib_prompts(split: str | None = None, per_module: int = 3, limit: int | None = None) -> list[Prompt]:
+    """Prompts from the standard library; split = one of SPLITS, or None for all of them."""
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     root = Path(sysconfig.get_paths()["stdlib"])
     prompts: list[Prompt] = []
     for rel in MODULES:
@@ -72,7 +75,7 @@ def stdlib_prompts(split: str | None = None, per_module: int = 2, limit: int | N
         module = rel[:-3].replace("/", ".")
         for name, doc, src in _functions(path)[:per_module]:
             for kind in KINDS:
-                half = "calibration" if len(prompts) % 2 == 0 else "evaluation"
-                prompts.append(Prompt(f"{module}:{name}:{kind}", kind, _text(kind, module, name, doc, src), half))
+                part = SPLITS[len(prompts) % len(SPLITS)]
+                prompts.append(Prompt(f"{module}:{name}:{kind}", kind, _text(kind, module, name, doc, src), part))
     chosen = [p for p in prompts if split is None or p.split == split]
     return chosen[:limit] if limit else chosen

