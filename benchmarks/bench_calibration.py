@@ -1,0 +1,132 @@
+"""What calibration buys, on ../shared/cases/engine_measurements.csv.
+
+    python benchmarks/bench_calibration.py
+
+1. Held-out batch sizes. For each engine sweep of the cases with at least five batch sizes
+   (one source, model, GPU, TP and draft shape, only B varying), the engine terms are fitted on
+   three batch sizes (smallest, middle, largest) and the others are predicted. The fit starts
+   from the documented, unfitted profile (benchmarks/fit_engine_profiles.py BASES), so the
+   held-out rows are never seen.
+2. Schedule regret. On the cases' B × D throughput grid (SGLang PR #22246, Qwen3-235B-A22B
+   EAGLE-3 chains, steps 1..6, B 1..64), the per-batch draft length speedplan picks from 0
+   measurements (documented profile, published acceptance) and from 3 measurements (calibrated
+   on (B, D) = (1, 2), (8, 4), (64, 6), with the published acceptance as the rows give none), against vLLM's
+   dynamic-speculative-decoding config generator (vllm/v1/spec_decode/dynamic/generate_config.py,
+   a PR branch of vLLM #32374: it measures B ∈ {1, 4, 16, 64, 256} × K ∈ {1, 3, 5} and keeps the
+   best measured K per batch size; unmeasured batch sizes take the nearest measured one's).
+   Regret at B = 1 − measured throughput of the pick / best measured throughput at B. The
+   source states no GPU or TP: H100 with TP 8 is assumed (the model's bf16 weights need 8).
+Prints the figures; docs/calibration.md quotes a run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from engine_cases import CASES, as_pairs, load_cases  # noqa: E402
+from fit_engine_profiles import BASES, base_profile  # noqa: E402
+
+from speedplan.engine.calibrate import Setting, calibrate, predict, price  # noqa: E402
+from speedplan.engine.readers.measurements import Measurement  # noqa: E402
+
+GRID_SOURCE = "sglang PR #22246 (AutoSpec; static-config baselines)"
+GRID_MODEL, GRID_HW, GRID_TP = "qwen3-235b-a22b", "h100-sxm", 8
+GENERATOR_B, GENERATOR_K = (1, 4, 16, 64, 256), (1, 3, 5)
+
+
+def held_out_batches() -> list[dict]:
+    cases, _ = load_cases()
+    out = []
+    by_sweep: dict[str, list] = {}
+    for c in cases:
+        by_sweep.setdefault(f"{c.sweep} D={c.draft_len} N={c.tree_nodes}", []).append(c)
+    for name, rows in by_sweep.items():
+        batches = sorted({c.batch for c in rows})
+        if len(batches) < 5:
+            continue
+        train_b = {batches[0], batches[len(batches) // 2], batches[-1]}
+        train = [c for c in rows if c.batch in train_b]
+        test = [c for c in rows if c.batch not in train_b]
+        base = base_profile(rows[0].engine)
+        fitted = calibrate(base, as_pairs(train), name="held-out").profile
+        test_pairs = as_pairs(test)
+        priced = price(test_pairs)
+        meas = np.array([c.value for c in test])
+        for label, profile in (("documented profile", base), ("fitted on 3 batch sizes", fitted)):
+            err = np.abs(predict(profile.values(), priced) / meas - 1)
+            out.append({"sweep": name, "profile": label, "train B": sorted(train_b), "test B": [c.batch for c in test],
+                        "median error": float(np.median(err)), "max error": float(err.max())})
+    return out
+
+
+def _grid() -> pd.DataFrame:
+    frame = pd.read_csv(CASES)
+    g = frame[(frame.source == GRID_SOURCE) & (frame.target_model == "Qwen3-235B-A22B")]
+    return g[["batch_or_concurrency", "draft_len", "tokens_per_s"]].rename(
+        columns={"batch_or_concurrency": "batch"}).astype({"batch": int, "draft_len": int})
+
+
+def _predicted_tokens(profile, setting, acc, grid: pd.DataFrame) -> np.ndarray:
+    rows = [Measurement(setting.mech_label, int(b), int(d), 1024, "tokens_per_s", 1.0,
+                        float(acc.chain_al(int(d))), "grid") for b, d in zip(grid.batch, grid.draft_len)]
+    return predict(profile.values(), price([(m, setting.base) for m in rows]))
+
+
+def schedule_regret() -> pd.DataFrame:
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.plan.mechanisms import REGISTRY, parse_mechanism
+    from speedplan.specs.model import get_model
+
+    grid = _grid()
+    target = get_model(GRID_MODEL)
+    label = "eagle3" if "eagle3" in REGISTRY else "eagle:vocab=32000"
+    mech = parse_mechanism(label, target)
+    acc = mech.acceptance
+    setting = type("S", (), {"base": Setting(target, load_cost_model(GRID_HW), GRID_TP, "grid"), "mech_label": label})
+    base = base_profile("sglang")
+    points = {(1, 2), (8, 4), (64, 6)}
+    cal_points = grid[[(b, d) in points for b, d in zip(grid.batch, grid.draft_len)]]
+    measured = [Measurement(label, int(b), int(d), 1024, "tokens_per_s", float(t), float(acc.chain_al(int(d))),
+                            f"grid B={b} D={d}") for b, d, t in zip(cal_points.batch, cal_points.draft_len,
+                                                                     cal_points.tokens_per_s)]
+    fitted = calibrate(base, [(m, setting.base) for m in measured], name="three-points").profile
+    grid = grid.assign(pred0=_predicted_tokens(base, setting, acc, grid), pred3=_predicted_tokens(fitted, setting, acc, grid))
+    best = grid.groupby("batch").tokens_per_s.max()
+    rows = []
+    measured_b = [b for b in GENERATOR_B if b in set(grid.batch)]
+    gen_pick = {b: grid[(grid.batch == b) & grid.draft_len.isin(GENERATOR_K)].sort_values("tokens_per_s").draft_len.iloc[-1]
+                for b in measured_b}
+    for b, g in grid.groupby("batch"):
+        nearest = min(measured_b, key=lambda m: abs(np.log(m) - np.log(b)))
+        picks = {"speedplan, 0 measurements": g.loc[g.pred0.idxmax(), "draft_len"],
+                 "speedplan, 3 measurements": g.loc[g.pred3.idxmax(), "draft_len"],
+                 "vLLM generator, 12 measurements": gen_pick[nearest]}
+        row = {"batch": b, "best D (measured)": int(g.loc[g.tokens_per_s.idxmax(), "draft_len"])}
+        for name, d in picks.items():
+            row[f"{name}: D"] = int(d)
+            row[f"{name}: regret"] = 1 - float(g[g.draft_len == d].tokens_per_s.iloc[0]) / best[b]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    pd.set_option("display.width", 200)
+    print("1. held-out batch sizes (engine sweeps with >= 5 batch sizes)")
+    for r in held_out_batches():
+        print(f"  {r['sweep']}\n    {r['profile']:<24} train B {r['train B']}, test B {r['test B']}: "
+              f"median {r['median error']:.1%}, max {r['max error']:.1%}")
+    print(f"\n2. schedule regret on {GRID_SOURCE} (Qwen3-235B-A22B, H100 TP{GRID_TP} assumed)")
+    regret = schedule_regret()
+    print(regret.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    for col in [c for c in regret.columns if c.endswith("regret")]:
+        print(f"  {col}: mean {regret[col].mean():.1%}, max {regret[col].max():.1%}")
+
+
+if __name__ == "__main__":
+    main()
