@@ -19,7 +19,8 @@ whole process on a 2-core machine (what each buys was measured with
 
 Each falls back: where fork is missing (Windows, macOS) no worker starts, and a worker that
 fails or dies leaves the parent to draw the figures itself. `SPEEDPLAN_SERIAL=1` turns all
-four off (for benchmarks and debugging).
+four off; `SPEEDPLAN_SERIAL=worker,split,gc,exit` turns off the ones named (benchmarks and
+debugging).
 """
 
 from __future__ import annotations
@@ -32,15 +33,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-SERIAL = os.environ.get("SPEEDPLAN_SERIAL", "") not in ("", "0")
+_OFF = {t.strip() for t in os.environ.get("SPEEDPLAN_SERIAL", "").split(",") if t.strip() not in ("", "0")}
+OFF = {"worker", "split", "gc", "exit"} if _OFF & {"1", "all"} else _OFF  # the tricks turned off
 
 
 def main() -> None:
     """Console entry point: run the command line, then leave with its exit status."""
     argv = sys.argv[1:]
-    if argv[:1] == ["sweep"] and not SERIAL:
+    if argv[:1] == ["sweep"] and "gc" not in OFF:
         gc.disable()  # trick 3
-    start_early(argv)  # trick 1
+    if "worker" not in OFF:
+        start_early(argv)  # trick 1
     from speedplan.cli.app import run
 
     try:
@@ -49,7 +52,7 @@ def main() -> None:
         cancel_unclaimed()
     sys.stdout.flush()
     sys.stderr.flush()
-    if SERIAL:
+    if "exit" in OFF:
         sys.exit(code)
     os._exit(code)  # trick 4
 
@@ -134,7 +137,7 @@ def cancel_unclaimed() -> None:
 
 def _fork() -> int | None:
     """os.fork() where it exists and is safe enough (POSIX, not macOS); None otherwise."""
-    if SERIAL or not hasattr(os, "fork") or sys.platform == "darwin":
+    if not hasattr(os, "fork") or sys.platform == "darwin":
         return None
     try:
         return os.fork()
@@ -160,7 +163,8 @@ def start() -> FigureWorker | None:
 def _serve(read_fd: int) -> int:
     """The worker's whole life: import matplotlib, wait for one job, draw it. Returns the exit status."""
     try:
-        gc.disable()  # trick 3
+        if "gc" not in OFF:
+            gc.disable()  # trick 3
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C must not print here
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401  (the import is the point)
         from matplotlib.figure import Figure  # noqa: F401
@@ -191,7 +195,7 @@ def draw_in_two(figures, out_dir: Path, caption: str) -> list[Path]:
     from speedplan.report.figures import FIGURES, draw_figures, figure_paths
 
     theirs = [n for n in FIGURES if n not in _HERE]
-    child = _fork()
+    child = _fork() if "split" not in OFF else None
     if child == 0:
         try:
             draw_figures(figures, out_dir, caption, names=theirs)

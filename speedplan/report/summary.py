@@ -110,7 +110,7 @@ def table_rows(best: pd.DataFrame) -> list[dict]:
         rows.append({
             "B": str(int(b)),
             "context": str(int(ctx)),
-            "mechanism": str(mech),
+            "mechanism": "off (plain decoding)" if mech == "none" else str(mech),
             "D": str(int(d)),
             "AL": f"{al:.2f}",
             "speedup": f"{speedup:.2f}x",

@@ -62,7 +62,8 @@ def test_report_writes_pngs_and_html_linking_everything(result, tmp_path):
     pick = result.slo_pick
     assert f"SLO pick (&gt;= 100 tokens/s/user): {pick['mechanism']} D={pick['draft_len']}" in page
     for row in result.best.itertuples():  # the recommendation table has every batch
-        assert f"<td>{row.batch}</td><td>{row.context}</td><td class=\"l\">{row.mechanism}</td>" in page
+        shown = "off (plain decoding)" if row.mechanism == "none" else row.mechanism
+        assert f"<td>{row.batch}</td><td>{row.context}</td><td class=\"l\">{shown}</td>" in page
 
 
 def test_every_figure_says_where_numbers_came_from(result, tmp_path):
