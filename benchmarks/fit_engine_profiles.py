@@ -33,6 +33,16 @@ PLAIN_SAMPLE = (1.0, A + "one read-and-write pass over the logits (greedy or a f
 SPEC_SAMPLE = (3.0, A + "rejection sampling reads the verify logits about three times (target probabilities, "
                         "accept test, bonus/recovery sample)")
 
+# Terms every GPU engine here shares, unless it says otherwise.
+COMMON = {
+    "launch_us": LAUNCH,
+    "layer_launches": (0.0, GRAPHS),
+    "sample_passes_plain": PLAIN_SAMPLE,
+    "sample_passes_spec": SPEC_SAMPLE,
+    "host_token_us": (2.0, A + "positions and KV slots of one verified token"),
+    "overlap_plain": (1.0, A + "plain steps are scheduled while the GPU runs the previous one"),
+}
+
 BASES = {
     "vllm": {
         "engine": "vLLM",
@@ -48,14 +58,8 @@ BASES = {
             "host_seq_us": (38.0, "document: openfabric-systems/simllm PR #204 profiled vLLM 0.27.1's engine loop: the "
                                   "scheduler costs 12.7 µs per running request and is 18.6% of the loop, KV allocation, "
                                   "output processing and output updates another 37.4%: 12.7 × 56.0 / 18.6 = 38 µs"),
-            "host_token_us": (2.0, A + "positions and slot mapping of one verified token"),
-            "overlap_plain": (1.0, A + "plain steps are scheduled while the GPU runs the previous one (async scheduling)"),
             "overlap_spec": (0.0, A + "the accepted counts are needed before the next step is scheduled"),
-            "launch_us": LAUNCH,
-            "layer_launches": (0.0, GRAPHS),
             "draft_step_launches": (50.0, A + "kernels around each draft forward launched from the host"),
-            "sample_passes_plain": PLAIN_SAMPLE,
-            "sample_passes_spec": SPEC_SAMPLE,
         },
     },
     "sglang": {
@@ -70,17 +74,12 @@ BASES = {
         "terms": {
             "host_step_us": (900.0, A + "scheduler, batch preparation and output processing of one step"),
             "host_seq_us": (30.0, A + "per running request: batch tensors, stop checks, detokenisation"),
-            "host_token_us": (2.0, A + "positions and KV slots of one verified token"),
             "overlap_plain": (1.0, "document: SGLang's overlap scheduler (on by default) runs the next batch's "
                                    "scheduling while the GPU computes (server_args --disable-overlap-schedule)"),
             "overlap_spec": (0.0, "document: SGLang before spec v2 disables the overlap scheduler for EAGLE/EAGLE3 "
                                   "(server_args: 'Overlap scheduler is disabled because of using eagle3 or standalone "
                                   "speculative decoding'; /work/research/engines.md section D)"),
-            "launch_us": LAUNCH,
-            "layer_launches": (0.0, GRAPHS),
             "draft_step_launches": (10.0, A + "the EAGLE draft loop replays a CUDA graph; a few host launches per step"),
-            "sample_passes_plain": PLAIN_SAMPLE,
-            "sample_passes_spec": SPEC_SAMPLE,
         },
     },
     "trtllm": {
@@ -99,11 +98,7 @@ BASES = {
             "overlap_spec": (1.0, "document: support_overlap_scheduler() is true for one-model Eagle3 and MTP "
                                   "(_torch/speculative/interface.py; /work/research/engines.md section D); NGram "
                                   "runs without overlap"),
-            "launch_us": LAUNCH,
-            "layer_launches": (0.0, GRAPHS),
             "draft_step_launches": (0.0, "document: one-model drafting runs inside the target's CUDA graph"),
-            "sample_passes_plain": PLAIN_SAMPLE,
-            "sample_passes_spec": SPEC_SAMPLE,
         },
     },
 }
@@ -111,8 +106,9 @@ BASES = {
 
 def base_profile(name: str) -> EngineProfile:
     b = BASES[name]
+    terms = {**COMMON, **b["terms"]}
     return EngineProfile(name, b["engine"], b["version"], b["description"],
-                         {t: Term(v, src) for t, (v, src) in b["terms"].items()})
+                         {t: Term(v, src) for t, (v, src) in terms.items()})
 
 
 def fit(name: str, cases) -> tuple[EngineProfile, str]:

@@ -14,11 +14,11 @@ Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import read_json
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "specs" / "presets" / "engines"
 DEFAULT_ENGINE = "vllm"
@@ -190,10 +190,4 @@ def get_engine(name_or_path: str | EngineProfile) -> EngineProfile:
                                       "(or a JSON file from speedplan calibrate)")
         if not path.is_file():
             raise SpeedplanInputError(f"{key}: no such engine profile file")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"{path}: malformed JSON ({e.msg} at line {e.lineno})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read ({e})") from None
-    return engine_from_json(data, str(path))
+    return engine_from_json(read_json(path), str(path))

@@ -10,11 +10,11 @@ wherever a hardware name is accepted.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import read_json
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -138,7 +138,7 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
 def _load_presets() -> dict[str, Hardware]:
     presets = {}
     for path in sorted(PRESET_DIR.glob("*.json")):
-        hw = hardware_from_json(json.loads(path.read_text()), str(path))
+        hw = hardware_from_json(read_json(path), str(path))
         presets[hw.name] = hw
     return presets
 

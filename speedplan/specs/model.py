@@ -7,12 +7,12 @@ published totals), so weight bytes and KV bytes follow from the same numbers the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
 
 PRESET_DIR = Path(__file__).parent / "presets" / "models"
@@ -287,22 +287,13 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"{path}: malformed JSON ({e.msg} at line {e.lineno})") from None
-    except OSError as e:
-        raise SpeedplanInputError(f"{path}: cannot read ({e.strerror})") from None
-
-
 @lru_cache(maxsize=64)
 def get_model(name_or_path: str) -> ModelSpec:
     """A preset name (`llama-3.1-8b`), a config.json path, or a folder holding config.json."""
     key = str(name_or_path).strip()
     preset = PRESET_DIR / f"{key.lower()}.json"
     if preset.exists():
-        return from_hf_config(_read_json(preset), name=key.lower(), where=str(preset))
+        return from_hf_config(read_json(preset), name=key.lower(), where=str(preset))
     path = Path(key)
     if path.is_dir():
         path = path / "config.json"
@@ -312,5 +303,5 @@ def get_model(name_or_path: str) -> ModelSpec:
         if not path.exists():
             raise SpeedplanInputError(f"{key}: no such file")
         name = path.parent.name if path.name == "config.json" else path.stem
-        return from_hf_config(_read_json(path), name=name or "custom", where=str(path))
+        return from_hf_config(read_json(path), name=name or "custom", where=str(path))
     raise SpeedplanInputError(f"unknown model {key!r}; presets: {', '.join(preset_names())} (or a config.json path)")
