@@ -16,7 +16,9 @@
    best measured K per batch size; unmeasured batch sizes take the nearest measured one's).
    Regret at B = 1 − measured throughput of the pick / best measured throughput at B. The
    source states no GPU or TP: H100 with TP 8 is assumed (the model's bf16 weights need 8).
-Prints the figures; docs/calibration.md quotes a run.
+3. Speed: `speedplan calibrate` on 20 rows (B 1, 4, 16, 64, 128 × D 0, 2, 4, 6 of Llama-3.1-8B
+   on h100-sxm), fit and leave-one-out refits included, median of 5 runs in this process.
+Prints the figures; benchmarks/README.md quotes a run.
 """
 
 from __future__ import annotations
@@ -115,6 +117,26 @@ def schedule_regret() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def calibrate_20_rows_s(repeats: int = 5) -> float:
+    import statistics
+    import time
+
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.specs.model import get_model
+
+    setting = Setting(get_model("llama-3.1-8b"), load_cost_model("h100-sxm"), 1, "llama-3.1-8b on h100-sxm")
+    rows = [Measurement("none" if d == 0 else "eagle", b, d, 2048, "tpot_ms", 5.0 + 0.01 * b + 0.4 * d,
+                        None if d == 0 else 1 + 0.7 * d, f"row B={b} D={d}")
+            for b in (1, 4, 16, 64, 128) for d in (0, 2, 4, 6)]
+    base = base_profile("vllm")
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        calibrate(base, [(m, setting) for m in rows])
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def main() -> None:
     pd.set_option("display.width", 200)
     print("1. held-out batch sizes (engine sweeps with >= 5 batch sizes)")
@@ -126,6 +148,7 @@ def main() -> None:
     print(regret.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     for col in [c for c in regret.columns if c.endswith("regret")]:
         print(f"  {col}: mean {regret[col].mean():.1%}, max {regret[col].max():.1%}")
+    print(f"\n3. calibrate on 20 rows (fit + leave-one-out): {calibrate_20_rows_s():.2f} s (median of 5)")
 
 
 if __name__ == "__main__":
