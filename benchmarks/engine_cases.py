@@ -41,6 +41,10 @@ ASSUMED = {
         "why": "GPU and TP not stated in the PR comment: H100 (the GPU of most threads here) and TP 1 (an 8B model "
                "on one GPU, the offline eagle.py default) assumed",
     },
+    "vllm PR #17202 (MTBench in serving benchmark)": {
+        "gpu": "H100", "tp": 1.0,
+        "why": "GPU and TP not stated in the comment: H100 and TP 1 (an 8B model on one GPU) assumed",
+    },
 }
 
 
@@ -108,10 +112,30 @@ def _has_eagle3() -> bool:
     return "eagle3" in REGISTRY
 
 
+def _plain_cases(r, i: int, engine: str, gpu: str, model: str, tp: float, assumed: list) -> list[Case]:
+    """The source's own plain-decoding run, from its baseline columns: a TPOT, or the output
+    throughput of a single sequence (B = 1, where it is one sequence's decode speed; at larger
+    batches a benchmark's throughput also holds prefill and queueing, so those are left out)."""
+    batch = _num(r.batch_or_concurrency)
+    if batch is None and "--cuda-graph-max-bs 1" in str(r.notes):
+        batch = 1.0
+    if batch is None:
+        return []
+    out = []
+    for column, quantity in (("baseline_tokens_per_s", "tokens_per_s"), ("baseline_tpot_ms", "tpot_ms")):
+        value = _num(getattr(r, column))
+        if value is not None and (quantity == "tpot_ms" or batch == 1):
+            out.append(Case(engine, str(r.source), i, model, gpu, int(tp), "none", int(batch), 0, None,
+                            _context(r.context_or_isl_osl), quantity, value, None,
+                            f"{r.source} | {model} {gpu} TP{int(tp)} none", "; ".join(assumed)))
+    return out
+
+
 def load_cases(path: Path = CASES) -> tuple[list[Case], list[tuple[int, str, str]]]:
-    """(usable cases, [(row, source, why left out)])."""
+    """(usable cases, [(row, source, why left out)]): speculative rows with a speedup, and the
+    plain-decoding runs their sources state (one per source, setting, batch and value)."""
     frame = pd.read_csv(path)
-    cases, skipped = [], []
+    cases, skipped, plain = [], [], {}
     for i, r in enumerate(frame.itertuples(index=False)):
         why = None
         engine = ENGINES.get(str(r.engine))
@@ -148,6 +172,9 @@ def load_cases(path: Path = CASES) -> tuple[list[Case], list[tuple[int, str, str
             why = "acceptance length not stated"
         elif speedup is None:
             why = "no speedup over the same source's plain decoding"
+        if engine and gpu and model and tp is not None:
+            for c in _plain_cases(r, i, engine, gpu, model, tp, assumed):
+                plain.setdefault((c.source, c.model, c.hardware, c.tp, c.batch, c.quantity, c.value), c)
         mech, nodes, reason = _mechanism(r, draft_len) if why is None else (None, None, "")
         if why is None and mech is None:
             why = reason
@@ -157,7 +184,7 @@ def load_cases(path: Path = CASES) -> tuple[list[Case], list[tuple[int, str, str
         sweep = f"{r.source} | {model} {gpu} TP{int(tp)} {mech}"
         cases.append(Case(engine, str(r.source), i, model, gpu, int(tp), mech, int(batch), draft_len, nodes,
                           _context(r.context_or_isl_osl), "speedup", speedup, al, sweep, "; ".join(assumed)))
-    return cases, skipped
+    return cases + list(plain.values()), skipped
 
 
 def as_pairs(cases: list[Case]):

@@ -49,10 +49,10 @@ BASES = {
         "version": "V1 engine, 2025 releases (CUDA graphs; EAGLE/EAGLE-3 drafting loop outside the target's graph; "
                    "scheduling overlapped for plain steps, not at the speculative sync point)",
         "description": "vLLM serving with --speculative-config. Terms fitted to the vLLM rows of shared/cases that "
-                       "state an acceptance length and a speedup (see fit); the others from documents or stated "
-                       "assumptions. Newer releases that schedule speculative steps asynchronously overlap more: "
+                       "state an acceptance length and a speedup, and their sources' plain-decoding runs (see fit); "
+                       "the others from documents or stated assumptions. Newer releases that schedule speculative steps asynchronously overlap more: "
                        "fit your own with speedplan calibrate.",
-        "free": ["host_step_us", "draft_step_launches"],
+        "free": ["host_step_us", "draft_step_launches", "overlap_plain"],
         "terms": {
             "host_step_us": (900.0, A + "scheduler, input preparation and output processing of one step"),
             "host_seq_us": (38.0, "document: openfabric-systems/simllm PR #204 profiled vLLM 0.27.1's engine loop: the "

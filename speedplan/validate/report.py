@@ -63,9 +63,24 @@ def _best_d(table: pd.DataFrame, out: Path, caption: str) -> None:
     fig.savefig(out)
 
 
+def _engine_table(summary: dict) -> str:
+    """The speedplan-runtime engine profile validation fitted: each term, its value and source."""
+    engine = summary.get("engine") or {}
+    rows = "".join(f"<tr><td style='text-align:left'>{html.escape(n)}</td><td>{t['value']:.4g}</td>"
+                   f"<td style='text-align:left'>{html.escape(t.get('unit', ''))}</td>"
+                   f"<td style='text-align:left'>{html.escape(t['source'])}</td></tr>"
+                   for n, t in (engine.get("terms") or {}).items())
+    fit = engine.get("fit") or {}
+    note = (f"<p>Median |residual| on the calibration runs {100 * fit['median_abs_residual']:.1f}%"
+            + (f", leave-one-out {100 * fit['loo_median_error']:.1f}%" if fit.get("loo_median_error") is not None else "")
+            + ".</p>") if fit.get("median_abs_residual") is not None else ""
+    return f"<table><tr><th>term</th><th>value</th><th>unit</th><th>source</th></tr>{rows}</table>{note}"
+
+
 def write_validation_report(table: pd.DataFrame, summary: dict, out_dir: Path) -> Path:
     caption = (f"latency: {summary.get('cost_origin', '?')} profile of {summary.get('hardware', '?')}; "
-               f"acceptance: fitted on the calibration prompts; measured: speedplan.runtime on the evaluation prompts")
+               f"engine: speedplan-runtime profile fitted on the calibration prompts; acceptance: fitted on the "
+               f"calibration prompts; measured: speedplan.runtime on the evaluation prompts")
     _parity(table, out_dir / "parity.png", caption)
     _best_d(table, out_dir / "best_draft_len.png", caption)
     pct = lambda x: "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.1f}%"
@@ -83,7 +98,8 @@ table{{border-collapse:collapse;font-size:.85em}}td,th{{padding:.2em .6em;border
 img{{max-width:100%}}</style></head><body>
 <h1>speedplan validate: predicted against measured</h1>
 <p>{html.escape(caption)}. Created {html.escape(str(summary.get('created')))}, {summary.get('points')} points,
-{summary.get('wall_s')} s. Step overhead measured on calibration: {summary.get('step_overhead_us_measured', 0):.0f} µs.</p>
+{summary.get('wall_s')} s.</p>
+<h2>Engine terms fitted on the calibration prompts</h2>{_engine_table(summary)}
 <h2>Errors |pred − meas| / meas</h2><table><tr><th>quantity</th><th>median</th><th>p90</th><th>target</th></tr>{err_rows}</table>
 <h2>Regret per batch size</h2><p>1 − measured throughput of the planner's pick / best measured throughput at that B.</p>
 <table><tr><th>B</th><th>regret</th></tr>{regret_rows}</table>
