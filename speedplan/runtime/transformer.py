@@ -16,47 +16,40 @@ Hidden states: `forward` returns the last layer's output *after* the final RMSNo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from speedplan.specs.model import ModelSpec
 
-@dataclass(frozen=True)
-class LlamaConfig:
-    """Shape of a Llama-family model; sizes in elements, rope_theta in radians base."""
 
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
-    tie_embeddings: bool = False
+@dataclass(frozen=True, kw_only=True)
+class LlamaConfig(ModelSpec):
+    """A dense Llama-family model as the runtime runs it: the planner's `ModelSpec` (the same
+    shape fields, sizes in elements) plus the RoPE base and the RMSNorm epsilon."""
+
     name: str = "llama"
+    rope_theta: float = 10000.0  # RoPE frequency base
+    norm_eps: float = 1e-5  # RMSNorm epsilon
 
     def __post_init__(self) -> None:
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        super().__post_init__()
+        if self.moe is not None or self.mla is not None:
+            raise ValueError(f"model {self.name}: the runtime supports dense Llama-family models only")
         if self.head_dim % 2:
             raise ValueError("head_dim must be even for RoPE")
 
     @classmethod
-    def from_spec(cls, spec, rope_theta: float = 10000.0, norm_eps: float = 1e-5) -> "LlamaConfig":
-        """From a `speedplan.model.ModelSpec` (dense GQA only)."""
-        if spec.moe is not None or spec.mla is not None:
-            raise ValueError(f"model {spec.name}: the runtime supports dense Llama-family models only")
-        return cls(spec.hidden, spec.layers, spec.heads, spec.kv_heads, spec.head_dim,
-                   spec.intermediate, spec.vocab, rope_theta, norm_eps, spec.tie_embeddings, spec.name)
+    def from_spec(cls, spec: ModelSpec, rope_theta: float = 10000.0, norm_eps: float = 1e-5) -> "LlamaConfig":
+        """A preset's shape (dense GQA only) with the given RoPE base and epsilon."""
+        return cls(**{f.name: getattr(spec, f.name) for f in fields(ModelSpec)}, rope_theta=rope_theta,
+                   norm_eps=norm_eps)
 
     def truncated(self, layers: int) -> "LlamaConfig":
         """The same shape with only the first `layers` decoder layers."""
-        return LlamaConfig(self.hidden, layers, self.heads, self.kv_heads, self.head_dim, self.intermediate,
-                           self.vocab, self.rope_theta, self.norm_eps, self.tie_embeddings, f"{self.name}[:{layers}]")
+        return replace(self, layers=layers, name=f"{self.name}[:{layers}]")
 
 
 class KVCache:

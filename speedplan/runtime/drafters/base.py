@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from speedplan.runtime.accept import SamplingParams
+from speedplan.runtime.accept import SamplingParams, probs_from_logits, sample
 
 
 @dataclass
@@ -94,3 +94,24 @@ class Drafter:
     def draft_vocab_size(self) -> int | None:
         """Size of a reduced draft vocabulary (EAGLE-3 style), if the drafter has one."""
         return None
+
+
+def draft_chain(draft_len: int, logits, advance, request: DraftRequest) -> tuple[Tensor, Tensor | None]:
+    """`draft_len` tokens, each from the drafter's logits at the last one: `logits()` gives
+    [b, V] for the current position, `advance(tok)` feeds token `tok` [b] one position on.
+    Greedy takes the argmax; sampling draws from p_draft (after temperature and top-p) and
+    returns those distributions [b, D, V] for the acceptance rule."""
+    drafts, probs = [], []
+    for i in range(draft_len):
+        step_logits = logits()
+        if request.sampling.greedy:
+            tok = step_logits.argmax(-1)
+        else:
+            p_draft = probs_from_logits(step_logits, request.sampling)
+            tok = sample(p_draft, request.generator)
+            probs.append(p_draft)
+        drafts.append(tok)
+        if i + 1 < draft_len:
+            advance(tok)
+    tokens = torch.stack(drafts, 1) if drafts else torch.zeros(len(request.rows), 0, dtype=torch.long)
+    return tokens, torch.stack(probs, 1) if probs else None

@@ -82,14 +82,9 @@ def lora_delta(a: Tensor, b: Tensor, scale: float) -> Tensor:
 
 def load_student(target: Transformer, path: str | Path = DRAFT_WEIGHTS) -> tuple[StudentLM, dict]:
     """(student, provenance meta) from a file written by `training.draft_model`."""
-    from speedplan.errors import SpeedplanInputError
+    from speedplan.runtime.io.weights import load_trained
 
-    path = Path(path)
-    if not path.exists():
-        raise SpeedplanInputError(f"draft-model weights not found: {path} (train: python -m speedplan.runtime.training.draft_model)")
-    saved = torch.load(path, map_location="cpu")
-    if saved.get("hidden") != target.cfg.hidden or saved.get("vocab_size") != target.cfg.vocab:
-        raise SpeedplanInputError(f"{path.name} was trained for another target (hidden {saved.get('hidden')})")
+    saved = load_trained(path, target, "draft-model", "draft_model")
     lora, scale = saved["lora"], saved["alpha"] / saved["rank"]
     deltas = {key[: -len(".A")]: lora_delta(lora[key], lora[key[:-1] + "B"], scale) for key in lora if key.endswith(".A")}
     norms = {k: v.float() for k, v in saved["norms"].items()}

@@ -25,8 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speedplan.runtime.transformer import Block, KVCache, LlamaConfig, Transformer, linear, pack_weight
-from speedplan.runtime.accept import probs_from_logits, sample
-from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter
+from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter, draft_chain
 from speedplan.runtime.drafters.tree import TreeDrafter, tree_masks
 
 WEIGHTS_DIR = Path(__file__).resolve().parents[2] / "data" / "drafters"  # package data
@@ -72,14 +71,9 @@ def masked_logits(hidden: Tensor, lm_head_rows: Tensor, vocab: Tensor, vocab_siz
 
 def load_eagle_head(target: Transformer, path: str | Path = EAGLE_WEIGHTS) -> tuple[EagleHead, Tensor, dict]:
     """(head, draft vocab ids, provenance meta) from a file written by `training.eagle`."""
-    from speedplan.errors import SpeedplanInputError
+    from speedplan.runtime.io.weights import load_trained
 
-    path = Path(path)
-    if not path.exists():
-        raise SpeedplanInputError(f"EAGLE head weights not found: {path} (train: python -m speedplan.runtime.training.eagle)")
-    saved = torch.load(path, map_location="cpu")
-    if saved.get("hidden") != target.cfg.hidden or saved.get("vocab_size") != target.cfg.vocab:
-        raise SpeedplanInputError(f"{path.name} was trained for another target (hidden {saved.get('hidden')})")
+    saved = load_trained(path, target, "EAGLE head", "eagle")
     head = EagleHead(target.cfg)
     head.load_state_dict({k: v.float() for k, v in saved["state"].items()})
     dev = target.embed.device
@@ -175,23 +169,16 @@ class EagleDrafter(Drafter):
         feat, counts = self._feed_pending(rows, request.tokens, keep_last=False)  # [b, H]: f^ after the pending token
         committed = self.cache.lengths[rows].clone()
         self._ensure_room(rows, d + 1)
-        drafts, probs = [], []
-        for i in range(d):
-            logits = self._logits(feat)  # [b, V]
-            if request.sampling.greedy:
-                tok = logits.argmax(-1)
-            else:
-                p_draft = probs_from_logits(logits, request.sampling)
-                tok = sample(p_draft, request.generator)
-                probs.append(p_draft)
-            drafts.append(tok)
-            if i + 1 < d:
-                feat = self._forward(feat[:, None], tok[:, None], rows)[:, 0]  # own feature + own token
-                self.cache.commit(rows, torch.ones_like(tok))
+        state = {"feat": feat}
+
+        def advance(tok: Tensor) -> None:
+            state["feat"] = self._forward(state["feat"][:, None], tok[:, None], rows)[:, 0]  # own feature + token
+            self.cache.commit(rows, torch.ones_like(tok))
+
+        tokens, p_draft = draft_chain(d, lambda: self._logits(state["feat"]), advance, request)  # logits [b, V]
         self.cache.set_lengths(rows, committed)  # drafted pairs were scratch: forget them
-        tokens = torch.stack(drafts, 1) if drafts else torch.zeros(len(rows), 0, dtype=torch.long)
         valid = torch.where(counts > 0, d, 0)  # a 1-token prompt has no pair to draft from yet
-        return ChainDraft(tokens, valid, torch.stack(probs, 1) if probs else None)
+        return ChainDraft(tokens, valid, p_draft)
 
     # ---- tree (FrontierScorer for TreeDrafter) --------------------------------------------------
     def score_frontier(self, request: DraftRequest, tokens: Tensor, parents: Tensor, frontier: Tensor) -> Tensor:

@@ -14,8 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from speedplan.runtime.transformer import Transformer
-from speedplan.runtime.accept import probs_from_logits, sample
-from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter
+from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter, draft_chain
 from speedplan.runtime.drafters.tree import tree_masks
 
 
@@ -64,22 +63,14 @@ class LMDrafter(Drafter):
         rows, d = request.rows, request.draft_len
         committed = torch.tensor([len(t) - 1 for t in request.tokens], device=rows.device)
         h = self._catch_up(request, keep_last=True)  # [b, hidden] at the pending token
-        drafts, probs = [], []
-        for i in range(d):
-            logits = self.model.logits(h)  # [b, V]
-            if request.sampling.greedy:
-                tok = logits.argmax(-1)
-            else:
-                p_draft = probs_from_logits(logits, request.sampling)
-                tok = sample(p_draft, request.generator)
-                probs.append(p_draft)
-            drafts.append(tok)
-            if i + 1 < d:
-                h = self.model(tok[:, None], self.cache, rows)[:, 0]
-                self.cache.commit(rows, torch.ones_like(tok))
+        state = {"h": h}
+
+        def advance(tok: Tensor) -> None:
+            state["h"] = self.model(tok[:, None], self.cache, rows)[:, 0]
+            self.cache.commit(rows, torch.ones_like(tok))
+
+        tokens, p_draft = draft_chain(d, lambda: self.model.logits(state["h"]), advance, request)  # logits [b, V]
         self.cache.set_lengths(rows, committed)  # forget the drafts (and the pending token)
-        tokens = torch.stack(drafts, 1) if drafts else torch.zeros(len(rows), 0, dtype=torch.long)
-        p_draft = torch.stack(probs, 1) if probs else None
         return ChainDraft(tokens, torch.full((len(rows),), d, device=rows.device), p_draft)
 
     def score_frontier(self, request: DraftRequest, tokens: Tensor, parents: Tensor, frontier: Tensor) -> Tensor:

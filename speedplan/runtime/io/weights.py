@@ -233,3 +233,15 @@ def random_model(cfg: LlamaConfig, seed: int = 0, dtype=torch.float32, device="c
             else:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def load_trained(path: str | Path, target, what: str, module: str) -> dict:
+    """The tensors a training run (`python -m speedplan.runtime.training.MODULE`) saved for
+    `target`; a missing file or one trained for another target is a one-line input error."""
+    path = Path(path)
+    if not path.exists():
+        raise SpeedplanInputError(f"{what} weights not found: {path} (train: python -m speedplan.runtime.training.{module})")
+    saved = torch.load(path, map_location="cpu")
+    if saved.get("hidden") != target.cfg.hidden or saved.get("vocab_size") != target.cfg.vocab:
+        raise SpeedplanInputError(f"{path.name} was trained for another target (hidden {saved.get('hidden')})")
+    return saved

