@@ -119,7 +119,11 @@ def fit(name: str, cases) -> tuple[EngineProfile, str]:
     result = calibrate(base, as_pairs(rows), BASES[name]["free"], name=name,
                        described=f"{CASES.name}: {len({c.source for c in rows})} sources")
     result.profile.fit["sources"] = sorted({c.source for c in rows})
-    return result.profile, render_calibration(result) + "\n"
+    speedups = [(r["measured"], r["predicted"]) for r in result.rows if r["quantity"] == "speedup"]
+    agree = sum((m >= 1) == (p >= 1) for m, p in speedups)
+    result.profile.fit["speculate_or_not_agrees"] = f"{agree} of {len(speedups)} speedup rows"
+    return result.profile, (render_calibration(result)
+                            + f"\n  speculate-or-not (speedup >= 1) agrees at {agree} of {len(speedups)} speedup rows\n")
 
 
 def main(argv=None) -> int:
