@@ -40,10 +40,10 @@ TERMS: dict[str, TermSpec] = {
         "step's graphs, the GPU→CPU copy of the sampled tokens and output handling", 0.0, 20_000.0),
     "host_seq_us": TermSpec(
         "µs per sequence per step", "host work per running sequence per step: block tables, stop checks, "
-        "detokenisation, per-request output objects", 0.0, 500.0),
+        "detokenisation, per-request output objects", 0.0, 5000.0),
     "host_token_us": TermSpec(
         "µs per verified token per step", "host work per token the target verifies: positions, slot "
-        "mapping, acceptance bookkeeping", 0.0, 100.0),
+        "mapping, acceptance bookkeeping", 0.0, 2000.0),
     "overlap_plain": TermSpec(
         "fraction", "share of a plain step's host work that runs while the GPU computes the previous "
         "step (async / overlap scheduling); 0 = none, 1 = all", 0.0, 1.0),
@@ -54,10 +54,10 @@ TERMS: dict[str, TermSpec] = {
         "µs per kernel launch", "host time to launch one kernel that is not inside a CUDA graph", 0.0, 100.0),
     "layer_launches": TermSpec(
         "launches per decoder layer per forward", "kernels each decoder layer launches outside CUDA graphs "
-        "(0 for an engine that replays graphs; every kernel for an eager runtime)", 0.0, 200.0),
+        "(0 for an engine that replays graphs; every kernel for an eager runtime)", 0.0, 1000.0),
     "draft_step_launches": TermSpec(
         "launches per draft forward", "kernels around each sequential draft forward that run outside CUDA "
-        "graphs (input preparation, sampling, metadata of the drafting loop)", 0.0, 2000.0),
+        "graphs (input preparation, sampling, metadata of the drafting loop)", 0.0, 5000.0),
     "sample_passes_plain": TermSpec(
         "passes over the logits", "how many times plain decoding's sampler reads and writes the B×vocab "
         "fp32 logits (and a drafter's sampler its own)", 0.0, 20.0),

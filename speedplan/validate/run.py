@@ -1,13 +1,18 @@
 """`speedplan validate`: the planner's predictions against the reference runtime, measured on
 the same machine (DESIGN.md, "Validation protocol").
 
-1. Latencies come from the device's profile (profiles/cpu-local, measured by
+1. Latencies come from the device's profile (speedplan/data/profiles/cpu-local, measured by
    `speedplan bench --device cpu`), or the preset's roofline when there is none.
-2. Calibration half of the prompts: acceptance is fitted per drafter from its own run
-   (per-position for chains, per-rank for trees), and the runtime's fixed per-step overhead
-   (sampling, bookkeeping: everything that is not a forward pass) is measured on plain decoding.
-3. The planner predicts t_step, AL and speedup for every (mechanism, B, D) of the grid.
-4. Evaluation half: the runtime measures the same.
+2. Calibration split of the prompts (the drafters were trained on a third, the training
+   split): acceptance is fitted per drafter from its own runs (per-position for chains,
+   per-rank for trees), and the `speedplan-runtime` engine profile is fitted to the step times
+   of plain decoding and every drafter at two batch sizes, by `speedplan.engine.calibrate`
+   (the code `speedplan calibrate` runs).
+3. The planner predicts t_step, AL and speedup for every (mechanism, B, D) of the grid, priced
+   through that engine profile.
+4. Evaluation split: the runtime measures the same. This VM's speed drifts by up to 1.8x over
+   minutes, so every run is preceded by a short probe (plain decoding, B = 1) and its times are
+   scaled to the machine's speed at the start (`drift`; the raw times are kept too).
 5. Errors |pred − meas| / meas (median, p90) and the planner's regret per batch size.
 
 Times are seconds. This module imports torch (through the runtime) only inside functions.
@@ -45,7 +50,7 @@ class ValidationGrid:
     draft_lens: tuple[int, ...] = tuple(range(0, 8))
     max_new_tokens: int = 32
     min_prompts: int = 8  # prompts per point at least (several waves at small B)
-    calibration_prompts: int = 8
+    calibration_prompts: int = 24  # acceptance is fitted on all of them (at the smallest calibration B)
     calibration_draft_len: int = 7
     calibration_batches: tuple[int, ...] = (1, 4)  # plain decoding and every drafter run at these
     tree_topk: int = 4
@@ -60,6 +65,7 @@ FULL = ValidationGrid()
 QUICK = ValidationGrid(mechanisms=("ngram", "eagle"), batches=(1, 2), draft_lens=(0, 1, 3), max_new_tokens=16,
                        min_prompts=2, calibration_prompts=2, calibration_draft_len=3, calibration_batches=(1, 2))
 ENGINE = "speedplan-runtime"  # the engine profile validation calibrates
+PROBE_TOKENS = 8  # tokens of the drift probe (plain decoding, B = 1, one calibration prompt)
 
 
 @dataclass
@@ -114,18 +120,22 @@ def _lookup_us(runs) -> tuple[float, float]:
     return max(t1 - per_seq * b1, 0.0), per_seq
 
 
-def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say) -> tuple[list[Mechanism], object, list, dict]:
+def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say, drift=lambda: 1.0
+                      ) -> tuple[list[Mechanism], object, list, dict]:
     """Calibration split: acceptance per drafter and the speedplan-runtime engine terms, fitted
     by `speedplan.engine.calibrate` (the code `speedplan calibrate` runs) to the step times of
     plain decoding and of every drafter at the calibration batch sizes."""
     runs: dict[str, list] = {}
-    drafters = {}
+    drafters, drifts = {}, {}
     for name in ("none", *grid.mechanisms):
         d = 0 if name == "none" else grid.calibration_draft_len
         for b in grid.calibration_batches:
             say(f"calibration: {name} B={b}")
-            n = int(math.ceil(max(b, grid.calibration_prompts) / b) * b)
-            res, drafters[name] = run(name, calib[:n], b, d)
+            # acceptance comes from all calibration prompts at the smallest batch; the other
+            # batches need only a few waves for their step time
+            count = grid.calibration_prompts if b == min(grid.calibration_batches) else 2 * b
+            drifts[(name, b)] = drift()
+            res, drafters[name] = run(name, calib[: int(math.ceil(max(b, count) / b) * b)], b, d)
             runs.setdefault(name, []).append((b, res))
     mechs = []
     for name in grid.mechanisms:
@@ -140,7 +150,7 @@ def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say) 
             d = 0 if name == "none" else grid.calibration_draft_len
             ctx = int(round(np.mean([c for s in res.steps for c in s.context])))
             measured.append(Measurement(by_name[name].label if name != "none" else "none", b, d, ctx, "step_ms",
-                                        _full_batch_mean(res.steps, b, "t_step_s") * 1e3,
+                                        _full_batch_mean(res.steps, b, "t_step_s") * 1e3 / drifts[(name, b)],
                                         res.acceptance_length if d else None, f"calibration {name} B={b} D={d}",
                                         grid.tree_nodes(d) if name.endswith("-tree") else None))
     base = get_engine(ENGINE)
@@ -152,7 +162,7 @@ def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say) 
     fit = calibrate(base, [(m, setting) for m in measured], name=ENGINE,
                     described=f"speedplan validate calibration split, {len(measured)} runs")
     plain = dict(runs["none"])[1]
-    reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s"),  # measured, for speedplan.reprice
+    reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s") / drifts[("none", 1)],  # for reprice
                "calibration_context": float(np.mean([c for s in plain.steps for c in s.context]))}
     return mechs, fit, measured, reprice
 
@@ -178,16 +188,24 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     if len(evals) < need or len(calib) < max(grid.calibration_prompts, *grid.calibration_batches):
         raise SpeedplanInputError(f"validation needs {need} evaluation prompts, the prompt set has {len(evals)}")
 
-    def run(mech: str, prompts, batch: int, draft_len: int):
+    def run(mech: str, prompts, batch: int, draft_len: int, new_tokens: int | None = None):
         opts = DrafterOptions(tree_topk=grid.tree_topk, tree_depth=max(draft_len, 1),
                               tree_nodes=grid.tree_nodes(max(draft_len, 1)))
         drafter = make_drafter(mech if draft_len else "none", target.model, opts)
-        return generate(target.model, prompts, drafter, draft_len, batch, max_new_tokens=grid.max_new_tokens,
+        return generate(target.model, prompts, drafter, draft_len, batch, max_new_tokens=new_tokens or grid.max_new_tokens,
                         eos_ids=eos, seed=0), drafter
+
+    def probe() -> float:
+        """The machine's speed now: mean plain step (s) of one short, fixed decode. This VM's
+        speed drifts up to 1.8x over minutes; each measurement is paired with a probe."""
+        res, _ = run("none", calib[:1], 1, 0, PROBE_TOKENS)
+        return float(np.mean([s.t_step_s for s in res.steps]))
 
     # ---- 2. calibration ------------------------------------------------------------
     target_spec = replace(get_model(TARGET_PRESET), dtype="fp32")
-    mechs, fit, calibration_rows, reprice_facts = calibrate_runtime(grid, cost, run, calib, target_spec, say)
+    reference = float(np.median([probe() for _ in range(3)]))  # every time below is scaled to this speed
+    mechs, fit, calibration_rows, reprice_facts = calibrate_runtime(grid, cost, run, calib, target_spec, say,
+                                                                    lambda: probe() / reference)
     engine = fit.profile
 
     # ---- 3. predict ----------------------------------------------------------------
@@ -211,8 +229,9 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         n = max(batch, grid.min_prompts)
         n = int(math.ceil(n / batch) * batch)
         say(f"[{i}/{len(plan)}] {label} B={batch} D={d}")
+        drift = probe() / reference  # > 1: the machine is slower now than at the start
         res, _ = run(label.split(":")[0], evals[:n], batch, d)
-        t_step = _full_batch_mean(res.steps, batch, "t_step_s")
+        t_step = _full_batch_mean(res.steps, batch, "t_step_s") / drift
         if label == "none":
             base_meas[batch] = t_step
         p = pred[(pred.mechanism == label) & (pred.batch == batch) & (pred.draft_len == d)].iloc[0]
@@ -225,10 +244,12 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         rows.append({
             "mechanism": label, "batch": batch, "draft_len": d, "verify_tokens": int(p.verify_tokens), "context": context,
             "pred_t_step": float(p.t_step_s), "meas_t_step": t_step,
-            "pred_t_verify": pred_verify, "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s"),
-            "pred_t_draft": pred_draft, "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s"),
+            "pred_t_verify": pred_verify, "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s") / drift,
+            "pred_t_draft": pred_draft, "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s") / drift,
             "pred_t_overhead": float(p.t_step_s) - pred_verify - pred_draft,
-            "meas_t_overhead": _full_batch_mean(res.steps, batch, "t_overhead_s") + _full_batch_mean(res.steps, batch, "t_accept_s"),
+            "meas_t_overhead": (_full_batch_mean(res.steps, batch, "t_overhead_s")
+                                + _full_batch_mean(res.steps, batch, "t_accept_s")) / drift,
+            "drift": drift, "meas_t_step_raw": t_step * drift,
             "pred_acceptance_length": float(p.acceptance_length), "meas_acceptance_length": al,
             "pred_speedup": float(p.speedup), "meas_speedup": al * base_meas[batch] / t_step,
             "pred_tokens_per_s": float(p.tokens_per_s_per_gpu), "meas_tokens_per_s": batch * al / t_step,
@@ -241,6 +262,9 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         "grid": asdict(grid), "hardware": hardware, "cost_origin": cost.origin,
         "engine": engine.to_json(),
         "calibration": [{**asdict(m), "predicted": float(p)} for m, p in zip(calibration_rows, fit.predicted)],
+        "drift_reference_step_s": reference,
+        "drift_median": float(table["drift"].median()), "drift_range": [float(table["drift"].min()), float(table["drift"].max())],
+        "step_time_median_error_raw": float(np.median(_err(table.pred_t_step, table.meas_t_step_raw))),
         "layer_overhead_us_measured": eager * 1e6,  # launches per layer × launch time, for speedplan.reprice
         **reprice_facts,
         "context": context,
