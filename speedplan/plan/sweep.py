@@ -79,9 +79,16 @@ def _check_axis(name: str, values, low: int, high: int) -> list[int]:
     return values
 
 
-def _mechanisms(specs, target: ModelSpec, acceptance) -> tuple[list[Mechanism], dict[str, str]]:
+def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list[Mechanism], dict[str, str]]:
     """The mechanisms to sweep and, when none were named, those skipped with the reason. A
-    mechanism named explicitly that cannot run is an error (its `build` says why)."""
+    mechanism named explicitly that cannot run is an error (its `build` says why).
+
+    User acceptance is looked up by label, then mechanism name, then head family (so
+    `eagle3:...` reaches eagle3-tree too), then "*". A draft model whose TP the spec does not
+    fix is swept at every draft TP some serving engine runs it at (`serving.draft_tp_choices`;
+    the target's TP always), each priced with its own all-reduces."""
+    from speedplan.serving import draft_tp_choices  # serving imports no planner module but mechanisms
+
     skipped: dict[str, str] = {}
     if specs is None:
         specs = []
@@ -97,9 +104,32 @@ def _mechanisms(specs, target: ModelSpec, acceptance) -> tuple[list[Mechanism], 
             mechs.append(spec)
             continue
         name = spec.split(":")[0].strip().lower()
-        user_acc = acceptance.get(name, acceptance.get("*")) if isinstance(acceptance, dict) else acceptance
-        mechs.append(parse_mechanism(spec, target, user_acc))
+        if isinstance(acceptance, dict):
+            family = REGISTRY[name].family_name() if name in REGISTRY else name
+            keys = [k for k in (spec.strip().lower(), name, family, "*") if k in acceptance]
+            user_acc = acceptance[keys[0]] if keys else None
+        else:
+            user_acc = acceptance
+        mech = parse_mechanism(spec, target, user_acc)
+        if getattr(mech, "draft_tp", None) == tp:
+            mech = replace(mech, draft_tp=None)  # the target's TP is the unmarked default
+        mechs.append(mech)
+        if name == "draft-model" and mech.draft_tp is None:
+            for draft_tp in sorted(draft_tp_choices(name, tp) - {tp}):
+                if mech.draft.heads % draft_tp == 0 and draft_tp <= mech.draft.heads:
+                    mechs.append(replace(mech, draft_tp=draft_tp))
     return mechs, skipped
+
+
+def _mechanism_meta(mechs: list[Mechanism], tp: int) -> dict:
+    """What the planner and the report need to know about each swept label beyond its rows."""
+    return {
+        "families": {m.label: m.family_name() for m in mechs},
+        "published_acceptance": [m.label for m in mechs if str(m.acceptance_source).startswith("published")],
+        "draft_models": {m.label: {"model": m.draft.name, "tp": m.draft_tp or tp}
+                         for m in mechs if m.name == "draft-model"},
+        "heads": {m.label: m.head.describe() for m in mechs if getattr(m, "head", None) is not None},
+    }
 
 
 def sweep(
@@ -137,7 +167,7 @@ def sweep(
     if min_tokens_per_user is not None and not min_tokens_per_user > 0:
         raise SpeedplanInputError(f"--min-tokens-per-user must be > 0, got {min_tokens_per_user}")
 
-    mechs, skipped = _mechanisms(mechanisms, target, acceptance)
+    mechs, skipped = _mechanisms(mechanisms, target, acceptance, tp)
     if target.dtype not in hw.peak_flops_per_s:  # e.g. a bf16 checkpoint priced on an fp32-only CPU
         target = replace(target, dtype=hw.default_dtype)
     mechs = [m if getattr(m, "draft", None) is None or m.draft.dtype in hw.peak_flops_per_s
@@ -240,5 +270,6 @@ def sweep(
         "mechanisms": [m.label for m in mechs],
         "skipped": skipped,
         "topk": {m.label: m.topk for m in mechs if m.is_tree},
+        **_mechanism_meta(mechs, tp),
     }
     return result

@@ -1,6 +1,7 @@
-"""EAGLE-2 dynamic tree: depth-D expansion, level 1 at 1 token per sequence, levels 2..D over
-the top-k frontier, each through the head and lm_head; the target verifies a tree of N nodes
-(with a tree mask)."""
+"""EAGLE-2 dynamic tree on an EAGLE-1/2 head: depth-D expansion, level 1 at 1 token per
+sequence, levels 2..D over the top-k frontier, each through the head and lm_head; the target
+verifies a tree of N nodes (with a tree mask). Its acceptance is the `eagle` family's one
+per-rank vector. SGLang `EAGLE` with topk > 1; vLLM 0.33 and TensorRT-LLM cannot run it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.mechanisms.eagle import Eagle
 from speedplan.plan.mechanisms.heads import head_pass
 
@@ -17,14 +17,8 @@ from speedplan.plan.mechanisms.heads import head_pass
 @dataclass(frozen=True)
 class EagleTree(Eagle):
     name = "eagle-tree"
+    family = "eagle"
     is_tree = True
-    default_acceptance = (
-        Acceptance.iid(0.564, "published"),
-        "Spec-Bench leaderboard (RTX3090), Vicuna-7B-v1.3, EAGLE2: AL 4.36; geometric per-rank alpha 0.564 fitted "
-        "to a 60-node, depth-6, top-10 tree (EAGLE-2 defaults)",
-    )
-    # Settings of the published row the per-rank fit assumes: (AL, depth, nodes, topk); tests check it.
-    default_tree_fit = (4.36, 6, 60, 10)
     options = ("topk", "vocab")
     topk: int = 8  # children kept per tree level (the frontier)
 
