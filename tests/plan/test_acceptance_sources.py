@@ -31,7 +31,7 @@ vllm:num_requests_running{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruc
 # SGLang 0.5.23 metrics_reporter.py format (and an older "Decode batch." line without accept rate).
 LOG = """[2026-11-30 10:00:00] Prefill batch, #new-seq: 1, #new-token: 80, #cached-token: 0
 [2026-11-30 10:00:01] Decode batch, #running-req: 1, #token: 300, token usage: 0.01, accept len: 3.00, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 310.22, #queue-req: 0
-[2026-11-30 10:00:02] Decode batch, #running-req: 3, #token: 900, token usage: 0.02, accept len: 3.40, accept rate: 0.60, cuda graph: True, gen throughput (token/s): 850.00, #queue-req: 0
+[2026-11-30 10:00:02] Decode batch [4410], #running-req: 3, #token: 900, token usage: 0.02, accept len: 3.40, accept rate: 0.60, cuda graph: True, gen throughput (token/s): 850.00, #queue-req: 0
 """
 
 

@@ -6,6 +6,7 @@ scheduler_components/metrics_reporter.py in 0.5.23):
     Decode batch, #running-req: 32, #token: 18234, token usage: 0.07, accept len: 3.21,
     accept rate: 0.55, cuda graph: True, gen throughput (token/s): 2450.12, #queue-req: 0
 
+(with a forward-iteration counter, "Decode batch [1234], ...", when iterations are logged).
 `accept len` is tokens emitted per request per verify step over that window, bonus token
 included (spec_num_accept_tokens / spec_num_forward_ct), i.e. AL. `accept rate` (0.5.23; older
 versions wrote "Decode batch. ..." without it) is correct drafts / (verify steps ×
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
 
-_DECODE = re.compile(r"Decode batch[.,]")
+_DECODE = re.compile(r"Decode batch(?: \[\d+\])?[.,]")  # " [N]" when SGLANG_LOG_FORWARD_ITERS is set
 _FIELD = {
     "accept_len": re.compile(r"accept len:\s*(\S+?),?(?:\s|$)"),
     "accept_rate": re.compile(r"accept rate:\s*(\S+?),?(?:\s|$)"),
