@@ -144,20 +144,26 @@ def recommendations(result, plans=None, batch_weights=None) -> dict:
 
 
 def sensitivity(frame: pd.DataFrame, mechanisms, factor: float = 0.1) -> pd.DataFrame:
-    """Best D and speedup per (mechanism, batch, context) with every AL scaled by 1 − factor,
-    1 and 1 + factor (clipped to 1..1 + D). Step times do not depend on AL, so speedup scales
-    with it: speedup' = AL' · t_plain / t_step. For defaults taken from other models'
-    published rows, this shows how far the pick moves if the user's AL differs by ±10%.
-    Columns: mechanism, batch, context, and draft_len / speedup at low, mid, high."""
+    """Best D and speedup per (mechanism, batch, context) if the AL of the best configuration
+    were `factor` lower or higher (default ±10%). Every configuration's drafted part (AL − 1)
+    scales by the one factor k that moves the best one's AL by ±10%, so longer drafts gain or
+    lose more tokens than short ones, while step times stay (they do not depend on AL):
+    speedup' = AL' · t_plain / t_step. Worked example: best AL 3.0 → 3.3 needs k = 1.15, so a
+    D = 1 row with AL 1.8 becomes 1.92. Columns: mechanism, batch, context, draft_len_low/mid/high,
+    speedup_low/mid/high."""
     rows = frame[frame["feasible"] & frame["mechanism"].isin(list(mechanisms))]
     if rows.empty:
         return pd.DataFrame(columns=["mechanism", "batch", "context"])
+    keys = ["mechanism", "batch", "context"]
+    order = rows.sort_values(["speedup", "verify_tokens"], ascending=[False, True])
+    best_al = order.drop_duplicates(keys).set_index(keys)["acceptance_length"]
+    al_star = rows.set_index(keys).index.map(best_al).to_numpy(dtype=float)
     parts = {}
-    for tag, scale in (("low", 1.0 - factor), ("mid", 1.0), ("high", 1.0 + factor)):
-        al = np.clip(rows["acceptance_length"] * scale, 1.0, 1.0 + rows["draft_len"])
+    for tag, sign in (("low", -1.0), ("mid", 0.0), ("high", 1.0)):
+        k = np.where(al_star > 1.0, (al_star * (1.0 + sign * factor) - 1.0) / np.maximum(al_star - 1.0, 1e-12), 1.0)
+        al = np.clip(1.0 + k * (rows["acceptance_length"].to_numpy() - 1.0), 1.0, 1.0 + rows["draft_len"].to_numpy())
         sp = rows.assign(speedup=al * rows["t_plain_s"] / rows["t_step_s"])
-        pick = sp.sort_values(["speedup", "verify_tokens"], ascending=[False, True])
-        pick = pick.drop_duplicates(["mechanism", "batch", "context"]).set_index(["mechanism", "batch", "context"])
+        pick = sp.sort_values(["speedup", "verify_tokens"], ascending=[False, True]).drop_duplicates(keys).set_index(keys)
         parts[f"draft_len_{tag}"] = pick["draft_len"].astype(int)
         parts[f"speedup_{tag}"] = pick["speedup"]
     return pd.DataFrame(parts).reset_index().sort_values(["mechanism", "context", "batch"]).reset_index(drop=True)
