@@ -150,10 +150,13 @@ class _Table:
         self.batches = np.array(sorted(set(weights.index.get_level_values(0))))
         self.cell_batch = np.searchsorted(self.batches, weights.index.get_level_values(0))
         f = frame[frame["feasible"]]
-        self.rows = {}
-        for key, g in f.groupby(["mechanism", "draft_len", "verify_tokens"], sort=False):
-            thr = g.set_index(["batch", "context"])["tokens_per_s_per_gpu"].reindex(self.cells)
-            self.rows[key] = thr.to_numpy(dtype=float)  # NaN where infeasible or not swept
+        cell = {c: i for i, c in enumerate(self.cells)}
+        self.rows: dict[tuple, np.ndarray] = {}  # NaN where infeasible or not planned
+        for key, b, c, thr in zip(zip(f["mechanism"], f["draft_len"], f["verify_tokens"]), f["batch"], f["context"],
+                                  f["tokens_per_s_per_gpu"].to_numpy(dtype=float)):
+            i = cell.get((b, c))
+            if i is not None:
+                self.rows.setdefault((key[0], int(key[1]), int(key[2])), np.full(len(cell), np.nan))[i] = thr
         self.plain = self.rows[("none", 0, 1)]
 
     def score(self, key, norm: np.ndarray) -> np.ndarray:

@@ -62,7 +62,8 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, word):
 
 
 @pytest.mark.parametrize("args, word", [(["--tp", "3"], "query heads"), (["--batch", "1-x"], "--batch"),
-                                        (["--tp", "abc"], "--tp")])
+                                        (["--tp", "abc"], "--tp"), (["--engines", "tgi"], "unknown serving engine"),
+                                        (["--batch-weights", "1=x"], "--batch-weights")])
 def test_bad_input_exits_2_with_one_line_and_no_report(cli, tmp_path, args, word):
     out = tmp_path / "rep"
     proc = cli("sweep", "--out", str(out), *args)
