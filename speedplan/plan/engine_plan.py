@@ -46,6 +46,7 @@ from speedplan.plan.pick import TIE_TOLERANCE
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
 _SIMPLE = {"off": 0, "fixed": 1}
+OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain decoding
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class EnginePlan:
     how: str  # the option that expresses it
     objective: float  # J: weighted mean fraction of this engine's best tokens/s/GPU (1 = best everywhere)
     tokens_per_s_per_gpu: float  # the plan's time-weighted mean tokens/s/GPU over the planned cells
-    rows: pd.DataFrame  # per (batch, context): draft_len, nodes, speedup, loss_vs_best, ...
+    rows: pd.DataFrame  # per (batch, context): weight, draft_len, verify_tokens, speedup, loss_vs_best, ...
 
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
@@ -202,9 +203,6 @@ def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray
                 best = (total(choice), choice)
         picks = best[1]
     return total(picks), picks
-
-
-OFF_KEY = ("none", 0, 1)
 
 
 def _runnable(engine, labels: list[str], meta: dict) -> dict:
