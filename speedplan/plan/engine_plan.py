@@ -156,9 +156,12 @@ class _Table:
         for key, b, c, thr in zip(zip(f["mechanism"], f["draft_len"], f["verify_tokens"]), f["batch"], f["context"],
                                   f["tokens_per_s_per_gpu"].to_numpy(dtype=float)):
             i = cell.get((b, c))
-            if i is not None:
-                self.rows.setdefault((key[0], int(key[1]), int(key[2])), np.full(len(cell), np.nan))[i] = thr
-        self.plain = self.rows[("none", 0, 1)]
+            if i is None:
+                continue
+            # plain decoding: the "none" rows, or a mechanism's own D = 0 rows if a frame carries those
+            key = OFF_KEY if key[0] == "none" or key[1] == 0 else (key[0], int(key[1]), int(key[2]))
+            self.rows.setdefault(key, np.full(len(cell), np.nan))[i] = thr
+        self.plain = self.rows[OFF_KEY]
 
     def score(self, key, norm: np.ndarray) -> np.ndarray:
         """S[B] = Σ_L w(B, L) · thr / norm (infeasible cells count 0)."""
@@ -227,11 +230,12 @@ def plan_engines(result, batch_weights: dict[int, float] | None = None, engines=
     names = list(engines) if engines else list(ENGINES)
     modules = {n: engine_module(n) for n in names}  # unknown names fail before any work
     frame, meta = result.frame, result.meta
-    servable = frame[(frame["mechanism"] == "none") & frame["feasible"]][["batch", "context"]]
+    plain = (frame["mechanism"] == "none") | (frame["draft_len"] == 0)
+    servable = frame[plain & frame["feasible"]][["batch", "context"]]
     servable = servable.drop_duplicates().sort_values(["batch", "context"]).reset_index(drop=True)
     if servable.empty:
         if batch_weights:
-            _weights(frame[frame["mechanism"] == "none"][["batch", "context"]].drop_duplicates(), batch_weights)
+            _weights(frame[plain][["batch", "context"]].drop_duplicates(), batch_weights)
         return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame()) for n in names}
     table = _Table(frame, _weights(servable, batch_weights))
     labels = [m for m in dict.fromkeys(frame["mechanism"]) if m != "none"]
