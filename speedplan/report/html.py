@@ -179,6 +179,9 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         ("grid", f"{len(frame)} points ({int(frame['feasible'].sum()) if len(frame) else 0} feasible): "
                  f"mechanisms {', '.join(dict.fromkeys(frame['mechanism']))}; B {_values(frame, 'batch')}; "
                  f"D {_values(frame, 'draft_len')}; context {_values(frame, 'context')}"),
+        *((f"head of {label}", text) for label, text in (meta.get("heads") or {}).items()),
+        *((f"draft of {label}", f"{d['model']} at tensor parallel {d['tp']}")
+          for label, d in (meta.get("draft_models") or {}).items()),
         ("created", f"{meta.get('created', '')} by speedplan {meta.get('version', '')}"),
         ("command", meta.get("command", "")),
     ]
