@@ -32,7 +32,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_cases import CASES, as_pairs, load_cases  # noqa: E402
-from fit_engine_profiles import BASES, base_profile  # noqa: E402
+from fit_engine_profiles import base_profile  # noqa: E402
 
 from speedplan.engine.calibrate import Setting, calibrate, predict, price  # noqa: E402
 from speedplan.engine.readers.measurements import Measurement  # noqa: E402

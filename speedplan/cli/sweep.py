@@ -15,28 +15,32 @@ def sweep(
     model: str = typer.Option("llama-3.1-8b", help="Model preset or path to a Hugging Face config.json (or its folder)."),
     hardware: str = typer.Option("h100-sxm", help="Hardware preset or a profile folder (profiles/NAME)."),
     tp: int = typer.Option(1, help="Tensor-parallel size (GPUs per replica)."),
-    engine: str = typer.Option("vllm", help="Engine profile that prices the steps: vllm, sglang, trtllm, speedplan-runtime, or a JSON file from speedplan calibrate."),
-    mechanism: Optional[List[str]] = typer.Option(None, help="Repeatable: ngram, draft-model[:MODEL], eagle[:vocab=N], eagle-tree[:topk=K], mtp, medusa. Default: every mechanism that applies to the model."),
+    engine: str = typer.Option("vllm", help="Engine profile that prices every step: vllm, sglang, trtllm, speedplan-runtime, or a JSON file from speedplan calibrate."),
+    mechanism: Optional[List[str]] = typer.Option(None, help="Repeatable: ngram, draft-model[:MODEL][,tp=N], eagle[:vocab=N], eagle-tree[:topk=K], eagle3[:config=PATH], eagle3-tree[:topk=K], mtp, medusa. Default: every mechanism that applies to the model."),
     batch: str = typer.Option("1,2,4,8,16,32,64,128,256", help="Batch sizes: 1-256 or 1,2,4."),
     draft_len: str = typer.Option("0-8", help="Draft lengths D (tree depth for trees): 0-8."),
     context: str = typer.Option("4096", help="Context (KV) lengths in tokens: 4096 or 1024,8192."),
     tree_nodes: str = typer.Option("8,16,32,64", help="Verified node budgets N for tree mechanisms."),
-    acceptance: Optional[List[str]] = typer.Option(None, help="Repeatable: alpha=0.8, positions=0.9,0.8,0.7, ranks=..., a JSON file or a runtime trace (.jsonl); prefix MECH: for one mechanism (eagle:alpha=0.8)."),
+    acceptance: Optional[List[str]] = typer.Option(None, help="Repeatable: alpha=0.8, positions=0.9,0.8,0.7, ranks=... (,match=M), a JSON file, a runtime trace (.jsonl), a vLLM /metrics scrape or an SGLang log (FILE[@D]); prefix MECH: for one mechanism or head family (eagle3:alpha=0.8)."),
+    batch_weights: Optional[str] = typer.Option(None, help="Share of serving time at each batch size for the per-engine plans: 1=4,8=2,64=1 or a .json/.csv file (batch,weight). Default: uniform over the swept batches that fit."),
+    plan_for: Optional[str] = typer.Option(None, help="Serving engines to plan and write configs for: vllm,sglang,trtllm (default: all)."),
     min_tokens_per_user: Optional[float] = typer.Option(None, help="SLO: pick the best tokens/s/GPU with at least this many tokens/s per user."),
-    out: Optional[Path] = typer.Option(None, help="Report folder (default reports/MODEL-HARDWARE)."),
+    out: Optional[Path] = typer.Option(None, help="Report folder (default reports/MODEL-HARDWARE-ENGINE)."),
 ) -> None:
     """Sweep mechanism × D × B × context and write a report folder.
 
     Example: speedplan sweep --model llama-3.1-70b --hardware h100-sxm --tp 4
-    --mechanism draft-model:llama-3.2-1b --mechanism eagle --batch 1-256 --draft-len 0-8
+    --mechanism draft-model:llama-3.2-1b --mechanism eagle3 --batch 1-256 --draft-len 0-8
     """
     from speedplan import entry
-    from speedplan.plan.acceptance import parse_acceptance_options
+    from speedplan.plan.acceptance_sources import parse_acceptance_options
+    from speedplan.plan.engine_plan import parse_batch_weights, plan_engines
     from speedplan.plan.mechanisms import MECHANISMS
     from speedplan.plan.sweep import sweep as run_sweep
     from speedplan.report.folder import write_outputs
     from speedplan.report.summary import render_summary
 
+    weights = parse_batch_weights(batch_weights)
     worker = entry.claim()  # the console script's figure worker, importing matplotlib meanwhile
     try:
         result = run_sweep(
@@ -46,12 +50,13 @@ def sweep(
             acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
             min_tokens_per_user=min_tokens_per_user, command=_command(locals()), engine=engine,
         )
+        plans = plan_engines(result, weights, plan_for.split(",") if plan_for else None)
         out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}-{result.meta['engine']}"
-        write_outputs(result, out, worker)
+        write_outputs(result, out, worker, plans=plans)
     finally:
         if worker is not None:
             worker.cancel()  # stops and reaps it if the sweep failed; a no-op once it finished
-    typer.echo(render_summary(result))
+    typer.echo(render_summary(result, plans=plans))
     typer.echo(f"report: {out / 'report.html'}")
 
 

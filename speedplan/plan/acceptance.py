@@ -14,14 +14,19 @@ trace's `accepted` field) counts accepted *draft* tokens only, 0..D.
   ranks[r−1] given its parent was; the expected accepted length of a tree is the sum over
   its nodes of the product of acceptance along the node's path. `tree_al` finds the best
   tree for a node budget and depth limit by Sequoia's dynamic program.
+- One head family, one vector: `Acceptance.per_rank(ranks)` prices the family's chain with
+  p_i = ranks[0] at every depth (the rank-1 child at each level) and its trees with all ranks,
+  so a chain and a tree of one head never disagree about how good the head is.
+- Drafters that sometimes propose nothing (n-gram lookup finds no match): `match` is the
+  chance a step has drafts at all; AL = 1 + match · (drafted part), and a step without a
+  match verifies one token. Worked number: α = 0.6, match = 0.5, D = 3 gives
+  1 + 0.5 · (0.6 + 0.36 + 0.216) = 1.588.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
@@ -42,8 +47,11 @@ class Acceptance:
     ranks: tuple[float, ...]
     source: str
     kind: str  # "iid", "positions" or "ranks"
+    match: float = 1.0  # chance a step proposes any draft (n-gram lookup); 1 for model drafters
 
     def __post_init__(self) -> None:
+        if not (0.0 < self.match <= 1.0):
+            raise SpeedplanInputError(f"acceptance match probability must be in (0, 1], got {self.match}")
         for label, values in (("positions", self.positions), ("ranks", self.ranks)):
             if not values:
                 raise SpeedplanInputError(f"acceptance {label} must not be empty")
@@ -54,22 +62,38 @@ class Acceptance:
             raise SpeedplanInputError(f"per-rank acceptance must sum to < 1, got {sum(self.ranks):.3f}")
 
     @classmethod
-    def iid(cls, alpha: float, source: str = "user") -> "Acceptance":
-        return cls((float(alpha),), _geometric_ranks(float(alpha)), source, "iid")
+    def iid(cls, alpha: float, source: str = "user", match: float = 1.0) -> "Acceptance":
+        return cls((float(alpha),), _geometric_ranks(float(alpha)), source, "iid", float(match))
 
     @classmethod
-    def positional(cls, probs, source: str = "user") -> "Acceptance":
+    def positional(cls, probs, source: str = "user", match: float = 1.0) -> "Acceptance":
         probs = tuple(float(p) for p in probs)
         if not probs:
             raise SpeedplanInputError("positions= needs at least one probability")
-        return cls(probs, _geometric_ranks(probs[0]), source, "positions")
+        return cls(probs, _geometric_ranks(probs[0]), source, "positions", float(match))
 
     @classmethod
-    def per_rank(cls, ranks, source: str = "user") -> "Acceptance":
+    def per_rank(cls, ranks, source: str = "user", match: float = 1.0) -> "Acceptance":
         ranks = tuple(float(r) for r in ranks)
         if not ranks:
             raise SpeedplanInputError("ranks= needs at least one probability")
-        return cls((ranks[0],), ranks, source, "ranks")
+        return cls((ranks[0],), ranks, source, "ranks", float(match))
+
+    @classmethod
+    def geometric_ranks(cls, alpha: float, source: str) -> "Acceptance":
+        """A head family's one vector when only its rank-1 rate α is known (see
+        `_geometric_ranks`): chains get α at every depth, trees the geometric ranks."""
+        return cls.per_rank(_geometric_ranks(float(alpha)), source)
+
+    @classmethod
+    def head_ranks(cls, alpha: float, lower_share: float, source: str) -> "Acceptance":
+        """ranks = [α, c·α(1−α), c·α(1−α)², ...]: the rank-1 rate and a share c ≤ 1 of the
+        geometric split for the lower ranks (c = 1 is `geometric_ranks`). Worked example:
+        α = 0.5, c = 0.6 → ranks 0.5, 0.15, 0.075, ...; the chain still uses 0.5 per depth."""
+        if not 0.0 < lower_share <= 1.0:
+            raise SpeedplanInputError(f"lower-rank share must be in (0, 1], got {lower_share}")
+        geo = _geometric_ranks(float(alpha))
+        return cls.per_rank((geo[0], *(lower_share * r for r in geo[1:])), source)
 
     def position_vector(self, depth: int) -> np.ndarray:
         """p_1..p_depth, the last given entry repeated past the vector's end."""
@@ -89,7 +113,7 @@ class Acceptance:
         if self.kind != "positions":  # same numbers, but the closed form is exact for α
             alpha = self.positions[0]
             al = (1.0 - alpha ** (d + 1)) / (1.0 - alpha)
-        return al
+        return 1.0 + self.match * (al - 1.0)
 
     def tree_al(self, depth, nodes, topk: int | None = None) -> np.ndarray:
         """AL of the best tree with at most `nodes` draft nodes, depth ≤ `depth` and at most
@@ -99,14 +123,16 @@ class Acceptance:
         nmax = int(nodes.max(initial=0))
         ranks = self.ranks[:topk] if topk else self.ranks
         table = _sequoia_table(ranks, nmax, dmax)
-        return 1.0 + table[np.minimum(nodes, nmax), depth]
+        return 1.0 + self.match * table[np.minimum(nodes, nmax), depth]
 
     def describe(self) -> str:
         if self.kind == "iid":
-            return f"alpha={self.positions[0]:.3g}"
-        if self.kind == "positions":
-            return "positions=" + ",".join(f"{p:.3g}" for p in self.positions)
-        return "ranks=" + ",".join(f"{p:.3g}" for p in self.ranks)
+            text = f"alpha={self.positions[0]:.3g}"
+        elif self.kind == "positions":
+            text = "positions=" + ",".join(f"{p:.3g}" for p in self.positions)
+        else:
+            text = "ranks=" + ",".join(f"{p:.3g}" for p in self.ranks)
+        return text + (f",match={self.match:.3g}" if self.match < 1.0 else "")
 
 
 def al_iid(alpha: float, draft_len: int) -> float:
@@ -148,96 +174,6 @@ def _sequoia_table(ranks: tuple[float, ...], max_nodes: int, max_depth: int) -> 
     return best
 
 
-# --------------------------------------------------------------------------- parsing ----
-def parse_acceptance_options(specs: list[str], mechanisms: tuple[str, ...]) -> dict[str, Acceptance]:
-    """Repeated --acceptance values: `MECH:SPEC` applies to one mechanism (e.g.
-    `eagle:alpha=0.8`), a bare SPEC to every mechanism not named (key "*")."""
-    out: dict[str, Acceptance] = {}
-    for spec in specs:
-        head, colon, rest = spec.partition(":")
-        key = head.strip().lower() if colon and head.strip().lower() in mechanisms else "*"
-        value = rest if key != "*" else spec
-        if key in out:
-            raise SpeedplanInputError(f"--acceptance given twice for {'all mechanisms' if key == '*' else key}")
-        out[key] = parse_acceptance(value)
-    return out
-
-
-def parse_acceptance(spec: str) -> Acceptance:
-    """`alpha=0.8`, `positions=0.9,0.8,0.7`, `ranks=0.6,0.15,0.05`, or a file: a trace
-    (.jsonl, see docs/trace.md) or a JSON object {"alpha": ..} / {"positions": [..]} / {"ranks": [..]}."""
-    text = spec.strip()
-    key, sep, value = text.partition("=")
-    if sep and key.strip() in ("alpha", "positions", "ranks"):
-        try:
-            numbers = [float(x) for x in value.split(",") if x.strip()]
-        except ValueError:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: not a list of numbers") from None
-        source = f"user: {text}"
-        if key.strip() == "alpha":
-            if len(numbers) != 1:
-                raise SpeedplanInputError(f"--acceptance {spec!r}: alpha takes one number")
-            return Acceptance.iid(numbers[0], source)
-        return (Acceptance.positional if key.strip() == "positions" else Acceptance.per_rank)(numbers, source)
-    path = Path(text)
-    if not path.exists():
-        raise SpeedplanInputError(
-            f"--acceptance {spec!r}: not alpha=, positions=, ranks= or an existing file"
-        )
-    if path.suffix == ".jsonl":
-        return fit_trace(path)
-    try:
-        obj = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read acceptance file ({e})") from None
-    except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"{path}: malformed JSON ({e.msg} at line {e.lineno})") from None
-    source = f"file: {path}"
-    if isinstance(obj, dict) and "alpha" in obj:
-        return Acceptance.iid(float(obj["alpha"]), source)
-    if isinstance(obj, dict) and "positions" in obj:
-        return Acceptance.positional(obj["positions"], source)
-    if isinstance(obj, dict) and "ranks" in obj:
-        return Acceptance.per_rank(obj["ranks"], source)
-    raise SpeedplanInputError(f"{path}: expected a JSON object with alpha, positions or ranks")
-
-
-def read_trace(path: Path) -> tuple[dict, list[dict]]:
-    """The meta line and the step records of a speedplan.trace/1 file."""
-    meta: dict = {}
-    steps: list[dict] = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read trace ({e})") from None
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise SpeedplanInputError(f"{path}:{i}: not a JSON line") from None
-        kind = rec.get("type") if isinstance(rec, dict) else None
-        if kind == "meta":
-            meta = rec
-        elif kind == "step":
-            accepted = rec.get("accepted")
-            if not isinstance(accepted, list) or any(not isinstance(a, int) or a < 0 for a in accepted):
-                raise SpeedplanInputError(f"{path}:{i}: step without a list of non-negative 'accepted' counts")
-            steps.append(rec)
-    if not steps:
-        raise SpeedplanInputError(f"{path}: trace has no step records")
-    return meta, steps
-
-
-def accepted_histogram(path: Path) -> tuple[np.ndarray, dict]:
-    """Counts of accepted draft tokens per sequence-step (index = accepted count) and the
-    trace's meta line."""
-    meta, steps = read_trace(path)
-    counts = np.array([a for s in steps for a in s["accepted"]], dtype=int)
-    return np.bincount(counts), meta
-
-
 def fit_positions(histogram: np.ndarray, draft_len: int) -> np.ndarray:
     """Per-position conditional acceptance from an accepted-length histogram:
     p_i = P(accepted ≥ i) / P(accepted ≥ i − 1), for i = 1..draft_len (0 where unseen)."""
@@ -264,20 +200,24 @@ def fit_ranks(steps: list[dict], depth: int, width: int) -> np.ndarray:
     return np.clip(ranks, 0.0, 0.999)
 
 
-def fit_trace(path: Path) -> Acceptance:
-    """Fit acceptance from a runtime trace (speedplan.trace/1): per-rank for tree traces that
-    carry `accepted_ranks`, per-position otherwise."""
-    meta, steps = read_trace(path)
-    counts = np.array([a for s in steps for a in s["accepted"]], dtype=int)
-    draft_len = int(meta.get("draft_len") or counts.max(initial=0))
-    if draft_len < 1:
-        raise SpeedplanInputError(f"{path}: trace of plain decoding (draft_len 0) has no acceptance to fit")
-    source = f"trace: {path} ({len(counts)} sequence-steps, D={draft_len})"
-    tree = meta.get("tree")
-    if tree and any("accepted_ranks" in s for s in steps):
-        ranks = fit_ranks(steps, int(tree.get("depth") or draft_len), int(tree.get("topk") or 8))
-        ranks = ranks[: max(1, int(np.nonzero(ranks)[0].max(initial=0)) + 1)]
-        if ranks.sum() >= 1.0:
-            ranks = ranks * 0.999 / ranks.sum()
-        return Acceptance.per_rank(ranks, source)
-    return Acceptance.positional(fit_positions(np.bincount(counts), draft_len), source)
+def fit_iid_alpha(acceptance_length: float, draft_len: int) -> float:
+    """The i.i.d. α whose chain of `draft_len` drafts has this AL (bisection on the closed
+    form; AL rises with α). fit_iid_alpha(3.3616, 4) = 0.8."""
+    if draft_len < 1 or not 1.0 <= acceptance_length <= 1.0 + draft_len:
+        raise SpeedplanInputError(f"acceptance length {acceptance_length:.3g} is outside 1..1+D for D={draft_len}")
+    lo, hi = 0.0, 0.999
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if al_iid(mid, draft_len) < acceptance_length else (lo, mid)
+    return (lo + hi) / 2
+
+
+def conditional_from_position_rates(rates) -> np.ndarray:
+    """Per-position conditional acceptance p_i from unconditional per-position rates r_i =
+    P(draft i accepted) (what vLLM counts: accepted-at-position / drafts):
+    p_1 = r_1, p_i = r_i / r_(i−1). Worked example: r = [0.72, 0.50, 0.33] →
+    p = [0.72, 0.694, 0.66]; AL = 1 + Σ r_i = 2.55 either way."""
+    r = np.asarray(rates, dtype=float)
+    prev = np.concatenate([[1.0], r[:-1]])
+    p = np.divide(r, prev, out=np.zeros_like(r), where=prev > 0)
+    return np.clip(p, 0.0, 0.999)

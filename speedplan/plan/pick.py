@@ -1,13 +1,12 @@
 """Reading a sweep: the Pareto frontier, the pick per batch size, the draft-length schedule of
-one mechanism over batch size, the pick under a latency SLO, and the plan to serve.
+one mechanism over batch size, the pick under a latency SLO, recommendations.json, and the
+sensitivity of the picks to acceptance. The plan per serving engine is engine_plan.py.
 
 All are pure functions of the sweep's DataFrame (`speedplan.plan.sweep`); throughputs are
 tokens per second, times seconds.
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -111,10 +110,7 @@ def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | Non
     return near.sort_values(["verify_tokens", "tokens_per_s_per_gpu"], ascending=[True, False]).iloc[0]  # ties as in best_per_batch
 
 
-def recommendations(result) -> list[dict]:
-    """recommendations.json: per batch size (first context) the picked mechanism and D."""
-    best = result.best
-    best = best[best["context"] == best["context"].min()] if not best.empty else best
+def _per_batch_records(best: pd.DataFrame) -> list[dict]:
     out = []
     for _, r in best.iterrows():
         out.append({
@@ -134,45 +130,40 @@ def recommendations(result) -> list[dict]:
     return out
 
 
-def choose_serving_mechanism(result) -> str | None:
-    """The mechanism to configure an engine with: the SLO pick's, else the one picked at the
-    most batch sizes (ties: the one picked at the smallest batch). None if plain decoding
-    wins everywhere."""
-    if result.slo_pick is not None and result.slo_pick["mechanism"] != "none":
-        return str(result.slo_pick["mechanism"])
-    picks = [m for m in result.best["mechanism"] if m != "none"]
-    if not picks:
-        return None
-    counts = Counter(picks)
-    top = max(counts.values())
-    return next(m for m in picks if counts[m] == top)
+def recommendations(result, plans=None, batch_weights=None) -> dict:
+    """recommendations.json: {"per_batch": the best configuration per (batch, context) over
+    every mechanism, "engines": {engine: its plan (engine_plan.plan_engines)}}. Each engine
+    has mechanism, schedule ([first_batch, last_batch, D] ranges over the planned batches; the
+    engine's config carries the last D on), and per_batch rows with batch, context, draft_len,
+    speedup and loss_vs_best (a fraction, against the best that engine reaches at that batch)."""
+    from speedplan.plan.engine_plan import engine_records, plan_engines
+
+    if plans is None:
+        plans = plan_engines(result, batch_weights)
+    return {"per_batch": _per_batch_records(result.best), "engines": engine_records(result, plans, batch_weights)}
 
 
-def serving_plan(result):
-    """The ServingPlan (speedplan.serving) for the chosen mechanism and its D(B) schedule."""
-    from speedplan.serving import ServingPlan  # serving imports nothing of the planner's
-
-    label = choose_serving_mechanism(result)
-    if label is None:
-        return None
-    schedule = best_draft_len(result.frame, label)
-    name, _, draft = label.partition(":")
-    ref_batch = int(result.slo_pick["batch"]) if result.slo_pick is not None else int(schedule["batch"].iloc[0])
-    ref = schedule[schedule["batch"] == ref_batch]
-    ref = ref if not ref.empty else schedule.iloc[:1]
-    draft_len = max(int(ref["draft_len"].iloc[0]), 1)
-    tree = None
-    if name in ("eagle-tree", "medusa"):
-        rows = result.frame[(result.frame["mechanism"] == label) & (result.frame["draft_len"] == draft_len)]
-        row = rows.loc[rows["speedup"].idxmax()]
-        tree = {"topk": int(result.meta.get("topk", {}).get(label, 8)), "depth": draft_len, "nodes": int(row["verify_tokens"]) - 1}
-    return ServingPlan(
-        model=result.meta["model"]["model"],
-        mechanism=name,
-        draft_len=draft_len,
-        schedule=tuple((int(b), int(d)) for b, d in zip(schedule["batch"], schedule["draft_len"])),
-        tp=int(result.meta["tp"]),
-        draft_model=draft or None,
-        tree=tree,
-        hardware=result.meta["hardware"],
-    )
+def sensitivity(frame: pd.DataFrame, mechanisms, factor: float = 0.1) -> pd.DataFrame:
+    """Best D and speedup per (mechanism, batch, context) if the AL of the best configuration
+    were `factor` lower or higher (default ±10%). Every configuration's drafted part (AL − 1)
+    scales by the one factor k that moves the best one's AL by ±10%, so longer drafts gain or
+    lose more tokens than short ones, while step times stay (they do not depend on AL):
+    speedup' = AL' · t_plain / t_step. Worked example: best AL 3.0 → 3.3 needs k = 1.15, so a
+    D = 1 row with AL 1.8 becomes 1.92. Columns: mechanism, batch, context, draft_len_low/mid/high,
+    speedup_low/mid/high."""
+    rows = frame[frame["feasible"] & frame["mechanism"].isin(list(mechanisms))]
+    if rows.empty:
+        return pd.DataFrame(columns=["mechanism", "batch", "context"])
+    keys = ["mechanism", "batch", "context"]
+    order = rows.sort_values(["speedup", "verify_tokens"], ascending=[False, True])
+    best_al = order.drop_duplicates(keys).set_index(keys)["acceptance_length"]
+    al_star = rows.set_index(keys).index.map(best_al).to_numpy(dtype=float)
+    parts = {}
+    for tag, sign in (("low", -1.0), ("mid", 0.0), ("high", 1.0)):
+        k = np.where(al_star > 1.0, (al_star * (1.0 + sign * factor) - 1.0) / np.maximum(al_star - 1.0, 1e-12), 1.0)
+        al = np.clip(1.0 + k * (rows["acceptance_length"].to_numpy() - 1.0), 1.0, 1.0 + rows["draft_len"].to_numpy())
+        sp = rows.assign(speedup=al * rows["t_plain_s"] / rows["t_step_s"])
+        pick = sp.sort_values(["speedup", "verify_tokens"], ascending=[False, True]).drop_duplicates(keys).set_index(keys)
+        parts[f"draft_len_{tag}"] = pick["draft_len"].astype(int)
+        parts[f"speedup_{tag}"] = pick["speedup"]
+    return pd.DataFrame(parts).reset_index().sort_values(["mechanism", "context", "batch"]).reset_index(drop=True)

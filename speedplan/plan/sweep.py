@@ -112,10 +112,13 @@ def _priced_rows(mech: Mechanism | None, g: dict, cost: CostModel, engine: Engin
         name, acc_src = mech.label, mech.acceptance_source
     t_step = step.total_s
     share = verify.profile_share
+    # the verify width of a step that drafts: 1 + D, or N + 1 for a tree (n-gram steps without a
+    # match are priced at their expected tokens q but keep this shape)
+    width = (1 + np.asarray(N if mech is not None and mech.is_tree else D)).astype(int)
     memory = target.weight_bytes() / tp + B * (L + q) * target.kv_bytes_per_token_per_rank(tp) + extra_mem
     return pd.DataFrame({
         "model": target.name, "hardware": cost.hardware.name, "engine": engine.name, "mechanism": name,
-        "draft_len": D, "verify_tokens": q.astype(int), "batch": B, "context": L, "tp": tp,
+        "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
         "acceptance_length": al, "acceptance_source": acc_src,
         "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": verify.total_s, "t_draft_s": draft.total_s,
         "t_sample_s": step.sample_s, "t_launch_s": step.launch_s, "t_host_s": step.host_s,
@@ -131,9 +134,16 @@ def _priced_rows(mech: Mechanism | None, g: dict, cost: CostModel, engine: Engin
     })
 
 
-def _mechanisms(specs, target: ModelSpec, acceptance) -> tuple[list[Mechanism], dict[str, str]]:
+def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list[Mechanism], dict[str, str]]:
     """The mechanisms to sweep and, when none were named, those skipped with the reason. A
-    mechanism named explicitly that cannot run is an error (its `build` says why)."""
+    mechanism named explicitly that cannot run is an error (its `build` says why).
+
+    User acceptance is looked up by label, then mechanism name, then head family (so
+    `eagle3:...` reaches eagle3-tree too), then "*". A draft model whose TP the spec does not
+    fix is swept at every draft TP some serving engine runs it at (`serving.draft_tp_choices`;
+    the target's TP always), each priced with its own all-reduces."""
+    from speedplan.serving import draft_tp_choices  # serving imports no planner module but mechanisms
+
     skipped: dict[str, str] = {}
     if specs is None:
         specs = []
@@ -149,9 +159,32 @@ def _mechanisms(specs, target: ModelSpec, acceptance) -> tuple[list[Mechanism], 
             mechs.append(spec)
             continue
         name = spec.split(":")[0].strip().lower()
-        user_acc = acceptance.get(name, acceptance.get("*")) if isinstance(acceptance, dict) else acceptance
-        mechs.append(parse_mechanism(spec, target, user_acc))
+        if isinstance(acceptance, dict):
+            family = REGISTRY[name].family_name() if name in REGISTRY else name
+            keys = [k for k in (spec.strip().lower(), name, family, "*") if k in acceptance]
+            user_acc = acceptance[keys[0]] if keys else None
+        else:
+            user_acc = acceptance
+        mech = parse_mechanism(spec, target, user_acc)
+        if getattr(mech, "draft_tp", None) == tp:
+            mech = replace(mech, draft_tp=None)  # the target's TP is the unmarked default
+        mechs.append(mech)
+        if name == "draft-model" and mech.draft_tp is None:
+            for draft_tp in sorted(draft_tp_choices(name, tp) - {tp}):
+                if mech.draft.heads % draft_tp == 0 and draft_tp <= mech.draft.heads:
+                    mechs.append(replace(mech, draft_tp=draft_tp))
     return mechs, skipped
+
+
+def _mechanism_meta(mechs: list[Mechanism], tp: int) -> dict:
+    """What the planner and the report need to know about each swept label beyond its rows."""
+    return {
+        "families": {m.label: m.family_name() for m in mechs},
+        "published_acceptance": [m.label for m in mechs if str(m.acceptance_source).startswith("published")],
+        "draft_models": {m.label: {"model": m.draft.name, "tp": m.draft_tp or tp}
+                         for m in mechs if m.name == "draft-model"},
+        "heads": {m.label: m.head.describe() for m in mechs if getattr(m, "head", None) is not None},
+    }
 
 
 def sweep(
@@ -191,7 +224,7 @@ def sweep(
     if min_tokens_per_user is not None and not min_tokens_per_user > 0:
         raise SpeedplanInputError(f"--min-tokens-per-user must be > 0, got {min_tokens_per_user}")
 
-    mechs, skipped = _mechanisms(mechanisms, target, acceptance)
+    mechs, skipped = _mechanisms(mechanisms, target, acceptance, tp)
     if target.dtype not in hw.peak_flops_per_s:  # e.g. a bf16 checkpoint priced on an fp32-only CPU
         target = replace(target, dtype=hw.default_dtype)
     mechs = [m if getattr(m, "draft", None) is None or m.draft.dtype in hw.peak_flops_per_s
@@ -236,5 +269,6 @@ def sweep(
         "mechanisms": [m.label for m in mechs],
         "skipped": skipped,
         "topk": {m.label: m.topk for m in mechs if m.is_tree},
+        **_mechanism_meta(mechs, tp),
     }
     return result

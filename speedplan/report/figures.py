@@ -29,6 +29,8 @@ MECHANISM_COLORS = {
     "draft-model": "#9467bd",
     "eagle": "#1f77b4",
     "eagle-tree": "#17becf",
+    "eagle3": "#bcbd22",
+    "eagle3-tree": "#e377c2",
     "mtp": "#ff7f0e",
     "medusa": "#d62728",
 }

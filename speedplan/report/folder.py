@@ -12,18 +12,23 @@ import tempfile
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.pick import best_draft_len, recommendations, serving_plan
+from speedplan.plan.engine_plan import plan_engines, schedule_frame, serving_plans
+from speedplan.plan.pick import recommendations, sensitivity
 from speedplan.plan.sweep import SweepResult
 
 
-def write_outputs(result: SweepResult, out_dir: Path, worker=None) -> list[Path]:
-    """Write sweep.csv, pareto.csv, recommendations.json, schedule.csv, the serving configs,
-    report.html and its figures into `out_dir` (replacing it). A started
-    `figure_worker.FigureWorker` draws the figures if given. Returns the final paths."""
+def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, batch_weights=None) -> list[Path]:
+    """Write sweep.csv, pareto.csv, recommendations.json, schedule.csv (each engine's plan per
+    batch), sensitivity.csv, the serving configs (one plan per engine), report.html and its
+    figures into `out_dir` (replacing it). `plans` are `plan_engines(result, batch_weights)`
+    unless given. A started `figure_worker.FigureWorker` draws the figures if given. Returns the
+    final paths."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpeedplanInputError(f"--out {out_dir}: exists and is not a folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    if plans is None:
+        plans = plan_engines(result, batch_weights)  # bad weights fail before anything is written
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         from speedplan.report.html import send_figures, write_report
@@ -32,19 +37,17 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None) -> list[Path]
         files = []
         result.frame.to_csv(tmp / "sweep.csv", index=False, float_format="%.6g")
         result.pareto.to_csv(tmp / "pareto.csv", index=False, float_format="%.6g")
-        (tmp / "recommendations.json").write_text(json.dumps(recommendations(result), indent=1) + "\n")
-        files += ["sweep.csv", "pareto.csv", "recommendations.json"]
-        plan = serving_plan(result)
-        if plan is not None:
-            from speedplan.serving import write_serving_configs
+        (tmp / "recommendations.json").write_text(json.dumps(recommendations(result, plans), indent=1) + "\n")
+        schedule_frame(plans).to_csv(tmp / "schedule.csv", index=False, float_format="%.6g")
+        published = result.meta.get("published_acceptance") or []
+        sensitivity(result.frame, published).to_csv(tmp / "sensitivity.csv", index=False, float_format="%.6g")
+        files += ["sweep.csv", "pareto.csv", "recommendations.json", "schedule.csv", "sensitivity.csv"]
+        from speedplan.serving import write_serving_configs
 
-            best_draft_len(result.frame, plan.mechanism if not plan.draft_model else f"{plan.mechanism}:{plan.draft_model}").to_csv(
-                tmp / "schedule.csv", index=False, float_format="%.6g")
-            files.append("schedule.csv")
-            files += [p.name for p in write_serving_configs(plan, tmp)]
+        files += [p.name for p in write_serving_configs(serving_plans(result, plans), tmp)]
         (tmp / "meta.json").write_text(json.dumps(result.meta, indent=1, default=str) + "\n")
         files.append("meta.json")
-        write_report(result, tmp, files, worker=worker, figures=figures)
+        write_report(result, tmp, files, worker=worker, figures=figures, plans=plans)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         tmp.rename(out_dir)

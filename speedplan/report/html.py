@@ -35,10 +35,12 @@ def send_figures(result: "SweepResult", out_dir: Path, worker=None):
     return figures
 
 
-def write_report(result: "SweepResult", out_dir: Path, files: list[str], worker=None, figures=None) -> list[Path]:
+def write_report(result: "SweepResult", out_dir: Path, files: list[str], worker=None, figures=None,
+                 plans=None) -> list[Path]:
     """Write report.html and the PNG figures into out_dir (which exists); `files` are the other
     files the lead writes into the same folder (sweep.csv, pareto.csv, recommendations.json,
-    serving configs) for the HTML to link. With a `figure_worker.FigureWorker`, the worker
+    serving configs) for the HTML to link; `plans` the per-engine plans (engine_plan.plan_engines,
+    computed here when not given). With a `figure_worker.FigureWorker`, the worker
     draws the figures (`figures`: what `send_figures` already sent it); this process draws
     them if there is none or it fails. Returns the paths written."""
     from speedplan.report.figures import draw_figures, figure_paths
@@ -50,8 +52,12 @@ def write_report(result: "SweepResult", out_dir: Path, files: list[str], worker=
     paths = figure_paths(out_dir)
     page = out_dir / "report.html"
     links = [_link(out_dir, f) for f in files]
-    page.write_text(render_html(result, report_context(result.frame), paths, links, provenance(result), short),
-                    encoding="utf-8")
+    if plans is None:
+        from speedplan.plan.engine_plan import plan_engines
+
+        plans = plan_engines(result)
+    page.write_text(render_html(result, report_context(result.frame), paths, links, provenance(result), short,
+                                plans), encoding="utf-8")
     if worker is None or not worker.wait():
         paths = draw_figures(figures, out_dir, short)
     return paths + [page]
@@ -116,8 +122,46 @@ def _recommendation_rows(best: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def _engine_sections(plans: dict) -> list[str]:
+    parts = ["<h2>Plan per engine</h2>",
+             '<p class="note">Each engine gets one mechanism and the draft lengths it can express (vLLM: any D per '
+             "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3 chains; TensorRT-LLM: "
+             "draft_len_schedule, no D above batch 1's), chosen for the largest weighted mean of tokens/s/GPU over "
+             "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: speculation off. Loss: against the best any setting of that engine reaches "
+             "at that batch size; loss vs any: against the best row of the whole sweep.</p>"]
+    for name, plan in plans.items():
+        parts.append(f"<h3>{_e(name)}: {_e(plan.mechanism)} ({_e(plan.mode)})</h3><p class=\"note\">{_e(plan.how)}; "
+                     f"{100 * plan.objective:.1f}% of this engine's best tokens/s/GPU on average over the planned "
+                     f"batch sizes; {plan.tokens_per_s_per_gpu:,.0f} tokens/s/GPU time-weighted</p>")
+        rows = [{"B": str(int(r.batch)), "context": str(int(r.context)), "D": str(int(r.draft_len)),
+                 "verified/seq": str(int(r.verify_tokens)), "speedup": f"{r.speedup:.2f}x",
+                 "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
+                 "best": f"{r.best_mechanism} D={int(r.best_draft_len)} {r.best_speedup:.2f}x",
+                 "loss vs any": f"{100 * r.loss_vs_any:.1f}%"} for r in plan.rows.itertuples()]
+        parts.append(_html_table(rows, {"best"}))
+    return parts
+
+
+def _sensitivity_section(result: "SweepResult") -> list[str]:
+    from speedplan.plan.pick import sensitivity
+
+    published = result.meta.get("published_acceptance") or []
+    table = sensitivity(result.frame, published)
+    if table.empty:
+        return []
+    rows = [{"mechanism": r.mechanism, "B": str(int(r.batch)), "context": str(int(r.context)),
+             "D at AL -10%": str(r.draft_len_low), "D": str(r.draft_len_mid), "D at AL +10%": str(r.draft_len_high),
+             "speedup -10%": f"{r.speedup_low:.2f}x", "speedup": f"{r.speedup_mid:.2f}x",
+             "speedup +10%": f"{r.speedup_high:.2f}x"} for r in table.itertuples()]
+    return ["<h2>How sure: published acceptance at AL &plusmn;10%</h2>",
+            '<p class="note">These mechanisms use a published default (rows named under "acceptance from"), '
+            "measured on other models, hardware or datasets. Best D and speedup with every AL 10% lower and "
+            "higher (step times unchanged). Measure your own with --acceptance (a trace, a vLLM /metrics scrape "
+            "or an SGLang log).</p>", _html_table(rows, {"mechanism"})]
+
+
 def render_html(result: "SweepResult", context: int | None, figures: list[Path], links: list[str],
-                caption: str, figure_caption: str) -> str:
+                caption: str, figure_caption: str, plans: dict | None = None) -> str:
     """One self-contained page: facts, recommendations, SLO pick, figures (each captioned with
     the provenance line drawn inside it), data files. `caption` is the full provenance line."""
     meta, frame = result.meta, result.frame
@@ -135,6 +179,9 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         ("grid", f"{len(frame)} points ({int(frame['feasible'].sum()) if len(frame) else 0} feasible): "
                  f"mechanisms {', '.join(dict.fromkeys(frame['mechanism']))}; B {_values(frame, 'batch')}; "
                  f"D {_values(frame, 'draft_len')}; context {_values(frame, 'context')}"),
+        *((f"head of {label}", text) for label, text in (meta.get("heads") or {}).items()),
+        *((f"draft of {label}", f"{d['model']} at tensor parallel {d['tp']}")
+          for label, d in (meta.get("draft_models") or {}).items()),
         ("created", f"{meta.get('created', '')} by speedplan {meta.get('version', '')}"),
         ("command", meta.get("command", "")),
     ]
@@ -154,6 +201,9 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
                      'tokens/s per GPU, near-ties going to fewer verified tokens ("none": plain decoding '
                      "wins).</p>")
         parts.append(_html_table(_recommendation_rows(result.best), {"mechanism", "latency from", "verify GEMMs"}))
+    if plans:
+        parts.extend(_engine_sections(plans))
+    parts.extend(_sensitivity_section(result))
     parts.append(f"<h2>SLO pick</h2><p>{_e(slo_line(result))}</p>")
     parts.append("<h2>Figures</h2>")
     if context is not None and frame["context"].nunique() > 1:

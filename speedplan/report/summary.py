@@ -134,10 +134,32 @@ def _pick_rows(rows: list, max_rows: int) -> list:
     return [rows[round(i * step)] for i in range(max_rows)]
 
 
-def render_summary(result: "SweepResult", max_rows: int = 12) -> str:
+def engine_plan_lines(plans: dict) -> list[str]:
+    """One line per engine: its mechanism, how it sets D, D at each planned batch, worst loss."""
+    rows = [p.rows for p in plans.values() if len(p.rows)]
+    if not rows:
+        return ["plan per engine: nothing fits in memory"]
+    batches = sorted(rows[0]["batch"].unique())
+    lines = [f"plan per engine (D at B = {', '.join(map(str, batches))}; loss against the best that engine "
+             "reaches at each B):"]
+    width = max(len(p.mechanism) for p in plans.values())
+    for name, p in plans.items():
+        if not len(p.rows):
+            continue
+        per_b = p.rows.groupby("batch").agg(d=("draft_len", "first"), loss=("loss_vs_best", "max"))
+        worst = per_b["loss"].idxmax()
+        at = p.rows[p.rows["batch"] == worst].sort_values("loss_vs_best").iloc[-1]
+        tail = (f"worst loss {100 * per_b['loss'].max():.1f}% (B={worst}: {at.best_mechanism} D={at.best_draft_len} "
+                f"reaches {at.best_speedup:.2f}x)" if per_b["loss"].max() > 0.0005 else "worst loss 0.0%")
+        ds = " ".join(str(int(d)) for d in per_b["d"])
+        lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}")
+    return lines
+
+
+def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None = None) -> str:
     """The short plain-text table printed to the terminal: per batch size the best mechanism, D,
-    AL, speedup, tokens/s/user, tokens/s/GPU; then where latencies and acceptance came from,
-    and the SLO pick if any."""
+    AL, speedup, tokens/s/user, tokens/s/GPU; each engine's plan (when `plans` are given); then
+    where latencies and acceptance came from, and the SLO pick if any."""
     meta = result.meta
     model = (meta.get("model") or {}).get("model", "?")
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"]
@@ -157,6 +179,8 @@ def render_summary(result: "SweepResult", max_rows: int = 12) -> str:
         lines.extend(fmt(r) for r in shown)
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
+    if plans:
+        lines.extend(engine_plan_lines(plans))
     lines.append(f"latency: {latency_source(result)}")
     lines.append(f"engine: {engine_source(result)}")
     acceptance = result.meta.get("acceptance") or {}

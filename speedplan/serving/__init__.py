@@ -1,7 +1,9 @@
 """Serving configs for a chosen plan, one module per engine (vllm, sglang, trtllm), found here
 by name. Each engine module has `NAME`, `VERSION` (the engine source its option names were
-checked against; docs/serving.md lists where each was found) and `render(plan) -> {filename:
-text}`. A mechanism an engine cannot run gives a file that says so instead of a command that
+checked against; docs/serving.md lists where each was found), `render(plan) -> {filename:
+text}`, `support(mechanism, mtp_layers) -> Support | None` (what it can run and how it can
+vary D with the batch size: the planner plans within it) and `draft_tp_options(mechanism,
+tp)`. A mechanism an engine cannot run gives a file that says so instead of a command that
 would fail. Adding an engine is one module here (docs/extending.md).
 """
 
@@ -12,7 +14,8 @@ import pkgutil
 from pathlib import Path
 from types import ModuleType
 
-from speedplan.serving.plan import ServingPlan
+from speedplan.errors import SpeedplanInputError
+from speedplan.serving.plan import Mode, ServingPlan, Support
 
 _SHARED = {"plan", "text"}
 
@@ -32,11 +35,26 @@ ENGINES: dict[str, ModuleType] = _discover()
 ENGINE_VERSIONS: dict[str, str] = {name: module.VERSION for name, module in ENGINES.items()}
 
 
-def write_serving_configs(plan: ServingPlan, out_dir: Path) -> list[Path]:
-    """Render every engine first (bad input fails before anything is written), then write the files."""
+def engine_module(name: str) -> ModuleType:
+    key = str(name).strip().lower()
+    if key not in ENGINES:
+        raise SpeedplanInputError(f"unknown serving engine {name!r}; use one of {', '.join(ENGINES)}")
+    return ENGINES[key]
+
+
+def draft_tp_choices(mechanism: str, tp: int) -> set[int]:
+    """Every draft TP some engine runs `mechanism`'s draft at, beside a target at `tp`."""
+    return set().union(*(set(e.draft_tp_options(mechanism, tp)) for e in ENGINES.values()))
+
+
+def write_serving_configs(plan: ServingPlan | dict[str, ServingPlan], out_dir: Path) -> list[Path]:
+    """Render every engine first (bad input fails before anything is written), then write the
+    files. `plan` is one plan for every engine, or {engine name: its plan} (engines left out
+    get no files)."""
+    plans = plan if isinstance(plan, dict) else {name: plan for name in ENGINES}
     files: dict[str, str] = {}
-    for engine in ENGINES.values():
-        files.update(engine.render(plan))
+    for name, engine_plan in plans.items():
+        files.update(engine_module(name).render(engine_plan))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -49,4 +67,5 @@ def write_serving_configs(plan: ServingPlan, out_dir: Path) -> list[Path]:
     return paths
 
 
-__all__ = ["ENGINES", "ENGINE_VERSIONS", "ServingPlan", "write_serving_configs"]
+__all__ = ["ENGINES", "ENGINE_VERSIONS", "Mode", "ServingPlan", "Support", "draft_tp_choices", "engine_module",
+           "write_serving_configs"]

@@ -1,12 +1,14 @@
 """What gets served: a `ServingPlan` (mechanism, per-batch draft lengths, tree, TP) and the
 facts every engine's config needs about it (Hugging Face repos, published heads, schedule
-ranges).
+ranges), and `Support`: what one engine can run for a mechanism and how it can vary D with
+the batch size (each engine module's `support()`; the planner plans within it).
 
 Conventions shared by all engines:
 
 - The plan's schedule `((batch, D), ...)` is read as "D from this batch up to the next listed
   batch"; the first range starts at batch 1 and the last one is open (`OPEN_END_BATCH`, which
   engines clip to their own max batch size). D = 0 means speculation off.
+- Mechanism "none": speculation off at every batch size (plain decoding wins everywhere).
 - A tree `{"topk", "depth", "nodes"}` counts draft nodes without the root: a chain of D drafts is
   depth D and D nodes.
 """
@@ -20,6 +22,36 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import MECHANISMS
 
 OPEN_END_BATCH = 65536
+OFF = "none"  # the mechanism of a plan that turns speculation off everywhere
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way an engine sets the draft length across batch sizes.
+
+    shape: "fixed" (one setting at every B), "any" (any D per batch range), or "first-max"
+    (any D per range as long as none exceeds the smallest batch's D, which must be >= 1:
+    TensorRT-LLM's draft_len_schedule). `off`: D = 0 may be set for some batch sizes inside
+    the mode. `trees`: tree settings (depth, nodes) may be served (fixed shape only)."""
+
+    name: str
+    shape: str
+    off: bool
+    how: str
+    trees: bool = False
+    max_draft_len: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.shape not in ("fixed", "any", "first-max"):
+            raise ValueError(f"mode shape {self.shape!r}")
+
+
+@dataclass(frozen=True)
+class Support:
+    """How an engine runs one mechanism: its modes, and notes for the file comments."""
+
+    modes: tuple[Mode, ...]
+    note: str = ""
 
 # n-gram lookup window; speedplan does not plan it (acceptance is workload-bound), so these are
 # fixed, stated defaults: vLLM's own docs example uses prompt_lookup_max=4.
@@ -42,6 +74,14 @@ HF_REPOS: dict[str, str] = {
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
 }
 
+# Public EAGLE-1/2 heads per engine, only where that engine's own PRs/docs ran it for that target
+# (vLLM PRs #17202 and #24343 in ../shared/cases/engine_measurements.csv). Anything else: placeholder.
+EAGLE_HEADS: dict[str, dict[str, str]] = {
+    "vllm": {"llama-3.1-8b": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"},
+    "sglang": {},
+    "trtllm": {},
+}
+
 # Public EAGLE-3 heads per engine, only where that engine's own docs/tests use the head for that
 # target (checkpoint formats differ between engines). Anything else gets a placeholder.
 EAGLE3_HEADS: dict[str, dict[str, str]] = {
@@ -60,21 +100,26 @@ class ServingPlan:
     """The plan to serve: mechanism, draft length D at the reference batch, per-batch schedule."""
 
     model: str  # target: speedplan preset name (e.g. "llama-3.1-70b") or a path
-    mechanism: str  # one of MECHANISMS
-    draft_len: int  # D at the reference batch size (>= 1)
+    mechanism: str  # one of MECHANISMS, or OFF ("none": no speculation at any batch size)
+    draft_len: int  # D at the reference batch size (>= 1; 0 only for OFF)
     schedule: tuple[tuple[int, int], ...]  # ((batch, draft_len), ...) sorted by batch; 0 = off
     tp: int = 1
     draft_model: str | None = None  # for draft-model: preset name or path of the draft
-    tree: dict | None = None  # for eagle-tree / medusa: {"topk": int, "depth": int, "nodes": int}
+    tree: dict | None = None  # for eagle-tree / eagle3-tree / medusa: {"topk", "depth", "nodes"}
     hardware: str = ""  # for comments only
+    mode: str = ""  # how the engine gets the schedule when it has several ways ("adaptive" for SGLang)
+    draft_tp: int | None = None  # draft model's tensor parallel size (None: the target's)
+    per_batch: tuple = ()  # planner rows for the comment: (batch, D, speedup, loss_vs_best)
+    context: int | None = None  # context length (tokens) the plan was made for, for comments
 
     def __post_init__(self) -> None:
-        if self.mechanism not in MECHANISMS:
+        if self.mechanism not in MECHANISMS and self.mechanism != OFF:
             raise SpeedplanInputError(
-                f"unknown mechanism {self.mechanism!r}; expected one of {', '.join(MECHANISMS)}"
+                f"unknown mechanism {self.mechanism!r}; expected one of {', '.join(MECHANISMS)} or {OFF}"
             )
-        if not _is_int(self.draft_len) or self.draft_len < 1:
-            raise SpeedplanInputError(f"draft_len must be an integer >= 1, got {self.draft_len!r}")
+        low = 0 if self.mechanism == OFF else 1
+        if not _is_int(self.draft_len) or self.draft_len < low:
+            raise SpeedplanInputError(f"draft_len must be an integer >= {low}, got {self.draft_len!r}")
         if not _is_int(self.tp) or self.tp < 1:
             raise SpeedplanInputError(f"tp must be an integer >= 1, got {self.tp!r}")
         if not str(self.model).strip():
@@ -93,8 +138,10 @@ class ServingPlan:
         object.__setattr__(self, "tp", int(self.tp))
         if self.mechanism == "draft-model" and not self.draft_model:
             raise SpeedplanInputError("mechanism draft-model needs draft_model (preset name or path)")
-        if self.mechanism == "eagle-tree" and self.tree is None:
-            raise SpeedplanInputError("mechanism eagle-tree needs tree={'topk', 'depth', 'nodes'}")
+        if self.mechanism in ("eagle-tree", "eagle3-tree") and self.tree is None:
+            raise SpeedplanInputError(f"mechanism {self.mechanism} needs tree={{'topk', 'depth', 'nodes'}}")
+        if self.draft_tp is not None and (not _is_int(self.draft_tp) or self.draft_tp < 1):
+            raise SpeedplanInputError(f"draft_tp must be an integer >= 1, got {self.draft_tp!r}")
         if self.tree is not None:
             _check_tree(self.tree, self.mechanism)
             object.__setattr__(self, "tree", {k: int(self.tree[k]) for k in ("topk", "depth", "nodes")})
@@ -113,21 +160,26 @@ def _check_tree(tree: dict, mechanism: str) -> None:
             raise SpeedplanInputError(f"tree[{key!r}] must be an integer >= 1, got {tree.get(key)!r}")
     # EAGLE-2 keeps at most topk nodes per level, so a dynamic tree holds depth..topk*depth nodes
     # (TensorRT-LLM enforces the same bounds on max_total_draft_tokens).
-    if mechanism == "eagle-tree" and not tree["depth"] <= tree["nodes"] <= tree["topk"] * tree["depth"]:
+    if mechanism in ("eagle-tree", "eagle3-tree") and not tree["depth"] <= tree["nodes"] <= tree["topk"] * tree["depth"]:
         raise SpeedplanInputError(
             f"tree nodes must lie in [depth, topk*depth] = [{tree['depth']}, "
             f"{tree['topk'] * tree['depth']}], got {tree['nodes']}"
         )
 
 
-def _check_has_mtp(model: str) -> None:
-    """A preset without MTP layers cannot serve mechanism mtp; paths are left to the engine."""
+def mtp_layers(model: str) -> int | None:
+    """MTP layers of a preset target; None for a path or repo id (left to the engine)."""
     key = str(model).strip().lower()
     if key not in HF_REPOS:
-        return
+        return None
     from speedplan.specs.model import get_model
 
-    if get_model(key).mtp_layers == 0:
+    return get_model(key).mtp_layers
+
+
+def _check_has_mtp(model: str) -> None:
+    """A preset without MTP layers cannot serve mechanism mtp; paths are left to the engine."""
+    if mtp_layers(model) == 0:
         raise SpeedplanInputError(f"model {model} has no MTP layers; mechanism mtp needs one that does")
 
 
@@ -142,6 +194,9 @@ def _preset(model: str) -> str:
 
 
 def eagle_head(plan: ServingPlan, engine: str) -> str:
+    """The head to load: an EAGLE-1/2 head for eagle / eagle-tree, an EAGLE-3 head otherwise."""
+    if plan.mechanism in ("eagle", "eagle-tree"):
+        return EAGLE_HEADS[engine].get(_preset(plan.model), f"<path-to-eagle-head-for-{plan.model}>")
     return EAGLE3_HEADS[engine].get(_preset(plan.model), f"<path-to-eagle3-head-for-{plan.model}>")
 
 

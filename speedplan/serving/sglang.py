@@ -1,65 +1,144 @@
 """SGLang (`python -m sglang.launch_server --speculative-*`): the speculative-decoding options of one `ServingPlan`.
 
-Files: `sglang_launch.sh`. `--speculative-num-draft-tokens` counts the root token too
-(it is `num_steps + 1` for a chain, sglang docs), so it gets nodes + 1.
+Files: `sglang_launch.sh`, and `sglang_adaptive_config.json` when the plan uses the adaptive
+mode. Checked against the SGLang 0.5.23 wheel: python/sglang/srt/arg_groups/fields/spec.py
+(flags are field names with dashes, arg_groups/arg_utils.py), speculative/adaptive_spec_params.py
+and arg_groups/speculative_hook.py. `--speculative-num-draft-tokens` counts the root token too
+(num_steps + 1 for a chain), so a tree gets nodes + 1.
+
+Two ways to set the draft length: fixed (steps, topk, draft tokens) at every batch size, or for
+EAGLE/EAGLE3 chains `--speculative-adaptive` with a config whose integer keys are batch-size
+lower bounds, each holding one candidate step count, which pins that bucket's D (an
+`AdaptiveStepSlot` with a single candidate never moves; a step of 0 turns drafting off).
 """
 
 from __future__ import annotations
 
-from speedplan.serving.plan import ServingPlan, eagle_head, hf_repo
+import json
+
+from speedplan.serving.plan import OFF, Mode, ServingPlan, Support, eagle_head, hf_repo, segments
 from speedplan.serving.text import header, shell, unsupported
 
 NAME = "sglang"
 VERSION = (
-    "SGLang main, python/sglang/srt/arg_groups/fields/spec.py @ 7e997c6 "
-    "and docs/advanced_features/speculative_decoding.md @ fc6d465"
+    "SGLang 0.5.23 (PyPI wheel; no commit embedded): python/sglang/srt/arg_groups/fields/spec.py, "
+    "speculative/adaptive_spec_params.py"
 )
+ADAPTIVE_FILE = "sglang_adaptive_config.json"
+ALGORITHMS = {"ngram": "NGRAM", "draft-model": "STANDALONE", "eagle": "EAGLE", "eagle-tree": "EAGLE",
+              "eagle3": "EAGLE3", "eagle3-tree": "EAGLE3", "mtp": "NEXTN"}
+
+_FIXED = Mode("fixed", "fixed", off=False, how="--speculative-num-steps / --speculative-eagle-topk / "
+              "--speculative-num-draft-tokens, the same at every batch size")
+_FIXED_TREE = Mode("fixed", "fixed", off=False, trees=True, how="--speculative-num-steps = depth, "
+                   "--speculative-eagle-topk = topk, --speculative-num-draft-tokens = nodes + 1, at every batch size")
+_ADAPTIVE = Mode("adaptive", "any", off=True, how="--speculative-adaptive with --speculative-adaptive-config: "
+                 "one candidate step count per batch-size bucket (0 = off)")
+
+
+def support(mechanism: str, mtp_layers: int = 0) -> Support | None:
+    """No Medusa in SGLang; adaptive steps only for EAGLE/EAGLE3 with topk 1
+    (adaptive_unsupported_reason)."""
+    if mechanism not in ALGORITHMS:
+        return None
+    if mechanism.endswith("-tree"):
+        return Support((_FIXED_TREE,))
+    if mechanism in ("eagle", "eagle3"):
+        return Support((_FIXED, _ADAPTIVE))
+    return Support((_FIXED,))
+
+
+def draft_tp_options(mechanism: str, tp: int) -> set[int]:
+    """SGLang has no draft tensor-parallel option: the draft runs at the target's TP."""
+    return {tp}
+
+
+def _adaptive(plan: ServingPlan) -> bool:
+    return plan.mode == "adaptive" and plan.mechanism in ("eagle", "eagle3") and bool(plan.schedule)
+
+
+def adaptive_config(plan: ServingPlan) -> dict:
+    """{"first batch of each range": {"candidate_steps": [D]}}: slot keys are lower bounds."""
+    return {str(lo): {"candidate_steps": [d]} for lo, _, d in segments(plan)}
 
 
 def sglang_args(plan: ServingPlan) -> list[str]:
     """`python -m sglang.launch_server` arguments (names from sglang arg_groups/fields/spec.py)."""
     d = plan.draft_len
     args = ["python -m sglang.launch_server", "--model-path", hf_repo(plan.model), "--tp-size", str(plan.tp)]
+    if plan.mechanism == OFF:
+        return args
+    algorithm = ALGORITHMS[plan.mechanism]
     if plan.mechanism == "ngram":
         # max BFS breadth 1 keeps the n-gram draft a chain of D tokens (the default breadth 10 is a tree).
-        return args + ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", str(d + 1),
+        return args + ["--speculative-algorithm", algorithm, "--speculative-num-draft-tokens", str(d + 1),
                        "--speculative-ngram-max-bfs-breadth", "1"]
-    if plan.mechanism == "eagle-tree":
-        t = plan.tree
-        return args + ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-                       eagle_head(plan, "sglang"), "--speculative-num-steps", str(t["depth"]),
-                       "--speculative-eagle-topk", str(t["topk"]),
-                       "--speculative-num-draft-tokens", str(t["nodes"] + 1)]
-    algorithm, draft = {
-        "draft-model": ("STANDALONE", hf_repo(plan.draft_model or "")),
-        "eagle": ("EAGLE3", eagle_head(plan, "sglang")),
-        "mtp": ("NEXTN", None),
-    }[plan.mechanism]
     args += ["--speculative-algorithm", algorithm]
-    if draft is not None:
-        args += ["--speculative-draft-model-path", draft]
+    if plan.mechanism == "draft-model":
+        args += ["--speculative-draft-model-path", hf_repo(plan.draft_model or "")]
+    elif plan.mechanism != "mtp":
+        args += ["--speculative-draft-model-path", eagle_head(plan, NAME)]
+    if plan.mechanism.endswith("-tree"):
+        t = plan.tree
+        return args + ["--speculative-num-steps", str(t["depth"]), "--speculative-eagle-topk", str(t["topk"]),
+                       "--speculative-num-draft-tokens", str(t["nodes"] + 1)]
+    if _adaptive(plan):
+        # --speculative-num-steps must be one of the candidates (speculative_hook.py); the largest
+        # sizes the runtime state first. Each bucket then starts at, and keeps, its one candidate.
+        d = max(x for _, _, x in segments(plan))
+        return args + ["--speculative-num-steps", str(d), "--speculative-eagle-topk", "1",
+                       "--speculative-num-draft-tokens", str(d + 1), "--speculative-adaptive",
+                       "--speculative-adaptive-config", ADAPTIVE_FILE]
     return args + ["--speculative-num-steps", str(d), "--speculative-eagle-topk", "1",
                    "--speculative-num-draft-tokens", str(d + 1)]
 
 
+def _expressed(plan: ServingPlan) -> tuple[str, list[str]]:
+    notes: list[str] = []
+    if _adaptive(plan):
+        notes += [f"{ADAPTIVE_FILE}: each key is the first batch size of a range and holds one candidate step "
+                  "count, so that bucket's D is fixed (adaptive_spec_params.py: a slot with one candidate never "
+                  "moves; 0 turns drafting off). Run from the folder holding it.",
+                  "SGLang pads a batch up to the next CUDA-graph batch size before picking the bucket, so a batch "
+                  "between planned sizes can take the next bucket's D.",
+                  "adaptive mode needs topk 1 and no attention DP, multi-layer EAGLE, two-batch overlap or pdmux "
+                  "(adaptive_unsupported_reason)."]
+        return "per batch-size bucket, through --speculative-adaptive (see the notes).", notes
+    used = plan.tree["depth"] if plan.tree else plan.draft_len
+    expressed = f"one fixed setting: D = {used} at every batch size."
+    if len({d for _, _, d in segments(plan)}) > 1:
+        expressed = (f"it cannot here: this mechanism has no per-batch-size option in SGLang, so D = {used} "
+                     "(the reference batch size's D) at every batch size.")
+    if any(d == 0 for _, _, d in segments(plan)):
+        notes.append("speculation cannot be turned off for some batch sizes in a fixed launch; the plan's D = 0 "
+                     "ranges run with the fixed D instead.")
+    if plan.mechanism in ("eagle", "eagle3") and plan.tree is None:
+        notes.append("--speculative-adaptive (topk 1) could vary D per batch-size bucket; this plan does not need it.")
+    return expressed, notes
+
+
 def render(plan: ServingPlan) -> dict[str, str]:
-    """`sglang_launch.sh`: one launch command; SGLang has no per-batch draft-length schedule."""
-    if plan.mechanism == "medusa":
+    """`sglang_launch.sh` (and the adaptive config when the plan uses it)."""
+    if plan.mechanism == OFF:
+        text = header(plan, VERSION, "no --speculative-algorithm: plain decoding at every batch size.", [])
+        return {"sglang_launch.sh": "#!/bin/sh\n" + text + shell(sglang_args(plan))}
+    if plan.mechanism not in ALGORITHMS:
         return {"sglang_launch.sh": unsupported(plan, NAME, VERSION, (
             "SGLang has no Medusa: its speculative algorithms are EAGLE, EAGLE3, NEXTN, STANDALONE, "
             "NGRAM, DFLASH, DSPARK, UNO (--speculative-algorithm help text)."))}
-    used = plan.tree["depth"] if plan.mechanism == "eagle-tree" else plan.draft_len
-    expressed = (f"it cannot: SGLang has no per-batch-size draft-length option, so D = {used} "
-                 "(the reference batch size's D) at every batch size.")
-    notes = ["--speculative-adaptive (EAGLE/EAGLE3, topk 1) changes num_steps from measured acceptance, "
-             "not from a batch-size schedule, so speedplan does not emit it.",
-             "the draft runs with the target's tensor parallel size (SGLang has no draft TP option)."]
+    expressed, notes = _expressed(plan)
+    notes.append("the draft runs with the target's tensor parallel size (SGLang has no draft TP option).")
     if plan.mechanism == "mtp":
-        notes.append("NEXTN reads the MTP layers from the target checkpoint; no draft path is needed "
-                     "for DeepSeek-style models.")
-    if plan.mechanism in ("eagle", "eagle-tree") and eagle_head(plan, "sglang").startswith("<"):
-        notes.append("replace the <...> placeholder with an EAGLE-3 head trained for this target.")
-    if plan.mechanism == "eagle-tree":
+        notes.append("NEXTN reads the MTP layers from the target checkpoint (no draft path) and reuses the last "
+                     "one past the model's MTP layers.")
+    if plan.mechanism not in ("ngram", "draft-model", "mtp") and eagle_head(plan, NAME).startswith("<"):
+        notes.append("replace the <...> placeholder with a head trained for this target "
+                     + ("(EAGLE-1/2 format)." if plan.mechanism.startswith("eagle-") or plan.mechanism == "eagle"
+                        else "(EAGLE-3)."))
+    if plan.tree:
         notes.append("--speculative-num-draft-tokens counts the root token, so it is tree nodes + 1.")
     text = header(plan, VERSION, expressed, notes) + shell(sglang_args(plan))
-    return {"sglang_launch.sh": "#!/bin/sh\n" + text}
+    files = {"sglang_launch.sh": "#!/bin/sh\n" + text}
+    if _adaptive(plan):
+        files[ADAPTIVE_FILE] = json.dumps(adaptive_config(plan), indent=1) + "\n"
+    return files

@@ -1,20 +1,64 @@
 """TensorRT-LLM (`trtllm-serve` with `speculative_config` YAML): the speculative-decoding options of one `ServingPlan`.
 
-Files: `trtllm_extra_llm_api_options.yaml` and `trtllm_serve.sh`.
+Files: `trtllm_extra_llm_api_options.yaml` and `trtllm_serve.sh`. Checked against the GitHub
+index copies of tensorrt_llm/llmapi/llm_args.py @ 0004396 and _torch/speculative/utils.py @
+011d093 (no release wheel could be read; docs/serving.md says what is uncertain).
+
+`draft_len_schedule` keys are read as the LAST batch size of each range (utils.py
+get_draft_len_for_batch_size: the first key >= batch; above the largest key speculation is
+off). Its validator wants the smallest key's D to be max_draft_len (> 0) and no D above it, so
+the planner plans D(B) <= D(smallest B) for this engine ("first-max").
 """
 
 from __future__ import annotations
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.serving.plan import NGRAM_LOOKUP_MAX, ServingPlan, eagle_head, hf_repo, segments
+from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, OFF, Mode, ServingPlan, Support, eagle_head, hf_repo,
+                                    mtp_layers, segments)
 from speedplan.serving.text import header, shell, unsupported, yaml
 
 NAME = "trtllm"
 VERSION = (
-    "TensorRT-LLM main, tensorrt_llm/llmapi/llm_args.py @ 0004396 "
-    "(DecodingBaseConfig.draft_len_schedule, upper-bound keys) "
-    "and docs/source/features/speculative-decoding.md @ 04c8822"
+    "TensorRT-LLM main (GitHub index), tensorrt_llm/llmapi/llm_args.py @ 0004396 "
+    "(DecodingBaseConfig.draft_len_schedule, keys = last batch of a range) and "
+    "tensorrt_llm/_torch/speculative/utils.py @ 011d093"
 )
+# DraftTargetDecodingConfig declares `decoding_type: Literal["Draft_Target"]` (llm_args.py @ 0004396
+# and an older copy); the docs (@ 04c8822) and the old from_dict table say "DraftTarget". The
+# discriminated union takes the literal, and no alias mapping was found: follow the code.
+DECODING_TYPES = {"ngram": "NGram", "draft-model": "Draft_Target", "eagle3": "Eagle3", "eagle3-tree": "Eagle3",
+                  "mtp": "MTP"}
+
+_SCHEDULE = Mode("schedule", "first-max", off=True, how=(
+    "speculative_config.draft_len_schedule {last_batch_of_range: D}; max_draft_len = the smallest batch's D "
+    "(> 0), no D above it"))
+_FIXED = Mode("fixed", "fixed", off=False, how="max_draft_len, the same at every batch size")
+_FIXED_TREE = Mode("fixed", "fixed", off=False, trees=True, how=(
+    "use_dynamic_tree with max_draft_len = depth, dynamic_tree_max_topK = topk, max_total_draft_tokens = nodes"))
+
+
+def support(mechanism: str, mtp_layers: int = 0) -> Support | None:
+    """The PyTorch backend (trtllm-serve's default): EAGLE-3 heads only ("Eagle" is read as
+    Eagle3; EAGLE-1/2 checkpoints do not load), no Medusa. draft_len_schedule is honoured by the
+    one-model paths that `support_dynamic_draft_len()` lists (Eagle3, DraftTarget, MTP-Eagle);
+    NGram is not listed, and vanilla MTP (checkpoints with more than one MTP layer) ignores it
+    and clips max_draft_len to the layers (utils.py update_spec_config_from_model_config)."""
+    if mechanism not in DECODING_TYPES:
+        return None
+    if mechanism == "eagle3-tree":
+        return Support((_FIXED_TREE,))
+    if mechanism == "ngram":
+        return Support((_FIXED,))
+    if mechanism == "mtp" and mtp_layers > 1:
+        return Support((Mode("fixed", "fixed", off=False, max_draft_len=mtp_layers,
+                             how=f"max_draft_len <= {mtp_layers} (vanilla MTP: one module per draft token)"),))
+    return Support((_SCHEDULE,))
+
+
+def draft_tp_options(mechanism: str, tp: int) -> set[int]:
+    """The one-model DraftTarget path runs the draft inside the target's model, on its mapping
+    (`_draft_target_one_model = True`; no draft TP field in DecodingBaseConfig)."""
+    return {tp}
 
 
 def trtllm_speculative_config(plan: ServingPlan) -> tuple[dict, list[str]]:
@@ -23,80 +67,98 @@ def trtllm_speculative_config(plan: ServingPlan) -> tuple[dict, list[str]]:
     segs = segments(plan)
     d_max = plan.draft_len
     schedule: dict[int, int] | None = None
-    if segs and plan.mechanism != "eagle-tree":
+    layers = mtp_layers(plan.model)
+    sup = support(plan.mechanism, layers or 1)
+    varying = len({d for _, _, d in segs}) > 1
+    if varying and sup is not None and sup.modes[0].shape != "first-max" and not plan.mechanism.endswith("-tree"):
+        notes.append(f"{plan.mechanism} does not follow draft_len_schedule here ({sup.modes[0].how}); "
+                     f"fixed D = {plan.draft_len}.")
+    if plan.mechanism == "mtp" and layers and layers > 1 and d_max > layers:
+        notes.append(f"vanilla MTP clips max_draft_len to the model's {layers} MTP layers.")
+        d_max = layers
+    if varying and sup is not None and sup.modes[0].shape == "first-max":
         first = segs[0][2]
         if first == 0:
-            notes.append("the plan turns speculation off at batch 1, which draft_len_schedule cannot "
-                         "express (its smallest key must map to max_draft_len > 0); "
-                         f"fixed D = {plan.draft_len}.")
+            notes.append("the plan turns speculation off at batch 1, which draft_len_schedule cannot express "
+                         f"(its smallest key must map to max_draft_len > 0); fixed D = {plan.draft_len}.")
         else:
-            clipped = [(hi, min(d, first)) for _, hi, d in segs]
             if any(d > first for _, _, d in segs):
-                notes.append(f"TensorRT-LLM needs the smallest batch's D to be the largest, so D is "
-                             f"capped at {first} where the plan had more.")
-            schedule = {}
-            for hi, d in clipped:  # merge neighbours made equal by the cap
-                if schedule and list(schedule.values())[-1] == d:
-                    del schedule[list(schedule)[-1]]
-                schedule[hi] = d
+                notes.append(f"TensorRT-LLM needs the smallest batch's D to be the largest, so D is capped at "
+                             f"{first} where the plan had more.")
+            last_batch = plan.schedule[-1][0]  # the open last range ends at the last planned batch
+            keyed = {1: first}  # key 1 as well: older validators require it (and it reads the same)
+            keyed.update({min(hi, last_batch): min(d, first) for _, hi, d in segs})
+            keys = sorted(keyed)  # a key whose next key has the same D adds nothing
+            schedule = {k: keyed[k] for i, k in enumerate(keys)
+                        if k == 1 or i + 1 == len(keys) or keyed[keys[i + 1]] != keyed[k]}
             d_max = first
-    if plan.mechanism == "ngram":
-        cfg = {"decoding_type": "NGram", "max_draft_len": d_max, "max_matching_ngram_size": NGRAM_LOOKUP_MAX}
-    elif plan.mechanism == "draft-model":
-        cfg = {"decoding_type": "DraftTarget", "max_draft_len": d_max,
-               "speculative_model": hf_repo(plan.draft_model or "")}
-    elif plan.mechanism == "eagle":
-        cfg = {"decoding_type": "Eagle3", "max_draft_len": d_max,
-               "speculative_model": eagle_head(plan, "trtllm")}
-    elif plan.mechanism == "eagle-tree":
-        t = plan.tree
-        cfg = {"decoding_type": "Eagle3", "max_draft_len": t["depth"],
-               "speculative_model": eagle_head(plan, "trtllm"), "use_dynamic_tree": True,
-               "dynamic_tree_max_topK": t["topk"], "max_total_draft_tokens": t["nodes"]}
-    elif plan.mechanism == "mtp":
-        cfg = {"decoding_type": "MTP", "max_draft_len": d_max}
-    else:
+    if plan.mechanism not in DECODING_TYPES:
         raise SpeedplanInputError(f"TensorRT-LLM cannot serve mechanism {plan.mechanism}")
+    cfg: dict = {"decoding_type": DECODING_TYPES[plan.mechanism], "max_draft_len": d_max}
+    if plan.mechanism == "ngram":
+        cfg["max_matching_ngram_size"] = NGRAM_LOOKUP_MAX
+    elif plan.mechanism == "draft-model":
+        cfg["speculative_model"] = hf_repo(plan.draft_model or "")
+    elif plan.mechanism.startswith("eagle3"):
+        cfg["speculative_model"] = eagle_head(plan, NAME)
+    if plan.mechanism == "eagle3-tree":
+        t = plan.tree
+        cfg.update(max_draft_len=t["depth"], use_dynamic_tree=True, dynamic_tree_max_topK=t["topk"],
+                   max_total_draft_tokens=t["nodes"])
     if schedule is not None and len(schedule) > 1:
         cfg["draft_len_schedule"] = schedule
     return cfg, notes
 
 
-def render(plan: ServingPlan) -> dict[str, str]:
-    """`trtllm_extra_llm_api_options.yaml` (speculative_config) and `trtllm_serve.sh`."""
-    if plan.mechanism == "medusa":
-        return {"trtllm_serve.sh": unsupported(plan, NAME, VERSION, (
-            "TensorRT-LLM's PyTorch backend (the trtllm-serve default) has no Medusa: its "
-            "speculative docs list MTP, Eagle3, NGram, DraftTarget, PARD, DFlash and SA, and "
-            "MedusaDecodingConfig (TensorRT-engine backend only) is gone from llm_args.py at this version."))}
-    cfg, notes = trtllm_speculative_config(plan)
+def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
+    notes = []
     if "draft_len_schedule" in cfg:
-        expressed = ("speculative_config.draft_len_schedule, keys = the LAST batch size of each range "
-                     "(batch <= key uses that D; above the largest key speculation is off); "
-                     f"max_draft_len = {cfg['max_draft_len']} is the batch-1 D.")
-        notes.append("runtime draft-length switching is implemented for the one-model paths "
-                     "(Eagle3, MTP, DraftTarget one-model) and the NGram drafter; check your build.")
-    elif plan.mechanism == "eagle-tree":
-        expressed = ("it is not emitted: draft_len_schedule varies a chain's draft length and its use "
-                     "with use_dynamic_tree is not documented, so the tree is fixed at every batch size.")
-        notes.append("dynamic tree mode is documented as unsupported for sliding-window and MLA models.")
-    elif len({d for _, _, d in segments(plan)}) > 1:
-        expressed = f"it cannot here (see the note), so a fixed max_draft_len = {cfg['max_draft_len']}."
-    else:
-        expressed = f"the schedule is flat or absent, so a fixed max_draft_len = {cfg['max_draft_len']}."
+        last = max(cfg["draft_len_schedule"])
+        notes += [f"above batch {last} (the largest key) TensorRT-LLM turns speculation off; the open end is "
+                  "not written because the keys are merged into cuda_graph_config.batch_sizes.",
+                  "older builds required key 1 (added here, it reads the same either way); builds that read the "
+                  "keys as lower bounds would apply each D one range late."]
+    if plan.mechanism == "draft-model":
+        notes.append("decoding_type Draft_Target follows llm_args.py's class literal; the docs spell it DraftTarget "
+                     "and no mapping between the two was found, so if your build rejects one, use the other.")
+    if plan.mechanism == "mtp":
+        notes.append("with one MTP layer (DeepSeek-V3) the MTP-Eagle path replays it max_draft_len times (any D); "
+                     "with more layers vanilla MTP clips max_draft_len to them and ignores draft_len_schedule "
+                     "(utils.py @ 011d093; the docs still say the two must match).")
     if str(cfg.get("speculative_model", "")).startswith("<"):
         notes.append("replace the <...> placeholder with an EAGLE-3 head trained for this target.")
-    if plan.mechanism == "mtp":
-        notes.append("with fewer MTP layers than max_draft_len the MTP head is reused per draft step "
-                     "(EAGLE-style MTP unless use_mtp_vanilla is set).")
     if plan.mechanism == "ngram":
-        notes.append(f"max_matching_ngram_size = {NGRAM_LOOKUP_MAX} is not planned by speedplan.")
-    top = header(plan, VERSION, expressed, notes)
-    yaml_text = top + yaml({"speculative_config": cfg})
-    command = shell(["trtllm-serve", hf_repo(plan.model), "--backend", "pytorch", "--tp_size", str(plan.tp),
-                     "--extra_llm_api_options", "trtllm_extra_llm_api_options.yaml"])
+        notes.append(f"max_matching_ngram_size = {NGRAM_LOOKUP_MAX} is not planned by speedplan; NGram is not among "
+                     "the modes that follow draft_len_schedule, so its D is fixed.")
+    return notes
+
+
+def render(plan: ServingPlan) -> dict[str, str]:
+    """`trtllm_extra_llm_api_options.yaml` (speculative_config) and `trtllm_serve.sh`."""
+    command = ["trtllm-serve", hf_repo(plan.model), "--backend", "pytorch", "--tp_size", str(plan.tp)]
+    if plan.mechanism == OFF:
+        text = header(plan, VERSION, "no speculative_config: plain decoding at every batch size.", [])
+        return {"trtllm_serve.sh": "#!/bin/sh\n" + text + shell(command)}
+    if plan.mechanism not in DECODING_TYPES:
+        reason = ("TensorRT-LLM's PyTorch backend (the trtllm-serve default) has no Medusa: MedusaDecodingConfig "
+                  "supports only the TensorRT-engine backend." if plan.mechanism == "medusa" else
+                  "TensorRT-LLM's PyTorch backend runs EAGLE-3 heads only: decoding_type Eagle is read as Eagle3 "
+                  "and EAGLE-1/2 checkpoints do not load; plan eagle3 instead.")
+        return {"trtllm_serve.sh": unsupported(plan, NAME, VERSION, reason)}
+    cfg, notes = trtllm_speculative_config(plan)
+    if "draft_len_schedule" in cfg:
+        expressed = ("speculative_config.draft_len_schedule, keys = the LAST batch size of each range (batch <= key "
+                     f"uses that D); max_draft_len = {cfg['max_draft_len']} is the batch-1 D.")
+    elif plan.mechanism == "eagle3-tree":
+        expressed = ("it is not emitted: draft_len_schedule varies a chain's draft length and its use with "
+                     "use_dynamic_tree is not documented, so the tree is fixed at every batch size.")
+    elif len({d for _, _, d in segments(plan)}) > 1:
+        expressed = f"it cannot here (see the notes), so a fixed max_draft_len = {cfg['max_draft_len']}."
+    else:
+        expressed = f"one fixed setting: max_draft_len = {cfg['max_draft_len']} at every batch size."
+    top = header(plan, VERSION, expressed, notes + _notes(plan, cfg))
     return {
-        "trtllm_extra_llm_api_options.yaml": yaml_text,
-        "trtllm_serve.sh": "#!/bin/sh\n" + top
-        + "# Run from the folder holding trtllm_extra_llm_api_options.yaml.\n" + command,
+        "trtllm_extra_llm_api_options.yaml": top + yaml({"speculative_config": cfg}),
+        "trtllm_serve.sh": "#!/bin/sh\n" + top + "# Run from the folder holding trtllm_extra_llm_api_options.yaml.\n"
+        + shell(command + ["--extra_llm_api_options", "trtllm_extra_llm_api_options.yaml"]),
     }

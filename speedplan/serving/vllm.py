@@ -1,6 +1,8 @@
 """vLLM (`vllm serve --speculative-config`): the speculative-decoding options of one `ServingPlan`.
 
-Files: `vllm_speculative_config.json` (pure JSON) and `vllm_serve.sh`.
+Files: `vllm_speculative_config.json` (pure JSON) and `vllm_serve.sh`. Checked against the
+vLLM 0.33.0 release (commit 4ba787ec9): vllm/config/speculative.py and
+vllm/v1/spec_decode/dynamic/utils.py (docs/serving.md lists each option with its file).
 """
 
 from __future__ import annotations
@@ -8,76 +10,110 @@ from __future__ import annotations
 import json
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, NGRAM_LOOKUP_MIN, ServingPlan, eagle_head, hf_repo,
-                                    medusa_head, segments)
+from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, NGRAM_LOOKUP_MIN, OFF, Mode, ServingPlan, Support, eagle_head,
+                                    hf_repo, segments)
 from speedplan.serving.text import header, json_one_key_per_line, shell, unsupported
 
 NAME = "vllm"
 VERSION = (
-    "vLLM main, vllm/config/speculative.py @ 002e77c "
-    "(num_speculative_tokens_per_batch_size: vLLM PR #32374, released from v0.25; "
-    "speculative_token_tree removed by PR #42121)"
+    "vLLM 0.33.0 (commit 4ba787ec9): vllm/config/speculative.py (SpeculativeConfig) and "
+    "vllm/v1/spec_decode/dynamic/utils.py (num_speculative_tokens_per_batch_size, [start, end, K] entries)"
 )
+METHODS = {"ngram": "ngram", "draft-model": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp"}
+
+_SCHEDULE = Mode("schedule", "any", off=True, how=(
+    "num_speculative_tokens_per_batch_size: [first_batch, last_batch, K] inclusive ranges, any K >= 0 "
+    "per range (validate_and_normalize_dynamic_sd_schedule)"))
+
+
+def support(mechanism: str, mtp_layers: int = 0) -> Support | None:
+    """Every chain method vLLM 0.33 has; no trees (tree attention removed, PR #42121) and no
+    Medusa (SpeculativeMethod has no "medusa" in 0.33)."""
+    if mechanism not in METHODS:
+        return None
+    return Support((_SCHEDULE,))
+
+
+def draft_tp_options(mechanism: str, tp: int) -> set[int]:
+    """Draft TPs vLLM runs a draft model at: the target's. SpeculativeConfig accepts
+    draft_tensor_parallel_size 1 or tp (_verify_and_get_draft_tp), but Model Runner V1 refuses
+    a draft TP unlike the target's (v1/spec_decode/draft_model.py, _raise_if_draft_tp_mismatch)
+    and V2's StandaloneARSpeculator builds the draft without a TP-1 process group
+    (v1/worker/gpu/spec_decode/standalone_ar/speculator.py), so TP 1 is not planned."""
+    return {tp}
 
 
 def vllm_speculative_config(plan: ServingPlan) -> dict:
     """The dict for `vllm serve --speculative-config` (vllm/config/speculative.py field names)."""
     segs = segments(plan)
     k_max = max([plan.draft_len] + [d for _, _, d in segs])
-    if plan.mechanism == "ngram":
-        cfg = {"method": "ngram", "num_speculative_tokens": k_max,
-               "prompt_lookup_max": NGRAM_LOOKUP_MAX, "prompt_lookup_min": NGRAM_LOOKUP_MIN}
-    elif plan.mechanism == "draft-model":
-        cfg = {"method": "draft_model", "model": hf_repo(plan.draft_model),
-               "num_speculative_tokens": k_max, "draft_tensor_parallel_size": plan.tp}
-    elif plan.mechanism == "eagle":
-        cfg = {"method": "eagle3", "model": eagle_head(plan, "vllm"), "num_speculative_tokens": k_max}
-    elif plan.mechanism == "mtp":
-        cfg = {"method": "mtp", "num_speculative_tokens": k_max}
-    elif plan.mechanism == "medusa":
-        cfg = {"method": "medusa", "model": medusa_head(plan), "num_speculative_tokens": k_max}
-    else:
+    if plan.mechanism not in METHODS:
         raise SpeedplanInputError(f"vLLM cannot serve mechanism {plan.mechanism}")
+    cfg: dict = {"method": METHODS[plan.mechanism]}
+    if plan.mechanism == "draft-model":
+        cfg["model"] = hf_repo(plan.draft_model)
+    elif plan.mechanism in ("eagle", "eagle3"):
+        cfg["model"] = eagle_head(plan, NAME)
+    cfg["num_speculative_tokens"] = k_max
+    if plan.mechanism == "ngram":
+        cfg.update(prompt_lookup_max=NGRAM_LOOKUP_MAX, prompt_lookup_min=NGRAM_LOOKUP_MIN)
+    if plan.mechanism == "draft-model":
+        cfg["draft_tensor_parallel_size"] = plan.draft_tp or plan.tp
     if segs and any(d != k_max for _, _, d in segs):
         cfg["num_speculative_tokens_per_batch_size"] = [[lo, hi, d] for lo, hi, d in segs]
     return cfg
 
 
-def render(plan: ServingPlan) -> dict[str, str]:
-    """`vllm_speculative_config.json` (pure JSON) and `vllm_serve.sh` (command with comments)."""
-    if plan.mechanism == "eagle-tree":
-        return {"vllm_serve.sh": unsupported(plan, NAME, VERSION, (
-            "vLLM has no token-tree speculation at this version: speculative_token_tree and the "
-            "tree attention backend were removed (vLLM PR #42121). The nearest vLLM setup is "
-            "mechanism eagle (a chain) at D = tree depth; plan that with speedplan instead."))}
-    cfg = vllm_speculative_config(plan)
+def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
     notes = []
     if "num_speculative_tokens_per_batch_size" in cfg:
-        expressed = ("num_speculative_tokens_per_batch_size, inclusive [first_batch, last_batch, D] "
-                     f"ranges; num_speculative_tokens = {cfg['num_speculative_tokens']} is the maximum "
-                     "(buffer sizing), and vLLM clips every range to it.")
-        notes += ["vLLM's dynamic speculative decoding is documented as tested with EAGLE, EAGLE-3 "
-                  "and DFlash; other methods may or may not follow the schedule.",
-                  "vLLM turns the schedule off (static num_speculative_tokens) when "
-                  "--data-parallel-size > 1."]
+        notes += ["vLLM's dynamic speculative decoding is documented as tested with EAGLE, EAGLE-3 and DFlash; "
+                  "Model Runner V1 turns it off for methods other than ngram/eagle/eagle3/mtp/draft_model/dflash.",
+                  "vLLM turns the schedule off (static num_speculative_tokens) when --data-parallel-size > 1."]
+        if any(d == 0 for _, _, d in segments(plan)):
+            notes.append("K = 0 in a range turns speculation off for those batch sizes (the validator allows K >= 0).")
+    notes.append("the schedule is by batch size only: vLLM 0.33 accepts [start, end, K] entries; context-aware "
+                 "[bs_lo, bs_hi, ctx_lo, ctx_hi, K] entries exist only in open RFC #48627 / PR #48944, so they are "
+                 "not emitted" + (f" (this plan is for context {plan.context} tokens)." if plan.context else "."))
+    if plan.mechanism == "ngram":
+        notes.append(f"prompt_lookup_min/max = {NGRAM_LOOKUP_MIN}/{NGRAM_LOOKUP_MAX} are not planned by "
+                     "speedplan; tune them for your workload.")
+    if plan.mechanism in ("eagle", "eagle3") and cfg["model"].startswith("<"):
+        notes.append("replace the <...> placeholder with a trained head for this target.")
+    if plan.mechanism == "draft-model":
+        notes.append("draft_tensor_parallel_size is the target's: vLLM 0.33's draft-model path refuses another "
+                     "value (v1/spec_decode/draft_model.py).")
+    if plan.mechanism == "mtp":
+        notes.append("num_speculative_tokens above the model's MTP layers reuses the last MTP layer; speedplan "
+                     "priced those positions with a lower acceptance.")
+    return notes
+
+
+def render(plan: ServingPlan) -> dict[str, str]:
+    """`vllm_speculative_config.json` (pure JSON) and `vllm_serve.sh` (command with comments)."""
+    serve = ["vllm serve", hf_repo(plan.model), "--tensor-parallel-size", str(plan.tp)]
+    if plan.mechanism == OFF:
+        text = header(plan, VERSION, "no --speculative-config: plain decoding at every batch size.", [])
+        return {"vllm_serve.sh": "#!/bin/sh\n" + text + shell(serve)}
+    if plan.mechanism not in METHODS:
+        reason = ("vLLM 0.33 has no token-tree speculation: speculative_token_tree and the tree attention "
+                  "backend were removed (vLLM PR #42121); plan a chain (eagle or eagle3) instead."
+                  if plan.mechanism.endswith("tree") else
+                  "vLLM 0.33's SpeculativeMethod has no medusa (v0.11 had it)." if plan.mechanism == "medusa"
+                  else f"vLLM 0.33 has no {plan.mechanism}.")
+        return {"vllm_serve.sh": unsupported(plan, NAME, VERSION, reason)}
+    cfg = vllm_speculative_config(plan)
+    if "num_speculative_tokens_per_batch_size" in cfg:
+        expressed = ("num_speculative_tokens_per_batch_size, inclusive [first_batch, last_batch, K] ranges; "
+                     f"num_speculative_tokens = {cfg['num_speculative_tokens']} is the maximum (buffer sizing), "
+                     "and vLLM clips every range to it.")
     elif plan.schedule:
         expressed = f"the schedule is flat: fixed num_speculative_tokens = {cfg['num_speculative_tokens']}."
     else:
         expressed = f"fixed num_speculative_tokens = {cfg['num_speculative_tokens']}."
-    if plan.mechanism == "ngram":
-        notes.append(f"prompt_lookup_min/max = {NGRAM_LOOKUP_MIN}/{NGRAM_LOOKUP_MAX} are not planned by "
-                     "speedplan; tune them for your workload.")
-    if plan.mechanism == "medusa":
-        notes.append("vLLM's Medusa proposes one token per head (a chain); a Medusa tree cannot be "
-                     "expressed, so D = number of heads used.")
-    if plan.mechanism in ("eagle", "medusa") and cfg["model"].startswith("<"):
-        notes.append("replace the <...> placeholder with a trained head for this target.")
-    if plan.mechanism == "draft-model":
-        notes.append("draft_tensor_parallel_size may be 1 or the target's tensor parallel size.")
     body = json.dumps(cfg, separators=(", ", ": "))
-    command = shell(["vllm serve", hf_repo(plan.model), "--tensor-parallel-size", str(plan.tp),
-                      "--speculative-config", body])
+    command = shell(serve + ["--speculative-config", body])
     return {
         "vllm_speculative_config.json": json_one_key_per_line(cfg),
-        "vllm_serve.sh": "#!/bin/sh\n" + header(plan, VERSION, expressed, notes) + command,
+        "vllm_serve.sh": "#!/bin/sh\n" + header(plan, VERSION, expressed, _notes(plan, cfg)) + command,
     }

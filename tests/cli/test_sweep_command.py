@@ -26,7 +26,10 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     for name in ("report.html", "pareto.png", "sweep.csv", "pareto.csv", "recommendations.json"):
         assert (out / name).exists(), name
     recs = json.loads((out / "recommendations.json").read_text())
-    assert recs and {"batch", "mechanism", "draft_len", "speedup"} <= set(recs[0])
+    assert set(recs) == {"per_batch", "engines"}
+    assert {"batch", "mechanism", "draft_len", "speedup"} <= set(recs["per_batch"][0])
+    assert set(recs["engines"]) == {"vllm", "sglang", "trtllm"}
+    assert "plan per engine" in proc.stdout
     assert "latency:" in proc.stdout  # the summary says where latencies came from
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rep")]  # no temp folder left
 
@@ -44,6 +47,11 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     (["--tp", "3"], "do not split evenly"),
     (["--tp", "64"], "above"),
     (["--context", "-5"], "--context"),
+    (["--plan-for", "vllm,tgi"], "unknown serving engine"),
+    (["--batch-weights", "1=2,x"], "--batch-weights"),
+    (["--batch-weights", "1=-1"], "--batch-weights"),
+    (["--batch-weights", "3=1"], "batch 3 was not swept"),
+    (["--batch-weights", "256=1"], "does not fit"),
 ])
 def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, word):
     out = tmp_path / "rep"
@@ -54,7 +62,8 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, word):
 
 
 @pytest.mark.parametrize("args, word", [(["--tp", "3"], "query heads"), (["--batch", "1-x"], "--batch"),
-                                        (["--tp", "abc"], "--tp")])
+                                        (["--tp", "abc"], "--tp"), (["--plan-for", "tgi"], "unknown serving engine"),
+                                        (["--batch-weights", "1=x"], "--batch-weights")])
 def test_bad_input_exits_2_with_one_line_and_no_report(cli, tmp_path, args, word):
     out = tmp_path / "rep"
     proc = cli("sweep", "--out", str(out), *args)

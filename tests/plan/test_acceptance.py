@@ -4,11 +4,11 @@ import json
 import numpy as np
 import pytest
 
-from speedplan.plan.acceptance import Acceptance, al_iid, fit_positions, parse_acceptance
+from speedplan.plan.acceptance import Acceptance, al_iid, fit_iid_alpha, fit_positions
+from speedplan.plan.acceptance_sources import parse_acceptance
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import REGISTRY
-
-TREE_FITS = {n: c.default_tree_fit for n, c in REGISTRY.items() if getattr(c, "default_tree_fit", None)}
+from speedplan.specs.model import get_model
 
 
 def test_worked_number_and_closed_form():
@@ -50,16 +50,29 @@ def test_tree_al_monotone_in_budget_and_depth():
     assert (np.diff(table, axis=0) >= -1e-12).all() and (np.diff(table, axis=1) >= -1e-12).all()
 
 
-@pytest.mark.parametrize("mech", sorted(TREE_FITS))
-def test_published_tree_fits_reproduce_their_rows(mech):
-    al, depth, nodes, topk = TREE_FITS[mech]
-    acc, _ = REGISTRY[mech].default_acceptance
-    assert float(acc.tree_al(depth, nodes, topk)) == pytest.approx(al, rel=0.01)
+@pytest.mark.parametrize("mech", sorted(REGISTRY))
+def test_every_default_names_its_row(mech):
+    """Defaults come only from ../shared/cases rows, each named with its file."""
+    target = get_model("deepseek-v3" if mech == "mtp" else "llama-3.1-8b")
+    cls = REGISTRY[mech]
+    acc, source = (cls.default(target, draft=get_model("llama-3.2-1b")) if mech == "draft-model"
+                   else cls.default(target))
+    assert source.startswith("published: ") and ("published_cases.csv" in source or "engine_measurements.csv" in source)
 
 
-def test_every_default_names_its_source():
-    for mech, (acc, source) in ((n, c.default_acceptance) for n, c in REGISTRY.items()):
-        assert len(source) > 20 and any(w in source for w in ("Tab", "leaderboard", "report")), mech
+def test_match_probability_scales_the_drafted_part():
+    """α = 0.6, match = 0.5, D = 3: 1 + 0.5 · (0.6 + 0.36 + 0.216) = 1.588 (acceptance.py docstring)."""
+    acc = Acceptance.iid(0.6, match=0.5)
+    assert float(acc.chain_al(3)) == pytest.approx(1.588)
+    assert float(acc.chain_al(0)) == 1.0
+    with pytest.raises(SpeedplanInputError, match="match"):
+        Acceptance.iid(0.6, match=0.0)
+
+
+def test_fit_iid_alpha_inverts_the_closed_form():
+    assert fit_iid_alpha(3.3616, 4) == pytest.approx(0.8, abs=1e-6)
+    with pytest.raises(SpeedplanInputError):
+        fit_iid_alpha(6.0, 4)
 
 
 def test_fit_positions_recovers_iid_rate():
@@ -92,7 +105,7 @@ def test_bad_acceptance_is_an_input_error(spec):
 
 
 def test_per_mechanism_acceptance_options():
-    from speedplan.plan.acceptance import parse_acceptance_options
+    from speedplan.plan.acceptance_sources import parse_acceptance_options
     from speedplan.plan.sweep import sweep
 
     opts = parse_acceptance_options(["eagle:alpha=0.9", "alpha=0.5"], ("eagle", "ngram"))

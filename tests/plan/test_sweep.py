@@ -109,12 +109,24 @@ def test_best_draft_len_never_rises_with_batch(mechanism, model, hardware, tp):
 
 
 def test_recommendations_schema():
-    r = sweep(mechanisms=["eagle"], batches=[1, 16], draft_lens=range(0, 5))
-    recs = recommendations(r)
-    assert [x["batch"] for x in recs] == [1, 16]
-    for x in recs:
+    """DESIGN.md "Contracts": {"per_batch": [...], "engines": {"vllm": {mechanism, schedule,
+    per_batch: [{batch, draft_len, speedup, loss_vs_best}]}, "sglang": ..., "trtllm": ...}}."""
+    import json
+
+    r = sweep(mechanisms=["eagle3"], batches=[1, 16], draft_lens=range(0, 5))
+    recs = json.loads(json.dumps(recommendations(r)))  # plain JSON all the way down
+    assert set(recs) == {"per_batch", "engines"}
+    assert [x["batch"] for x in recs["per_batch"]] == [1, 16]
+    for x in recs["per_batch"]:
         assert {"batch", "mechanism", "draft_len", "acceptance_length", "speedup", "tokens_per_s_per_user",
                 "tokens_per_s_per_gpu"} <= set(x)
+    assert set(recs["engines"]) == {"vllm", "sglang", "trtllm"}
+    for engine in recs["engines"].values():
+        assert {"mechanism", "schedule", "per_batch"} <= set(engine)
+        assert all(len(s) == 3 and s[0] <= s[1] for s in engine["schedule"])
+        assert [x["batch"] for x in engine["per_batch"]] == [1, 16]
+        for x in engine["per_batch"]:
+            assert {"batch", "draft_len", "speedup", "loss_vs_best"} <= set(x) and 0 <= x["loss_vs_best"] <= 1
 
 
 @pytest.mark.parametrize("kwargs, word", [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def test_report_writes_pngs_and_html_linking_everything(result, tmp_path):
     assert not re.search(r'(src|href)="(https?:)?//', page), "report must open offline"
     assert "datasheet roofline h100-sxm" in page
     for mechanism, source in result.meta["acceptance"].items():
-        assert f"{mechanism}: {source}".replace("&", "&amp;") in page
+        assert html.escape(f"{mechanism}: {source}") in page
     pick = result.slo_pick
     assert f"SLO pick (&gt;= 100 tokens/s/user): {pick['mechanism']} D={pick['draft_len']}" in page
     for row in result.best.itertuples():  # the recommendation table has every batch
@@ -68,7 +69,7 @@ def test_report_writes_pngs_and_html_linking_everything(result, tmp_path):
 
 def test_every_figure_says_where_numbers_came_from(result, tmp_path):
     caption = short_provenance(result)
-    assert caption.startswith("latency: datasheet roofline h100-sxm; engine profile vllm; acceptance: eagle: published: Spec-Bench")
+    assert caption.startswith("latency: datasheet roofline h100-sxm; engine profile vllm; acceptance: eagle: published: published_cases.csv")
     assert "ngram: published:" in caption
     page = write_report(result, tmp_path, [])[-1].read_text()
     assert page.count(html.escape(caption)) == len(FIGURES)  # under each figure, as inside it
@@ -84,7 +85,7 @@ def test_summary_lists_every_batch_and_provenance(result):
         assert line.split()[1:3] == [row.mechanism, str(row.draft_len)]
         assert line.split()[3] == f"{row.acceptance_length:.2f}"
     assert "latency: datasheet roofline h100-sxm" in lines
-    assert any(line.startswith("acceptance: eagle: published: Spec-Bench") for line in lines)
+    assert any(line.startswith("acceptance: eagle: published: published_cases.csv") for line in lines)
     pick = result.slo_pick
     assert f"SLO pick (>= 100 tokens/s/user): {pick['mechanism']} D={pick['draft_len']} at B={pick['batch']}" in text
 
@@ -121,3 +122,41 @@ def test_import_is_cheap():
     code = "import sys, speedplan.report; print(sorted(m for m in ('matplotlib', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_report_shows_each_engines_plan_and_the_sensitivity_of_published_defaults(result, tmp_path):
+    from speedplan.plan.engine_plan import plan_engines
+
+    plans = plan_engines(result)
+    page = write_report(result, tmp_path, [], plans=plans)[-1].read_text()
+    assert "<h2>Plan per engine</h2>" in page
+    for name, plan in plans.items():
+        assert f"<h3>{name}: {html.escape(plan.mechanism)} ({plan.mode})</h3>" in page
+    assert "published acceptance at AL &plusmn;10%" in page  # every default here is a published row
+    assert "D at AL -10%" in page
+
+
+def test_summary_prints_one_line_per_engine(result):
+    from speedplan.plan.engine_plan import plan_engines
+
+    plans = plan_engines(result)
+    text = render_summary(result, plans=plans)
+    assert "plan per engine (D at B = 1, 8, 64" in text
+    for name, plan in plans.items():
+        line = next(l for l in text.splitlines() if l.strip().startswith(name + " "))
+        ds = [int(d) for d in line.split(" D ")[1].split("  ")[0].split()]
+        assert ds == plan.rows.drop_duplicates("batch")["draft_len"].tolist()
+
+
+def test_report_folder_has_per_engine_schedule_and_configs(result, tmp_path):
+    from speedplan.report.folder import write_outputs
+
+    out = tmp_path / "rep"
+    write_outputs(result, out)
+    recs = json.loads((out / "recommendations.json").read_text())
+    schedule = (out / "schedule.csv").read_text().splitlines()
+    assert schedule[0].startswith("engine,plan_mechanism,mode,batch,context,weight,draft_len")
+    for name, rec in recs["engines"].items():
+        rows = [l.split(",") for l in schedule[1:] if l.startswith(name + ",")]
+        assert [int(r[6]) for r in rows] == [x["draft_len"] for x in rec["per_batch"]]
+    assert (out / "sensitivity.csv").exists() and (out / "vllm_serve.sh").exists()

@@ -26,23 +26,26 @@ SCHEDULE = ((1, 5), (8, 4), (32, 2), (128, 0))
 TREE = {"topk": 4, "depth": 5, "nodes": 16}
 
 # Names checked against each engine's source (docs/serving.md says where each was found).
+# vLLM 0.33.0: vllm/config/speculative.py SpeculativeConfig fields and SpeculativeMethod literals.
 VLLM_KEYS = {"method", "model", "num_speculative_tokens", "draft_tensor_parallel_size",
              "prompt_lookup_max", "prompt_lookup_min", "num_speculative_tokens_per_batch_size"}
-VLLM_METHODS = {"ngram", "draft_model", "eagle3", "mtp", "medusa"}
+VLLM_METHODS = {"ngram", "draft_model", "eagle", "eagle3", "mtp"}
+# SGLang 0.5.23: python/sglang/srt/arg_groups/fields/spec.py field names with dashes.
 SGLANG_FLAGS = {"--model-path", "--tp-size", "--speculative-algorithm", "--speculative-draft-model-path",
                 "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
-                "--speculative-ngram-max-bfs-breadth"}
-SGLANG_ALGORITHMS = {"NGRAM", "STANDALONE", "EAGLE3", "NEXTN"}
+                "--speculative-ngram-max-bfs-breadth", "--speculative-adaptive", "--speculative-adaptive-config"}
+SGLANG_ALGORITHMS = {"NGRAM", "STANDALONE", "EAGLE", "EAGLE3", "NEXTN"}
+# TensorRT-LLM llm_args.py @ 0004396: DecodingBaseConfig / Eagle3DecodingConfig / NGram fields and literals.
 TRTLLM_KEYS = {"decoding_type", "max_draft_len", "speculative_model", "max_matching_ngram_size",
                "use_dynamic_tree", "dynamic_tree_max_topK", "max_total_draft_tokens", "draft_len_schedule"}
-TRTLLM_TYPES = {"NGram", "DraftTarget", "Eagle3", "MTP"}
+TRTLLM_TYPES = {"NGram", "Draft_Target", "Eagle3", "MTP"}
 
 
 def plan(mechanism: str = "eagle", **kw) -> ServingPlan:
     base = dict(model="llama-3.1-8b", mechanism=mechanism, draft_len=4, schedule=SCHEDULE, hardware="h100")
     if mechanism == "draft-model":
         base["draft_model"] = "llama-3.2-1b"
-    if mechanism in ("eagle-tree", "medusa"):
+    if mechanism in ("eagle-tree", "eagle3-tree", "medusa"):
         base["tree"] = TREE
     if mechanism == "mtp":
         base["model"] = "deepseek-v3"
@@ -69,6 +72,18 @@ def trtllm_lookup(schedule: dict[int, int], batch: int) -> int:
     keys = sorted(schedule)
     idx = bisect.bisect_left(keys, batch)
     return schedule[keys[idx]] if idx < len(keys) else 0
+
+
+def sglang_lookup(config: dict, batch: int, cuda_graph_bs=None) -> int:
+    """SGLang 0.5.23 AdaptiveSpeculativeParams._route: pad to the next CUDA-graph batch size,
+    then the slot with the largest key <= it (clamped to the first); a one-candidate slot keeps it."""
+    keys = sorted(int(k) for k in config if k.isdigit())
+    if cuda_graph_bs:
+        i = bisect.bisect_left(cuda_graph_bs, batch)
+        batch = cuda_graph_bs[i] if i < len(cuda_graph_bs) else batch
+    key = keys[max(0, bisect.bisect_right(keys, batch) - 1)]
+    (steps,) = config[str(key)]["candidate_steps"]
+    return steps
 
 
 def shell_command(text: str) -> list[str]:
@@ -114,7 +129,7 @@ def test_nothing_is_written_when_an_engine_fails(tmp_path, monkeypatch):
 
 
 # ---- vLLM --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "mtp", "medusa"])
+@pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "eagle3", "mtp"])
 def test_vllm_json_keys_and_schedule(mechanism):
     p = plan(mechanism)
     files = render_vllm(p)
@@ -122,7 +137,8 @@ def test_vllm_json_keys_and_schedule(mechanism):
     assert set(cfg) <= VLLM_KEYS and cfg["method"] in VLLM_METHODS
     assert cfg["num_speculative_tokens"] == 5  # the schedule's max D, not the reference D
     ranges = cfg["num_speculative_tokens_per_batch_size"]
-    # vLLM's validator: first range starts at 1, ranges sorted and non-overlapping, K >= 0.
+    # vLLM's validator: 3-item entries, first range starts at 1, sorted and non-overlapping, K >= 0.
+    assert all(len(r) == 3 for r in ranges)
     assert ranges[0][0] == 1 and ranges[-1][1] == OPEN_END_BATCH
     assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))
     for batch in (1, 7, 8, 31, 32, 100, 128, 4096):
@@ -131,48 +147,90 @@ def test_vllm_json_keys_and_schedule(mechanism):
     target = "deepseek-ai/DeepSeek-V3" if mechanism == "mtp" else "meta-llama/Llama-3.1-8B-Instruct"
     assert argv[:3] == ["vllm", "serve", target]
     assert json.loads(flag_values(argv)["--speculative-config"]) == cfg
-    expected = {"ngram": None, "draft-model": "meta-llama/Llama-3.2-1B-Instruct",
-                "eagle": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "mtp": None}
-    if mechanism in expected:
-        assert cfg.get("model") == expected[mechanism]
+    expected = {"ngram": None, "draft-model": "meta-llama/Llama-3.2-1B-Instruct", "mtp": None,
+                "eagle": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "eagle3": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}
+    assert cfg.get("model") == expected[mechanism]
+    assert "context-aware" in files["vllm_serve.sh"]  # says why it has no (batch, context) entries
+
+
+def test_vllm_eagle_is_eagle1_and_eagle3_is_eagle3():
+    """Price what you emit: `eagle` is an EAGLE-1/2 head (method eagle), `eagle3` an EAGLE-3 head."""
+    assert json.loads(render_vllm(plan("eagle"))["vllm_speculative_config.json"])["method"] == "eagle"
+    assert json.loads(render_vllm(plan("eagle3"))["vllm_speculative_config.json"])["method"] == "eagle3"
 
 
 def test_vllm_flat_schedule_has_no_ranges_and_no_schedule_keeps_reference_d():
-    flat = render_vllm(plan(schedule=((1, 4), (64, 4))))
+    flat = render_vllm(plan("eagle3", schedule=((1, 4), (64, 4))))
     assert "num_speculative_tokens_per_batch_size" not in json.loads(flat["vllm_speculative_config.json"])
-    bare = json.loads(render_vllm(plan(schedule=()))["vllm_speculative_config.json"])
+    bare = json.loads(render_vllm(plan("eagle3", schedule=()))["vllm_speculative_config.json"])
     assert bare == {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                     "num_speculative_tokens": 4}
 
 
-def test_vllm_eagle_tree_is_reported_unsupported():
-    files = render_vllm(plan("eagle-tree"))
+def test_vllm_draft_tp_is_the_one_planned():
+    cfg = json.loads(render_vllm(plan("draft-model", tp=4, model="llama-3.1-70b"))["vllm_speculative_config.json"])
+    assert cfg["draft_tensor_parallel_size"] == 4
+
+
+@pytest.mark.parametrize("mechanism, words", [("eagle-tree", "#42121"), ("eagle3-tree", "#42121"),
+                                              ("medusa", "no medusa")])
+def test_vllm_reports_what_it_cannot_run(mechanism, words):
+    files = render_vllm(plan(mechanism))
     assert list(files) == ["vllm_serve.sh"]
-    assert "#42121" in files["vllm_serve.sh"] and "exit 1" in files["vllm_serve.sh"]
+    assert words in files["vllm_serve.sh"] and "exit 1" in files["vllm_serve.sh"]
     assert "vllm serve" not in files["vllm_serve.sh"]
 
 
 def test_unknown_target_gets_placeholder_head():
-    cfg = json.loads(render_vllm(plan(model="/models/my-llama"))["vllm_speculative_config.json"])
+    cfg = json.loads(render_vllm(plan("eagle3", model="/models/my-llama"))["vllm_speculative_config.json"])
     assert cfg["model"] == "<path-to-eagle3-head-for-/models/my-llama>"
+    cfg = json.loads(render_vllm(plan("eagle", model="/models/my-llama"))["vllm_speculative_config.json"])
+    assert cfg["model"] == "<path-to-eagle-head-for-/models/my-llama>"
 
 
 # ---- SGLang ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "eagle-tree", "mtp"])
+@pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "eagle3", "eagle-tree", "eagle3-tree", "mtp"])
 def test_sglang_flags_are_checked_names(mechanism):
     text = render_sglang(plan(mechanism))["sglang_launch.sh"]
     argv = shell_command(text)
     assert argv[:3] == ["python", "-m", "sglang.launch_server"]
     flags = flag_values(argv)
     assert set(flags) <= SGLANG_FLAGS
-    assert flags["--speculative-algorithm"] in SGLANG_ALGORITHMS
+    expected = {"ngram": "NGRAM", "draft-model": "STANDALONE", "eagle": "EAGLE", "eagle-tree": "EAGLE",
+                "eagle3": "EAGLE3", "eagle3-tree": "EAGLE3", "mtp": "NEXTN"}
+    assert flags["--speculative-algorithm"] == expected[mechanism]
     tokens = int(flags["--speculative-num-draft-tokens"])
-    if mechanism == "eagle-tree":
+    if mechanism.endswith("-tree"):
         steps, topk = int(flags["--speculative-num-steps"]), int(flags["--speculative-eagle-topk"])
         assert (steps, topk, tokens) == (5, 4, 17)
     else:
         assert tokens == 4 + 1  # the reference D plus the root token
-    assert "no per-batch-size draft-length option" in text
+    assert "no per-batch-size option" in text  # a fixed launch of a varying plan says so
+
+
+def test_sglang_adaptive_config_pins_the_plan_per_bucket():
+    """--speculative-adaptive with one candidate per bucket: SGLang's routing gives the plan's D
+    at every planned batch (CUDA-graph batch sizes include them) and turns drafting off at D = 0."""
+    p = plan("eagle3", schedule=((1, 6), (8, 4), (32, 2), (128, 0)), mode="adaptive")
+    files = render_sglang(p)
+    config = json.loads(files["sglang_adaptive_config.json"])
+    assert config == {"1": {"candidate_steps": [6]}, "8": {"candidate_steps": [4]},
+                      "32": {"candidate_steps": [2]}, "128": {"candidate_steps": [0]}}
+    graphs = [1, 2, 4, 8, 16, 24, 32, 64, 128, 256]
+    for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        assert sglang_lookup(config, batch, graphs) == plan_d(p, batch)
+    flags = flag_values(shell_command(files["sglang_launch.sh"]))
+    assert flags["--speculative-adaptive-config"] == "sglang_adaptive_config.json"
+    assert flags["--speculative-eagle-topk"] == "1"
+    # speculative_hook.py: --speculative-num-steps must be one of the candidates
+    assert int(flags["--speculative-num-steps"]) in {s for v in config.values() for s in v["candidate_steps"]}
+    assert "--speculative-adaptive" in shell_command(files["sglang_launch.sh"])
+
+
+def test_sglang_adaptive_is_only_for_eagle_chains():
+    for mechanism in ("draft-model", "mtp", "eagle3-tree"):
+        files = render_sglang(plan(mechanism, mode="adaptive"))
+        assert "sglang_adaptive_config.json" not in files and "--speculative-adaptive" not in files["sglang_launch.sh"]
 
 
 def test_sglang_medusa_is_reported_unsupported():
@@ -186,7 +244,7 @@ def yaml_config(text: str) -> dict:
     return yaml.safe_load(text)["speculative_config"]
 
 
-@pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "mtp"])
+@pytest.mark.parametrize("mechanism", ["draft-model", "eagle3", "mtp"])
 def test_trtllm_yaml_schedule_matches_plan(mechanism):
     p = plan(mechanism)
     files = render_trtllm(p)
@@ -194,16 +252,29 @@ def test_trtllm_yaml_schedule_matches_plan(mechanism):
     assert set(cfg) <= TRTLLM_KEYS and cfg["decoding_type"] in TRTLLM_TYPES
     schedule = cfg["draft_len_schedule"]
     # llm_args.py validator: keys >= 1, values >= 0, smallest key maps to max_draft_len, all <= it.
-    assert schedule[min(schedule)] == cfg["max_draft_len"] == 5
+    assert schedule[min(schedule)] == cfg["max_draft_len"] == 5 and 1 in schedule
     assert all(k >= 1 and 0 <= v <= cfg["max_draft_len"] for k, v in schedule.items())
-    for batch in (1, 7, 8, 31, 32, 100, 128, 4096):
+    for batch in (1, 7, 8, 31, 32, 100, 128):  # up to the last planned batch; above it speculation is off
         assert trtllm_lookup(schedule, batch) == plan_d(p, batch)
+    assert max(schedule) == 128 and trtllm_lookup(schedule, 4096) == 0
     argv = shell_command(files["trtllm_serve.sh"])
     assert flag_values(argv)["--extra_llm_api_options"] == "trtllm_extra_llm_api_options.yaml"
 
 
+def test_trtllm_draft_target_spelling_follows_the_code_and_says_so():
+    text = render_trtllm(plan("draft-model"))["trtllm_extra_llm_api_options.yaml"]
+    assert yaml_config(text)["decoding_type"] == "Draft_Target"
+    assert "the docs spell it DraftTarget" in text
+
+
+def test_trtllm_ngram_is_fixed():
+    """NGram is not among the modes that follow draft_len_schedule (support_dynamic_draft_len)."""
+    cfg = yaml_config(render_trtllm(plan("ngram"))["trtllm_extra_llm_api_options.yaml"])
+    assert "draft_len_schedule" not in cfg and cfg["max_draft_len"] == 4
+
+
 def test_trtllm_caps_a_rising_schedule_and_says_so():
-    p = plan(schedule=((1, 2), (16, 4), (64, 1)))
+    p = plan("eagle3", schedule=((1, 2), (16, 4), (64, 1)))
     files = render_trtllm(p)
     cfg = yaml_config(files["trtllm_extra_llm_api_options.yaml"])
     assert cfg["max_draft_len"] == 2 and max(cfg["draft_len_schedule"].values()) == 2
@@ -214,16 +285,64 @@ def test_trtllm_caps_a_rising_schedule_and_says_so():
     assert ranges == [[1, 15, 2], [16, 63, 4], [64, OPEN_END_BATCH, 1]]
 
 
-def test_trtllm_eagle_tree_uses_dynamic_tree_without_schedule():
-    cfg = yaml_config(render_trtllm(plan("eagle-tree"))["trtllm_extra_llm_api_options.yaml"])
+def test_trtllm_eagle3_tree_uses_dynamic_tree_without_schedule():
+    cfg = yaml_config(render_trtllm(plan("eagle3-tree"))["trtllm_extra_llm_api_options.yaml"])
     assert cfg == {"decoding_type": "Eagle3", "max_draft_len": 5,
                    "speculative_model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "use_dynamic_tree": True,
                    "dynamic_tree_max_topK": 4, "max_total_draft_tokens": 16}
 
 
-def test_trtllm_medusa_is_reported_unsupported():
-    files = render_trtllm(plan("medusa"))
+@pytest.mark.parametrize("mechanism, words", [("medusa", "no Medusa"), ("eagle", "EAGLE-3 heads only"),
+                                              ("eagle-tree", "EAGLE-3 heads only")])
+def test_trtllm_reports_what_it_cannot_run(mechanism, words):
+    files = render_trtllm(plan(mechanism))
     assert list(files) == ["trtllm_serve.sh"] and "trtllm-serve \\" not in files["trtllm_serve.sh"]
+    assert words in files["trtllm_serve.sh"]
+
+
+def test_trtllm_vanilla_mtp_is_clipped_to_its_layers(monkeypatch):
+    """Checkpoints with N > 1 MTP layers run vanilla MTP: max_draft_len is clipped to N and the
+    schedule ignored (utils.py update_spec_config_from_model_config)."""
+    from speedplan.serving import trtllm
+
+    monkeypatch.setattr(trtllm, "mtp_layers", lambda model: 3)
+    cfg = yaml_config(trtllm.render(plan("mtp", draft_len=5, schedule=((1, 5), (8, 2))))["trtllm_extra_llm_api_options.yaml"])
+    assert cfg["max_draft_len"] == 3 and "draft_len_schedule" not in cfg
+    assert trtllm.support("mtp", 3).modes[0].max_draft_len == 3 and trtllm.support("mtp", 1).modes[0].shape == "first-max"
+
+
+# ---- what each engine can express (the planner plans within it) -------------------------------
+def test_supports_state_each_engines_expressivity():
+    from speedplan.serving import sglang, trtllm, vllm
+
+    assert {vllm.support(m).modes[0].shape for m in ("ngram", "draft-model", "eagle", "eagle3", "mtp")} == {"any"}
+    assert all(vllm.support(m) is None for m in ("eagle-tree", "eagle3-tree", "medusa"))
+    assert [m.shape for m in sglang.support("eagle3").modes] == ["fixed", "any"]
+    assert [m.shape for m in sglang.support("draft-model").modes] == ["fixed"]
+    assert sglang.support("eagle3-tree").modes[0].trees and sglang.support("medusa") is None
+    assert trtllm.support("eagle3").modes[0].shape == "first-max" and trtllm.support("eagle") is None
+    assert all(e.draft_tp_options("draft-model", 4) == {4} for e in (vllm, sglang, trtllm))
+
+
+@pytest.mark.parametrize("render", [render_vllm, render_sglang, render_trtllm])
+def test_off_everywhere_is_a_plain_launch(render):
+    p = ServingPlan(model="llama-3.1-8b", mechanism="none", draft_len=0, schedule=(), hardware="h100")
+    files = render(p)
+    text = "".join(files.values())
+    assert "speculation loses at every planned batch size" in text and "exit 1" not in text
+    (script,) = [t for name, t in files.items() if name.endswith(".sh")]
+    argv = shell_command(script)
+    assert argv[0] in ("vllm", "python", "trtllm-serve") and not any("speculative" in a for a in argv)
+
+
+def test_per_engine_plans_are_written_per_engine(tmp_path):
+    plans = {"vllm": plan("eagle3"), "sglang": plan("eagle3-tree"), "trtllm": plan("eagle3", schedule=((1, 3),))}
+    paths = write_serving_configs(plans, tmp_path)
+    names = {p.name for p in paths}
+    assert {"vllm_serve.sh", "sglang_launch.sh", "trtllm_extra_llm_api_options.yaml"} <= names
+    assert "--speculative-eagle-topk 4" in (tmp_path / "sglang_launch.sh").read_text()
+    with pytest.raises(SpeedplanInputError, match="unknown serving engine"):
+        write_serving_configs({"tgi": plan()}, tmp_path / "x")
 
 
 # ---- every file --------------------------------------------------------------------------------
@@ -252,7 +371,7 @@ def test_import_does_not_load_torch():
 
 
 def test_trtllm_cannot_start_with_speculation_off_and_says_so():
-    p = plan("ngram", draft_len=3, schedule=((1, 0), (4, 3)))
+    p = plan("eagle3", draft_len=3, schedule=((1, 0), (4, 3)))
     text = render_trtllm(p)["trtllm_extra_llm_api_options.yaml"]
     cfg = yaml_config(text)
     assert "draft_len_schedule" not in cfg and cfg["max_draft_len"] == 3

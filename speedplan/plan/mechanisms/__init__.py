@@ -1,13 +1,17 @@
 """Speculative-decoding mechanisms, one module each, found here by name.
 
-| mechanism   | drafting (per target step)                                          | verify          |
-|-------------|---------------------------------------------------------------------|-----------------|
-| ngram       | host-side prompt lookup                                             | chain of 1+D    |
-| draft-model | D sequential draft forwards (the first absorbs the bonus token)     | chain of 1+D    |
-| eagle       | D forwards of one decoder layer + fuse + lm_head                    | chain of 1+D    |
-| eagle-tree  | depth-D expansion over a top-k frontier through the head            | tree of N nodes |
-| mtp         | D forwards of the model's own MTP layer                             | chain of 1+D    |
-| medusa      | one forward of D heads                                              | tree of N nodes |
+| mechanism   | drafting (per target step)                                           | verify          |
+|-------------|----------------------------------------------------------------------|-----------------|
+| ngram       | host-side prompt lookup; a step without a match drafts nothing       | chain of 1+D    |
+| draft-model | D sequential draft forwards at the draft's TP (the first absorbs the bonus token) | chain of 1+D |
+| eagle       | EAGLE-1/2 head: D forwards of one layer + 2h→h fuse + full lm_head   | chain of 1+D    |
+| eagle-tree  | EAGLE-2 tree: depth-D expansion over a top-k frontier, EAGLE-1/2 head | tree of N nodes |
+| eagle3      | EAGLE-3 head: fc 3h→h once, D forwards of one layer + reduced lm_head | chain of 1+D    |
+| eagle3-tree | EAGLE-3 tree: the EAGLE-3 head over a top-k frontier                 | tree of N nodes |
+| mtp         | D forwards of the model's own MTP layer(s), the last reused past them | chain of 1+D    |
+| medusa      | one forward of D heads                                               | tree of N nodes |
+
+A tree and its chain share one head family (`Mechanism.family`) and one acceptance vector.
 
 Adding a mechanism is one module here defining a `Mechanism` subclass with a `name`
 (docs/extending.md). `MECHANISMS` maps names to classes; `parse_mechanism` builds one from a
@@ -49,8 +53,9 @@ def mechanism_class(name: str) -> type[Mechanism]:
 
 
 def parse_mechanism(spec: str, target: ModelSpec, acceptance: Acceptance | None = None) -> Mechanism:
-    """`ngram`, `draft-model:llama-3.2-1b`, `eagle`, `eagle:vocab=32000`, `eagle-tree:topk=8`,
-    `mtp`, `medusa`. `acceptance` (user or trace) replaces the published default."""
+    """`ngram`, `draft-model:llama-3.2-1b`, `draft-model:llama-3.2-1b,tp=1`, `eagle`,
+    `eagle:vocab=32000`, `eagle-tree:topk=8`, `eagle3`, `eagle3:config=PATH`, `eagle3-tree:topk=8`,
+    `mtp`, `medusa`. `acceptance` (user, trace or engine metrics) replaces the published default."""
     name, _, arg = spec.strip().partition(":")
     return mechanism_class(name).build(arg.strip(), target, acceptance)
 

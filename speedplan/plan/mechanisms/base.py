@@ -9,7 +9,8 @@ A mechanism is one module in this package defining one `Mechanism` subclass with
 - `host_draft_s(B, D)`: drafting work on the host (seconds; n-gram lookup);
 - `extra_memory_bytes(...)`: weights and KV cache the drafter adds on the busiest GPU;
 - `build(arg, target, acceptance)`: the mechanism from a spec such as `eagle-tree:topk=8`,
-  with its published default acceptance when the user gave none;
+  with its published default acceptance when the user gave none (`default`, from
+  speedplan.plan.defaults: keyed by the target, and for draft models by the draft);
 - `cannot_run(target)`: why the mechanism does not apply to a model (None if it does).
 """
 
@@ -32,7 +33,9 @@ class Mechanism:
 
     name: ClassVar[str] = ""
     is_tree: ClassVar[bool] = False
-    default_acceptance: ClassVar[tuple[Acceptance, str] | None] = None  # (acceptance, published source)
+    # Mechanisms of one head share one acceptance vector: a tree and its chain (eagle-tree's
+    # family is "eagle"); an `--acceptance FAMILY:...` reaches every member.
+    family: ClassVar[str] = ""
 
     acceptance: Acceptance
     acceptance_source: str
@@ -41,6 +44,10 @@ class Mechanism:
     def label(self) -> str:
         """The name rows of the sweep carry (draft models add the draft's name)."""
         return self.name
+
+    @classmethod
+    def family_name(cls) -> str:
+        return cls.family or cls.name
 
     # ---- shape of one target step ---------------------------------------------------
     def verify_tokens(self, draft_len, nodes) -> np.ndarray:
@@ -95,26 +102,47 @@ class Mechanism:
         """From the part of the spec after the colon (`topk=8`, a draft model name, or "")."""
         if arg:
             raise SpeedplanInputError(f"mechanism {cls.name} takes no options, got {arg!r}")
-        return cls(*cls.resolve_acceptance(acceptance))
+        return cls(*cls.resolve_acceptance(acceptance, target))
 
     @classmethod
-    def resolve_acceptance(cls, acceptance: Acceptance | None) -> tuple[Acceptance, str]:
+    def default(cls, target: ModelSpec) -> tuple[Acceptance, str]:
+        """The published default for this target, with the row it came from."""
+        raise NotImplementedError(f"mechanism {cls.name} has no published default; pass --acceptance")
+
+    @classmethod
+    def resolve_acceptance(cls, acceptance: Acceptance | None, target: ModelSpec, **context) -> tuple[Acceptance, str]:
         """The user's (or a trace's) acceptance, else the published default with its row."""
         if acceptance is not None:
             return acceptance, acceptance.source
-        acc, source = cls.default_acceptance
-        return acc, f"published: {source}"
+        return cls.default(target, **context)
 
 
-def parse_options(spec: str, arg: str, allowed: tuple[str, ...]) -> dict[str, int]:
-    """`topk=8,vocab=32000` → {"topk": 8, "vocab": 32000}; only `allowed` keys, integers."""
-    options: dict[str, int] = {}
+def parse_options(spec: str, arg: str, allowed: tuple[str, ...], text: tuple[str, ...] = ()) -> dict:
+    """`topk=8,vocab=32000` → {"topk": 8, "vocab": 32000}; only `allowed` keys, integers
+    except the `text` keys (e.g. `config=PATH`), kept as strings."""
+    options: dict = {}
     for item in filter(None, arg.split(",")):
         key, eq, value = item.partition("=")
-        if not eq or key not in allowed:
-            raise SpeedplanInputError(f"mechanism {spec!r}: options are {', '.join(k + '=N' for k in allowed)}")
+        if not eq or key not in allowed + text:
+            names = [k + "=N" for k in allowed] + [k + "=PATH" for k in text]
+            raise SpeedplanInputError(f"mechanism {spec!r}: options are {', '.join(names) or 'none'}")
+        if key in text:
+            options[key] = value
+            continue
         try:
             options[key] = int(value)
         except ValueError:
             raise SpeedplanInputError(f"mechanism {spec!r}: {key} takes an integer") from None
     return options
+
+
+def chain_forwards(draft_len, nodes) -> np.ndarray:
+    """A chain drafter runs one draft forward per drafted token: D forwards per target step."""
+    return np.asarray(draft_len, dtype=float) + 0 * np.asarray(nodes, dtype=float)
+
+
+def tree_rows(batch, draft_len, topk: int) -> np.ndarray:
+    """Positions a top-k tree expansion scores per target step: level 1 one per sequence, each
+    of the D − 1 later levels the top-k frontier (batch = 2, D = 3, topk = 4 → 2 + 2·4·2 = 18)."""
+    batch, draft_len = np.broadcast_arrays(np.asarray(batch, float), np.asarray(draft_len, float))
+    return batch * (draft_len > 0) + batch * topk * np.maximum(draft_len - 1, 0)

@@ -1,5 +1,10 @@
 """An independent draft model with the target's tokenizer: D sequential draft forwards at
-B tokens each (the first absorbs the bonus token), its own weights and KV cache."""
+B tokens each (the first absorbs the bonus token), its own weights and KV cache, at the
+tensor-parallel size the serving config gives it (`draft_tp`; None = the target's, which is
+what every engine speedplan emits for runs: docs/serving.md), all-reduces included.
+
+Spec: `draft-model[:MODEL][,tp=N]` (MODEL a preset or a config.json; tp=N prices the draft at
+N GPUs, e.g. tp=1 beside a TP-4 target)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ import numpy as np
 
 from speedplan.cost.forward import forward_cost
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.acceptance import Acceptance
-from speedplan.plan.mechanisms.base import Mechanism
+from speedplan.plan.defaults import draft_model_default
+from speedplan.plan.mechanisms.base import Mechanism, chain_forwards
 from speedplan.plan.mechanisms.heads import chain_passes
 from speedplan.specs.model import ModelSpec, get_model
 
@@ -22,33 +27,37 @@ DEFAULT_DRAFT_FOR = {"llama-3.1-8b": "llama-3.2-1b", "llama-3.1-70b": "llama-3.2
 @dataclass(frozen=True)
 class DraftModel(Mechanism):
     name = "draft-model"
-    default_acceptance = (
-        Acceptance.iid(0.75, "published"),
-        "Leviathan et al. 2023 Tab.2, T5-XXL/T5-small, EnDe, T=0: alpha 0.75",
-    )
     draft: ModelSpec | None = None
+    draft_tp: int | None = None  # GPUs the draft is sharded over; None = the target's TP
 
     @property
     def label(self) -> str:
-        return f"draft-model:{self.draft.name}"
+        return f"draft-model:{self.draft.name}" + (f"@tp{self.draft_tp}" if self.draft_tp is not None else "")
+
+    def _tp(self, tp: int) -> int:
+        return self.draft_tp or tp
 
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context = np.broadcast_arrays(*(np.asarray(x, float) for x in (batch, draft_len, context)))
-        step = lambda b, q, ctx: forward_cost(cost, self.draft, b, q, ctx, 1, lm_head_rows=b)
+        dtp = self._tp(tp)
+        step = lambda b, q, ctx, first: forward_cost(cost, self.draft, b, q, ctx, dtp, lm_head_rows=b)
         return chain_passes(step, batch, draft_len, context)
 
     def draft_forwards(self, draft_len, nodes):
-        return np.asarray(draft_len, dtype=float) + 0 * np.asarray(nodes, dtype=float)
+        return chain_forwards(draft_len, nodes)
 
     def draft_layers(self) -> int:
         return self.draft.layers
 
     def draft_logits(self, batch, draft_len, nodes):
-        return np.asarray(batch, float) * self.draft_forwards(draft_len, nodes) * self.draft.vocab
+        return np.asarray(batch, float) * chain_forwards(draft_len, nodes) * self.draft.vocab
 
     def extra_memory_bytes(self, target, batch, context, tp):
+        """Weights and KV on the busiest GPU: sharded over the draft's TP (a TP-1 draft sits
+        whole on one of the target's GPUs)."""
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
-        return self.draft.weight_bytes() + batch * context * self.draft.kv_bytes_per_token()
+        dtp = self._tp(tp)
+        return self.draft.weight_bytes() / dtp + batch * context * self.draft.kv_bytes_per_token_per_rank(dtp)
 
     @classmethod
     def cannot_run(cls, target):
@@ -57,15 +66,29 @@ class DraftModel(Mechanism):
         return None
 
     @classmethod
-    def build(cls, arg, target, acceptance):
-        if not arg:
+    def default(cls, target, draft=None):
+        return draft_model_default(target, draft)
+
+    @classmethod
+    def build(cls, arg, target, acceptance, draft_tp: int | None = None):
+        name, _, tp_text = arg.rpartition(",tp=") if ",tp=" in arg else (arg, "", "")
+        if arg.startswith("tp="):
+            name, tp_text = "", arg[3:]
+        if tp_text:
+            try:
+                draft_tp = int(tp_text)
+            except ValueError:
+                raise SpeedplanInputError(f"mechanism draft-model:{arg}: tp takes an integer") from None
+        if not name:
             if target.name not in DEFAULT_DRAFT_FOR:
                 raise SpeedplanInputError(f"draft-model: no preset draft for {target.name}; pass draft-model:MODEL")
-            arg = DEFAULT_DRAFT_FOR[target.name]
-        draft = get_model(arg)
+            name = DEFAULT_DRAFT_FOR[target.name]
+        draft = get_model(name)
         if draft.vocab != target.vocab:
             raise SpeedplanInputError(
                 f"draft {draft.name} has vocab {draft.vocab}, target {target.name} has {target.vocab}: "
                 "a draft model must share the target's tokenizer"
             )
-        return cls(*cls.resolve_acceptance(acceptance), draft=draft)
+        if draft_tp is not None:
+            draft.check_tp(draft_tp, option=f"draft-model:{arg} tp")
+        return cls(*cls.resolve_acceptance(acceptance, target, draft=draft), draft=draft, draft_tp=draft_tp)

@@ -1,13 +1,31 @@
-"""One-layer draft heads (EAGLE, MTP): their shape as a ModelSpec and the cost of one pass."""
+"""One-layer draft heads (EAGLE-1/2, EAGLE-3, MTP): their shape as a ModelSpec and the cost
+of one pass, as the engines run them (vLLM 0.33 model_executor/models/llama_eagle.py and
+llama_eagle3.py; SGLang and TensorRT-LLM build the same layers).
+
+- EAGLE-1/2 and MTP: every pass fuses [embedding, hidden] (2h → h), runs one decoder layer and
+  the target's full lm_head (shared with the target).
+- EAGLE-3: the first pass after verification fuses the target's low/mid/high hidden states
+  (fc: 3h → h); every pass runs the decoder layer on [embedding, hidden] (its qkv projection
+  reads 2h) and a reduced-vocabulary lm_head (`draft_vocab_size`, 32000 for the published
+  Llama-3.1-8B head). A head's config.json gives its shape; without one, the target's.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from speedplan.cost.forward import ForwardCost, forward_cost
-from speedplan.specs.model import ModelSpec
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.model import ModelSpec, from_hf_config
+
+# yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json: "draft_vocab_size": 32000 (the head vLLM's
+# and TensorRT-LLM's docs use); the default for a head whose config is not given.
+EAGLE3_DRAFT_VOCAB = 32000
+EAGLE3_AUX_STATES = 3  # vLLM llama_eagle3.py: num_aux_hidden_states defaults to 3
 
 
 def head_spec(target: ModelSpec, name: str, draft_vocab: int | None = None) -> ModelSpec:
@@ -23,17 +41,21 @@ def head_spec(target: ModelSpec, name: str, draft_vocab: int | None = None) -> M
     )
 
 
+def _gemm(cost, m, n: int, k: int, dtype: str, bytes_per: int) -> ForwardCost:
+    op = cost.gemm(m, n, k, dtype)
+    zero = np.zeros_like(op.latency_us)
+    return ForwardCost(
+        gemm_s=op.latency_us * 1e-6, attention_s=zero, tree_mask_s=zero, comm_s=zero, elementwise_s=zero,
+        gemm_flops=2.0 * m * n * k + zero, gemm_bytes=float(n * k * bytes_per) + zero,
+        gemm_compute_bound_s=np.where(op.bound == "compute", op.latency_us * 1e-6, 0.0),
+        profile_share=op.from_profile.astype(float))
+
+
 def head_pass(cost, head: ModelSpec, target: ModelSpec, batch, q_len, context, tp: int) -> ForwardCost:
-    """One EAGLE/MTP head forward of `batch` × `q_len` tokens: fuse projection (2h→h), one
-    decoder layer, lm_head (seconds)."""
+    """One EAGLE-1/2 or MTP head forward of `batch` × `q_len` tokens: fuse projection (2h→h),
+    one decoder layer, lm_head (seconds)."""
     layer = forward_cost(cost, head, batch, q_len, context, tp)
-    fuse = cost.gemm(batch * q_len, target.hidden, 2 * target.hidden, target.dtype)
-    zero = np.zeros_like(fuse.latency_us)
-    return layer + ForwardCost(
-        gemm_s=fuse.latency_us * 1e-6, attention_s=zero, tree_mask_s=zero, comm_s=zero, elementwise_s=zero,
-        gemm_flops=2 * batch * q_len * target.hidden * 2 * target.hidden,
-        gemm_bytes=2.0 * target.hidden**2 * target.dtype_bytes + zero, gemm_compute_bound_s=zero,
-        profile_share=fuse.from_profile.astype(float))
+    return layer + _gemm(cost, batch * q_len, target.hidden, 2 * target.hidden, target.dtype, target.dtype_bytes)
 
 
 def head_memory_bytes(head: ModelSpec, target: ModelSpec, draft_vocab: int | None, batch, context, tp: int):
@@ -48,7 +70,87 @@ def head_memory_bytes(head: ModelSpec, target: ModelSpec, draft_vocab: int | Non
 def chain_passes(step, batch, draft_len, context) -> ForwardCost:
     """D sequential draft passes of a chain drafter: the first also absorbs the target's bonus
     token (2 tokens per sequence), the other D − 1 run 1 token each. `step(batch, q_len,
-    context)` prices one pass."""
-    first = step(batch, 2, context)
-    rest = step(batch, 1, context + draft_len / 2)
+    context, first)` prices one pass (`first`: the pass right after verification)."""
+    first = step(batch, 2, context, True)
+    rest = step(batch, 1, context + draft_len / 2, False)
     return first.scaled(draft_len > 0) + rest.scaled(np.maximum(draft_len - 1, 0))
+
+
+# ---- EAGLE-3 -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Eagle3Head:
+    """An EAGLE-3 head: `layer` holds its decoder layer(s) with vocab = the draft vocabulary;
+    `aux_states` target hidden states of width `target_hidden` feed its fc."""
+
+    layer: ModelSpec
+    aux_states: int
+    target_hidden: int
+    source: str
+
+    @property
+    def draft_vocab(self) -> int:
+        return self.layer.vocab
+
+    def describe(self) -> str:
+        l = self.layer
+        return (f"{l.layers} layer(s), hidden {l.hidden}, {l.heads}/{l.kv_heads} heads, intermediate "
+                f"{l.intermediate}, draft vocab {l.vocab}, fc {self.aux_states}x{self.target_hidden}->{l.hidden} "
+                f"({self.source})")
+
+
+def eagle3_head(target: ModelSpec, config: str | None = None, draft_vocab: int | None = None) -> Eagle3Head:
+    """The head's shape from its config.json (file or folder; `LlamaForCausalLMEagle3` keys or
+    the speculators format's `transformer_layer_config`), else the target's dimensions with a
+    32000-token draft vocabulary."""
+    if config is None:
+        base = head_spec(target, "eagle3", min(draft_vocab or EAGLE3_DRAFT_VOCAB, target.vocab))
+        return Eagle3Head(base, EAGLE3_AUX_STATES, target.hidden, "target's dimensions; no head config given")
+    path = Path(config)
+    path = path / "config.json" if path.is_dir() else path
+    try:
+        cfg = json.loads(path.read_text())
+    except OSError as e:
+        raise SpeedplanInputError(f"eagle3 head config {path}: cannot read ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise SpeedplanInputError(f"eagle3 head config {path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(cfg, dict):
+        raise SpeedplanInputError(f"eagle3 head config {path}: expected a JSON object")
+    layer_cfg = dict(cfg.get("transformer_layer_config") or cfg)  # speculators format nests the layer
+    layer_cfg.setdefault("num_hidden_layers", 1)
+    layer_cfg.setdefault("vocab_size", target.vocab)
+    vocab = draft_vocab or cfg.get("draft_vocab_size") or layer_cfg.get("draft_vocab_size") or layer_cfg["vocab_size"]
+    layer_cfg["vocab_size"] = vocab
+    eagle_cfg = cfg.get("eagle_config") or {}
+    aux = eagle_cfg.get("eagle_aux_hidden_state_layer_ids") or cfg.get("eagle_aux_hidden_state_layer_ids")
+    aux_states = len(aux) if aux else int(cfg.get("num_aux_hidden_states") or EAGLE3_AUX_STATES)
+    target_hidden = int(cfg.get("target_hidden_size") or target.hidden)
+    layer = from_hf_config(layer_cfg, name=f"{target.name}-eagle3-head", where=f"eagle3 head config {path}")
+    layer = replace(layer, moe=None, mla=None, mtp_layers=0, dtype=target.dtype)
+    if layer.intermediate <= 0:
+        raise SpeedplanInputError(f"eagle3 head config {path}: intermediate_size must be > 0")
+    if not 1 <= vocab <= target.vocab:
+        raise SpeedplanInputError(f"eagle3 head config {path}: draft vocab {vocab} is outside 1..{target.vocab}")
+    return Eagle3Head(layer, aux_states, target_hidden, f"config {path}")
+
+
+def eagle3_pass(cost, head: Eagle3Head, batch, q_len, context, tp: int, first: bool) -> ForwardCost:
+    """One EAGLE-3 head forward of `batch` × `q_len` tokens on one of `tp` ranks: the
+    decoder layer(s) with the reduced lm_head, the embedding half of qkv's 2h input, and on
+    the first pass the fc over the target's fused hidden states (seconds)."""
+    l = head.layer
+    tokens = batch * q_len
+    cost_ = forward_cost(cost, l, batch, q_len, context, tp)
+    qkv_out = -(-(l.heads + 2 * l.kv_heads) * l.head_dim // tp)
+    cost_ = cost_ + _gemm(cost, tokens, qkv_out, l.hidden, l.dtype, l.dtype_bytes).scaled(l.layers)
+    if first:
+        cost_ = cost_ + _gemm(cost, tokens, l.hidden, head.aux_states * head.target_hidden, l.dtype, l.dtype_bytes)
+    return cost_
+
+
+def eagle3_memory_bytes(head: Eagle3Head, batch, context, tp: int):
+    """Weights (layers with the 2h qkv input, fc, reduced lm_head) and KV cache per rank (bytes)."""
+    l = head.layer
+    extra_qkv = (l.heads + 2 * l.kv_heads) * l.head_dim * l.hidden
+    weights = l.layers * (l.layer_params(False) + extra_qkv) + head.aux_states * head.target_hidden * l.hidden
+    weights += l.vocab * l.hidden
+    return weights * l.dtype_bytes / tp + batch * context * l.kv_bytes_per_token() / tp

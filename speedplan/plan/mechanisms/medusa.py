@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from speedplan.cost.forward import ForwardCost
-from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.defaults import head_default
 from speedplan.plan.mechanisms.base import Mechanism, parse_options
 
 MAX_HEADS = 8  # heads whose weights are kept in memory
@@ -18,12 +18,6 @@ MAX_HEADS = 8  # heads whose weights are kept in memory
 class Medusa(Mechanism):
     name = "medusa"
     is_tree = True
-    default_acceptance = (
-        Acceptance.iid(0.153, "published"),
-        "Spec-Bench leaderboard (A100), Vicuna-7B-v1.3, Medusa: AL 2.32; geometric per-rank alpha 0.153 fitted "
-        "to a 63-node, depth-4, top-10 tree (Medusa default sparse tree size)",
-    )
-    default_tree_fit = (2.32, 4, 63, 10)
     topk: int = 8
     vocab: int = 0  # the target's vocabulary, which every head scores
 
@@ -59,6 +53,10 @@ class Medusa(Mechanism):
         return np.zeros_like(batch) + (h * h + v * h) * target.dtype_bytes * MAX_HEADS
 
     @classmethod
+    def default(cls, target):
+        return head_default("medusa", target.name)
+
+    @classmethod
     def skip_by_default(cls, target):
         return ("no serving engine runs Medusa at the versions speedplan emits for (docs/serving.md); "
                 "name it (--mechanism medusa) to price it anyway")
@@ -66,4 +64,4 @@ class Medusa(Mechanism):
     @classmethod
     def build(cls, arg, target, acceptance):
         options = parse_options(f"{cls.name}:{arg}", arg, ("topk",))
-        return cls(*cls.resolve_acceptance(acceptance), **options, vocab=target.vocab)
+        return cls(*cls.resolve_acceptance(acceptance, target), **options, vocab=target.vocab)

@@ -1,23 +1,26 @@
 """DeepSeek-style multi-token prediction: D forwards of the model's own MTP layer (the
-target's layer type, MoE included), chained like an EAGLE head; verification is a chain."""
+target's layer type, MoE included), chained like an EAGLE head; verification is a chain.
+Past the model's MTP layers the last layer is reused for the remaining draft steps (SGLang
+NEXTN and TensorRT-LLM's MTP-Eagle path), and its acceptance decays (defaults.mtp_default)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.defaults import mtp_default
 from speedplan.plan.mechanisms.eagle import Eagle
 
 
 @dataclass(frozen=True)
 class Mtp(Eagle):
     name = "mtp"
-    default_acceptance = (
-        Acceptance.positional([0.85], "published"),
-        "DeepSeek-V3 tech report (quoted): 2nd-token acceptance 0.85-0.90; lower bound, repeated past D=1",
-    )
     options = ()
+    text_options = ()
+
+    @classmethod
+    def default(cls, target):
+        return mtp_default(target)
 
     @classmethod
     def cannot_run(cls, target):

@@ -1,0 +1,130 @@
+"""vLLM's Prometheus `/metrics` scrape: the speculative-decoding counters.
+
+vLLM (vllm/v1/spec_decode/metrics.py, `SpecDecodingProm`, v0.33.0 @ 4ba787ec9) exports
+counters, exposed with prometheus_client's `_total` suffix:
+
+    vllm:spec_decode_num_drafts_total{engine="0",model_name="M"} 100.0
+    vllm:spec_decode_num_draft_tokens_total{...} 300.0
+    vllm:spec_decode_num_accepted_tokens_total{...} 210.0
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{...,position="0"} 90.0
+
+`num_drafts` counts, per step, each request that had drafts; `per_pos[i]` counts the drafts
+whose token at position i (0-based) was accepted. So per_pos[i] / num_drafts is the
+unconditional chance that draft i+1 is accepted, and AL = 1 + Σ_i per_pos[i] / num_drafts
+(as `vllm bench serve` computes `spec_decode_acceptance_length`). Series of several engines
+(label `engine`) are summed. Counters are cumulative since the server started: scrape a
+server that has served only the workload you want to measure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from speedplan.errors import SpeedplanInputError
+
+PREFIX = "vllm:spec_decode_"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+_SAMPLE = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$')
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+@dataclass(frozen=True)
+class SpecDecodeCounters:
+    """The counters of one scrape, summed over series; `accepted_per_position[i]` is position i."""
+
+    path: str
+    num_drafts: float
+    num_draft_tokens: float | None
+    num_accepted_tokens: float | None
+    accepted_per_position: tuple[float, ...]
+    models: tuple[str, ...]
+
+    @property
+    def position_rates(self) -> tuple[float, ...]:
+        """per_pos[i] / num_drafts: the chance draft i+1 is accepted (unconditional)."""
+        return tuple(a / self.num_drafts for a in self.accepted_per_position)
+
+    @property
+    def acceptance_length(self) -> float:
+        return 1.0 + sum(self.position_rates)
+
+
+def _labels(text: str, where: str) -> dict[str, str]:
+    labels, pos = {}, 0
+    while pos < len(text):
+        m = _LABEL.match(text, pos)
+        if not m:
+            raise SpeedplanInputError(f"{where}: malformed labels {{{text}}}")
+        labels[m.group(1)] = m.group(2)
+        pos = m.end()
+    return labels
+
+
+def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
+    """Parse a Prometheus text scrape of a vLLM server (`curl host:8000/metrics > FILE`)."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{path}: cannot read vLLM metrics ({e})") from None
+    totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0}
+    seen: set[str] = set()
+    per_pos: dict[int, float] = {}
+    models: set[str] = set()
+    for i, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line.startswith(PREFIX):
+            continue  # comments, other metrics, and `_created` gauges are not read
+        where = f"{path}:{i}"
+        m = _SAMPLE.match(line)
+        if not m:
+            raise SpeedplanInputError(f"{where}: not a Prometheus sample line")
+        name = m.group("name")
+        if name not in totals and name != PER_POSITION:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            raise SpeedplanInputError(f"{where}: {name} value {m.group('value')!r} is not a number") from None
+        if not value >= 0:
+            raise SpeedplanInputError(f"{where}: {name} value must be a count >= 0, got {m.group('value')}")
+        labels = _labels(m.group("labels") or "", where)
+        if "model_name" in labels:
+            models.add(labels["model_name"])
+        seen.add(name)
+        if name == PER_POSITION:
+            position = labels.get("position")
+            if position is None or not position.isdigit():
+                raise SpeedplanInputError(f"{where}: {name} needs an integer label position=\"N\", got {position!r}")
+            per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
+        else:
+            totals[name] += value
+    if DRAFTS not in seen:
+        raise SpeedplanInputError(f"{path}: no {DRAFTS} sample (is this a vLLM /metrics scrape with speculative decoding on?)")
+    if totals[DRAFTS] <= 0:
+        raise SpeedplanInputError(f"{path}: {DRAFTS} is 0: the server has not drafted yet")
+    if not per_pos:
+        raise SpeedplanInputError(f"{path}: no {PER_POSITION}{{position=...}} samples")
+    if sorted(per_pos) != list(range(len(per_pos))):
+        raise SpeedplanInputError(f"{path}: {PER_POSITION} positions {sorted(per_pos)} are not 0..{len(per_pos) - 1}")
+    counts = [per_pos[k] for k in range(len(per_pos))]
+    for k in range(1, len(counts)):
+        if counts[k] > counts[k - 1] + 1e-9:
+            raise SpeedplanInputError(f"{path}: {PER_POSITION} position {k} ({counts[k]:g}) exceeds position "
+                                      f"{k - 1} ({counts[k - 1]:g}); a draft is accepted only after its predecessors")
+    if counts[0] > totals[DRAFTS] + 1e-9:
+        raise SpeedplanInputError(f"{path}: {PER_POSITION} position 0 ({counts[0]:g}) exceeds {DRAFTS} ({totals[DRAFTS]:g})")
+    return SpecDecodeCounters(
+        path=str(path), num_drafts=totals[DRAFTS],
+        num_draft_tokens=totals[DRAFT_TOKENS] if DRAFT_TOKENS in seen else None,
+        num_accepted_tokens=totals[ACCEPTED] if ACCEPTED in seen else None,
+        accepted_per_position=tuple(counts), models=tuple(sorted(models)))
+
+
+def looks_like_vllm_metrics(text: str) -> bool:
+    return DRAFTS in text or PER_POSITION in text

@@ -1,0 +1,213 @@
+"""Where acceptance comes from besides the published defaults: the user's numbers, JSON
+files, runtime traces, and what serving engines report (a vLLM `/metrics` scrape, an SGLang
+log). Each becomes one `Acceptance` whose `source` says where it came from.
+
+`--acceptance` forms (repeatable; `MECH:` in front applies one to a mechanism, and a head
+family's name, `eagle` or `eagle3`, also reaches its tree):
+
+    alpha=0.8                     i.i.d. rate (Leviathan et al.)
+    positions=0.9,0.8,0.7         conditional per-position rates (last one repeats)
+    ranks=0.6,0.2,0.05            per-rank rates of one head (Sequoia); its chain uses ranks[0]
+    alpha=0.6,match=0.5           ... with a chance `match` that a step proposes anything (n-gram)
+    FILE.jsonl                    a runtime trace (docs/trace.md)
+    FILE (vLLM /metrics scrape)   per-position accepted counts over drafts
+    FILE[@D] (SGLang server log)  mean `accept len`; D from `accept rate`, or given as @D
+    FILE.json                     {"alpha": ..} | {"positions": [..]} | {"ranks": [..]}, optional "match"
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from speedplan.engine.readers.sglang_log import (draft_len_from_rates, looks_like_sglang_log, mean_accept_length,
+                                                 read_sglang_log)
+from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import (Acceptance, conditional_from_position_rates, fit_iid_alpha, fit_positions,
+                                       fit_ranks)
+
+_FORMS = ("alpha", "positions", "ranks")
+
+
+def parse_acceptance_options(specs: list[str], mechanisms: tuple[str, ...]) -> dict[str, Acceptance]:
+    """Repeated --acceptance values: `MECH:SPEC` applies to one mechanism (e.g.
+    `eagle:alpha=0.8`), a bare SPEC to every mechanism not named (key "*")."""
+    out: dict[str, Acceptance] = {}
+    for spec in specs:
+        head, colon, rest = spec.partition(":")
+        key = head.strip().lower() if colon and head.strip().lower() in mechanisms else "*"
+        value = rest if key != "*" else spec
+        if key in out:
+            raise SpeedplanInputError(f"--acceptance given twice for {'all mechanisms' if key == '*' else key}")
+        out[key] = parse_acceptance(value)
+    return out
+
+
+def _numbers(spec: str) -> dict[str, list[float]]:
+    """`positions=0.9,0.8,match=0.5` → {"positions": [0.9, 0.8], "match": [0.5]}."""
+    out: dict[str, list[float]] = {}
+    key = None
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, eq, value = item.partition("=")
+        if eq:
+            key = name.strip()
+            if key not in (*_FORMS, "match") or key in out:
+                raise SpeedplanInputError(f"--acceptance {spec!r}: unknown or repeated key {key!r}")
+            out[key] = []
+            item = value
+        if key is None:
+            raise SpeedplanInputError(f"--acceptance {spec!r}: expected alpha=, positions= or ranks=")
+        try:
+            out[key].append(float(item))
+        except ValueError:
+            raise SpeedplanInputError(f"--acceptance {spec!r}: {item!r} is not a number") from None
+    return out
+
+
+def parse_acceptance(spec: str) -> Acceptance:
+    """One --acceptance value (without its `MECH:` prefix): numbers or a file (module docstring)."""
+    text = spec.strip()
+    key = text.partition("=")[0].strip()
+    if key in _FORMS:
+        values = _numbers(text)
+        forms = [k for k in _FORMS if k in values]
+        if len(forms) != 1 or not values[forms[0]]:
+            raise SpeedplanInputError(f"--acceptance {spec!r}: give exactly one of alpha=, positions=, ranks=")
+        match = values.get("match", [1.0])
+        if len(match) != 1:
+            raise SpeedplanInputError(f"--acceptance {spec!r}: match takes one number")
+        return _build(forms[0], values[forms[0]], f"user: {text}", match[0], spec)
+    return _from_file(text)
+
+
+def _build(form: str, numbers, source: str, match: float, where: str) -> Acceptance:
+    if form == "alpha":
+        if len(numbers) != 1:
+            raise SpeedplanInputError(f"{where}: alpha takes one number")
+        return Acceptance.iid(numbers[0], source, match)
+    return (Acceptance.positional if form == "positions" else Acceptance.per_rank)(numbers, source, match)
+
+
+def _from_file(text: str) -> Acceptance:
+    path_text, at, draft_len = text.rpartition("@") if "@" in text else (text, "", "")
+    path = Path(path_text)
+    if not path.is_file():
+        raise SpeedplanInputError(f"--acceptance {text!r}: not alpha=, positions=, ranks= or an existing file")
+    if path.suffix == ".jsonl":
+        return fit_trace(path)
+    try:
+        body = path.read_text(errors="replace")
+    except OSError as e:
+        raise SpeedplanInputError(f"{path}: cannot read acceptance file ({e.strerror})") from None
+    if looks_like_vllm_metrics(body):
+        return from_vllm_metrics(path)
+    if looks_like_sglang_log(body):
+        if at and not draft_len.isdigit():
+            raise SpeedplanInputError(f"--acceptance {text!r}: the draft length after @ must be an integer")
+        return from_sglang_log(path, int(draft_len) if at else None)
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as e:
+        raise SpeedplanInputError(f"{path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+    forms = [k for k in _FORMS if isinstance(obj, dict) and k in obj]
+    if len(forms) != 1:
+        raise SpeedplanInputError(f"{path}: expected a JSON object with one of alpha, positions or ranks "
+                                  "(or a vLLM /metrics scrape, an SGLang log, a .jsonl trace)")
+    value = obj[forms[0]]
+    try:
+        numbers = [float(value)] if forms[0] == "alpha" else [float(v) for v in value]
+        match = float(obj.get("match", 1.0))
+    except (TypeError, ValueError):
+        raise SpeedplanInputError(f"{path}: {forms[0]} must be numbers") from None
+    return _build(forms[0], numbers, f"file: {path}", match, str(path))
+
+
+def from_vllm_metrics(path: Path) -> Acceptance:
+    """Per-position conditional acceptance from a vLLM scrape (see engine.readers.vllm_metrics)."""
+    counters = read_vllm_metrics(path)
+    rates = counters.position_rates
+    p = conditional_from_position_rates(rates)
+    source = (f"vLLM metrics: {path} ({counters.num_drafts:g} drafts, AL {counters.acceptance_length:.3f} "
+              f"at D={len(rates)})")
+    return Acceptance.positional(np.maximum(p, 1e-6), source)
+
+
+def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
+    """An i.i.d. α that gives the log's mean accept length at its draft length D (given as
+    FILE@D, else from accept rate: D = (AL − 1) / rate, for chains)."""
+    records = read_sglang_log(path)
+    al = mean_accept_length(records)
+    how = "given"
+    if draft_len is None:
+        implied = draft_len_from_rates(records)
+        if implied is None:
+            raise SpeedplanInputError(f"{path}: its lines have no 'accept rate'; give the draft length as {path}@D")
+        draft_len, how = max(1, int(round(implied))), f"from accept rate ({implied:.2f})"
+    if draft_len < 1:
+        raise SpeedplanInputError(f"{path}@{draft_len}: the draft length must be >= 1")
+    alpha = fit_iid_alpha(min(al, 1.0 + draft_len), draft_len)
+    source = (f"SGLang log: {path} ({len(records)} decode lines, mean accept len {al:.3f}, D={draft_len} {how}; "
+              f"i.i.d. alpha {alpha:.3f})")
+    return Acceptance.iid(alpha, source)
+
+
+# ---- runtime traces (speedplan.trace/1) ---------------------------------------------------
+def read_trace(path: Path) -> tuple[dict, list[dict]]:
+    """The meta line and the step records of a speedplan.trace/1 file."""
+    meta: dict = {}
+    steps: list[dict] = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{path}: cannot read trace ({e})") from None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise SpeedplanInputError(f"{path}:{i}: not a JSON line") from None
+        kind = rec.get("type") if isinstance(rec, dict) else None
+        if kind == "meta":
+            meta = rec
+        elif kind == "step":
+            accepted = rec.get("accepted")
+            if not isinstance(accepted, list) or any(not isinstance(a, int) or a < 0 for a in accepted):
+                raise SpeedplanInputError(f"{path}:{i}: step without a list of non-negative 'accepted' counts")
+            steps.append(rec)
+    if not steps:
+        raise SpeedplanInputError(f"{path}: trace has no step records")
+    return meta, steps
+
+
+def accepted_histogram(path: Path) -> tuple[np.ndarray, dict]:
+    """Counts of accepted draft tokens per sequence-step (index = accepted count) and the
+    trace's meta line."""
+    meta, steps = read_trace(path)
+    counts = np.array([a for s in steps for a in s["accepted"]], dtype=int)
+    return np.bincount(counts), meta
+
+
+def fit_trace(path: Path) -> Acceptance:
+    """Fit acceptance from a runtime trace (speedplan.trace/1): per-rank for tree traces that
+    carry `accepted_ranks`, per-position otherwise."""
+    meta, steps = read_trace(path)
+    counts = np.array([a for s in steps for a in s["accepted"]], dtype=int)
+    draft_len = int(meta.get("draft_len") or counts.max(initial=0))
+    if draft_len < 1:
+        raise SpeedplanInputError(f"{path}: trace of plain decoding (draft_len 0) has no acceptance to fit")
+    source = f"trace: {path} ({len(counts)} sequence-steps, D={draft_len})"
+    tree = meta.get("tree")
+    if tree and any("accepted_ranks" in s for s in steps):
+        ranks = fit_ranks(steps, int(tree.get("depth") or draft_len), int(tree.get("topk") or 8))
+        ranks = ranks[: max(1, int(np.nonzero(ranks)[0].max(initial=0)) + 1)]
+        if ranks.sum() >= 1.0:
+            ranks = ranks * 0.999 / ranks.sum()
+        return Acceptance.per_rank(ranks, source)
+    return Acceptance.positional(fit_positions(np.bincount(counts), draft_len), source)

@@ -1,0 +1,363 @@
+"""One plan per serving engine, within what that engine can express.
+
+An engine serves one mechanism per launch and sets the draft length across batch sizes in
+the ways its `serving.<engine>.support()` lists (`Mode.shape`):
+
+- "any": any D per batch range, D = 0 allowed (vLLM's num_speculative_tokens_per_batch_size,
+  SGLang's adaptive buckets for EAGLE/EAGLE3 chains);
+- "first-max": any D per range, none above the smallest batch's D, which must be >= 1
+  (TensorRT-LLM's draft_len_schedule);
+- "fixed": one setting (D, or a tree's depth and nodes) at every batch size.
+
+The plan maximises throughput over a batch-size distribution w (the share of serving time at
+each batch size; uniform over the swept batches that fit in memory with plain decoding unless
+`--batch-weights` says otherwise), each batch size's tokens/s/GPU counted against the best
+that engine reaches there, so that a batch size counts by its weight and not by its raw
+tokens/s (B = 64 makes 10-20x the tokens of B = 1):
+
+    J = Σ_(B, L) w(B, L) · tokens/s/GPU(B, L, D_B) / best tokens/s/GPU of this engine at (B, L)
+
+J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of
+the candidates. Within 1% of a batch's best, the choice with fewer verified tokens wins (as in
+`best_per_batch`); among whole plans within 0.5% of the best J, the simplest (off, then fixed,
+then a schedule).
+
+Each plan's rows give, per (batch, context), its D, speedup and `loss_vs_best`: 1 − its
+tokens/s/GPU over the best any setting of that engine reaches at that batch and context (a
+per-B optimum: any mechanism it runs, any D, or off). `loss_vs_any` is against the best row
+of the whole sweep, whatever engine could run it.
+
+Worked example of "first-max" (batches 1, 8, 64; D ≤ 8): for D_1 = 6, B = 8 takes its best of
+D ∈ {0..6} and B = 64 its best of D ∈ {0..6}; J(D_1 = 6) = S[6, 1] + best_8 + best_64; the plan is
+the D_1 with the largest J.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.pick import TIE_TOLERANCE
+
+PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
+_SIMPLE = {"off": 0, "fixed": 1}
+OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain decoding
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    engine: str
+    mechanism: str  # frame label ("eagle3", "draft-model:llama-3.2-1b") or "none"
+    mode: str  # "off", or the engine Mode's name ("fixed", "schedule", "adaptive")
+    how: str  # the option that expresses it
+    objective: float  # J: weighted mean fraction of this engine's best tokens/s/GPU (1 = best everywhere)
+    tokens_per_s_per_gpu: float  # the plan's time-weighted mean tokens/s/GPU over the planned cells
+    rows: pd.DataFrame  # per (batch, context): weight, draft_len, verify_tokens, speedup, loss_vs_best, ...
+
+    @property
+    def schedule(self) -> list[tuple[int, int, int]]:
+        """Inclusive [first_batch, last_batch, D] ranges over the planned batches, equal D merged."""
+        per_b = self.rows.drop_duplicates("batch").sort_values("batch")
+        out: list[list[int]] = []
+        for b, d in zip(per_b["batch"], per_b["draft_len"]):
+            if out and out[-1][2] == d:
+                out[-1][1] = int(b)
+            else:
+                out.append([int(b), int(b), int(d)])
+        for i in range(len(out) - 1):
+            out[i][1] = out[i + 1][0] - 1
+        return [tuple(x) for x in out]
+
+
+def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
+    """`1=4,8=2,64=1`, or a file: JSON {"1": 4, ...} or CSV with columns batch,weight."""
+    if spec is None or not str(spec).strip():
+        return None
+    text = str(spec).strip()
+    path = Path(text)
+    pairs: list[tuple[str, object, str]] = []
+    if path.is_file():
+        try:
+            body = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpeedplanInputError(f"--batch-weights {path}: cannot read ({e})") from None
+        if path.suffix == ".json":
+            try:
+                obj = json.loads(body)
+            except json.JSONDecodeError as e:
+                raise SpeedplanInputError(f"--batch-weights {path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+            if not isinstance(obj, dict):
+                raise SpeedplanInputError(f"--batch-weights {path}: expected an object {{\"batch\": weight}}")
+            pairs = [(k, v, f"{path}: key {k!r}") for k, v in obj.items()]
+        else:
+            lines = [l for l in body.splitlines() if l.strip()]
+            if not lines or [c.strip() for c in lines[0].split(",")][:2] != ["batch", "weight"]:
+                raise SpeedplanInputError(f"--batch-weights {path}:1: expected a header 'batch,weight'")
+            for i, line in enumerate(lines[1:], 2):
+                cells = [c.strip() for c in line.split(",")]
+                if len(cells) < 2:
+                    raise SpeedplanInputError(f"--batch-weights {path}:{i}: expected 'batch,weight'")
+                pairs.append((cells[0], cells[1], f"{path}:{i}"))
+    else:
+        for item in filter(None, (x.strip() for x in text.split(","))):
+            b, eq, w = item.partition("=")
+            if not eq:
+                raise SpeedplanInputError(f"--batch-weights {text!r}: expected BATCH=WEIGHT pairs like 1=4,8=2 or a file")
+            pairs.append((b, w, f"--batch-weights {item!r}"))
+    out: dict[int, float] = {}
+    for b, w, where in pairs:
+        try:
+            batch, weight = int(str(b)), float(str(w))
+        except ValueError:
+            raise SpeedplanInputError(f"{where}: batch must be an integer and weight a number") from None
+        if batch < 1 or not weight >= 0 or batch in out:
+            raise SpeedplanInputError(f"{where}: batch must be >= 1 and listed once, weight >= 0")
+        out[batch] = weight
+    if not out or sum(out.values()) <= 0:
+        raise SpeedplanInputError("--batch-weights: give at least one positive weight")
+    return out
+
+
+def _weights(servable: pd.DataFrame, batch_weights: dict[int, float] | None) -> pd.Series:
+    """w(B, L) over servable (batch, context) cells: w_B split evenly over B's contexts, Σ = 1."""
+    batches = sorted(servable["batch"].unique())
+    if batch_weights is None:
+        wb = {b: 1.0 for b in batches}
+    else:
+        unknown = sorted(set(batch_weights) - set(batches))
+        positive = [b for b in unknown if batch_weights[b] > 0]
+        if positive:
+            raise SpeedplanInputError(f"--batch-weights: batch {positive[0]} was not swept or does not fit in memory "
+                                      f"with plain decoding (planned batches: {', '.join(map(str, batches))})")
+        wb = {b: float(batch_weights.get(b, 0.0)) for b in batches}
+        if sum(wb.values()) <= 0:
+            raise SpeedplanInputError("--batch-weights: every planned batch has weight 0")
+    n_ctx = servable.groupby("batch")["context"].transform("count")
+    w = servable["batch"].map(wb) / n_ctx
+    return pd.Series((w / w.sum()).to_numpy(), index=pd.MultiIndex.from_frame(servable[["batch", "context"]]))
+
+
+class _Table:
+    """tokens/s/GPU of every (label, setting) at every planned (batch, context) cell."""
+
+    def __init__(self, frame: pd.DataFrame, weights: pd.Series):
+        self.cells = weights.index
+        self.w = weights.to_numpy()
+        self.batches = np.array(sorted(set(weights.index.get_level_values(0))))
+        self.cell_batch = np.searchsorted(self.batches, weights.index.get_level_values(0))
+        f = frame[frame["feasible"]]
+        cell = {c: i for i, c in enumerate(self.cells)}
+        self.rows: dict[tuple, np.ndarray] = {}  # NaN where infeasible or not planned
+        for key, b, c, thr in zip(zip(f["mechanism"], f["draft_len"], f["verify_tokens"]), f["batch"], f["context"],
+                                  f["tokens_per_s_per_gpu"].to_numpy(dtype=float)):
+            i = cell.get((b, c))
+            if i is None:
+                continue
+            # plain decoding: the "none" rows, or a mechanism's own D = 0 rows if a frame carries those
+            key = OFF_KEY if key[0] == "none" or key[1] == 0 else (key[0], int(key[1]), int(key[2]))
+            self.rows.setdefault(key, np.full(len(cell), np.nan))[i] = thr
+        self.plain = self.rows[OFF_KEY]
+
+    def score(self, key, norm: np.ndarray) -> np.ndarray:
+        """S[B] = Σ_L w(B, L) · thr / norm (infeasible cells count 0)."""
+        return np.bincount(self.cell_batch, np.nan_to_num(self.rows[key]) / norm * self.w, minlength=len(self.batches))
+
+
+def _settings(table: _Table, label: str, mode, is_tree: bool) -> list[tuple]:
+    keys = [k for k in table.rows if k[0] == label and k[1] >= 1]
+    if is_tree and not mode.trees:
+        return []
+    if mode.max_draft_len is not None:
+        keys = [k for k in keys if k[1] <= mode.max_draft_len]
+    return sorted(keys, key=lambda k: (k[2], k[1]))  # fewer verified tokens first
+
+
+def _best_of(scores: dict, keys: list) -> tuple:
+    """The key with the best score, fewer verified tokens within TIE_TOLERANCE (keys ordered so)."""
+    top = max(scores[k] for k in keys)
+    return next(k for k in keys if scores[k] >= (1.0 - TIE_TOLERANCE) * top)
+
+
+def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray):
+    """(J, the key chosen at each planned batch) of the best plan of one mechanism in one mode."""
+    keys = _settings(table, label, mode, is_tree)
+    if not keys:
+        return None
+    s = {k: table.score(k, norm) for k in keys + [OFF_KEY]}
+    nb = len(table.batches)
+    total = lambda picks: float(sum(s[k][i] for i, k in enumerate(picks)))
+    pick = lambda i, allowed: _best_of({k: s[k][i] for k in allowed}, allowed)
+    if mode.shape == "fixed":
+        picks = [_best_of({k: s[k].sum() for k in keys}, keys)] * nb
+    elif mode.shape == "any":
+        allowed = ([OFF_KEY] if mode.off else []) + keys
+        picks = [pick(i, allowed) for i in range(nb)]
+    else:  # first-max: D at the smallest batch caps every other batch's D
+        best = None
+        for first in keys:
+            allowed = ([OFF_KEY] if mode.off else []) + [k for k in keys if k[1] <= first[1]]
+            choice = [first] + [pick(i, allowed) for i in range(1, nb)]
+            if best is None or total(choice) > best[0] * (1 + 1e-12):
+                best = (total(choice), choice)
+        picks = best[1]
+    return total(picks), picks
+
+
+def _runnable(engine, labels: list[str], meta: dict) -> dict:
+    """label -> Support for the swept labels this engine runs (draft models at a draft TP it runs)."""
+    out = {}
+    mtp_layers = int((meta.get("model") or {}).get("mtp_layers") or 0)
+    for label in labels:
+        name = label.split(":")[0]
+        support = engine.support(name, mtp_layers)
+        draft = (meta.get("draft_models") or {}).get(label)
+        if support is None or (draft and draft["tp"] not in engine.draft_tp_options(name, int(meta.get("tp", 1)))):
+            continue
+        out[label] = support
+    return out
+
+
+def plan_engines(result, batch_weights: dict[int, float] | None = None, engines=None) -> dict[str, EnginePlan]:
+    """The plan of every serving engine (or of the `engines` named) for this sweep."""
+    from speedplan.plan.mechanisms import TREE_MECHANISMS
+    from speedplan.serving import ENGINES, engine_module
+
+    names = list(engines) if engines else list(ENGINES)
+    modules = {n: engine_module(n) for n in names}  # unknown names fail before any work
+    frame, meta = result.frame, result.meta
+    plain = (frame["mechanism"] == "none") | (frame["draft_len"] == 0)
+    servable = frame[plain & frame["feasible"]][["batch", "context"]]
+    servable = servable.drop_duplicates().sort_values(["batch", "context"]).reset_index(drop=True)
+    if servable.empty:
+        if batch_weights:
+            _weights(frame[plain][["batch", "context"]].drop_duplicates(), batch_weights)
+        return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame()) for n in names}
+    table = _Table(frame, _weights(servable, batch_weights))
+    labels = [m for m in dict.fromkeys(frame["mechanism"]) if m != "none"]
+    plans = {}
+    for name, engine in modules.items():
+        runnable = _runnable(engine, labels, meta)
+        reach = [OFF_KEY] + [k for label, support in runnable.items() for mode in support.modes
+                             for k in _settings(table, label, mode, label.split(":")[0] in TREE_MECHANISMS)]
+        reach = list(dict.fromkeys(reach))
+        norm = np.nanmax(np.vstack([table.rows[k] for k in reach]), axis=0)  # the engine's best per cell
+        cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
+                  "no speculative options")]
+        for label, support in runnable.items():
+            for mode in support.modes:
+                c = _candidates(table, label, mode, label.split(":")[0] in TREE_MECHANISMS, norm)
+                if c is not None:
+                    cands.append((c[0], mode.name, label, c[1], mode.how))
+        top = max(c[0] for c in cands)
+        near = [c for c in cands if c[0] >= (1.0 - PLAN_TIE) * top]
+        j, mode, label, picks, how = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))
+        rows = _rows(table, frame, picks, reach)
+        thr = float((rows["tokens_per_s_per_gpu"] * rows["weight"]).sum())
+        plans[name] = EnginePlan(name, label, mode, how, j, thr, rows)
+    return plans
+
+
+def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list) -> pd.DataFrame:
+    """Per planned (batch, context): the plan's setting and its loss against the engine's best."""
+    cell_key = [picks[i] for i in table.cell_batch]
+    thr = np.array([table.rows[k][c] for c, k in enumerate(cell_key)], dtype=float)
+    plain = table.plain
+    reach_thr = np.vstack([table.rows[k] for k in reach])
+    best_i = np.nanargmax(np.nan_to_num(reach_thr, nan=-1.0), axis=0)
+    best = reach_thr[best_i, np.arange(len(plain))]
+    feasible = frame[frame["feasible"]]
+    any_best = feasible.groupby(["batch", "context"])["tokens_per_s_per_gpu"].max().reindex(table.cells).to_numpy()
+    got = np.nan_to_num(thr)
+    return pd.DataFrame({
+        "batch": table.cells.get_level_values(0), "context": table.cells.get_level_values(1), "weight": table.w,
+        "mechanism": [k[0] for k in cell_key], "draft_len": [int(k[1]) for k in cell_key],
+        "verify_tokens": [int(k[2]) for k in cell_key], "feasible": ~np.isnan(thr),
+        "speedup": got / plain, "tokens_per_s_per_gpu": got,
+        "best_mechanism": [reach[i][0] for i in best_i], "best_draft_len": [int(reach[i][1]) for i in best_i],
+        "best_speedup": best / plain, "loss_vs_best": 1.0 - got / best, "loss_vs_any": 1.0 - got / any_best,
+    })
+
+
+def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> dict[str, dict]:
+    """The "engines" object of recommendations.json."""
+    out = {}
+    for name, plan in plans.items():
+        rec = {"mechanism": plan.mechanism, "mode": plan.mode, "how": plan.how,
+               "schedule": [list(s) for s in plan.schedule],
+               "objective": round(plan.objective, 5),
+               "tokens_per_s_per_gpu": round(plan.tokens_per_s_per_gpu, 3),
+               "batch_weights": {str(b): round(float(w), 6) for b, w in
+                                 plan.rows.groupby("batch")["weight"].sum().items()} if len(plan.rows) else {}}
+        rec.update(_extras(result, plan))
+        rec["per_batch"] = [{
+            "batch": int(r.batch), "context": int(r.context), "draft_len": int(r.draft_len),
+            "verify_tokens": int(r.verify_tokens), "speedup": round(float(r.speedup), 4),
+            "loss_vs_best": round(float(r.loss_vs_best), 4), "loss_vs_any": round(float(r.loss_vs_any), 4),
+            "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
+            "best_mechanism": r.best_mechanism, "best_draft_len": int(r.best_draft_len),
+            "best_speedup": round(float(r.best_speedup), 4),
+        } for r in plan.rows.itertuples()]
+        out[name] = rec
+    return out
+
+
+def _extras(result, plan: EnginePlan) -> dict:
+    """tree / draft model of a plan, from the sweep's meta."""
+    meta = result.meta
+    extra = {}
+    name = plan.mechanism.split(":")[0]
+    if plan.mechanism in (meta.get("draft_models") or {}):
+        d = meta["draft_models"][plan.mechanism]
+        extra.update(draft_model=d["model"], draft_tp=int(d["tp"]))
+    from speedplan.plan.mechanisms import TREE_MECHANISMS
+
+    if name in TREE_MECHANISMS and len(plan.rows):
+        r = plan.rows.iloc[0]
+        extra["tree"] = {"topk": int((meta.get("topk") or {}).get(plan.mechanism, 8)), "depth": int(r.draft_len),
+                         "nodes": int(r.verify_tokens) - 1}
+    return extra
+
+
+def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
+    """{engine: ServingPlan} to render, each from that engine's own plan."""
+    from speedplan.serving import ServingPlan
+
+    meta = result.meta
+    out = {}
+    for name, plan in plans.items():
+        rows = plan.rows
+        context = int(rows["context"].min()) if len(rows) else None
+        at = rows[rows["context"] == context].sort_values("batch") if len(rows) else rows
+        per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best))
+                          for r in at.itertuples())
+        common = dict(model=meta["model"]["model"], tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
+                      per_batch=per_batch, context=context)
+        if plan.mechanism == "none":
+            out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), **common)
+            continue
+        extra = _extras(result, plan)
+        schedule = tuple((int(b), int(d)) for b, d in zip(at["batch"], at["draft_len"]))
+        ds = [d for _, d in schedule]
+        draft_len = ds[0] if ds[0] > 0 else max(ds)
+        out[name] = ServingPlan(
+            mechanism=plan.mechanism.split(":")[0], draft_len=draft_len, schedule=schedule,
+            draft_model=extra.get("draft_model"), draft_tp=extra.get("draft_tp"), tree=extra.get("tree"),
+            mode=plan.mode, **common)
+    return out
+
+
+def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:
+    """schedule.csv: every engine's plan per (batch, context), D = 0 where speculation is off."""
+    parts = [p.rows.assign(engine=name, plan_mechanism=p.mechanism, mode=p.mode) for name, p in plans.items()
+             if len(p.rows)]
+    if not parts:
+        return pd.DataFrame(columns=["engine", "plan_mechanism", "mode", "batch", "context", "draft_len"])
+    cols = ["engine", "plan_mechanism", "mode", "batch", "context", "weight", "draft_len", "verify_tokens",
+            "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any", "best_mechanism", "best_draft_len",
+            "best_speedup"]
+    return pd.concat(parts, ignore_index=True)[cols]

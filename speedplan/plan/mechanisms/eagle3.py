@@ -1,0 +1,65 @@
+"""EAGLE-3 head, chain: D sequential forwards of one decoder layer on [embedding, hidden],
+the first after fusing the target's low/mid/high hidden states (fc 3h→h), each through a
+reduced-vocabulary lm_head (heads.py). `eagle3:config=PATH` (or `eagle3:PATH`) reads the head's
+shape from its config.json; `eagle3:vocab=N` sets the draft vocabulary. vLLM `method: eagle3`,
+SGLang `EAGLE3`, TensorRT-LLM `Eagle3`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.defaults import head_default
+from speedplan.plan.mechanisms.base import Mechanism, chain_forwards, parse_options
+from speedplan.plan.mechanisms.heads import Eagle3Head, chain_passes, eagle3_head, eagle3_memory_bytes, eagle3_pass
+
+
+@dataclass(frozen=True)
+class Eagle3(Mechanism):
+    name = "eagle3"
+    options = ("vocab",)
+    head: Eagle3Head | None = None
+
+    def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
+        batch, draft_len, context = np.broadcast_arrays(*(np.asarray(x, float) for x in (batch, draft_len, context)))
+        step = lambda b, q, ctx, first: eagle3_pass(cost, self._head(target), b, q, ctx, tp, first)
+        return chain_passes(step, batch, draft_len, context)
+
+    def _head(self, target) -> Eagle3Head:
+        """The head in the dtype the target is priced in (the sweep may move it, e.g. to fp32 on a CPU)."""
+        if self.head.layer.dtype == target.dtype:
+            return self.head
+        return replace(self.head, layer=replace(self.head.layer, dtype=target.dtype))
+
+    def draft_forwards(self, draft_len, nodes):
+        return chain_forwards(draft_len, nodes)
+
+    def draft_layers(self) -> int:
+        return self.head.layer.layers
+
+    def draft_logits(self, batch, draft_len, nodes):
+        return np.asarray(batch, float) * chain_forwards(draft_len, nodes) * self.head.draft_vocab
+
+    def extra_memory_bytes(self, target, batch, context, tp):
+        batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
+        return eagle3_memory_bytes(self.head, batch, context, tp)
+
+    @classmethod
+    def default(cls, target):
+        return head_default(cls.family_name(), target.name)
+
+    @classmethod
+    def build(cls, arg, target, acceptance, **fields):
+        spec = f"{cls.name}:{arg}"
+        first = arg.split(",")[0]
+        if first and "=" not in first and (first.endswith(".json") or Path(first).exists()):
+            arg = ",".join([f"config={first}", *arg.split(",")[1:]])  # `eagle3:PATH`
+        options = parse_options(spec, arg, cls.options, ("config",))
+        vocab = options.pop("vocab", None)
+        if vocab is not None and not 1 <= vocab <= target.vocab:
+            raise SpeedplanInputError(f"mechanism {spec}: vocab must be in 1..{target.vocab}")
+        head = eagle3_head(target, options.pop("config", None), vocab)
+        return cls(*cls.resolve_acceptance(acceptance, target), head=head, **options, **fields)

@@ -1,0 +1,126 @@
+"""--acceptance from engine outputs: a vLLM /metrics scrape and an SGLang server log."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from speedplan.cli.app import app
+from speedplan.engine.readers.sglang_log import read_sglang_log
+from speedplan.engine.readers.vllm_metrics import read_vllm_metrics
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import al_iid
+from speedplan.plan.acceptance_sources import parse_acceptance, parse_acceptance_options
+
+# The exposition vLLM 0.33 writes (vllm/v1/spec_decode/metrics.py names, prometheus_client format);
+# values synthetic. Two engines' series are summed.
+SCRAPE = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 60.0
+vllm:spec_decode_num_drafts_total{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 40.0
+vllm:spec_decode_num_drafts_created{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 1.7961157572830746e+09
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 300.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 210.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct",position="0"} 54.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct",position="0"} 36.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct",position="1"} 70.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct",position="2"} 50.0
+vllm:num_requests_running{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.0
+"""
+
+# SGLang 0.5.23 metrics_reporter.py format (and an older "Decode batch." line without accept rate).
+LOG = """[2026-11-30 10:00:00] Prefill batch, #new-seq: 1, #new-token: 80, #cached-token: 0
+[2026-11-30 10:00:01] Decode batch, #running-req: 1, #token: 300, token usage: 0.01, accept len: 3.00, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 310.22, #queue-req: 0
+[2026-11-30 10:00:02] Decode batch [4410], #running-req: 3, #token: 900, token usage: 0.02, accept len: 3.40, accept rate: 0.60, cuda graph: True, gen throughput (token/s): 850.00, #queue-req: 0
+"""
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_vllm_scrape_gives_per_position_acceptance(tmp_path):
+    path = _write(tmp_path, "metrics.txt", SCRAPE)
+    counters = read_vllm_metrics(path)
+    assert counters.num_drafts == 100 and counters.accepted_per_position == (90.0, 70.0, 50.0)
+    assert counters.acceptance_length == pytest.approx(3.1)  # as vllm bench serve computes it
+    assert counters.models == ("meta-llama/Llama-3.1-8B-Instruct",)
+    acc = parse_acceptance(str(path))
+    assert acc.positions == pytest.approx((0.9, 0.7 / 0.9, 0.5 / 0.7))
+    assert float(acc.chain_al(3)) == pytest.approx(3.1)
+    assert acc.source.startswith(f"vLLM metrics: {path} (100 drafts, AL 3.100 at D=3")
+
+
+@pytest.mark.parametrize("text, words", [
+    (SCRAPE.replace('} 60.0', '} sixty'), "metrics.txt:3: vllm:spec_decode_num_drafts_total value 'sixty' is not a number"),
+    (SCRAPE.replace(',position="1"', ""), "metrics.txt:10: vllm:spec_decode_num_accepted_tokens_per_pos_total needs"),
+    (SCRAPE.replace('position="2"', 'position="5"'), "positions [0, 1, 5]"),
+    (SCRAPE.replace("} 70.0", "} 95.0"), "position 1 (95) exceeds position 0 (90)"),
+    ("\n".join(l for l in SCRAPE.splitlines() if "num_drafts_total" not in l), "no vllm:spec_decode_num_drafts_total"),
+    (SCRAPE.replace("} 60.0", "} 0").replace("} 40.0", "} 0"), "is 0"),
+    (SCRAPE.replace('{engine="1",', '{engine="1,'), "metrics.txt:4: malformed labels"),
+])
+def test_malformed_vllm_scrapes_name_file_line_and_field(tmp_path, text, words):
+    path = _write(tmp_path, "metrics.txt", text)
+    with pytest.raises(SpeedplanInputError) as err:
+        read_vllm_metrics(path)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_sglang_log_gives_accept_length_and_its_draft_length(tmp_path):
+    path = _write(tmp_path, "server.log", LOG)
+    records = read_sglang_log(path)
+    assert [(r.line, r.accept_len, r.accept_rate, r.running_req) for r in records] == [
+        (2, 3.0, 0.5, 1), (3, 3.4, 0.6, 3)]
+    acc = parse_acceptance(str(path))  # D = (AL - 1) / rate = 4 on both lines
+    mean_al = (3.0 + 3 * 3.4) / 4  # lines weighted by running requests
+    assert al_iid(acc.positions[0], 4) == pytest.approx(mean_al, abs=1e-6)
+    assert "D=4 from accept rate" in acc.source
+    older = _write(tmp_path, "old.log", "Decode batch. #running-req: 2, #token: 10, token usage: 0.00, accept len: 2.50, "
+                                        "gen throughput (token/s): 99.0, #queue-req: 0\n")
+    with pytest.raises(SpeedplanInputError, match="old.log@D"):
+        parse_acceptance(str(older))
+    assert al_iid(parse_acceptance(f"{older}@3").positions[0], 3) == pytest.approx(2.5, abs=1e-6)
+
+
+@pytest.mark.parametrize("line, words", [
+    ("Decode batch, #running-req: 1, accept len: n/a, accept rate: 0.5", "server.log:1: accept len 'n/a' is not a number"),
+    ("Decode batch, #running-req: 1, accept len: 0.50, accept rate: 0.5", "server.log:1: accept len 0.5 is below 1"),
+    ("Decode batch, #running-req: 1, accept len: 2.0, accept rate: 1.5", "server.log:1: accept rate 1.5 is outside"),
+    ("Prefill batch, #new-seq: 1", "no 'Decode batch ... accept len: X' lines"),
+])
+def test_malformed_sglang_logs_name_file_line_and_field(tmp_path, line, words):
+    path = _write(tmp_path, "server.log", line + "\n")
+    with pytest.raises(SpeedplanInputError) as err:
+        read_sglang_log(path)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_engine_acceptance_reaches_the_sweep_like_a_trace(tmp_path):
+    path = _write(tmp_path, "metrics.txt", SCRAPE)
+    opts = parse_acceptance_options([f"eagle3:{path}"], ("eagle3", "eagle3-tree"))
+    from speedplan.plan.sweep import sweep
+
+    r = sweep(mechanisms=["eagle3"], batches=[1], draft_lens=[3], acceptance=opts)
+    assert r.frame[r.frame.mechanism == "eagle3"].acceptance_length.iloc[0] == pytest.approx(3.1)
+    assert "published_acceptance" in r.meta and "eagle3" not in r.meta["published_acceptance"]
+
+
+@pytest.mark.parametrize("name, text", [("metrics.txt", SCRAPE.replace("} 70.0", "} 95.0")),
+                                        ("server.log", "Decode batch, #running-req: 1, accept len: x\n")])
+def test_malformed_engine_files_exit_2_in_one_line(tmp_path, name, text):
+    path = _write(tmp_path, name, text)
+    out = tmp_path / "rep"
+    proc = CliRunner().invoke(app, ["sweep", "--out", str(out), "--acceptance", f"eagle3:{path}"])
+    assert isinstance(proc.exception, SpeedplanInputError)
+    assert name in str(proc.exception) and "\n" not in str(proc.exception) and not out.exists()
+
+
+def test_match_key_and_bad_specs():
+    acc = parse_acceptance("positions=0.9,0.8,match=0.5")
+    assert acc.positions == (0.9, 0.8) and acc.match == 0.5
+    for spec in ("alpha=0.5,ranks=0.3", "alpha=0.5,match=0.2,match=0.3", "alpha=0.5,beta=2", "alpha=0.5,match=x"):
+        with pytest.raises(SpeedplanInputError):
+            parse_acceptance(spec)

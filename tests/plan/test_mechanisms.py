@@ -1,0 +1,108 @@
+"""Price what you emit: the head and the draft TP the serving configs name are what the sweep prices."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from speedplan.cost.ops import load_cost_model
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.mechanisms import parse_mechanism
+from speedplan.plan.sweep import sweep
+from speedplan.specs.model import get_model
+
+# yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json (the head vLLM's and TensorRT-LLM's docs use).
+EAGLE3_LLAMA_8B = {
+    "architectures": ["LlamaForCausalLMEagle3"], "draft_vocab_size": 32000, "hidden_act": "silu",
+    "hidden_size": 4096, "intermediate_size": 14336, "model_type": "llama", "num_attention_heads": 32,
+    "num_key_value_heads": 8, "num_hidden_layers": 1, "tie_word_embeddings": False, "torch_dtype": "float16",
+    "vocab_size": 128256,
+}
+
+
+def _step_ms(frame, mechanism: str, batch: int) -> float:
+    """Drafting time of one more draft step (D=2 minus D=1), milliseconds."""
+    g = frame[(frame.mechanism == mechanism) & (frame.batch == batch)].set_index("draft_len")["t_draft_s"]
+    return float(g.loc[2] - g.loc[1]) * 1e3
+
+
+def test_eagle3_head_is_cheaper_than_an_eagle1_head_per_step():
+    """EAGLE-3's 32k-vocab head vs EAGLE-1's full 128k lm_head on the 8B target, H100 roofline."""
+    f = sweep("llama-3.1-8b", "h100-sxm", ["eagle", "eagle3"], [1], [1, 2]).frame
+    eagle, eagle3 = _step_ms(f, "eagle", 1), _step_ms(f, "eagle3", 1)
+    assert eagle3 < 0.6 * eagle
+    assert eagle == pytest.approx(0.545, abs=0.01) and eagle3 == pytest.approx(0.272, abs=0.01)
+
+
+def test_eagle3_head_shape_comes_from_its_config(tmp_path):
+    cfg = tmp_path / "head" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps(EAGLE3_LLAMA_8B))
+    target = get_model("llama-3.1-8b")
+    default = parse_mechanism("eagle3", target)
+    given = parse_mechanism(f"eagle3:config={cfg}", target)
+    assert given.head.layer.vocab == 32000 and given.head.aux_states == 3 and given.head.target_hidden == 4096
+    assert given.head.describe().endswith(f"(config {cfg})")
+    assert parse_mechanism(f"eagle3:{cfg.parent}", target).head == given.head  # a folder works too
+    # the default head is the same shape as the published one, so it prices the same
+    cost = load_cost_model("h100-sxm")
+    args = (cost, target, np.array([1.0, 64.0]), np.array([3.0, 3.0]), np.array([4096.0, 4096.0]), None, 1)
+    assert default.draft_cost(*args).total_s == pytest.approx(given.draft_cost(*args).total_s)
+    # a bigger draft vocabulary in the config costs more
+    cfg.write_text(json.dumps({**EAGLE3_LLAMA_8B, "draft_vocab_size": 128256}))
+    full = parse_mechanism(f"eagle3:config={cfg}", target)
+    assert (full.draft_cost(*args).total_s > given.draft_cost(*args).total_s).all()
+
+
+def test_eagle3_speculators_format_and_bad_configs(tmp_path):
+    target = get_model("qwen3-8b")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"speculators_model_type": "eagle3", "draft_vocab_size": 32000,
+                                "transformer_layer_config": {"hidden_size": 4096, "num_attention_heads": 32,
+                                                             "num_key_value_heads": 8, "intermediate_size": 12288,
+                                                             "vocab_size": 151936, "head_dim": 128}}))
+    head = parse_mechanism(f"eagle3:config={spec}", target).head
+    assert head.layer.vocab == 32000 and head.layer.intermediate == 12288
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hidden_size": 4096,')
+    with pytest.raises(SpeedplanInputError, match="malformed JSON"):
+        parse_mechanism(f"eagle3:config={bad}", target)
+    bad.write_text(json.dumps({**EAGLE3_LLAMA_8B, "draft_vocab_size": 10**7}))
+    with pytest.raises(SpeedplanInputError, match="draft vocab"):
+        parse_mechanism(f"eagle3:config={bad}", get_model("llama-3.1-8b"))
+
+
+def test_draft_model_is_priced_at_its_tp_with_all_reduces():
+    """Llama-3.2-1B beside a 70B at TP4: a TP-4 draft step includes all-reduces and beats TP 1."""
+    f = sweep("llama-3.1-70b", "h100-sxm", ["draft-model:llama-3.2-1b", "draft-model:llama-3.2-1b,tp=1"],
+              [1, 64], [1, 2], tp=4).frame
+    tp4, tp1 = "draft-model:llama-3.2-1b", "draft-model:llama-3.2-1b@tp1"
+    assert _step_ms(f, tp4, 1) == pytest.approx(0.78, abs=0.02) and _step_ms(f, tp1, 1) == pytest.approx(1.08, abs=0.02)
+    assert _step_ms(f, tp4, 64) == pytest.approx(1.49, abs=0.03) and _step_ms(f, tp1, 64) == pytest.approx(3.98, abs=0.05)
+    target, draft = get_model("llama-3.1-70b"), get_model("llama-3.2-1b")
+    mech = parse_mechanism("draft-model:llama-3.2-1b", target)
+    cost = load_cost_model("h100-sxm")
+    one = (cost, target, np.array([8.0]), np.array([1.0]), np.array([4096.0]), None)
+    assert float(mech.draft_cost(*one, 4).comm_s[0]) > 0 and float(mech.draft_cost(*one, 1).comm_s[0]) == 0
+    assert float(mech.extra_memory_bytes(target, 1, 4096, 4)) < float(mech.extra_memory_bytes(target, 1, 4096, 1))
+    with pytest.raises(SpeedplanInputError, match="tp"):
+        parse_mechanism("draft-model:llama-3.2-1b,tp=3", target)
+    assert draft.heads % 4 == 0
+
+
+def test_draft_tp_variants_follow_what_engines_run(monkeypatch):
+    """Every engine runs a draft model at the target's TP only (docs/serving.md), so one variant is
+    swept; were an engine to accept TP 1, both are swept and its plan takes the faster."""
+    from speedplan.plan.engine_plan import plan_engines
+    from speedplan.serving import vllm
+
+    r = sweep("llama-3.1-70b", "h100-sxm", ["draft-model:llama-3.2-1b"], [1, 8], [0, 2, 4], tp=4)
+    assert r.meta["draft_models"] == {"draft-model:llama-3.2-1b": {"model": "llama-3.2-1b", "tp": 4}}
+    monkeypatch.setattr(vllm, "draft_tp_options", lambda mechanism, tp: {1, tp})
+    r = sweep("llama-3.1-70b", "h100-sxm", ["draft-model:llama-3.2-1b"], [1, 8], [0, 2, 4], tp=4)
+    assert set(r.meta["draft_models"]) == {"draft-model:llama-3.2-1b", "draft-model:llama-3.2-1b@tp1"}
+    plans = plan_engines(r)
+    assert plans["vllm"].mechanism == "draft-model:llama-3.2-1b"  # TP 4 is faster here
+    assert plans["sglang"].mechanism != "draft-model:llama-3.2-1b@tp1"  # SGLang cannot run TP 1
