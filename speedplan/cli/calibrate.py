@@ -15,7 +15,8 @@ def calibrate(
     engine: str = typer.Option("vllm", help="Base engine profile (name or JSON): its values stand where the data cannot fit."),
     measurements: List[Path] = typer.Option(..., help="Repeatable: a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
                                             "tokens_per_s|speedup,acceptance_length), a vllm bench serve --save-result JSON, "
-                                            "or SGLang bench_speculative.py output."),
+                                            "SGLang bench_speculative.py output, or a vLLM /metrics scrape (text) giving the "
+                                            "acceptance of rows that state none."),
     out: Path = typer.Option(..., help="Engine profile JSON to write (use it with speedplan sweep --engine FILE)."),
     mechanism: str = typer.Option("eagle3", help="The drafter of SGLang bench_speculative chain rows (the file does not say)."),
     fit: Optional[str] = typer.Option(None, help="Comma-separated terms to fit (default: every term the rows identify)."),

@@ -11,6 +11,7 @@ import numpy as np
 from speedplan.engine.calibrate import Calibration, Setting, calibrate
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import read_measurements
+from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
 
 
@@ -23,10 +24,43 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     target = get_model(model)
     target.check_tp(tp)
     setting = Setting(target, load_cost_model(hardware), tp, f"{target.name} on {hardware}, TP={tp}")
-    rows = [m for f in files for m in read_measurements(f, mechanism)]
+    scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
+    acceptance = _scrape_acceptance([read_vllm_metrics(f) for f in scrapes])
+    rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
+    if not rows:
+        raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
     base = get_engine(engine)
     described = f"{', '.join(Path(f).name for f in files)}; {setting.label}"
     return calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
+
+
+def _is_metrics(path: Path) -> bool:
+    try:
+        head = path.read_text(errors="replace")[:200_000]
+    except OSError:
+        return False
+    return path.suffix.lower() not in (".csv", ".json", ".jsonl") and looks_like_vllm_metrics(head)
+
+
+def _scrape_acceptance(scrapes):
+    """Acceptance length at D from vLLM's per-position counters: 1 + Σ_{i<D} accepted_i / drafts.
+    A chain's first D positions are accepted alike whatever K the server ran, so a scrape taken
+    at K gives every D ≤ K (one scrape; several are a contradiction unless the caller says which)."""
+    if not scrapes:
+        return lambda mechanism, draft_len: None
+    if len(scrapes) > 1:
+        raise SpeedplanInputError(f"calibrate: {len(scrapes)} vLLM /metrics scrapes; give one (rows of other "
+                                  "runs should state acceptance_length)")
+    counters = scrapes[0]
+
+    def acceptance(mechanism: str, draft_len: int):
+        rates = counters.position_rates
+        if draft_len > len(rates):
+            raise SpeedplanInputError(f"{counters.path}: the scrape has {len(rates)} draft positions, a row has "
+                                      f"draft_len {draft_len}")
+        return 1.0 + sum(rates[:draft_len])
+
+    return acceptance
 
 
 def render_calibration(result: Calibration) -> str:

@@ -67,3 +67,26 @@ def test_unrecognised_file(tmp_path):
     f.write_text("hello")
     with pytest.raises(SpeedplanInputError, match="not a measurements CSV"):
         read_measurements(f)
+
+
+def test_metrics_scrape_gives_acceptance_to_rows_without_it(tmp_path):
+    """A CSV of runs without acceptance lengths plus a /metrics scrape of the same server: AL at
+    D is 1 + (accepted at positions 0..D-1) / drafts, e.g. D = 2: 1 + (90 + 70) / 100 = 2.6."""
+    from speedplan.engine.readers.vllm_metrics import read_vllm_metrics
+    from speedplan.engine.run_calibration import _scrape_acceptance, calibrate_files
+
+    scrape = tmp_path / "metrics.txt"
+    scrape.write_text(
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 90.0\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 70.0\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 50.0\n')
+    runs = tmp_path / "runs.csv"
+    runs.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,7.5\neagle3,1,2,1024,5.0\n"
+                    "eagle3,1,3,1024,4.6\n")
+    rows = read_measurements(runs, acceptance=_scrape_acceptance([read_vllm_metrics(scrape)]))
+    assert [m.acceptance_length for m in rows] == [None, pytest.approx(2.6), pytest.approx(3.1)]
+    result = calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [runs, scrape])
+    assert len(result.rows) == 3
+    with pytest.raises(SpeedplanInputError, match="draft positions"):
+        _scrape_acceptance([read_vllm_metrics(scrape)])("eagle3", 5)

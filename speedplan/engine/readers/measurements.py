@@ -92,9 +92,14 @@ def _number(row: dict, key: str, where: str, integer: bool = False, required: bo
     return value
 
 
-def read_csv(path: Path) -> list[Measurement]:
+def _no_acceptance(mechanism: str, draft_len: int) -> None:
+    return None
+
+
+def read_csv(path: Path, acceptance=_no_acceptance) -> list[Measurement]:
     """Columns mechanism, batch, draft_len, context, one of tpot_ms/step_ms/tokens_per_s/speedup,
-    acceptance_length for speculative rows, optional tree_nodes."""
+    acceptance_length for speculative rows (else `acceptance(mechanism, draft_len)`), optional
+    tree_nodes."""
     try:
         with Path(path).open(newline="") as f:
             reader = csv.DictReader(f)
@@ -118,16 +123,20 @@ def read_csv(path: Path) -> list[Measurement]:
         mech = (row.get("mechanism") or "").strip().lower()
         if not mech:
             raise SpeedplanInputError(f"{where}: field 'mechanism' missing")
+        draft_len = _number(row, "draft_len", where, True)
+        al = None
+        if mech != "none":
+            al = _number(row, "acceptance_length", where, required=False)
+            al = al if al is not None else acceptance(mech, draft_len)
         out.append(Measurement(
-            mechanism=mech, batch=_number(row, "batch", where, True), draft_len=_number(row, "draft_len", where, True),
+            mechanism=mech, batch=_number(row, "batch", where, True), draft_len=draft_len,
             context=_number(row, "context", where, True), quantity=quantities[0],
-            value=_number(row, quantities[0], where),
-            acceptance_length=_number(row, "acceptance_length", where, required=False) if mech != "none" else None,
+            value=_number(row, quantities[0], where), acceptance_length=al,
             where=where, tree_nodes=_number(row, "tree_nodes", where, True, required=False)))
     return out
 
 
-def read_vllm_bench(path: Path, data) -> list[Measurement]:
+def read_vllm_bench(path: Path, data, acceptance=_no_acceptance) -> list[Measurement]:
     """One `vllm bench serve --save-result` run (or several, with --append-result). The run's
     mechanism and draft length come from `--metadata mechanism=NAME draft_len=K [context=L]`."""
     runs = data if isinstance(data, list) else [data]
@@ -147,6 +156,8 @@ def read_vllm_bench(path: Path, data) -> list[Measurement]:
         al = _number(run, "spec_decode_acceptance_length", where, required=False)
         if mech != "none" and al is None:
             al = _number(run, "acceptance_length", where, required=False)
+        if mech != "none" and al is None:
+            al = acceptance(mech, draft_len)
         out.append(Measurement(
             mechanism=mech, batch=_number(run, "max_concurrency", where, True), draft_len=draft_len,
             context=_number(run, "context", where, True, required=False) or DEFAULT_CONTEXT,
@@ -186,10 +197,12 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
     return out
 
 
-def read_measurements(path: str | Path, mechanism: str = "eagle3") -> list[Measurement]:
+def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=_no_acceptance) -> list[Measurement]:
     """Any of the supported files, told apart by content: a CSV, a vLLM bench result (JSON
     object or list), SGLang bench_speculative output (JSON lines). `mechanism` names the drafter
-    of SGLang chain rows, which the file does not state."""
+    of SGLang chain rows, which the file does not state; `acceptance(mechanism, draft_len)`
+    gives the acceptance length of speculative rows that state none (e.g. from a vLLM /metrics
+    scrape)."""
     path = Path(path)
     if not path.is_file():
         raise SpeedplanInputError(f"{path}: no such measurements file")
@@ -198,21 +211,21 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3") -> list[Measu
     except (OSError, UnicodeDecodeError) as e:
         raise SpeedplanInputError(f"{path}: cannot read ({e})") from None
     if path.suffix.lower() == ".csv":
-        return read_csv(path)
+        return read_csv(path, acceptance)
     stripped = text.strip()
     try:
         data = json.loads(stripped)
     except json.JSONDecodeError:
         data = None
     if isinstance(data, (dict, list)) and (isinstance(data, list) or "output_throughput" in data):
-        return read_vllm_bench(path, data)
+        return read_vllm_bench(path, data, acceptance)
     lines = stripped.splitlines()
     first = lines[0] if lines else ""
     if first.startswith("{") and ("step_time" in first or "acc_length" in first):
         return read_sglang_bench(path, lines, mechanism)
     if first.startswith("{") and "output_throughput" in first:  # vllm bench serve --append-result
         try:
-            return read_vllm_bench(path, [json.loads(line) for line in lines if line.strip()])
+            return read_vllm_bench(path, [json.loads(line) for line in lines if line.strip()], acceptance)
         except json.JSONDecodeError:
             raise SpeedplanInputError(f"{path}: a line is not valid JSON") from None
     if path.suffix.lower() == ".json" and isinstance(data, dict) and "output_throughput" not in data:
