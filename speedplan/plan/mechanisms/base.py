@@ -40,6 +40,11 @@ class Mechanism:
     acceptance: Acceptance
     acceptance_source: str
 
+    def __post_init__(self) -> None:
+        topk = getattr(self, "topk", None)  # trees keep the top-k children per level
+        if self.is_tree and topk is not None and not 1 <= topk <= 64:
+            raise SpeedplanInputError(f"mechanism {self.name}: topk must be in 1..64")
+
     @property
     def label(self) -> str:
         """The name rows of the sweep carry (draft models add the draft's name)."""
@@ -134,6 +139,23 @@ def parse_options(spec: str, arg: str, allowed: tuple[str, ...], text: tuple[str
         except ValueError:
             raise SpeedplanInputError(f"mechanism {spec!r}: {key} takes an integer") from None
     return options
+
+
+class ChainDrafting:
+    """What a chain drafter tells the engine model: one forward of `draft_shape()` (a ModelSpec
+    whose vocab is the drafter's output vocabulary) per drafted token, B rows of logits each."""
+
+    def draft_shape(self) -> ModelSpec:
+        raise NotImplementedError
+
+    def draft_forwards(self, draft_len, nodes) -> np.ndarray:
+        return chain_forwards(draft_len, nodes)
+
+    def draft_layers(self) -> int:
+        return self.draft_shape().layers
+
+    def draft_logits(self, batch, draft_len, nodes) -> np.ndarray:
+        return np.asarray(batch, float) * chain_forwards(draft_len, nodes) * self.draft_shape().vocab
 
 
 def chain_forwards(draft_len, nodes) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 from speedplan.cost.forward import forward_cost
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.defaults import draft_model_default
-from speedplan.plan.mechanisms.base import Mechanism, chain_forwards
+from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism
 from speedplan.plan.mechanisms.heads import chain_passes
 from speedplan.specs.model import ModelSpec, get_model
 
@@ -25,7 +25,7 @@ DEFAULT_DRAFT_FOR = {"llama-3.1-8b": "llama-3.2-1b", "llama-3.1-70b": "llama-3.2
 
 
 @dataclass(frozen=True)
-class DraftModel(Mechanism):
+class DraftModel(ChainDrafting, Mechanism):
     name = "draft-model"
     draft: ModelSpec | None = None
     draft_tp: int | None = None  # GPUs the draft is sharded over; None = the target's TP
@@ -43,14 +43,8 @@ class DraftModel(Mechanism):
         step = lambda b, q, ctx, first: forward_cost(cost, self.draft, b, q, ctx, dtp, lm_head_rows=b)
         return chain_passes(step, batch, draft_len, context)
 
-    def draft_forwards(self, draft_len, nodes):
-        return chain_forwards(draft_len, nodes)
-
-    def draft_layers(self) -> int:
-        return self.draft.layers
-
-    def draft_logits(self, batch, draft_len, nodes):
-        return np.asarray(batch, float) * chain_forwards(draft_len, nodes) * self.draft.vocab
+    def draft_shape(self):
+        return self.draft
 
     def extra_memory_bytes(self, target, batch, context, tp):
         """Weights and KV on the busiest GPU: sharded over the draft's TP (a TP-1 draft sits

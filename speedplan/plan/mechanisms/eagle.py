@@ -11,13 +11,13 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.defaults import head_default
-from speedplan.plan.mechanisms.base import Mechanism, chain_forwards, parse_options
+from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism, parse_options
 from speedplan.plan.mechanisms.heads import chain_passes, head_memory_bytes, head_pass, head_spec
 from speedplan.specs.model import ModelSpec, get_model
 
 
 @dataclass(frozen=True)
-class Eagle(Mechanism):
+class Eagle(ChainDrafting, Mechanism):
     name = "eagle"
     options = ("vocab",)
     text_options = ("config",)
@@ -29,14 +29,8 @@ class Eagle(Mechanism):
         step = lambda b, q, ctx, first: head_pass(cost, self.draft, target, b, q, ctx, tp)
         return chain_passes(step, batch, draft_len, context)
 
-    def draft_forwards(self, draft_len, nodes):
-        return chain_forwards(draft_len, nodes)
-
-    def draft_layers(self) -> int:
-        return self.draft.layers
-
-    def draft_logits(self, batch, draft_len, nodes):
-        return np.asarray(batch, float) * chain_forwards(draft_len, nodes) * self.draft.vocab
+    def draft_shape(self):
+        return self.draft
 
     def extra_memory_bytes(self, target, batch, context, tp):
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))

@@ -13,12 +13,12 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.defaults import head_default
-from speedplan.plan.mechanisms.base import Mechanism, chain_forwards, parse_options
+from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism, parse_options
 from speedplan.plan.mechanisms.heads import Eagle3Head, chain_passes, eagle3_head, eagle3_memory_bytes, eagle3_pass
 
 
 @dataclass(frozen=True)
-class Eagle3(Mechanism):
+class Eagle3(ChainDrafting, Mechanism):
     name = "eagle3"
     options = ("vocab",)
     head: Eagle3Head | None = None
@@ -34,14 +34,8 @@ class Eagle3(Mechanism):
             return self.head
         return replace(self.head, layer=replace(self.head.layer, dtype=target.dtype))
 
-    def draft_forwards(self, draft_len, nodes):
-        return chain_forwards(draft_len, nodes)
-
-    def draft_layers(self) -> int:
-        return self.head.layer.layers
-
-    def draft_logits(self, batch, draft_len, nodes):
-        return np.asarray(batch, float) * chain_forwards(draft_len, nodes) * self.head.draft_vocab
+    def draft_shape(self):
+        return self.head.layer  # its vocab is the draft vocabulary
 
     def extra_memory_bytes(self, target, batch, context, tp):
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))

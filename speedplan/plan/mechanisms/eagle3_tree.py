@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms.base import tree_rows
 from speedplan.plan.mechanisms.eagle3 import Eagle3
 from speedplan.plan.mechanisms.heads import eagle3_pass
@@ -23,15 +22,8 @@ class Eagle3Tree(Eagle3):
     options = ("topk", "vocab")
     topk: int = 8  # children kept per tree level (the frontier)
 
-    def __post_init__(self) -> None:
-        if not 1 <= self.topk <= 64:
-            raise SpeedplanInputError(f"mechanism {self.name}: topk must be in 1..64")
-
-    def acceptance_length(self, draft_len, nodes) -> np.ndarray:
-        return self.acceptance.tree_al(draft_len, nodes, self.topk)
-
     def draft_logits(self, batch, draft_len, nodes):
-        return tree_rows(batch, draft_len, self.topk) * self.head.draft_vocab + 0 * np.asarray(nodes, dtype=float)
+        return tree_rows(batch, draft_len, self.topk) * self.draft_shape().vocab + 0 * np.asarray(nodes, dtype=float)
 
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context, nodes = np.broadcast_arrays(

@@ -21,9 +21,6 @@ class Medusa(Mechanism):
     topk: int = 8
     vocab: int = 0  # the target's vocabulary, which every head scores
 
-    def acceptance_length(self, draft_len, nodes) -> np.ndarray:
-        return self.acceptance.tree_al(draft_len, nodes, self.topk)
-
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len = np.broadcast_arrays(np.asarray(batch, float), np.asarray(draft_len, float))
         h, v = target.hidden, target.vocab

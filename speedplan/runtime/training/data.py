@@ -14,7 +14,10 @@ with autograd (`block_train_forward`) that computes exactly what `Block.forward`
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,3 +302,29 @@ def prepare_training(args, target=None, tokenizer=None):
     train_set, heldout = corpus.split(args.heldout_every)
     vocab = draft_vocab(train_set, args.draft_vocab, target.cfg.vocab, tokenizer.eos_ids)
     return target, tokenizer, corpus.meta, train_set, heldout, vocab, target.lm_head[vocab].contiguous(), t0
+
+
+def finish(module: str, args, target, data_meta: dict, train_set, heldout, vocab, steps: int, before: dict,
+           after: dict, t_train: float, t0: float, tensors: dict, summary: tuple[str, ...], **fields) -> dict:
+    """Provenance of a training run (command, date, data, steps, held-out top-1 before and after,
+    times, and the training's own `fields`), saved with `tensors` to args.out and its .json, and
+    the `summary` keys printed. Returns the provenance."""
+    meta = {
+        "command": f"python -m speedplan.runtime.training.{module} " + " ".join(sys.argv[1:]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": str(torch.__version__), "target": target.cfg.name, "data": data_meta,
+        "train_sequences": len(train_set.tokens), "train_tokens": train_set.num_tokens,
+        "heldout_sequences": len(heldout.tokens), "steps": steps, "batch": args.batch, "lr": args.lr,
+        "draft_vocab": len(vocab), **fields,
+        "heldout_top1_before": round(before["top1"], 4), "heldout_top1": round(after["top1"], 4),
+        "heldout_positions": after["positions"], "train_s": round(time.perf_counter() - t_train, 1),
+        "total_s": round(time.perf_counter() - t0, 1),
+    }
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({**tensors, "vocab": vocab.int(), "hidden": target.cfg.hidden, "vocab_size": target.cfg.vocab,
+                    "meta": meta}, out)
+        out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(json.dumps({k: meta[k] for k in summary}))
+    return meta

@@ -16,11 +16,7 @@ target's greedy next token, over generated positions only.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import sys
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -140,27 +136,11 @@ def train(args, target=None, tokenizer=None) -> dict:
             print(f"step {step + 1}/{steps}  kl {kl:.4f}  {time.perf_counter() - t_train:.0f}s", flush=True)
     after = evaluate(student, rows, vocab, heldout)
     k = max(1, len(log) // 10)
-    meta = {
-        "command": "python -m speedplan.runtime.training.draft_model " + " ".join(sys.argv[1:]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": str(torch.__version__), "target": target.cfg.name, "data": data_meta, "layers": layers,
-        "rank": args.rank, "alpha": args.alpha, "train_sequences": len(train_set.tokens),
-        "train_tokens": train_set.num_tokens, "heldout_sequences": len(heldout.tokens), "steps": steps,
-        "batch": args.batch, "lr": args.lr, "draft_vocab": len(vocab),
-        "kl_first": round(sum(log[:k]) / k, 4), "kl_last": round(sum(log[-k:]) / k, 4),
-        "heldout_top1_before": round(before["top1"], 4), "heldout_top1": round(after["top1"], 4),
-        "heldout_positions": after["positions"], "train_s": round(time.perf_counter() - t_train, 1),
-        "total_s": round(time.perf_counter() - t0, 1),
-    }
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({**student.export(), "vocab": vocab.int(), "hidden": target.cfg.hidden,
-                    "vocab_size": target.cfg.vocab, "meta": meta}, out)
-        out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
-    print(json.dumps({k: meta[k] for k in ("layers", "steps", "train_tokens", "kl_first", "kl_last",
-                                           "heldout_top1_before", "heldout_top1", "train_s")}))
-    return meta
+    return td.finish("draft_model", args, target, data_meta, train_set, heldout, vocab, steps, before, after, t_train, t0,
+                     student.export(), ("layers", "steps", "train_tokens", "kl_first", "kl_last", "heldout_top1_before",
+                                        "heldout_top1", "train_s"),
+                     layers=layers, rank=args.rank, alpha=args.alpha,
+                     kl_first=round(sum(log[:k]) / k, 4), kl_last=round(sum(log[-k:]) / k, 4))
 
 
 def parse(argv=None) -> argparse.Namespace:

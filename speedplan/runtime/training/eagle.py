@@ -14,11 +14,7 @@ token, teacher-forced (EAGLE's "acc" at depth 1), over generated positions only.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -92,28 +88,13 @@ def train(args, target=None, tokenizer=None) -> dict:
     head.requires_grad_(False)
     after = evaluate(head, target, rows, vocab, heldout)
     k = max(1, len(log) // 10)
-    meta = {
-        "command": "python -m speedplan.runtime.training.eagle " + " ".join(sys.argv[1:]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": str(torch.__version__), "target": target.cfg.name, "data": data_meta,
-        "train_sequences": len(train_set.tokens), "train_tokens": train_set.num_tokens,
-        "heldout_sequences": len(heldout.tokens), "steps": steps, "batch": args.batch, "lr": args.lr,
-        "draft_vocab": len(vocab), "init_layer": args.init_layer, "init_out_scale": args.init_out_scale,
-        "init_embed_scale": args.init_embed_scale, "noise": args.noise, "p_weight": args.p_weight,
-        "loss_first": [round(sum(x) / k, 4) for x in zip(*log[:k])], "loss_last": [round(sum(x) / k, 4) for x in zip(*log[-k:])],
-        "heldout_top1_before": round(before["top1"], 4), "heldout_top1": round(after["top1"], 4),
-        "heldout_positions": after["positions"], "train_s": round(time.perf_counter() - t_train, 1),
-        "total_s": round(time.perf_counter() - t0, 1),
-    }
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"state": {k: v.to(torch.float16) for k, v in head.state_dict().items()}, "vocab": vocab.int(),
-                    "hidden": target.cfg.hidden, "vocab_size": target.cfg.vocab, "meta": meta}, out)
-        out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
-    print(json.dumps({k: meta[k] for k in ("steps", "train_tokens", "loss_first", "loss_last",
-                                           "heldout_top1_before", "heldout_top1", "train_s")}))
-    return meta
+    return td.finish("eagle", args, target, data_meta, train_set, heldout, vocab, steps, before, after, t_train, t0,
+                     {"state": {k: v.to(torch.float16) for k, v in head.state_dict().items()}},
+                     ("steps", "train_tokens", "loss_first", "loss_last", "heldout_top1_before", "heldout_top1", "train_s"),
+                     init_layer=args.init_layer, init_out_scale=args.init_out_scale,
+                     init_embed_scale=args.init_embed_scale, noise=args.noise, p_weight=args.p_weight,
+                     loss_first=[round(sum(x) / k, 4) for x in zip(*log[:k])],
+                     loss_last=[round(sum(x) / k, 4) for x in zip(*log[-k:])])
 
 
 def parse(argv=None) -> argparse.Namespace:
