@@ -158,6 +158,26 @@ class ChainDrafting:
         return np.asarray(batch, float) * chain_forwards(draft_len, nodes) * self.draft_shape().vocab
 
 
+class TopkTree:
+    """A dynamic tree grown from a chain head (EAGLE-2 style): level 1 drafts one token per
+    sequence, each later level the top-k frontier; the target verifies N nodes with a tree mask.
+    A subclass gives `one_pass(cost, target, batch, q_len, context, tp, first)`, the head's
+    pass over q_len tokens per sequence, and a `topk` field."""
+
+    is_tree = True
+    options = ("topk", "vocab")
+
+    def draft_logits(self, batch, draft_len, nodes) -> np.ndarray:
+        return tree_rows(batch, draft_len, self.topk) * self.draft_shape().vocab + 0 * np.asarray(nodes, dtype=float)
+
+    def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
+        batch, draft_len, context, nodes = np.broadcast_arrays(
+            *(np.asarray(x, float) for x in (batch, draft_len, context, nodes)))
+        first = self.one_pass(cost, target, batch, 1, context, tp, True)
+        level = self.one_pass(cost, target, batch, self.topk, context + nodes / 2, tp, False)
+        return first + level.scaled(np.maximum(draft_len - 1, 0))
+
+
 def chain_forwards(draft_len, nodes) -> np.ndarray:
     """A chain drafter runs one draft forward per drafted token: D forwards per target step."""
     return np.asarray(draft_len, dtype=float) + 0 * np.asarray(nodes, dtype=float)

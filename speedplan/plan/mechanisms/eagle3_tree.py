@@ -7,27 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
-from speedplan.plan.mechanisms.base import tree_rows
+from speedplan.plan.mechanisms.base import TopkTree
 from speedplan.plan.mechanisms.eagle3 import Eagle3
 from speedplan.plan.mechanisms.heads import eagle3_pass
 
 
 @dataclass(frozen=True)
-class Eagle3Tree(Eagle3):
+class Eagle3Tree(TopkTree, Eagle3):
     name = "eagle3-tree"
     family = "eagle3"
-    is_tree = True
-    options = ("topk", "vocab")
     topk: int = 8  # children kept per tree level (the frontier)
 
-    def draft_logits(self, batch, draft_len, nodes):
-        return tree_rows(batch, draft_len, self.topk) * self.draft_shape().vocab + 0 * np.asarray(nodes, dtype=float)
-
-    def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
-        batch, draft_len, context, nodes = np.broadcast_arrays(
-            *(np.asarray(x, float) for x in (batch, draft_len, context, nodes)))
-        first = eagle3_pass(cost, self._head(target), batch, 1, context, tp, True)
-        level = eagle3_pass(cost, self._head(target), batch, self.topk, context + nodes / 2, tp, False)
-        return first + level.scaled(np.maximum(draft_len - 1, 0))
+    def one_pass(self, cost, target, batch, q_len, context, tp, first):
+        return eagle3_pass(cost, self._head(target), batch, q_len, context, tp, first)

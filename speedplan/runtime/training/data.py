@@ -328,3 +328,28 @@ def finish(module: str, args, target, data_meta: dict, train_set, heldout, vocab
         out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
     print(json.dumps({k: meta[k] for k in summary}))
     return meta
+
+
+def run_steps(args, train_set, params, step_loss, clip: float) -> tuple[list, int, float]:
+    """The optimisation loop both trainings share: AdamW over `params`, warm-up then decay of
+    the learning rate, `step_loss(tokens, hidden, valid)` -> (loss to minimise, what to log,
+    text to print) per batch, gradients clipped at `clip`. Returns (log, steps, start time)."""
+    params = list(params)
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    order = batch_order(train_set, args.batch, args.epochs, args.seed)
+    steps = len(order) if args.max_steps <= 0 else min(len(order), args.max_steps)
+    log = []
+    t_train = time.perf_counter()
+    for step, idx in enumerate(order[:steps]):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps, args.lr, max(1, steps // 20))
+        tokens, hidden, valid, _ = pad_batch(train_set, idx)
+        loss, logged, text = step_loss(tokens, hidden, valid)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, clip)
+        opt.step()
+        log.append(logged)
+        if step % max(1, steps // 10) == 0 or step == steps - 1:
+            print(f"step {step + 1}/{steps}  {text}  {time.perf_counter() - t_train:.0f}s", flush=True)
+    return log, steps, t_train

@@ -16,7 +16,6 @@ target's greedy next token, over generated positions only.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 from torch import nn
@@ -112,28 +111,17 @@ def train(args, target=None, tokenizer=None) -> dict:
     target, tokenizer, data_meta, train_set, heldout, vocab, rows, t0 = td.prepare_training(args, target, tokenizer)
     layers = [int(x) for x in args.layers.split(",")]
     student = StudentTrainer(target, layers, args.rank, args.alpha)
-    opt = torch.optim.AdamW(student.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
-    order = td.batch_order(train_set, args.batch, args.epochs, args.seed)
-    steps = len(order) if args.max_steps <= 0 else min(len(order), args.max_steps)
     before = evaluate(student, rows, vocab, heldout)
-    log = []
-    t_train = time.perf_counter()
-    for step, idx in enumerate(order[:steps]):
-        for group in opt.param_groups:
-            group["lr"] = td.lr_at(step, steps, args.lr, max(1, steps // 20))
-        tokens, hidden, valid, _ = td.pad_batch(train_set, idx)
+
+    def step_loss(tokens, hidden, valid):
         with torch.no_grad():
             p_target = torch.softmax(hidden[valid] @ rows.T, -1)  # [n, Vr] target's next-token distribution
         logp_student = torch.log_softmax(student.hidden(tokens)[valid] @ rows.T, -1)
         ce = -(p_target * logp_student).sum(-1).mean()
         kl = ce + (p_target * p_target.clamp_min(1e-30).log()).sum(-1).mean()  # CE - entropy(p_target)
-        opt.zero_grad(set_to_none=True)
-        ce.backward()
-        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-        opt.step()
-        log.append(kl.item())
-        if step % max(1, steps // 10) == 0 or step == steps - 1:
-            print(f"step {step + 1}/{steps}  kl {kl:.4f}  {time.perf_counter() - t_train:.0f}s", flush=True)
+        return ce, kl.item(), f"kl {kl:.4f}"
+
+    log, steps, t_train = td.run_steps(args, train_set, student.parameters(), step_loss, clip=1.0)
     after = evaluate(student, rows, vocab, heldout)
     k = max(1, len(log) // 10)
     return td.finish("draft_model", args, target, data_meta, train_set, heldout, vocab, steps, before, after, t_train, t0,

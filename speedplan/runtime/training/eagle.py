@@ -14,7 +14,6 @@ token, teacher-forced (EAGLE's "acc" at depth 1), over generated positions only.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
@@ -58,17 +57,10 @@ def train(args, target=None, tokenizer=None) -> dict:
     target, tokenizer, data_meta, train_set, heldout, vocab, rows, t0 = td.prepare_training(args, target, tokenizer)
     head = EagleHead(target.cfg).init_from(target, args.init_layer, args.init_out_scale, args.init_embed_scale)
     head.requires_grad_(True)
-    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
-    order = td.batch_order(train_set, args.batch, args.epochs, args.seed)
-    steps = len(order) if args.max_steps <= 0 else min(len(order), args.max_steps)
     gen = torch.Generator().manual_seed(args.seed)
     before = evaluate(head, target, rows, vocab, heldout)
-    log = []
-    t_train = time.perf_counter()
-    for step, idx in enumerate(order[:steps]):
-        for group in opt.param_groups:
-            group["lr"] = td.lr_at(step, steps, args.lr, max(1, steps // 20))
-        tokens, hidden, valid, _ = td.pad_batch(train_set, idx)
+
+    def step_loss(tokens, hidden, valid):
         cos, sin = td.rope_tables(target, tokens.shape[1])
         out = head_outputs(head, target.embed, tokens, hidden, cos, sin, args.noise, gen)  # [b, T-1, H]
         mask = valid[:, 1:]
@@ -76,15 +68,10 @@ def train(args, target=None, tokenizer=None) -> dict:
         v_loss = F.smooth_l1_loss(pred, goal)
         p_target = torch.softmax(goal @ rows.T, -1)  # target's next-token distribution (draft vocab)
         p_loss = -(p_target * torch.log_softmax(pred @ rows.T, -1)).sum(-1).mean()
-        loss = v_loss + args.p_weight * p_loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
-        opt.step()
-        log.append((v_loss.item(), p_loss.item()))
-        if step % max(1, steps // 10) == 0 or step == steps - 1:
-            print(f"step {step + 1}/{steps}  v_loss {v_loss:.4f}  p_loss {p_loss:.4f}  "
-                  f"{time.perf_counter() - t_train:.0f}s", flush=True)
+        return v_loss + args.p_weight * p_loss, (v_loss.item(), p_loss.item()), \
+            f"v_loss {v_loss:.4f}  p_loss {p_loss:.4f}"
+
+    log, steps, t_train = td.run_steps(args, train_set, head.parameters(), step_loss, clip=0.5)
     head.requires_grad_(False)
     after = evaluate(head, target, rows, vocab, heldout)
     k = max(1, len(log) // 10)
