@@ -58,6 +58,9 @@ TERMS: dict[str, TermSpec] = {
     "draft_step_launches": TermSpec(
         "launches per draft forward", "kernels around each sequential draft forward that run outside CUDA "
         "graphs (input preparation, sampling, metadata of the drafting loop)", 0.0, 5000.0),
+    "draft_token_us": TermSpec(
+        "µs per drafted token", "host work of the drafting loop per token it proposes or scores (per-sequence "
+        "inputs, tree bookkeeping); serial, since each draft forward needs the previous one's tokens", 0.0, 5000.0),
     "sample_passes_plain": TermSpec(
         "passes over the logits", "how many times plain decoding's sampler reads and writes the B×vocab "
         "fp32 logits (and a drafter's sampler its own)", 0.0, 20.0),

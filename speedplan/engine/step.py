@@ -7,6 +7,7 @@ Per target step:
     t_gpu  = t_ops(verify, T) + t_ops(draft)                         # drafting priced as emitted
            + t_sample                                                # logits read/written per pass
            + launch_us · (layer_launches · layers + draft_step_launches · draft forwards)
+           + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work
     t_host = host_step_us + host_seq_us · B + host_token_us · T      # + the host-side n-gram lookup
     t      = t_gpu + t_host − min(overlap · t_host, t_gpu)
 
@@ -41,6 +42,7 @@ class StepParts:
     batch: sequences B; tokens: tokens the target verifies, T;
     layers: target decoder layers; forwards: sequential draft forwards; draft_layers: layers in one;
     logits_pass_s / draft_pass_s: one read-and-write pass over the verify logits / the drafter's;
+    draft_tokens: positions the drafter proposes or scores per step (B·D for a chain);
     host_draft_s: drafting done on the host (n-gram lookup), seconds;
     speculative: whether the step drafts (it then takes overlap_spec and sample_passes_spec)."""
 
@@ -52,6 +54,7 @@ class StepParts:
     draft_layers: np.ndarray
     logits_pass_s: np.ndarray
     draft_pass_s: np.ndarray
+    draft_tokens: np.ndarray
     host_draft_s: np.ndarray
     speculative: np.ndarray
 
@@ -63,12 +66,15 @@ class StepCost:
     ops_s: np.ndarray  # the forward passes' kernels: verify (or plain) and drafting
     sample_s: np.ndarray  # sampling and rejection over the logits
     launch_s: np.ndarray  # kernels launched outside CUDA graphs
+    draft_host_s: np.ndarray  # host work inside the drafting loop (per drafted token, n-gram lookup)
     host_s: np.ndarray  # host work of the step before overlap
     overlap: np.ndarray  # share of host work the engine can hide behind the GPU
 
     @property
     def gpu_s(self) -> np.ndarray:
-        return self.ops_s + self.sample_s + self.launch_s
+        """Work the step waits for in sequence: kernels, sampling, launches, the drafting loop's
+        host work (each draft forward needs the previous one's token)."""
+        return self.ops_s + self.sample_s + self.launch_s + self.draft_host_s
 
     @property
     def hidden_host_s(self) -> np.ndarray:
@@ -92,7 +98,8 @@ def step_cost(terms: dict, parts: StepParts) -> StepCost:
     launches = (terms["layer_launches"] * (parts.layers + parts.forwards * parts.draft_layers)
                 + terms["draft_step_launches"] * parts.forwards)
     host = (terms["host_step_us"] + terms["host_seq_us"] * parts.batch + terms["host_token_us"] * parts.tokens) * 1e-6
-    return StepCost(parts.ops_s, sample, terms["launch_us"] * launches * 1e-6, host + parts.host_draft_s,
+    draft_host = terms["draft_token_us"] * parts.draft_tokens * 1e-6 + parts.host_draft_s
+    return StepCost(parts.ops_s, sample, terms["launch_us"] * launches * 1e-6, draft_host, host,
                     np.where(spec, terms["overlap_spec"], terms["overlap_plain"]))
 
 
@@ -108,7 +115,7 @@ def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost) -> StepPar
     batch = np.asarray(batch, dtype=float)
     zero = np.zeros_like(batch)
     return StepParts(np.broadcast_to(forward.total_s, batch.shape) + zero, batch, batch, zero + target.layers, zero,
-                     zero, logits_pass_s(cost, batch * target.vocab), zero, zero, zero.astype(bool))
+                     zero, logits_pass_s(cost, batch * target.vocab), zero, zero, zero, zero.astype(bool))
 
 
 def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, verify_tokens,
@@ -125,7 +132,8 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
                      mech.draft_forwards(draft_len, nodes), np.full(batch.shape, float(mech.draft_layers())),
                      logits_pass_s(cost, tokens * target.vocab),
                      logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
-                     mech.host_draft_s(batch, draft_len), np.ones(batch.shape, dtype=bool))
+                     mech.draft_rows(batch, draft_len, nodes), mech.host_draft_s(batch, draft_len),
+                     np.ones(batch.shape, dtype=bool))
 
 
 def plain_step(engine: EngineProfile, cost, target: ModelSpec, batch, forward: ForwardCost) -> StepCost:

@@ -42,7 +42,7 @@ BREAKDOWN = (
     ("communication", ("t_comm_s",), "#9467bd"),
     ("elementwise", ("t_elementwise_s",), "#8c564b"),
     ("drafting", ("t_draft_s",), "#2ca02c"),
-    ("sampling + launches", ("t_sample_s", "t_launch_s"), "#bcbd22"),
+    ("sampling, launches, drafting loop", ("t_sample_s", "t_launch_s", "t_draft_host_s"), "#bcbd22"),
     ("exposed host work", ("t_host_exposed_s",), "#7f7f7f"),
 )
 

@@ -17,7 +17,7 @@ ZERO = {t: 0.0 for t in TERMS}
 
 def _parts(ops, host_draft=0.0, spec=True, batch=1.0, tokens=1.0):
     a = lambda v: np.array([float(v)])
-    return StepParts(a(ops), a(batch), a(tokens), a(32), a(0), a(0), a(0), a(0), a(host_draft), np.array([spec]))
+    return StepParts(a(ops), a(batch), a(tokens), a(32), a(0), a(0), a(0), a(0), a(0), a(host_draft), np.array([spec]))
 
 
 def test_overlap_one_is_max_and_zero_is_sum():
@@ -69,7 +69,8 @@ def test_plain_baseline_goes_through_the_engine_model():
     r2 = sweep(mechanisms=["eagle"], batches=[64], draft_lens=[0, 3], engine=slow).frame
     spec1, spec2 = (r[r.mechanism == "eagle"].iloc[0] for r in (r1, r2))
     assert spec2.speedup < spec1.speedup
-    assert np.allclose(r1.t_step_s, r1.t_verify_s + r1.t_draft_s + r1.t_sample_s + r1.t_launch_s + r1.t_host_exposed_s)
+    assert np.allclose(r1.t_step_s, r1.t_verify_s + r1.t_draft_s + r1.t_sample_s + r1.t_launch_s + r1.t_draft_host_s
+                       + r1.t_host_exposed_s)
     assert (r1.engine == "vllm").all()
 
 
@@ -82,3 +83,19 @@ def test_speculation_switches_off_where_the_engine_makes_it_lose():
               acceptance=Acceptance.iid(0.8, "test"))
     best = r.best.set_index("batch")
     assert best.loc[1, "mechanism"] == "eagle" and best.loc[256, "mechanism"] == "none"
+
+
+def test_drafting_loop_host_work_is_serial_and_per_drafted_token():
+    """draft_token_us is paid per position the drafter proposes (B·D for a chain), never hidden
+    by overlap: each draft forward waits for the previous one's tokens."""
+    cost = load_cost_model("h100-sxm")
+    target = get_model("llama-3.1-8b")
+    mech = parse_mechanism("eagle3", target, Acceptance.iid(0.7))
+    b, d, n = np.array([4.0]), np.array([3.0]), np.array([3.0])
+    q = mech.verify_tokens(d, n)
+    parts = speculative_parts(cost, target, mech, b, d, n, q, forward_cost(cost, target, b, q, 4096.0),
+                              mech.draft_cost(cost, target, b, d, 4096.0, n, 1))
+    terms = {**ZERO, "draft_token_us": 10.0, "overlap_spec": 1.0}
+    cost_ = step_cost(terms, parts)
+    assert cost_.draft_host_s[0] == pytest.approx(4 * 3 * 10e-6)
+    assert cost_.total_s[0] == pytest.approx(cost_.ops_s[0] + cost_.draft_host_s[0])  # overlap hides none of it

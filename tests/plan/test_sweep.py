@@ -62,7 +62,8 @@ def test_frame_has_the_contract_columns_and_keeps_infeasible_rows():
 def test_speedup_is_al_times_base_over_step():
     f = sweep(mechanisms=["eagle", "ngram"], batches=[1, 32], draft_lens=range(0, 6)).frame
     assert np.allclose(f.speedup, f.acceptance_length * f.t_plain_s / f.t_step_s)
-    assert np.allclose(f.t_step_s, f.t_verify_s + f.t_draft_s + f.t_sample_s + f.t_launch_s + f.t_host_exposed_s)
+    assert np.allclose(f.t_step_s, f.t_verify_s + f.t_draft_s + f.t_sample_s + f.t_launch_s + f.t_draft_host_s
+                       + f.t_host_exposed_s)
     assert np.allclose(f.tokens_per_s_per_gpu, f.batch * f.tokens_per_s_per_user / f.tp)
     assert np.allclose(f[f.mechanism == "none"].speedup, 1.0)
     verify_parts = f.t_gemm_s + f.t_attention_s + f.t_tree_mask_s + f.t_comm_s + f.t_elementwise_s

@@ -87,6 +87,10 @@ class Mechanism:
         """Decoder layers in one draft forward."""
         return 0
 
+    def draft_rows(self, batch, draft_len, nodes) -> np.ndarray:
+        """Positions the drafter proposes or scores per target step (B·D for a chain)."""
+        return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(draft_len), np.shape(nodes)))
+
     def draft_logits(self, batch, draft_len, nodes) -> np.ndarray:
         """Logits the drafter's sampler reads per target step (rows × vocabulary)."""
         return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(draft_len), np.shape(nodes)))
@@ -154,8 +158,11 @@ class ChainDrafting:
     def draft_layers(self) -> int:
         return self.draft_shape().layers
 
+    def draft_rows(self, batch, draft_len, nodes) -> np.ndarray:
+        return np.asarray(batch, float) * chain_forwards(draft_len, nodes)
+
     def draft_logits(self, batch, draft_len, nodes) -> np.ndarray:
-        return np.asarray(batch, float) * chain_forwards(draft_len, nodes) * self.draft_shape().vocab
+        return self.draft_rows(batch, draft_len, nodes) * self.draft_shape().vocab
 
 
 class TopkTree:
@@ -167,8 +174,11 @@ class TopkTree:
     is_tree = True
     options = ("topk", "vocab")
 
+    def draft_rows(self, batch, draft_len, nodes) -> np.ndarray:
+        return tree_rows(batch, draft_len, self.topk) + 0 * np.asarray(nodes, dtype=float)
+
     def draft_logits(self, batch, draft_len, nodes) -> np.ndarray:
-        return tree_rows(batch, draft_len, self.topk) * self.draft_shape().vocab + 0 * np.asarray(nodes, dtype=float)
+        return self.draft_rows(batch, draft_len, nodes) * self.draft_shape().vocab
 
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context, nodes = np.broadcast_arrays(

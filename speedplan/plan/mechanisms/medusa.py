@@ -40,9 +40,12 @@ class Medusa(Mechanism):
     def draft_layers(self) -> int:
         return 1  # each head is one ResBlock
 
+    def draft_rows(self, batch, draft_len, nodes):
+        """Every head scores one position for every sequence."""
+        return np.asarray(batch, float) * np.asarray(draft_len, float) + 0 * np.asarray(nodes, float)
+
     def draft_logits(self, batch, draft_len, nodes):
-        """Every head scores the whole vocabulary for every sequence."""
-        return np.asarray(batch, float) * np.asarray(draft_len, float) * self.vocab + 0 * np.asarray(nodes, float)
+        return self.draft_rows(batch, draft_len, nodes) * self.vocab
 
     def extra_memory_bytes(self, target, batch, context, tp):
         batch, _ = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
