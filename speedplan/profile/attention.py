@@ -1,0 +1,148 @@
+"""Attention tables: decode/verify (`attention.csv`) and causal prefill (`prefill.csv`),
+as utilisation grids (`speedplan.profile.dense`).
+
+A configuration is one (dtype, mask, heads, KV heads, head_dim); its grid runs over
+(log batch, log q_len, log kv_len). A query is answered by the measured configuration
+nearest in (log G, log head_dim, log KV heads), "transferred" when it is not its own.
+
+- q_len inside the configuration's measured range (a CPU profile measures q = 1..8 and tree
+  masks): interpolated on the grid.
+- q_len above it where only decode (q = 1) was measured, as in AIConfigurator's tables: the
+  verification model of `speedplan.profile.verify`, from the decode grid and the prefill
+  table ("derived").
+- A tree mask where no tree was measured: the causal answer plus the N × N block's extra
+  (`speedplan.cost.roofline.tree_block_us`, an assumption stated in the hardware preset).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from speedplan.cost.roofline import attention_sol_us, prefill_sol_us, tree_block_us
+from speedplan.profile.dense import DERIVED, EXTRAPOLATED, NONE, TRANSFERRED, Dense, build, log
+from speedplan.profile.fill import fill_attention_blocks
+from speedplan.profile.verify import verify_latency_us
+from speedplan.specs.hardware import Hardware
+
+HEAD_KEYS = ("num_heads", "num_kv_heads", "head_dim")
+
+
+def _features(heads, kv_heads, head_dim) -> np.ndarray:
+    return np.stack([log(np.asarray(heads, float) / kv_heads), log(head_dim), log(kv_heads)], axis=-1)
+
+
+class _Configs:
+    """Rows grouped by (dtype, mask, heads, KV heads, head_dim); each group's grid is built on
+    first use (a shipped profile holds ~50 configurations and a sweep asks one or two)."""
+
+    def __init__(self, rows: dict, masks, axes: tuple[str, ...], sol):
+        self.rows, self.axes, self.sol = rows, axes, sol
+        dtypes, dcode = np.unique(rows["dtype"].astype(str), return_inverse=True)
+        names, mcode = np.unique(np.asarray(masks).astype(str), return_inverse=True)
+        cols = np.stack([dcode, mcode, *(rows[c] for c in HEAD_KEYS)], axis=1).astype(float)
+        keys, group = np.unique(cols, axis=0, return_inverse=True)
+        order = np.argsort(group.ravel(), kind="stable")
+        starts = np.searchsorted(group.ravel()[order], np.arange(len(keys) + 1))
+        self.index = {(str(dtypes[int(k[0])]), str(names[int(k[1])]), *map(float, k[2:])): order[starts[i]:starts[i + 1]]
+                      for i, k in enumerate(keys)}
+        self._grids: dict[tuple, Dense] = {}
+
+    def grid(self, key: tuple) -> Dense:
+        if key not in self._grids:
+            idx = self.index[key]
+            r = {c: v[idx] for c, v in self.rows.items()}
+            util = self.sol(r) / r["latency_us"]
+            self._grids[key] = build([log(r[a]) for a in self.axes], log(util), r.get("_filled"))
+        return self._grids[key]
+
+    def nearest(self, dtype: str, mask: str, heads, kv_heads, head_dim) -> tuple[list, np.ndarray, np.ndarray]:
+        """Candidate keys, each query's nearest one (index into them), and whether it is exact."""
+        cands = [k for k in self.index if k[0] == dtype and k[1] == mask]
+        if not cands:
+            return [], np.zeros(0, int), np.zeros(0, bool)
+        shapes, inverse = np.unique(np.stack([heads, kv_heads, head_dim], axis=1), axis=0, return_inverse=True)
+        feat = _features(*shapes.T)  # a sweep asks one head shape for thousands of points
+        cfeat = _features(*np.array([k[2:] for k in cands]).T)
+        dist = ((feat[:, None, :] - cfeat[None, :, :]) ** 2).sum(axis=2)
+        near = np.argmin(dist, axis=1)
+        exact = dist[np.arange(len(near)), near] < 1e-12
+        inverse = inverse.ravel()
+        return cands, near[inverse], exact[inverse]
+
+
+class PrefillTable:
+    """Causal prefill of seq_len tokens (no cached prefix) per configuration, over
+    (log batch, log seq_len)."""
+
+    def __init__(self, rows: dict, hw: Hardware):
+        self.hw = hw
+        sol = lambda r: prefill_sol_us(hw, r["batch"], r["seq_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
+        self.configs = _Configs(rows, np.full(len(rows["dtype"]), "causal"), ("batch", "seq_len"), sol)
+
+    def lookup(self, batch, seq_len, num_heads, num_kv_heads, head_dim, dtype: str):
+        b, L, h, kvh, hd = (a.ravel() for a in np.broadcast_arrays(*(np.asarray(v, float) for v in
+                                                                       (batch, seq_len, num_heads, num_kv_heads, head_dim))))
+        lat, code = np.full(b.size, np.nan), np.full(b.size, NONE, dtype=np.int8)
+        cands, near, exact = self.configs.nearest(dtype, "causal", h, kvh, hd)
+        for ci in np.unique(near) if cands else []:
+            sel = near == ci
+            log_util, c = self.configs.grid(cands[ci]).at([log(b[sel]), log(L[sel])])
+            lat[sel] = prefill_sol_us(self.hw, b[sel], L[sel], h[sel], kvh[sel], hd[sel], dtype) / np.exp(log_util)
+            code[sel] = np.where(exact[sel], c, np.maximum(c, TRANSFERRED))
+        return lat, code
+
+
+class AttentionTable:
+    """Decode/verify attention per configuration over (log batch, log q_len, log kv_len);
+    `prefill` (a PrefillTable or None) feeds the verification model."""
+
+    def __init__(self, rows: dict, hw: Hardware, prefill: PrefillTable | None = None):
+        self.hw, self.prefill = hw, prefill
+        if len(np.unique(rows["q_len"])) > 1 or len(np.unique(rows["mask"])) > 1:  # CPU-style grid: complete blocks
+            n = len(rows["latency_us"])
+            rows = fill_attention_blocks(rows, np.stack([rows[c] for c in HEAD_KEYS], axis=1))
+            rows = {**rows, "_filled": np.arange(len(rows["latency_us"])) >= n}
+
+        def sol(r):
+            return attention_sol_us(hw, r["batch"], r["q_len"], r["kv_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
+
+        self.configs = _Configs(rows, rows["mask"], ("batch", "q_len", "kv_len"), sol)
+        self.has_tree = {k[0] for k in self.configs.index if k[1] == "tree"}
+
+    def lookup(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str):
+        arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in
+                                       (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim)))
+        shape = arrays[0].shape
+        b, q, kv, h, kvh, hd = (a.ravel() for a in arrays)
+        mask = np.broadcast_to(np.asarray(mask), shape).ravel()
+        lat, code = np.full(b.size, np.nan), np.full(b.size, NONE, dtype=np.int8)
+        tree_extra = np.zeros(b.size)
+        if dtype not in self.has_tree and (mask == "tree").any():  # no tree measured: causal + the N×N block
+            tree = mask == "tree"
+            tree_extra[tree] = tree_block_us(self.hw, b[tree], q[tree], h[tree], kvh[tree], hd[tree], dtype)
+            mask = np.where(tree, "causal", mask)
+        for mk in np.unique(mask) if b.size else []:
+            rows = np.flatnonzero(mask == mk)
+            cands, near, exact = self.configs.nearest(dtype, str(mk), h[rows], kvh[rows], hd[rows])
+            for ci in np.unique(near) if cands else []:
+                idx = rows[near == ci]
+                lat[idx], c = self._answer(self.configs.grid(cands[ci]), b[idx], q[idx], kv[idx], h[idx], kvh[idx],
+                                           hd[idx], dtype)
+                code[idx] = np.where(exact[near == ci], c, np.maximum(c, TRANSFERRED))
+        return (lat + tree_extra).reshape(shape), code.reshape(shape)
+
+    def _answer(self, grid: Dense, b, q, kv, h, kvh, hd, dtype):
+        sol = attention_sol_us(self.hw, b, q, kv, h, kvh, hd, dtype)
+        q_axis = grid.axes[1]
+        derive = (len(q_axis) == 1) & (log(q) > q_axis[-1] + 1e-9)  # only decode measured: verification model
+        log_util, code = grid.at([log(b), np.where(derive, q_axis[-1], log(q)), log(kv)])
+        lat = sol / np.exp(log_util)
+        if derive.any():
+            q1 = np.exp(q_axis[-1])
+            t_dec = attention_sol_us(self.hw, b, q1, kv, h, kvh, hd, dtype) / np.exp(log_util)
+            t_ctx = np.full(b.size, np.nan)
+            if self.prefill is not None:
+                t_ctx, ctx_code = self.prefill.lookup(b, kv, h, kvh, hd, dtype)
+            lat = np.where(derive, verify_latency_us(t_dec, t_ctx, lat, q, kv), lat)
+            code = np.where(derive, np.where(code == EXTRAPOLATED, EXTRAPOLATED, DERIVED), code).astype(np.int8)
+        return lat, code

@@ -1,0 +1,144 @@
+"""A measured table as a dense grid of log-utilisation, interpolated multilinearly.
+
+Every table of a profile is stored as utilisation u = speed-of-light time / measured latency
+(`speedplan.cost.roofline.*_sol_us`) at the nodes of a grid whose axes are the log of the
+op's sizes (GEMM: N, K, M; attention: batch, q_len, kv_len). A query interpolates log u
+linearly in those log coordinates between its measured neighbours and answers SOL / u, so a
+point on a node comes back exactly as measured, and a power law between two nodes (a
+constant latency, or a constant utilisation) is interpolated exactly.
+
+Worked example, one axis: M nodes 32 and 48 measured at u = 0.30 and 0.40; M = 40 sits at
+(ln 40 − ln 32) / (ln 48 − ln 32) = 0.55 of the way, so u = exp(ln 0.30 + 0.55 · ln(0.40 /
+0.30)) = 0.35 and latency = SOL(40) / 0.35.
+
+Nodes the measurements do not cover are filled before any query, each with a state that the
+answer carries:
+
+- inside a series' measured range along the last axis: interpolated within the series
+  (`INTERPOLATED`);
+- beyond it (AIConfigurator's memory staircase: large batches stop at short kv_len): the
+  series' end value moved by the median trend of the series that cover both points, or held
+  when none does (`EXTRAPOLATED`);
+- a series with no measurement at all (an (N, K) shape missing from a full grid): the nearest
+  measured series in log coordinates (`TRANSFERRED`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MEASURED, INTERPOLATED, TRANSFERRED, DERIVED, EXTRAPOLATED, NONE = range(6)
+ANSWERS = np.array(["measured", "interpolated", "transferred", "derived", "extrapolated", "none"])
+_SNAP = 1e-9  # weights this close to 0 or 1 are a node (float noise of log coordinates)
+
+
+def log(x) -> np.ndarray:
+    return np.log(np.maximum(np.asarray(x, dtype=float), 1e-300))
+
+
+@dataclass(frozen=True)
+class Dense:
+    axes: tuple  # sorted log coordinates per axis
+    value: np.ndarray  # log utilisation at every node
+    state: np.ndarray  # MEASURED .. EXTRAPOLATED per node
+
+    def at(self, coords: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Log utilisation at points (log coordinates, one array per axis, broadcast
+        together) and each point's answer code: MEASURED on a measured node, else the worst
+        state among the nodes it draws on, EXTRAPOLATED outside any axis' range."""
+        coords = np.broadcast_arrays(*(np.asarray(c, dtype=float) for c in coords))
+        shape = coords[0].shape
+        coords = [c.ravel() for c in coords]
+        lo, hi, weights = [], [], []
+        code = np.full(coords[0].size, MEASURED, dtype=np.int8)
+        for axis, x in zip(self.axes, coords):
+            n = len(axis)
+            if n == 1:
+                i0 = np.zeros(x.size, dtype=int)
+                w = np.zeros(x.size)
+                outside = np.abs(x - axis[0]) > _SNAP
+            else:
+                i0 = np.clip(np.searchsorted(axis, x, side="right") - 1, 0, n - 2)
+                w = np.clip((x - axis[i0]) / (axis[i0 + 1] - axis[i0]), 0.0, 1.0)
+                w = np.where(w < _SNAP, 0.0, np.where(w > 1 - _SNAP, 1.0, w))
+                outside = (x < axis[0] - _SNAP) | (x > axis[-1] + _SNAP)
+            code = np.maximum(code, np.where(outside, EXTRAPOLATED, MEASURED).astype(np.int8))
+            lo.append(i0)
+            hi.append(np.minimum(i0 + 1, n - 1))
+            weights.append(w)
+        total = np.zeros(coords[0].size)
+        worst = np.full(coords[0].size, MEASURED, dtype=np.int8)
+        for corner in range(2 ** len(self.axes)):
+            idx, wc = [], np.ones(coords[0].size)
+            for d in range(len(self.axes)):
+                upper = (corner >> d) & 1
+                idx.append(hi[d] if upper else lo[d])
+                wc = wc * (weights[d] if upper else 1.0 - weights[d])
+            if not wc.any():
+                continue
+            node = tuple(idx)
+            total += wc * np.where(wc > 0, self.value[node], 0.0)
+            worst = np.maximum(worst, np.where(wc > 0, self.state[node], MEASURED).astype(np.int8))
+        exact = np.all([(w == 0.0) | (w == 1.0) for w in weights], axis=0)
+        code = np.maximum(code, np.where(exact, worst, np.maximum(worst, INTERPOLATED))).astype(np.int8)
+        return total.reshape(shape), code.reshape(shape)
+
+
+def build(coords: list[np.ndarray], log_util: np.ndarray, filled: np.ndarray | None = None) -> Dense:
+    """A Dense grid from scattered points (log coordinates per axis; the last axis is the one
+    series run along). `filled` marks input points that are themselves fills (not measured)."""
+    axes = tuple(np.unique(c) for c in coords)
+    shape = tuple(len(a) for a in axes)
+    node = tuple(np.searchsorted(a, c) for a, c in zip(axes, coords))
+    value = np.full(shape, np.nan)
+    state = np.full(shape, EXTRAPOLATED, dtype=np.int8)
+    value[node] = log_util
+    state[node] = np.where(filled, INTERPOLATED, MEASURED) if filled is not None else MEASURED
+    if np.isnan(value).any():
+        value, state = value.reshape(-1, shape[-1]), state.reshape(-1, shape[-1])
+        _fill_series(value, state, axes[-1])
+        _fill_empty_series(value, state, axes[:-1], shape[:-1])
+        value, state = value.reshape(shape), state.reshape(shape)
+    return Dense(axes, value, state)
+
+
+def _fill_series(value: np.ndarray, state: np.ndarray, x: np.ndarray) -> None:
+    """Holes of partly measured rows (series along `x`), in place: inside the row's measured
+    range by interpolation, beyond it by the median trend of the rows that cover both the
+    hole and the row's end (held flat where none does)."""
+    known = ~np.isnan(value)
+    original = value.copy()
+    for s in np.flatnonzero(known.any(axis=1) & ~known.all(axis=1)):
+        have = np.flatnonzero(known[s])
+        first, last = have[0], have[-1]
+        inside = np.arange(first, last + 1)
+        holes = inside[~known[s, inside]]
+        value[s, holes] = np.interp(x[holes], x[have], original[s, have])
+        state[s, holes] = INTERPOLATED
+        for side, end in ((np.arange(0, first), first), (np.arange(last + 1, len(x)), last)):
+            if not len(side):
+                continue
+            donors = known[:, side] & known[:, [end]]  # [rows, holes]
+            donors[s] = False
+            trend = np.where(donors, original[:, side] - original[:, [end]], np.nan)
+            with np.errstate(all="ignore"):
+                shift = np.nanmedian(trend, axis=0) if donors.any() else np.zeros(len(side))
+            value[s, side] = original[s, end] + np.nan_to_num(shift)
+            state[s, side] = EXTRAPOLATED
+
+
+def _fill_empty_series(value: np.ndarray, state: np.ndarray, axes: tuple, shape: tuple) -> None:
+    """Rows with no value at all take the nearest row that has values (distance in the log
+    coordinates of the other axes), in place, marked TRANSFERRED."""
+    empty = np.isnan(value).all(axis=1)
+    if not empty.any():
+        return
+    grid = np.stack([g.ravel() for g in np.meshgrid(*axes, indexing="ij")], axis=1) if axes else np.zeros((1, 0))
+    have = np.flatnonzero(~empty)
+    for s in np.flatnonzero(empty):
+        dist = ((grid[have] - grid[s]) ** 2).sum(axis=1)
+        donor = have[int(np.argmin(dist))]
+        value[s] = value[donor]
+        state[s] = np.maximum(state[donor], TRANSFERRED)
