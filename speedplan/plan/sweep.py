@@ -214,6 +214,7 @@ def sweep(
             "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
             "gemm_flops_per_s": verify.gemm_flops / verify.gemm_s,
             "cost_source": np.where(share >= 0.999, "profile", np.where(share <= 0.001, "roofline", "mixed")),
+            "out_of_range_share": verify.out_of_range_share + np.zeros(len(B)),  # of t_verify priced outside measured range
         }))
     frame = pd.concat(parts, ignore_index=True)
     frame["verify_tokens"] = frame["verify_tokens"].astype(int)  # 1 + D for a chain, N + 1 for a tree

@@ -33,7 +33,7 @@ def head_pass(cost, head: ModelSpec, target: ModelSpec, batch, q_len, context, t
         gemm_s=fuse.latency_us * 1e-6, attention_s=zero, tree_mask_s=zero, comm_s=zero, elementwise_s=zero,
         gemm_flops=2 * batch * q_len * target.hidden * 2 * target.hidden,
         gemm_bytes=2.0 * target.hidden**2 * target.dtype_bytes + zero, gemm_compute_bound_s=zero,
-        profile_share=fuse.from_profile.astype(float))
+        profile_share=fuse.from_profile.astype(float), out_of_range_share=fuse.out_of_range.astype(float))
 
 
 def head_memory_bytes(head: ModelSpec, target: ModelSpec, draft_vocab: int | None, batch, context, tp: int):
