@@ -39,12 +39,19 @@ class _Configs:
         self.rows, self.axes, self.sol = rows, axes, sol
         dtypes, dcode = np.unique(rows["dtype"].astype(str), return_inverse=True)
         names, mcode = np.unique(np.asarray(masks).astype(str), return_inverse=True)
-        cols = np.stack([dcode, mcode, *(rows[c] for c in HEAD_KEYS)], axis=1).astype(float)
-        keys, group = np.unique(cols, axis=0, return_inverse=True)
-        order = np.argsort(group.ravel(), kind="stable")
-        starts = np.searchsorted(group.ravel()[order], np.arange(len(keys) + 1))
-        self.index = {(str(dtypes[int(k[0])]), str(names[int(k[1])]), *map(float, k[2:])): order[starts[i]:starts[i + 1]]
-                      for i, k in enumerate(keys)}
+        cols = [dcode.ravel(), mcode.ravel(), *(rows[c].astype(np.int64) for c in HEAD_KEYS)]
+        if max(int(c.max()) for c in cols) < 2**12:  # one integer per configuration: a fast unique
+            key = np.zeros(len(dcode), dtype=np.int64)
+            for c in cols:
+                key = (key << 12) | c
+            keys, first, group = np.unique(key, return_index=True, return_inverse=True)
+        else:
+            keys, first, group = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+        group = group.ravel()
+        order = np.argsort(group, kind="stable")
+        starts = np.searchsorted(group[order], np.arange(len(keys) + 1))
+        self.index = {(str(dtypes[cols[0][f]]), str(names[cols[1][f]]), *(float(c[f]) for c in cols[2:])):
+                      order[starts[i]:starts[i + 1]] for i, f in enumerate(first)}
         self._grids: dict[tuple, Dense] = {}
 
     def grid(self, key: tuple) -> Dense:
@@ -60,8 +67,12 @@ class _Configs:
         cands = [k for k in self.index if k[0] == dtype and k[1] == mask]
         if not cands:
             return [], np.zeros(0, int), np.zeros(0, bool)
-        shapes, inverse = np.unique(np.stack([heads, kv_heads, head_dim], axis=1), axis=0, return_inverse=True)
-        feat = _features(*shapes.T)  # a sweep asks one head shape for thousands of points
+        cols = np.stack([heads, kv_heads, head_dim], axis=1)
+        if len(cols) and (cols == cols[0]).all():  # a sweep asks one head shape for thousands of points
+            shapes, inverse = cols[:1], np.zeros(len(cols), dtype=int)
+        else:
+            shapes, inverse = np.unique(cols, axis=0, return_inverse=True)
+        feat = _features(*shapes.T)
         cfeat = _features(*np.array([k[2:] for k in cands]).T)
         dist = ((feat[:, None, :] - cfeat[None, :, :]) ** 2).sum(axis=2)
         near = np.argmin(dist, axis=1)

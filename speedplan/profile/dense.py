@@ -47,17 +47,17 @@ class Dense:
     def at(self, coords: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Log utilisation at points (log coordinates, one array per axis, broadcast
         together) and each point's answer code: MEASURED on a measured node, else the worst
-        state among the nodes it draws on, EXTRAPOLATED outside any axis' range."""
-        coords = np.broadcast_arrays(*(np.asarray(c, dtype=float) for c in coords))
-        shape = coords[0].shape
-        coords = [c.ravel() for c in coords]
+        state among the nodes it draws on, EXTRAPOLATED outside any axis' range. An axis given
+        as one value for all points (a GEMM's N and K in a sweep) is bracketed once."""
+        coords = [compact(np.asarray(c, dtype=float)) for c in coords]
+        shape = np.broadcast_shapes(*(c.shape for c in coords))
         lo, hi, weights = [], [], []
-        code = np.full(coords[0].size, MEASURED, dtype=np.int8)
+        code = np.zeros((), dtype=np.int8)
         for axis, x in zip(self.axes, coords):
             n = len(axis)
             if n == 1:
-                i0 = np.zeros(x.size, dtype=int)
-                w = np.zeros(x.size)
+                i0 = np.zeros(x.shape, dtype=int)
+                w = np.zeros(x.shape)
                 outside = np.abs(x - axis[0]) > _SNAP
             else:
                 i0 = np.clip(np.searchsorted(axis, x, side="right") - 1, 0, n - 2)
@@ -68,10 +68,10 @@ class Dense:
             lo.append(i0)
             hi.append(np.minimum(i0 + 1, n - 1))
             weights.append(w)
-        total = np.zeros(coords[0].size)
-        worst = np.full(coords[0].size, MEASURED, dtype=np.int8)
+        total = np.zeros(shape)
+        worst = np.zeros((), dtype=np.int8)
         for corner in range(2 ** len(self.axes)):
-            idx, wc = [], np.ones(coords[0].size)
+            idx, wc = [], np.ones(())
             for d in range(len(self.axes)):
                 upper = (corner >> d) & 1
                 idx.append(hi[d] if upper else lo[d])
@@ -79,11 +79,21 @@ class Dense:
             if not wc.any():
                 continue
             node = tuple(idx)
-            total += wc * np.where(wc > 0, self.value[node], 0.0)
+            total = total + wc * self.value[node]
             worst = np.maximum(worst, np.where(wc > 0, self.state[node], MEASURED).astype(np.int8))
-        exact = np.all([(w == 0.0) | (w == 1.0) for w in weights], axis=0)
+        exact = np.ones((), dtype=bool)
+        for w in weights:
+            exact = exact & ((w == 0.0) | (w == 1.0))
         code = np.maximum(code, np.where(exact, worst, np.maximum(worst, INTERPOLATED))).astype(np.int8)
-        return total.reshape(shape), code.reshape(shape)
+        return np.broadcast_to(total, shape), np.broadcast_to(code, shape)
+
+
+def compact(x: np.ndarray) -> np.ndarray:
+    """A broadcast view of one value (all strides 0) as that value: its log and bracket are
+    then computed once, not once per point."""
+    if x.ndim and x.size and not any(x.strides):
+        return x.reshape(-1)[:1].reshape(())
+    return x
 
 
 def build(coords: list[np.ndarray], log_util: np.ndarray, filled: np.ndarray | None = None) -> Dense:
@@ -123,10 +133,18 @@ def _fill_series(value: np.ndarray, state: np.ndarray, x: np.ndarray) -> None:
             donors = known[:, side] & known[:, [end]]  # [rows, holes]
             donors[s] = False
             trend = np.where(donors, original[:, side] - original[:, [end]], np.nan)
-            with np.errstate(all="ignore"):
-                shift = np.nanmedian(trend, axis=0) if donors.any() else np.zeros(len(side))
-            value[s, side] = original[s, end] + np.nan_to_num(shift)
+            value[s, side] = original[s, end] + _median_of_finite(trend)  # holes no row covers stay flat
             state[s, side] = EXTRAPOLATED
+
+
+def _median_of_finite(a: np.ndarray) -> np.ndarray:
+    """Median over axis 0 of the finite values of each column (0 where there are none);
+    np.nanmedian's per-call overhead dominates these small fills."""
+    count = np.isfinite(a).sum(axis=0)
+    s = np.sort(np.where(np.isfinite(a), a, np.inf), axis=0)
+    cols = np.arange(a.shape[1])
+    lo, hi = s[np.maximum(count - 1, 0) // 2, cols], s[np.maximum(count, 1) // 2 - (count == 0), cols]
+    return np.where(count > 0, (lo + np.where(count > 0, hi, 0)) / 2, 0.0)
 
 
 def _fill_empty_series(value: np.ndarray, state: np.ndarray, axes: tuple, shape: tuple) -> None:

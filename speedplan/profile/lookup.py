@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from speedplan.cost.roofline import allreduce_sol_us, elementwise_sol_us, gemm_sol_us
-from speedplan.profile.dense import ANSWERS, EXTRAPOLATED, MEASURED, NONE, Dense, build, log
+from speedplan.profile.dense import ANSWERS, EXTRAPOLATED, MEASURED, NONE, Dense, build, compact, log
 from speedplan.profile.fill import fill_gemm_holes
 from speedplan.specs.hardware import Hardware
 
@@ -76,6 +76,7 @@ class GemmTable:
         m, n, k = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (m, n, k)))
         if dtype not in self.dtypes or m.size == 0:
             return _none(m.shape)
+        n, k = compact(n), compact(k)  # one shape for all points, as the sweep asks
         log_util, code = self.grid(dtype).at([log(n), log(k), log(m)])
         return gemm_sol_us(self.hw, m, n, k, dtype) / np.exp(log_util), code
 
