@@ -108,17 +108,24 @@ class CostModel:
         return self.profile.source_label if self.profile is not None else "roofline"
 
     def gemm(self, m, n, k, dtype: str) -> OpCost:
-        m, n, k = np.broadcast_arrays(np.asarray(m, float), np.asarray(n, float), np.asarray(k, float))
-        roof, compute_bound = gemm_roofline(self.hardware, m, n, k, dtype)
+        m, n, k = (np.asarray(v, float) for v in (m, n, k))  # not broadcast: one (N, K) is computed once
+        if m.size > 256 and n.size == 1 and k.size == 1:  # a sweep's M = B(1+D) repeats: price each M once
+            unique, inverse = np.unique(m, return_inverse=True)
+            if len(unique) < m.size // 2:
+                op = self.gemm(unique, n.reshape(()), k.reshape(()), dtype)
+                take = lambda a: np.broadcast_to(a, unique.shape)[inverse].reshape(m.shape)
+                return OpCost(take(op.latency_us), take(op.source), take(op.bound), take(op.out_of_range))
+        shape = np.broadcast_shapes(m.shape, n.shape, k.shape)
+        roof, compute_bound = (np.broadcast_to(a, shape) for a in gemm_roofline(self.hardware, m, n, k, dtype))
         measured, code = _ask(self.profile, "gemm", m, n, k, dtype)
         return _merge(measured, code, roof, self._label, _bound(compute_bound))
 
     def attention(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str) -> OpCost:
-        arrays = np.broadcast_arrays(
-            *(np.asarray(x, float) for x in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim))
-        )
-        mask = np.broadcast_to(np.asarray(mask), arrays[0].shape)
+        arrays = [np.asarray(x, float) for x in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim)]
+        mask = np.asarray(mask)
+        shape = np.broadcast_shapes(*(a.shape for a in arrays), mask.shape)
         roof, compute_bound = attention_roofline(self.hardware, *arrays, mask, dtype)
+        roof, compute_bound = np.broadcast_to(roof, shape), np.broadcast_to(compute_bound, shape)
         measured, code = _ask(self.profile, "attention", *arrays, mask, dtype)
         return _merge(measured, code, roof, self._label, _bound(compute_bound))
 

@@ -107,13 +107,14 @@ def gemm_roofline(hw: Hardware, m, n, k, dtype: str) -> tuple[np.ndarray, np.nda
     with 128 × 128 tiles an M = 320 GEMM with N = 6144 is 3 · 48 = 144 tiles, two waves on
     132 SMs, and costs what 264 tiles would.
     Plain (no fit): max(compute of M padded to the tile, memory, floor)."""
-    m, n, k = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (m, n, k)))
+    m, n, k = (np.asarray(v, dtype=float) for v in (m, n, k))
+    shape = np.broadcast_shapes(m.shape, n.shape, k.shape)
     nbytes = (m * k + k * n + m * n) * DTYPE_BYTES[dtype]
     fit = fit_of(hw)
     if fit is None:
         t_c = 2.0 * _ceil_to(m, hw.gemm_tile_m) * n * k / hw.flops_per_s(dtype) * 1e6
         t_m = nbytes / hw.bytes_per_s * 1e6
-        return np.maximum(np.maximum(t_c, t_m), hw.kernel_floor_us), t_c > t_m
+        return np.broadcast_to(np.maximum(np.maximum(t_c, t_m), hw.kernel_floor_us), shape), np.broadcast_to(t_c > t_m, shape)
     g = fit.gemm_for(dtype)
     tiles = np.ceil(m / g.tile_m) * np.ceil(n / g.tile_n)
     slots = np.ceil(tiles / hw.sm_count) * hw.sm_count
@@ -122,7 +123,7 @@ def gemm_roofline(hw: Hardware, m, n, k, dtype: str) -> tuple[np.ndarray, np.nda
     i = np.searchsorted(np.asarray(g.m_edges), m, side="left")
     j = np.searchsorted(np.asarray(g.weight_bytes_edges), n * k * DTYPE_BYTES[dtype])
     t_c, t_m = t_c / np.asarray(g.compute_eff)[i, j], t_m / np.asarray(g.memory_eff)[i, j]
-    return g.floor_us + np.maximum(t_c, t_m), t_c > t_m
+    return np.broadcast_to(g.floor_us + np.maximum(t_c, t_m), shape), np.broadcast_to(t_c > t_m, shape)
 
 
 def tree_block_us(hw: Hardware, batch, q_len, num_heads, num_kv_heads, head_dim, dtype: str) -> np.ndarray:

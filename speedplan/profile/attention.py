@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from speedplan.cost.roofline import attention_sol_us, prefill_sol_us, tree_block_us
-from speedplan.profile.dense import DERIVED, EXTRAPOLATED, NONE, TRANSFERRED, Dense, build, log
+from speedplan.profile.dense import DERIVED, EXTRAPOLATED, NONE, TRANSFERRED, Dense, build, compact, log
 from speedplan.profile.fill import fill_attention_blocks
 from speedplan.profile.verify import verify_latency_us
 from speedplan.specs.hardware import Hardware
@@ -91,16 +91,39 @@ class PrefillTable:
         self.configs = _Configs(rows, np.full(len(rows["dtype"]), "causal"), ("batch", "seq_len"), sol)
 
     def lookup(self, batch, seq_len, num_heads, num_kv_heads, head_dim, dtype: str):
-        b, L, h, kvh, hd = (a.ravel() for a in np.broadcast_arrays(*(np.asarray(v, float) for v in
-                                                                       (batch, seq_len, num_heads, num_kv_heads, head_dim))))
-        lat, code = np.full(b.size, np.nan), np.full(b.size, NONE, dtype=np.int8)
-        cands, near, exact = self.configs.nearest(dtype, "causal", h, kvh, hd)
+        args = [compact(np.asarray(v, dtype=float)) for v in (batch, seq_len, num_heads, num_kv_heads, head_dim)]
+        return _per_config(self.configs, "causal", args, 2, dtype, self._answer)
+
+    def _answer(self, grid: Dense, b, L, h, kvh, hd, dtype):
+        log_util, code = grid.at([log(b), log(L)])
+        return prefill_sol_us(self.hw, b, L, h, kvh, hd, dtype) / np.exp(log_util), code
+
+
+def _per_config(configs: _Configs, mask, args: list, n_axes: int, dtype: str, answer):
+    """Answer points by their nearest measured configuration: `args` are the query arrays
+    (grid axes first, then heads, KV heads, head_dim), `answer(grid, *args, dtype)` prices one
+    configuration's points. One head shape and mask for all points (a sweep) is one call on
+    the arrays as given; mixed ones are split."""
+    mask = compact(np.asarray(mask))
+    shape = np.broadcast_shapes(*(a.shape for a in args), mask.shape)
+    if mask.ndim == 0 and all(a.ndim == 0 for a in args[n_axes:]):
+        cands, near, exact = configs.nearest(dtype, str(mask), *(np.atleast_1d(a) for a in args[n_axes:]))
+        if not cands:
+            return np.full(shape, np.nan), np.full(shape, NONE, dtype=np.int8)
+        lat, code = answer(configs.grid(cands[near[0]]), *args, dtype)
+        code = code if exact[0] else np.maximum(code, TRANSFERRED)
+        return np.broadcast_to(lat, shape), np.broadcast_to(code, shape).astype(np.int8)
+    flat = [np.broadcast_to(a, shape).ravel() for a in args]
+    masks = np.broadcast_to(mask, shape).ravel()
+    lat, code = np.full(masks.size, np.nan), np.full(masks.size, NONE, dtype=np.int8)
+    for mk in np.unique(masks):
+        rows = np.flatnonzero(masks == mk)
+        cands, near, exact = configs.nearest(dtype, str(mk), *(f[rows] for f in flat[n_axes:]))
         for ci in np.unique(near) if cands else []:
-            sel = near == ci
-            log_util, c = self.configs.grid(cands[ci]).at([log(b[sel]), log(L[sel])])
-            lat[sel] = prefill_sol_us(self.hw, b[sel], L[sel], h[sel], kvh[sel], hd[sel], dtype) / np.exp(log_util)
-            code[sel] = np.where(exact[sel], c, np.maximum(c, TRANSFERRED))
-        return lat, code
+            idx = rows[near == ci]
+            lat[idx], c = answer(configs.grid(cands[ci]), *(f[idx] for f in flat), dtype)
+            code[idx] = np.where(exact[near == ci], c, np.maximum(c, TRANSFERRED))
+    return lat.reshape(shape), code.reshape(shape)
 
 
 class AttentionTable:
@@ -121,26 +144,15 @@ class AttentionTable:
         self.has_tree = {k[0] for k in self.configs.index if k[1] == "tree"}
 
     def lookup(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str):
-        arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in
-                                       (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim)))
-        shape = arrays[0].shape
-        b, q, kv, h, kvh, hd = (a.ravel() for a in arrays)
-        mask = np.broadcast_to(np.asarray(mask), shape).ravel()
-        lat, code = np.full(b.size, np.nan), np.full(b.size, NONE, dtype=np.int8)
-        tree_extra = np.zeros(b.size)
+        args = [compact(np.asarray(v, dtype=float)) for v in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim)]
+        mask = compact(np.asarray(mask))
+        tree_extra = 0.0
         if dtype not in self.has_tree and (mask == "tree").any():  # no tree measured: causal + the N×N block
-            tree = mask == "tree"
-            tree_extra[tree] = tree_block_us(self.hw, b[tree], q[tree], h[tree], kvh[tree], hd[tree], dtype)
-            mask = np.where(tree, "causal", mask)
-        for mk in np.unique(mask) if b.size else []:
-            rows = np.flatnonzero(mask == mk)
-            cands, near, exact = self.configs.nearest(dtype, str(mk), h[rows], kvh[rows], hd[rows])
-            for ci in np.unique(near) if cands else []:
-                idx = rows[near == ci]
-                lat[idx], c = self._answer(self.configs.grid(cands[ci]), b[idx], q[idx], kv[idx], h[idx], kvh[idx],
-                                           hd[idx], dtype)
-                code[idx] = np.where(exact[near == ci], c, np.maximum(c, TRANSFERRED))
-        return (lat + tree_extra).reshape(shape), code.reshape(shape)
+            block = tree_block_us(self.hw, args[0], args[1], *args[3:], dtype)
+            tree_extra = np.where(mask == "tree", block, 0.0)
+            mask = np.where(mask == "tree", "causal", mask)
+        lat, code = _per_config(self.configs, mask, args, 3, dtype, self._answer)
+        return lat + tree_extra, code
 
     def _answer(self, grid: Dense, b, q, kv, h, kvh, hd, dtype):
         sol = attention_sol_us(self.hw, b, q, kv, h, kvh, hd, dtype)
@@ -151,9 +163,9 @@ class AttentionTable:
         if derive.any():
             q1 = np.exp(q_axis[-1])
             t_dec = attention_sol_us(self.hw, b, q1, kv, h, kvh, hd, dtype) / np.exp(log_util)
-            t_ctx = np.full(b.size, np.nan)
+            t_ctx = np.nan
             if self.prefill is not None:
-                t_ctx, ctx_code = self.prefill.lookup(b, kv, h, kvh, hd, dtype)
+                t_ctx, _ = self.prefill.lookup(b, kv, h, kvh, hd, dtype)
             lat = np.where(derive, verify_latency_us(t_dec, t_ctx, lat, q, kv), lat)
             code = np.where(derive, np.where(code == EXTRAPOLATED, EXTRAPOLATED, DERIVED), code).astype(np.int8)
         return lat, code

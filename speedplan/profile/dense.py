@@ -68,19 +68,22 @@ class Dense:
             lo.append(i0)
             hi.append(np.minimum(i0 + 1, n - 1))
             weights.append(w)
+        strides = np.cumprod((1,) + self.value.shape[:0:-1])[::-1]  # row-major node -> flat index
+        flat_value, flat_state = self.value.ravel(), self.state.ravel()
+        all_measured = not flat_state.any()  # a full measured grid: no state to gather
         total = np.zeros(shape)
         worst = np.zeros((), dtype=np.int8)
         for corner in range(2 ** len(self.axes)):
-            idx, wc = [], np.ones(())
+            flat, wc = 0, np.ones(())
             for d in range(len(self.axes)):
                 upper = (corner >> d) & 1
-                idx.append(hi[d] if upper else lo[d])
+                flat = flat + (hi[d] if upper else lo[d]) * int(strides[d])
                 wc = wc * (weights[d] if upper else 1.0 - weights[d])
             if not wc.any():
                 continue
-            node = tuple(idx)
-            total = total + wc * self.value[node]
-            worst = np.maximum(worst, np.where(wc > 0, self.state[node], MEASURED).astype(np.int8))
+            total = total + wc * flat_value[flat]
+            if not all_measured:
+                worst = np.maximum(worst, np.where(wc > 0, flat_state[flat], MEASURED).astype(np.int8))
         exact = np.ones((), dtype=bool)
         for w in weights:
             exact = exact & ((w == 0.0) | (w == 1.0))

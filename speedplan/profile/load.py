@@ -16,7 +16,7 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.profile.attention import AttentionTable, PrefillTable
-from speedplan.profile.dense import ANSWERS, NONE
+from speedplan.profile.dense import ANSWERS, NONE, compact
 from speedplan.profile.lookup import AllreduceTable, ElementwiseTable, GemmTable
 from speedplan.profile.tables import ORIGINS, read_meta, read_tables
 from speedplan.specs.hardware import Hardware, get_hardware
@@ -88,7 +88,7 @@ class Profile:
             shape = np.broadcast_shapes(*(np.shape(a) for a in args if not isinstance(a, str)))
             return np.full(shape, np.nan), np.full(shape, ANSWERS[NONE])
         latency, code = t.lookup(*args)
-        return latency, ANSWERS[code]
+        return latency, np.broadcast_to(ANSWERS[compact(np.asarray(code))], np.shape(code))
 
     def gemm_lookup(self, m, n, k, dtype: str):
         return self._ask("gemm", (m, n, k, dtype))

@@ -73,12 +73,12 @@ class GemmTable:
         return self._grids[dtype]
 
     def lookup(self, m, n, k, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-        m, n, k = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (m, n, k)))
-        if dtype not in self.dtypes or m.size == 0:
-            return _none(m.shape)
-        n, k = compact(n), compact(k)  # one shape for all points, as the sweep asks
+        m, n, k = (compact(np.asarray(v, dtype=float)) for v in (m, n, k))  # one (N, K) for all points: once
+        shape = np.broadcast_shapes(m.shape, n.shape, k.shape)
+        if dtype not in self.dtypes or not np.prod(shape, dtype=int):
+            return _none(shape)
         log_util, code = self.grid(dtype).at([log(n), log(k), log(m)])
-        return gemm_sol_us(self.hw, m, n, k, dtype) / np.exp(log_util), code
+        return np.broadcast_to(gemm_sol_us(self.hw, m, n, k, dtype) / np.exp(log_util), shape), code
 
 
 class _BytesSeries:

@@ -22,7 +22,7 @@ from speedplan.cost.roofline import (allreduce_sol_us, attention_roofline, atten
                                      elementwise_sol_us, gemm_roofline, gemm_sol_us, prefill_sol_us)
 
 TABLE_CLASSES = {"gemm": GemmTable, "attention": AttentionTable, "elementwise": ElementwiseTable}
-LOO_SAMPLE = 400  # points left out per family (a shipped GPU profile has ~80,000; each needs its own table)
+LOO_SAMPLE = 1000  # points left out per family (a shipped GPU profile has ~80,000; each needs its own table)
 
 _QUERY = {
     "gemm": ("m", "n", "k"),
