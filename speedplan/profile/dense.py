@@ -25,6 +25,7 @@ answer carries:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,19 +72,22 @@ class Dense:
         strides = np.cumprod((1,) + self.value.shape[:0:-1])[::-1]  # row-major node -> flat index
         flat_value, flat_state = self.value.ravel(), self.state.ravel()
         all_measured = not flat_state.any()  # a full measured grid: no state to gather
+        options = []  # per axis: (node index, weight) pairs, a one-value axis on a node keeping one
+        for d, (i0, i1, w) in enumerate(zip(lo, hi, weights)):
+            stride = int(strides[d])
+            if w.ndim == 0 and w in (0.0, 1.0):
+                options.append([(i1 * stride if w == 1.0 else i0 * stride, 1.0)])
+            else:
+                options.append([(i0 * stride, 1.0 - w), (i1 * stride, w)])
         total = np.zeros(shape)
         worst = np.zeros((), dtype=np.int8)
-        for corner in range(2 ** len(self.axes)):
-            flat, wc = 0, np.ones(())
-            for d in range(len(self.axes)):
-                upper = (corner >> d) & 1
-                flat = flat + (hi[d] if upper else lo[d]) * int(strides[d])
-                wc = wc * (weights[d] if upper else 1.0 - weights[d])
-            if not wc.any():
-                continue
+        for corner in itertools.product(*options):
+            flat, wc = 0, 1.0
+            for index, weight in corner:
+                flat, wc = flat + index, wc * weight
             total = total + wc * flat_value[flat]
             if not all_measured:
-                worst = np.maximum(worst, np.where(wc > 0, flat_state[flat], MEASURED).astype(np.int8))
+                worst = np.maximum(worst, np.where(np.asarray(wc) > 0, flat_state[flat], MEASURED).astype(np.int8))
         exact = np.ones((), dtype=bool)
         for w in weights:
             exact = exact & ((w == 0.0) | (w == 1.0))
