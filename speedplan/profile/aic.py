@@ -105,8 +105,8 @@ class AicSource:
         `current`, with per-system overrides); the newest with GEMM tables if that file says
         nothing usable."""
         have = self.versions(system, "gemm", backend)
-        current = _query_versions(self.root / "systems" / "query_versions.yaml").get((system, backend)) \
-            or _query_versions(self.root / "systems" / "query_versions.yaml").get(("*", backend))
+        slots = _query_versions(self.root / "systems" / "query_versions.yaml")
+        current = slots.get((system, backend)) or slots.get(("*", backend))
         return current if current in have else have[-1]
 
     def table_path(self, system: str, family: str, backend: str, version: str, table: str) -> Path:

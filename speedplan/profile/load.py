@@ -1,7 +1,7 @@
 """A loaded profile folder: its tables, the hardware facts it measured, and the lookups the cost
 model asks (`speedplan.cost.ops.ProfileLookup`).
 
-Tables are read and checked at load (all of a shipped GPU profile's ~84,000 rows: ~40 ms on the
+Tables are read and checked at load (a shipped GPU profile's ~82,000 rows: ~30 ms on the
 2-core development machine); each family's grid is built when first queried, per dtype or
 head configuration, so a sweep pays for what it prices.
 """
