@@ -30,6 +30,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from speedplan.errors import SpeedplanInputError
 from speedplan.profile.aic import BACKENDS, DISTRIBUTION, DTYPES, SYSTEM_PRESETS, AicSource, sha256
 
@@ -126,8 +128,8 @@ def _attention_rows(r: _Reader, table: str, heads):
             keep &= t[col] == value
     t = t[keep]
     if heads is not None:
-        key = list(zip(t["num_heads"], t["num_key_value_heads"], t["head_dim"]))
-        t = t[[k in heads for k in key]]
+        key = zip(t["num_heads"], t["num_key_value_heads"], t["head_dim"])
+        t = t[np.array([k in heads for k in key], dtype=bool)]  # (a list would select columns when empty)
     lane = r.src.preferred_lane(r.system, r.backend, r.version)
     if lane and "kernel_source" in t:  # several lanes measured one key: the framework's default wins
         t = t.assign(_other=(t["kernel_source"] != lane).astype(int)).sort_values("_other", kind="stable")
@@ -179,9 +181,11 @@ def _moe(r: _Reader, experts):
                  "moe_ep_size", "distribution", "latency"), "moe_perf")
     m = m[m["moe_dtype"].isin(["bfloat16", "fp8"]) & (m["distribution"] == "balanced")]
     if experts is not None:
-        key = list(zip(m["hidden_size"], m["inter_size"], m["num_experts"], m["topk"]))
-        m = m[[k in experts for k in key]]
+        key = zip(m["hidden_size"], m["inter_size"], m["num_experts"], m["topk"])
+        m = m[np.array([k in experts for k in key], dtype=bool)]
     r.note("moe_perf", m)
+    if m.empty:  # e.g. a100_sxm measured power-law routing only
+        return None
     m = m.assign(tokens=m["num_tokens"], hidden=m["hidden_size"], inter=m["inter_size"], experts=m["num_experts"],
                  tp=m["moe_tp_size"], ep=m["moe_ep_size"], dtype=m["moe_dtype"].map(DTYPES),
                  latency_us=m["latency"] * 1e3)

@@ -66,6 +66,12 @@ def aic_tree(root: Path) -> Path:
         "backend": [f"vllm_{r[2]}" for r in ar], "allreduce_dtype": ["bfloat16"] * len(ar),
         "num_gpus": [r[0] for r in ar], "message_size": [r[1] for r in ar],
         "latency": [0.004 + (0.02 if r[2] == "eager" else 0) + 1e-9 * r[1] for r in ar]})
+    moe = [(t, 4096, 14336, 8, 2) for t in (1, 16, 256)]  # power-law routing only, as a100_sxm measured
+    _write(data / "moe/vllm/0.24.0/moe_perf.parquet", {
+        "device": [DEVICE] * len(moe), "kernel_source": ["vllm_fused_moe"] * len(moe), "moe_dtype": ["bfloat16"] * len(moe),
+        "num_tokens": [r[0] for r in moe], "hidden_size": [r[1] for r in moe], "inter_size": [r[2] for r in moe],
+        "num_experts": [r[3] for r in moe], "topk": [r[4] for r in moe], "moe_tp_size": [1] * len(moe),
+        "moe_ep_size": [1] * len(moe), "distribution": ["power_law_1.01"] * len(moe), "latency": [0.05] * len(moe)})
     return root
 
 
@@ -107,7 +113,8 @@ def test_import_converts_units_filters_and_states_provenance(tree, tmp_path):
     assert (src["package"], src["package_version"], src["system"], src["backend"], src["backend_version"]) == (
         "aiconfigurator-core", "0.12.0", "h100_sxm", "vllm", "0.24.0")
     files = src["files"]
-    assert set(files) == {"gemm_perf", "generation_attention_perf", "context_attention_perf", "custom_allreduce_perf"}
+    assert set(files) >= {"gemm_perf", "generation_attention_perf", "context_attention_perf", "custom_allreduce_perf"}
+    assert not (out / "moe.csv").exists()  # only balanced routing is kept; this table has none
     assert len(files["gemm_perf"]["sha256"]) == 64 and files["generation_attention_perf"]["kernel_sources"] == [
         "vllm_flash_attn_fa3"]
     # Apache-2.0 section 4: the licence text, the changes made, the copyright line
