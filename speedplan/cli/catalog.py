@@ -13,13 +13,16 @@ def models() -> None:
 
 
 def hardware() -> None:
-    """List hardware presets with their datasheet numbers and sources: speedplan hardware"""
+    """List hardware presets with their datasheet numbers, where op latencies come from
+    (a shipped measured profile or the datasheet roofline) and sources: speedplan hardware"""
+    from speedplan.cost.ops import latency_origin
     from speedplan.specs.hardware import PRESETS
 
     rows = [{
         "hardware": h.name, "bf16_tflops": h.peak_flops_per_s.get("bf16", 0) / 1e12,
         "fp8_tflops": h.peak_flops_per_s.get("fp8", 0) / 1e12, "mem_tb_s": h.hbm_bytes_per_s / 1e12,
-        "mem_gb": h.memory_bytes / 1e9, "link_gb_s": h.link_bytes_per_s / 1e9, "source": h.source[:60] + "...",
+        "mem_gb": h.memory_bytes / 1e9, "link_gb_s": h.link_bytes_per_s / 1e9, "sms": str(h.sm_count or "-"),
+        "latency": latency_origin(h.name), "source": h.source[:60] + "...",
     } for h in PRESETS.values()]
     typer.echo(table(rows))
 

@@ -11,9 +11,9 @@ app = typer.Typer(help="Answer op-latency queries in bulk.", no_args_is_help=Tru
 
 @app.command("ops")
 def ops(
-    hardware: str = typer.Option(..., help="Hardware preset or profile folder."),
+    hardware: str = typer.Option(..., help="Hardware preset, profile folder or preset JSON file."),
     input: Path = typer.Option(..., "--in", help="ops.csv: op,m,n,k,batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype."),
-    out: Path = typer.Option(..., help="pred.csv: the input plus latency_us, source, bound."),
+    out: Path = typer.Option(..., help="pred.csv: the input plus latency_us, source, bound, out_of_range."),
 ) -> None:
     """Predict op latencies: speedplan predict ops --hardware h100-sxm --in ops.csv --out pred.csv"""
     from speedplan.cost.ops import load_cost_model

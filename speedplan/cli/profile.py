@@ -1,4 +1,5 @@
-"""`speedplan bench` and `speedplan profile check|roofline|derive`: measuring and checking profiles.
+"""`speedplan bench` and `speedplan profile check|roofline|derive|import-aic`: measuring,
+importing and checking profiles.
 
 Thin: parse, one library call, render. torch is imported only inside `bench`'s body (through
 microbench), so importing the command line stays free of it.
@@ -11,7 +12,7 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(help="Check, generate or derive profile folders.", no_args_is_help=True,
+app = typer.Typer(help="Check, generate, import or derive profile folders.", no_args_is_help=True,
                           rich_markup_mode=None)
 
 
@@ -106,3 +107,23 @@ def derive(
     from speedplan.profile.tools import derive_profile
 
     typer.echo(f"{derive_profile(source, hardware, out)}: derived from {source} for {hardware}")
+
+
+@app.command("import-aic")
+def import_aic(
+    system: str = typer.Option(..., "--system", help="AIConfigurator system, e.g. h100_sxm, h200_sxm, b200_sxm"),
+    backend: str = typer.Option("vllm", "--backend", help="vllm, sglang or trtllm"),
+    version: Optional[str] = typer.Option(None, "--version", help="backend version (default: AIConfigurator's current)"),
+    out: str = typer.Option(..., "--out", help="profile folder to write (a profile folder there is replaced)"),
+    all_heads: bool = typer.Option(False, "--all-heads", help="every measured attention head shape and MoE shape, "
+                                   "not only those the model presets need"),
+) -> None:
+    """Convert AIConfigurator's measured kernel tables (aiconfigurator-core, Apache-2.0) into a
+    profile folder with their provenance and licence notice. Needs `pip install 'speedplan[aic]'`.
+
+    Example: speedplan profile import-aic --system h100_sxm --backend vllm --out profiles/h100-sxm
+    """
+    from speedplan.profile.import_aic import import_aic as convert
+
+    path = convert(system, backend, version, out, all_heads)
+    typer.echo(f"{path}: imported {system} {backend} tables")

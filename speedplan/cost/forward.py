@@ -93,7 +93,8 @@ class ForwardCost:
     `total_s` = gemm_s + attention_s + tree_mask_s + comm_s + elementwise_s: kernel time only
     (what an engine adds on top is `speedplan.engine.step`'s). `gemm_flops` and
     `gemm_bytes` are those of the linear layers (for the roofline chart); `profile_share` is
-    the fraction of op time answered from a measured profile (0 = all roofline)."""
+    the fraction of op time answered from a measured profile (0 = all roofline), and
+    `out_of_range_share` the fraction priced by a profile outside its measured range."""
 
     gemm_s: np.ndarray
     attention_s: np.ndarray
@@ -104,12 +105,13 @@ class ForwardCost:
     gemm_bytes: np.ndarray
     gemm_compute_bound_s: np.ndarray
     profile_share: np.ndarray
+    out_of_range_share: np.ndarray | float = 0.0
 
     @classmethod
     def zeros(cls, shape) -> "ForwardCost":
         """No work at all (e.g. a drafter that runs on the host), over a grid of `shape`."""
         zero = np.zeros(shape)
-        return cls(zero, zero, zero, zero, zero, zero, zero, zero, zero)
+        return cls(zero, zero, zero, zero, zero, zero, zero, zero, zero, zero)
 
     @property
     def total_s(self) -> np.ndarray:
@@ -117,9 +119,10 @@ class ForwardCost:
 
     def __add__(self, other: "ForwardCost") -> "ForwardCost":
         total = self.total_s + other.total_s
-        share = np.where(
-            total > 0, (self.profile_share * self.total_s + other.profile_share * other.total_s) / np.where(total > 0, total, 1), 0.0
-        )
+
+        def share(a, b):  # time-weighted mean of a share over the two passes
+            return np.where(total > 0, (a * self.total_s + b * other.total_s) / np.where(total > 0, total, 1), 0.0)
+
         return ForwardCost(
             self.gemm_s + other.gemm_s,
             self.attention_s + other.attention_s,
@@ -129,7 +132,8 @@ class ForwardCost:
             self.gemm_flops + other.gemm_flops,
             self.gemm_bytes + other.gemm_bytes,
             self.gemm_compute_bound_s + other.gemm_compute_bound_s,
-            share,
+            share(self.profile_share, other.profile_share),
+            share(self.out_of_range_share, other.out_of_range_share),
         )
 
     def scaled(self, factor) -> "ForwardCost":
@@ -138,7 +142,7 @@ class ForwardCost:
         return ForwardCost(
             self.gemm_s * f, self.attention_s * f, self.tree_mask_s * f, self.comm_s * f,
             self.elementwise_s * f, self.gemm_flops * f, self.gemm_bytes * f,
-            self.gemm_compute_bound_s * f, self.profile_share + 0 * f,
+            self.gemm_compute_bound_s * f, self.profile_share + 0 * f, self.out_of_range_share + 0 * f,
         )
 
 
@@ -176,6 +180,7 @@ def forward_cost(
 
     gemm_us = np.zeros_like(tokens)
     profile_us = np.zeros_like(tokens)
+    outside_us = np.zeros_like(tokens)  # priced by a profile outside its measured range
     flops = np.zeros_like(tokens)
     nbytes = np.zeros_like(tokens)
     compute_bound_us = np.zeros_like(tokens)
@@ -194,6 +199,7 @@ def forward_cost(
         op = cost.gemm(m, n, shape.k, dtype)
         gemm_us += count * op.latency_us
         profile_us += count * op.latency_us * op.from_profile
+        outside_us += count * op.latency_us * op.out_of_range
         compute_bound_us += count * op.latency_us * (op.bound == "compute")
         flops += count * 2.0 * m * n * shape.k
         nbytes += count * (m * shape.k + n * shape.k + m * n) * b
@@ -203,11 +209,13 @@ def forward_cost(
     attn = cost.attention(batch, q_len, kv_len, heads, kv_heads, head_dim, "causal", dtype)
     attention_us = n_layers * attn.latency_us
     profile_us += attention_us * attn.from_profile
+    outside_us += attention_us * attn.out_of_range
     tree_us = np.zeros_like(tokens)
     if mask == "tree":
         tree = cost.attention(batch, q_len, kv_len, heads, kv_heads, head_dim, "tree", dtype)
         tree_us = n_layers * np.maximum(tree.latency_us - attn.latency_us, 0.0)
         profile_us += tree_us * tree.from_profile
+        outside_us += tree_us * tree.out_of_range
 
     h = model.hidden
     inter = model.dense_intermediate if model.moe is None else model.moe.expert_intermediate * model.moe.top_k
@@ -223,8 +231,12 @@ def forward_cost(
         op = cost.elementwise(kernel_bytes, dtype)
         elementwise_us += n_layers * op.latency_us
         profile_us += n_layers * op.latency_us * op.from_profile
+        outside_us += n_layers * op.latency_us * op.out_of_range
 
-    comm_us = 2 * n_layers * cost.allreduce(tokens * h * b, tp)
+    comm = cost.allreduce(tokens * h * b, tp)
+    comm_us = 2 * n_layers * comm.latency_us
+    profile_us += comm_us * comm.from_profile
+    outside_us += comm_us * comm.out_of_range
 
     total_us = gemm_us + attention_us + tree_us + elementwise_us + comm_us
     return ForwardCost(
@@ -237,4 +249,5 @@ def forward_cost(
         gemm_bytes=nbytes,
         gemm_compute_bound_s=compute_bound_us * 1e-6,
         profile_share=np.where(total_us > 0, profile_us / np.where(total_us > 0, total_us, 1), 0.0),
+        out_of_range_share=np.where(total_us > 0, outside_us / np.where(total_us > 0, total_us, 1), 0.0),
     )

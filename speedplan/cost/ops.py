@@ -1,7 +1,8 @@
-"""Op latency: measured profile first, datasheet roofline where the profile has no answer.
+"""Op latency: measured profile first, the roofline fallback where the profile has no answer.
 
-Every op's price comes through `CostModel.gemm` / `CostModel.attention` and comes back as one
-type, `OpCost(latency_us, source, bound)`, whichever of the two answered. Callers (the forward
+Every op's price comes through `CostModel.gemm` / `.attention` / `.elementwise` /
+`.allreduce` and comes back as one type, `OpCost(latency_us, source, bound, out_of_range)`,
+whichever of the two answered. Callers (the forward
 op list, `speedplan predict ops`) never know or care which it was, except to report it.
 """
 
@@ -22,12 +23,19 @@ PROFILE_DIR = Path(__file__).resolve().parent.parent / "data" / "profiles"  # sh
 
 @dataclass(frozen=True)
 class OpCost:
-    """Latency of a batch of ops (µs), who answered ("profile" or "roofline"), and whether the
-    roofline calls each op "memory" or "compute" bound. Arrays all share one shape."""
+    """Latency of a batch of ops (µs), who answered ("profile" or "roofline"), whether the
+    roofline calls each op "memory" or "compute" bound, and whether a profile answered it from
+    outside its measured range (`out_of_range`: the edge's utilisation carried beyond it).
+    Arrays all share one shape."""
 
     latency_us: np.ndarray
     source: np.ndarray
     bound: np.ndarray
+    out_of_range: np.ndarray | None = None  # all False when not given
+
+    def __post_init__(self) -> None:
+        if self.out_of_range is None:
+            object.__setattr__(self, "out_of_range", np.zeros(np.shape(self.latency_us), dtype=bool))
 
     @property
     def from_profile(self) -> np.ndarray:
@@ -35,35 +43,48 @@ class OpCost:
 
 
 class ProfileLookup(Protocol):
-    """What a measured profile offers the cost model (see `speedplan.profile.Profile`).
+    """What a measured profile offers the cost model (see `speedplan.profile.load.Profile`).
 
-    Each method returns latency in µs with NaN where the profile cannot answer (op family or
-    dtype not measured), in which case the roofline answers.
+    Each `*_lookup` returns (latency µs with NaN where the profile cannot answer, how each was
+    answered: "extrapolated" marks a point outside the measured range); the roofline answers
+    the NaNs. A profile that
+    offers only `*_latency_us` (latency alone) is taken as answering inside its range.
     """
 
     hardware: Hardware
     source_label: str  # "profile" for measured (or derived-from-measured) tables, "roofline" otherwise
     origin: str  # "measured", "derived" or "datasheet-roofline" (meta.json), shown in reports
 
-    def gemm_latency_us(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str) -> np.ndarray: ...
+    def gemm_lookup(self, m, n, k, dtype: str) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def attention_latency_us(
-        self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str
-    ) -> np.ndarray: ...
+    def attention_lookup(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str
+                         ) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def elementwise_latency_us(self, nbytes: np.ndarray, dtype: str) -> np.ndarray: ...
+    def elementwise_lookup(self, nbytes, dtype: str) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def _ask(profile, family: str, *args) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if profile is None:
+        return None, None
+    if hasattr(profile, f"{family}_lookup"):
+        return getattr(profile, f"{family}_lookup")(*args)
+    if hasattr(profile, f"{family}_latency_us"):
+        return getattr(profile, f"{family}_latency_us")(*args), None
+    return None, None
+
+
+def _merge(measured, code, roofline_us: np.ndarray, label: str, bound: np.ndarray) -> OpCost:
+    shape = np.shape(roofline_us)
+    if measured is None:
+        return OpCost(roofline_us, np.full(shape, "roofline"), bound)
+    measured = np.broadcast_to(np.asarray(measured, dtype=float), shape)
+    ok = np.isfinite(measured)
+    outside = ok & (np.broadcast_to(code, shape) == "extrapolated") if code is not None else np.zeros(shape, bool)
+    return OpCost(np.where(ok, measured, roofline_us), np.where(ok, label, "roofline"), bound, outside)
 
 
 def _bound(compute_bound: np.ndarray) -> np.ndarray:
     return np.where(compute_bound, "compute", "memory")
-
-
-def _merge(measured: np.ndarray | None, roofline_us: np.ndarray, label: str) -> tuple[np.ndarray, np.ndarray]:
-    if measured is None:
-        return roofline_us, np.full(np.shape(roofline_us), "roofline")
-    measured = np.broadcast_to(np.asarray(measured, dtype=float), np.shape(roofline_us))
-    ok = np.isfinite(measured)
-    return np.where(ok, measured, roofline_us), np.where(ok, label, "roofline")
 
 
 @dataclass(frozen=True)
@@ -75,43 +96,52 @@ class CostModel:
 
     @property
     def origin(self) -> str:
-        """Where latencies come from: the profile's origin ("measured", "derived",
-        "datasheet-roofline") or "datasheet" when there is no profile."""
-        return self.profile.origin if self.profile is not None else self.hardware.origin
+        """Where latencies come from, as reports print it: the profile's label ("measured
+        (AIConfigurator 0.12, vLLM 0.24 kernels)") or origin ("measured", "derived",
+        "datasheet-roofline"), or "datasheet" when there is no profile."""
+        if self.profile is None:
+            return self.hardware.origin
+        return str(getattr(self.profile, "origin_label", None) or self.profile.origin)
 
     @property
     def _label(self) -> str:
         return self.profile.source_label if self.profile is not None else "roofline"
 
     def gemm(self, m, n, k, dtype: str) -> OpCost:
-        m, n, k = np.broadcast_arrays(np.asarray(m, float), np.asarray(n, float), np.asarray(k, float))
-        roof, compute_bound = gemm_roofline(self.hardware, m, n, k, dtype)
-        measured = self.profile.gemm_latency_us(m, n, k, dtype) if self.profile is not None else None
-        latency, source = _merge(measured, roof, self._label)
-        return OpCost(latency, source, _bound(compute_bound))
+        m, n, k = (np.asarray(v, float) for v in (m, n, k))  # not broadcast: one (N, K) is computed once
+        if m.size > 256 and n.size == 1 and k.size == 1:  # a sweep's M = B(1+D) repeats: price each M once
+            unique, inverse = np.unique(m, return_inverse=True)
+            if len(unique) < m.size // 2:
+                op = self.gemm(unique, n.reshape(()), k.reshape(()), dtype)
+                take = lambda a: np.broadcast_to(a, unique.shape)[inverse].reshape(m.shape)
+                return OpCost(take(op.latency_us), take(op.source), take(op.bound), take(op.out_of_range))
+        shape = np.broadcast_shapes(m.shape, n.shape, k.shape)
+        roof, compute_bound = (np.broadcast_to(a, shape) for a in gemm_roofline(self.hardware, m, n, k, dtype))
+        measured, code = _ask(self.profile, "gemm", m, n, k, dtype)
+        return _merge(measured, code, roof, self._label, _bound(compute_bound))
 
     def attention(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str) -> OpCost:
-        arrays = np.broadcast_arrays(
-            *(np.asarray(x, float) for x in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim))
-        )
-        mask = np.broadcast_to(np.asarray(mask), arrays[0].shape)
+        arrays = [np.asarray(x, float) for x in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim)]
+        mask = np.asarray(mask)
+        shape = np.broadcast_shapes(*(a.shape for a in arrays), mask.shape)
         roof, compute_bound = attention_roofline(self.hardware, *arrays, mask, dtype)
-        measured = (
-            self.profile.attention_latency_us(*arrays, mask, dtype) if self.profile is not None else None
-        )
-        latency, source = _merge(measured, roof, self._label)
-        return OpCost(latency, source, _bound(compute_bound))
+        roof, compute_bound = np.broadcast_to(roof, shape), np.broadcast_to(compute_bound, shape)
+        measured, code = _ask(self.profile, "attention", *arrays, mask, dtype)
+        return _merge(measured, code, roof, self._label, _bound(compute_bound))
 
     def elementwise(self, nbytes, dtype: str) -> OpCost:
         nbytes = np.asarray(nbytes, float)
         roof = elementwise_roofline(self.hardware, nbytes)
-        measured = self.profile.elementwise_latency_us(nbytes, dtype) if self.profile is not None else None
-        latency, source = _merge(measured, roof, self._label)
-        return OpCost(latency, source, np.full(np.shape(latency), "memory"))
+        measured, code = _ask(self.profile, "elementwise", nbytes, dtype)
+        return _merge(measured, code, roof, self._label, np.full(np.shape(roof), "memory"))
 
-    def allreduce(self, nbytes, tp: int) -> np.ndarray:
-        """All-reduce latency in µs (roofline ring model; link profiles are not measured)."""
-        return allreduce_us(self.hardware, nbytes, tp)
+    def allreduce(self, nbytes, tp: int) -> OpCost:
+        """All-reduce of `nbytes` over `tp` devices: the profile's measured all-reduce at
+        that TP where it has one, else the fitted link model (zero at TP 1)."""
+        nbytes = np.asarray(nbytes, float)
+        roof = allreduce_us(self.hardware, nbytes, tp)
+        measured, code = _ask(self.profile, "allreduce", nbytes, tp) if tp > 1 else (None, None)
+        return _merge(measured, code, roof, self._label, np.full(np.shape(roof), "memory"))
 
 
 def _measured(meta_path: Path) -> bool:
@@ -125,14 +155,39 @@ def _measured(meta_path: Path) -> bool:
         return True  # let load_profile report what is wrong with it
 
 
+def shipped_profile(name: str) -> Path | None:
+    """The shipped profile folder for a preset name, if it holds measurements."""
+    meta = PROFILE_DIR / name.strip().lower() / "meta.json"
+    return meta.parent if meta.exists() and _measured(meta) else None
+
+
+def latency_origin(name: str) -> str:
+    """What `speedplan sweep --hardware NAME` prices with, as reports print it: a shipped
+    profile's label ("measured (AIConfigurator 0.12, vLLM 0.24 kernels)", "measured profile")
+    or "datasheet roofline"."""
+    import json
+
+    folder = shipped_profile(name)
+    if folder is None:
+        return "datasheet roofline"
+    meta = json.loads((folder / "meta.json").read_text())
+    return str(meta.get("origin_label") or f"{meta.get('origin', 'measured')} profile")
+
+
 def load_cost_model(hardware: str | Path) -> CostModel:
-    """A hardware preset name, a profile folder, or the name of a shipped profile under
-    `profiles/` (e.g. "cpu-local"); a shipped measured profile wins over the bare preset."""
+    """A hardware preset name, a profile folder, a preset JSON file of one's own
+    (`path/to/preset.json`: priced with the roofline fallback), or the name of a shipped
+    profile under `data/profiles/` (e.g. "cpu-local"); a shipped measured profile wins over
+    the bare preset."""
     key = str(hardware).strip()
     path = Path(key)
-    shipped = PROFILE_DIR / key.lower() / "meta.json"
-    if not path.is_dir() and shipped.exists() and _measured(shipped):
-        path = PROFILE_DIR / key.lower()
+    if key.lower().endswith(".json"):
+        from speedplan.specs.hardware import load_hardware_file
+
+        return CostModel(load_hardware_file(path))
+    shipped = shipped_profile(key)
+    if not path.is_dir() and shipped is not None:
+        path = shipped
     if path.is_dir():
         from speedplan.profile.load import load_profile  # local import: only when a profile is used
 

@@ -2,7 +2,8 @@
 
 ops.csv columns: `op` (gemm or attention); for gemm `m,n,k,dtype`; for attention
 `batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype`; unused columns may be blank.
-pred.csv is the input plus `latency_us`, `source` (profile or roofline), `bound`.
+pred.csv is the input plus `latency_us`, `source` (profile or roofline), `bound` and
+`out_of_range` (1 where a profile answered from outside its measured range, else 0).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from speedplan.specs.hardware import DTYPE_BYTES
 
 GEMM_COLUMNS = ("m", "n", "k")
 ATTENTION_COLUMNS = ("batch", "q_len", "kv_len", "num_heads", "num_kv_heads", "head_dim")
+OUTPUT_COLUMNS = ["latency_us", "source", "bound", "out_of_range"]
 
 
 def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
@@ -39,7 +41,8 @@ def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
 
 
 def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> list[dict]:
-    """Answer each row (a dict of ops.csv columns); returns rows with latency_us/source/bound."""
+    """Answer each row (a dict of ops.csv columns); returns rows with latency_us, source,
+    bound and out_of_range."""
     gemm, attn = [], []
     for i, row in enumerate(rows, start=2):  # line numbers as a spreadsheet shows them
         op = (row.get("op") or "").strip().lower()
@@ -55,13 +58,13 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> li
             attn.append((i, row))
         else:
             raise SpeedplanInputError(f"{where}: row {i}: column 'op' must be gemm or attention, got {op!r}")
-    results: dict[int, tuple[float, str, str]] = {}
+    results: dict[int, tuple[float, str, str, bool]] = {}
     for dtype in sorted({(r.get("dtype") or "").strip().lower() for _, r in gemm}):
         sel = [(i, r) for i, r in gemm if r["dtype"].strip().lower() == dtype]
         a = _positive(sel, GEMM_COLUMNS, where)
         c = cost.gemm(a["m"], a["n"], a["k"], dtype)
         for j, (i, _) in enumerate(sel):
-            results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]))
+            results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]), bool(c.out_of_range[j]))
     for dtype in sorted({(r.get("dtype") or "").strip().lower() for _, r in attn}):
         sel = [(i, r) for i, r in attn if r["dtype"].strip().lower() == dtype]
         a = _positive(sel, ATTENTION_COLUMNS, where)
@@ -70,11 +73,12 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> li
         mask = np.array([r["mask"].strip().lower() for _, r in sel])
         c = cost.attention(a["batch"], a["q_len"], a["kv_len"], a["num_heads"], a["num_kv_heads"], a["head_dim"], mask, dtype)
         for j, (i, _) in enumerate(sel):
-            results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]))
+            results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]), bool(c.out_of_range[j]))
     out = []
     for i, row in enumerate(rows, start=2):
-        latency, source, bound = results[i]
-        out.append({**row, "latency_us": f"{latency:.4f}", "source": source, "bound": bound})
+        latency, source, bound, outside = results[i]
+        out.append({**row, "latency_us": f"{latency:.4f}", "source": source, "bound": bound,
+                    "out_of_range": int(outside)})
     return out
 
 
@@ -97,7 +101,7 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp")
     with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fieldnames + ["latency_us", "source", "bound"], extrasaction="ignore")
+        writer = csv.DictWriter(f, fieldnames=fieldnames + OUTPUT_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(answered)
     os.replace(tmp, out_path)

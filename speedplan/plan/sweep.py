@@ -89,7 +89,7 @@ FRAME_COLUMNS = [
     "t_host_exposed_s",
     "t_gemm_s", "t_attention_s", "t_tree_mask_s", "t_comm_s", "t_elementwise_s",
     "tokens_per_s_per_user", "tokens_per_s_per_gpu", "speedup", "memory_bytes", "fits_memory", "feasible",
-    "bound", "gemm_flops_per_byte", "gemm_flops_per_s", "cost_source",
+    "bound", "gemm_flops_per_byte", "gemm_flops_per_s", "cost_source", "out_of_range_share",
 ]
 
 
@@ -133,6 +133,7 @@ def _priced_rows(mech: Mechanism | None, g: dict, cost: CostModel, engine: Engin
         "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
         "gemm_flops_per_s": verify.gemm_flops / verify.gemm_s,
         "cost_source": np.where(share >= 0.999, "profile", np.where(share <= 0.001, "roofline", "mixed")),
+        "out_of_range_share": verify.out_of_range_share + np.zeros(len(B)),  # of t_verify priced outside measured range
     })
 
 

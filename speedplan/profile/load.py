@@ -1,22 +1,30 @@
 """A loaded profile folder: its tables, the hardware facts it measured, and the lookups the cost
-model asks (`speedplan.cost.ops.ProfileLookup`)."""
+model asks (`speedplan.cost.ops.ProfileLookup`).
+
+Tables are read and checked at load (a shipped GPU profile's ~82,000 rows: ~30 ms on the
+2-core development machine); each family's grid is built when first queried, per dtype or
+head configuration, so a sweep pays for what it prices.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.profile.lookup import ANSWERS, TABLE_CLASSES, AttentionTable, ElementwiseTable, GemmTable
-from speedplan.profile.tables import ORIGINS, TABLES, read_meta, read_table
+from speedplan.profile.attention import AttentionTable, PrefillTable
+from speedplan.profile.dense import ANSWERS, NONE, compact
+from speedplan.profile.lookup import AllreduceTable, ElementwiseTable, GemmTable
+from speedplan.profile.tables import ORIGINS, read_meta, read_tables
 from speedplan.specs.hardware import Hardware, get_hardware
 
 
-def _measured_overrides(hw: Hardware, tables: dict) -> dict:
-    """Hardware fields that the profile measured: per-launch floor, tree-mask penalty, and the
-    fractions of datasheet peak compute and bandwidth the best measured kernels reached."""
+def _measured_overrides(hw: Hardware, tables: Mapping) -> dict:
+    """Hardware fields that the profile measured: per-launch floor and the fractions of
+    datasheet peak compute and bandwidth the best measured kernels reached."""
     out: dict = {}
     floors = tables.get("floors")
     if floors is not None:
@@ -25,15 +33,6 @@ def _measured_overrides(hw: Hardware, tables: dict) -> dict:
         use = graph if graph.any() else launch
         if use.any():
             out["kernel_floor_us"] = float(np.median(floors["latency_us"][use]))
-    attn = tables.get("attention")
-    if attn is not None:
-        keys = ("batch", "q_len", "kv_len", "num_heads", "num_kv_heads", "head_dim", "dtype")
-        causal = {tuple(attn[c][i] for c in keys): attn["latency_us"][i]
-                  for i in np.flatnonzero(attn["mask"] == "causal")}
-        ratios = [attn["latency_us"][i] / causal[key] for i in np.flatnonzero(attn["mask"] == "tree")
-                  if (key := tuple(attn[c][i] for c in keys)) in causal]
-        if ratios:
-            out["tree_mask_penalty"] = float(np.median(ratios))
     gemm = tables.get("gemm")
     dt = hw.default_dtype
     if gemm is not None and (gemm["dtype"] == dt).any():
@@ -48,38 +47,63 @@ def _measured_overrides(hw: Hardware, tables: dict) -> dict:
     return out
 
 
+_BUILDERS = {"gemm": GemmTable, "elementwise": ElementwiseTable, "allreduce": AllreduceTable, "prefill": PrefillTable}
+
+
 @dataclass(frozen=True)
 class Profile:
-    """A loaded profile folder; satisfies `speedplan.cost.ops.ProfileLookup`."""
+    """A loaded profile folder; satisfies `speedplan.cost.ops.ProfileLookup`. Lookups return
+    (latency µs, how each was answered: "measured", "interpolated", "transferred", "derived",
+    "extrapolated" or "none"; `speedplan.profile.lookup`)."""
 
     path: Path
     meta: dict
     hardware: Hardware
     origin: str
     source_label: str
-    tables: dict = field(repr=False)
-    _gemm: GemmTable | None = field(repr=False, default=None)
-    _attention: AttentionTable | None = field(repr=False, default=None)
-    _elementwise: ElementwiseTable | None = field(repr=False, default=None)
+    tables: Mapping = field(repr=False)
+    _built: dict = field(repr=False, default_factory=dict)
 
-    def gemm_lookup(self, m, n, k, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-        """Latency (µs, NaN where not answerable) and how each was answered
-        ("interpolated", "transferred", "extrapolated", "none")."""
-        if self._gemm is None:
-            shape = np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k))
-            return np.full(shape, np.nan), np.full(shape, ANSWERS[0])
-        return self._gemm.lookup(m, n, k, dtype)
+    @property
+    def origin_label(self) -> str:
+        """What reports print, e.g. "measured (AIConfigurator 0.12, vLLM 0.24 kernels)"."""
+        return str(self.meta.get("origin_label") or self.origin)
+
+    def table(self, family: str):
+        """The built lookup table of one family, or None when the profile lacks it."""
+        if family not in self._built:
+            if family not in self.tables:
+                self._built[family] = None
+            elif family == "attention":
+                self._built[family] = AttentionTable(self.tables["attention"], self.hardware, self.table("prefill"))
+            else:
+                self._built[family] = _BUILDERS[family](self.tables[family], self.hardware)
+        return self._built[family]
+
+    def _ask(self, family: str, args: tuple):
+        if self.origin == "datasheet-roofline":  # its tables are the roofline at grid points: answer it
+            return _roofline_answer(self.hardware, family, args)
+        t = self.table(family)
+        if t is None:
+            shape = np.broadcast_shapes(*(np.shape(a) for a in args if not isinstance(a, str)))
+            return np.full(shape, np.nan), np.full(shape, ANSWERS[NONE])
+        latency, code = t.lookup(*args)
+        return latency, np.broadcast_to(ANSWERS[compact(np.asarray(code))], np.shape(code))
+
+    def gemm_lookup(self, m, n, k, dtype: str):
+        return self._ask("gemm", (m, n, k, dtype))
 
     def attention_lookup(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str):
-        if self._attention is None:
-            shape = np.broadcast_shapes(*(np.shape(v) for v in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask)))
-            return np.full(shape, np.nan), np.full(shape, ANSWERS[0])
-        return self._attention.lookup(batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype)
+        return self._ask("attention", (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype))
+
+    def prefill_lookup(self, batch, seq_len, num_heads, num_kv_heads, head_dim, dtype: str):
+        return self._ask("prefill", (batch, seq_len, num_heads, num_kv_heads, head_dim, dtype))
 
     def elementwise_lookup(self, nbytes, dtype: str):
-        if self._elementwise is None:
-            return np.full(np.shape(nbytes), np.nan), np.full(np.shape(nbytes), ANSWERS[0])
-        return self._elementwise.lookup(nbytes, dtype)
+        return self._ask("elementwise", (nbytes, dtype))
+
+    def allreduce_lookup(self, nbytes, tp: int):
+        return self._ask("allreduce", (nbytes, np.asarray(tp)))
 
     def gemm_latency_us(self, m, n, k, dtype: str) -> np.ndarray:
         return self.gemm_lookup(m, n, k, dtype)[0]
@@ -91,7 +115,21 @@ class Profile:
         return self.elementwise_lookup(nbytes, dtype)[0]
 
 
-def profile_hardware(meta: dict, tables: dict, where: Path) -> Hardware:
+def _roofline_answer(hw: Hardware, family: str, args: tuple):
+    from speedplan.cost import roofline
+
+    latency = {"gemm": lambda: roofline.gemm_roofline(hw, *args)[0],
+               "attention": lambda: roofline.attention_roofline(hw, *args)[0],
+               "elementwise": lambda: roofline.elementwise_roofline(hw, args[0]),
+               "allreduce": lambda: roofline.allreduce_us(hw, args[0], int(args[1]))}.get(family)
+    if latency is None:
+        shape = np.broadcast_shapes(*(np.shape(a) for a in args if not isinstance(a, str)))
+        return np.full(shape, np.nan), np.full(shape, ANSWERS[NONE])
+    lat = np.asarray(latency(), dtype=float)
+    return lat, np.full(lat.shape, "interpolated")
+
+
+def profile_hardware(meta: dict, tables: Mapping, where: Path) -> Hardware:
     """The preset named by meta.json, with what the profile measured replacing datasheet
     assumptions (each change listed in `notes` and `extra`)."""
     try:
@@ -108,23 +146,17 @@ def profile_hardware(meta: dict, tables: dict, where: Path) -> Hardware:
                              extra={**hw.extra, "profile": str(where), "measured": measured})
 
 
-def build_profile(path: Path, meta: dict, tables: dict) -> Profile:
+def build_profile(path: Path, meta: dict, tables: Mapping) -> Profile:
     hw = profile_hardware(meta, tables, path)
-    built = {name: cls(tables[name], hw) for name, cls in TABLE_CLASSES.items() if name in tables}
-    return Profile(Path(path), meta, hw, meta["origin"], ORIGINS[meta["origin"]], tables,
-                   built.get("gemm"), built.get("attention"), built.get("elementwise"))
+    return Profile(Path(path), meta, hw, meta["origin"], ORIGINS[meta["origin"]], tables)
 
 
 def load_profile(path: str | Path) -> Profile:
-    """Read and validate a profile folder. gemm.csv is required; attention.csv,
-    elementwise.csv and floors.csv are used when present. Raises SpeedplanInputError naming
-    the file and column of any problem."""
+    """Read and validate a profile folder. gemm.csv is required; the other tables are used
+    when present. Raises SpeedplanInputError naming the file and column of
+    any problem."""
     path = Path(path)
     if not path.is_dir():
         raise SpeedplanInputError(f"{path}: no such profile folder")
     meta = read_meta(path)
-    if not (path / "gemm.csv").exists():
-        raise SpeedplanInputError(f"{path / 'gemm.csv'}: missing (incomplete profile)")
-    tables = {name: read_table(path / f"{name}.csv", spec) for name, spec in TABLES.items()
-              if (path / f"{name}.csv").exists()}
-    return build_profile(path, meta, tables)
+    return build_profile(path, meta, read_tables(path))

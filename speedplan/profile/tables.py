@@ -1,12 +1,15 @@
-"""Reading a profile folder's files: `meta.json` (provenance) and one CSV per op family
-(`gemm.csv`, `attention.csv`, `elementwise.csv`, `floors.csv`), latency in microseconds, one
-row per measured point. Every problem names the file, column and line."""
+"""Reading a profile folder's files: `meta.json` (provenance) and one CSV per op family,
+latency in microseconds, one row per measured point. Every problem names the file, column and
+line. Columns are read and checked as whole arrays (pandas' C parser): a shipped GPU profile
+has ~80,000 rows, and the sweep reads one on every run.
+
+Families (docs/profiles.md): `gemm`, `attention` (decode / verify: q_len new tokens on kv_len
+keys), `prefill` (causal prefill of seq_len tokens, no cached prefix), `elementwise`,
+`allreduce`, `moe`, `floors`."""
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -21,52 +24,69 @@ TABLES = {
     "gemm": {"m": "pos", "n": "pos", "k": "pos", "dtype": "dtype", "latency_us": "pos"},
     "attention": {"batch": "pos", "q_len": "pos", "kv_len": "pos", "num_heads": "pos", "num_kv_heads": "pos",
                   "head_dim": "pos", "mask": "mask", "dtype": "dtype", "latency_us": "pos"},
+    "prefill": {"batch": "pos", "seq_len": "pos", "num_heads": "pos", "num_kv_heads": "pos", "head_dim": "pos",
+                "dtype": "dtype", "latency_us": "pos"},
     "elementwise": {"op": "str", "numel": "pos", "nbytes": "pos", "dtype": "dtype", "latency_us": "pos"},
+    "allreduce": {"num_gpus": "pos", "nbytes": "pos", "dtype": "dtype", "latency_us": "pos"},
+    "moe": {"tokens": "pos", "hidden": "pos", "inter": "pos", "experts": "pos", "topk": "pos", "tp": "pos", "ep": "pos",
+            "dtype": "dtype", "distribution": "str", "latency_us": "pos"},
     "floors": {"op": "str", "graph": "bool01", "dtype": "dtype", "latency_us": "pos"},
 }
+REQUIRED_TABLES = ("gemm",)
+UNUSED_TABLES = ("moe",)  # shipped for the forward op list to come; not read (or checked) at load
 
 
 def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
-    """Columns of a profile CSV as arrays; any problem names the file, column and line."""
+    """Columns of a profile CSV as arrays (numbers as float, text as object); any problem
+    names the file, column and line."""
+    import pandas as pd
+
+    text_cols = {c: "category" for c, kind in spec.items() if kind not in ("pos", "bool01")}  # few distinct values
     try:
-        with path.open(newline="") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            lines = [row for row in reader if row]
-    except OSError as e:
-        raise SpeedplanInputError(f"{path}: cannot read ({e.strerror})") from None
-    if not header:
-        raise SpeedplanInputError(f"{path}: empty file (no header)")
-    header = [h.strip() for h in header]
+        frame = pd.read_csv(path, dtype=text_cols, keep_default_na=False, engine="c")
+    except pd.errors.EmptyDataError:
+        raise SpeedplanInputError(f"{path}: empty file (no header)") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
+        raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or str(e).splitlines()[0]})") from None
+    frame.columns = [str(c).strip() for c in frame.columns]
     for col in spec:
-        if col not in header:
+        if col not in frame.columns:
             raise SpeedplanInputError(f"{path}: missing column {col!r}")
-    if not lines:
+    if frame.empty:
         raise SpeedplanInputError(f"{path}: no rows (incomplete profile)")
     out = {}
     for col, kind in spec.items():
-        j = header.index(col)
-        values = []
-        for line_no, row in enumerate(lines, start=2):
-            text = row[j].strip() if j < len(row) else ""
-            if kind in ("pos", "bool01"):
-                try:
-                    v = float(text)
-                except ValueError:
-                    v = math.nan
-                ok = v in (0.0, 1.0) if kind == "bool01" else (math.isfinite(v) and v > 0)
-                if not ok:
-                    want = "0 or 1" if kind == "bool01" else "a positive number"
-                    raise SpeedplanInputError(f"{path}: column {col!r} line {line_no}: {text!r} is not {want}")
-                values.append(v)
-            else:
-                allowed = {"dtype": DTYPE_BYTES, "mask": ("causal", "tree")}.get(kind)
-                if not text or (allowed is not None and text not in allowed):
-                    raise SpeedplanInputError(
-                        f"{path}: column {col!r} line {line_no}: {text!r} is not one of {sorted(allowed or ['non-empty'])}")
-                values.append(text)
-        out[col] = np.asarray(values, dtype=float if kind in ("pos", "bool01") else object)
+        series = frame[col]
+        if kind in ("pos", "bool01"):
+            numeric = series.dtype.kind in "iuf"
+            values = (series.to_numpy(dtype=float) if numeric else
+                      pd.to_numeric(series.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float))
+            ok = np.isin(values, (0.0, 1.0)) if kind == "bool01" else np.isfinite(values) & (values > 0)
+            want = "0 or 1" if kind == "bool01" else "a positive number"
+            out[col] = values
+        else:
+            allowed = {"dtype": list(DTYPE_BYTES), "mask": ["causal", "tree"]}.get(kind)
+            names = np.array([str(c).strip() for c in series.cat.categories], dtype=object)  # a hand-edited file may pad
+            codes = series.cat.codes.to_numpy()  # -1: no value (a short row)
+            values = np.where(codes >= 0, names[codes], "")
+            good = np.isin(names, allowed) if allowed is not None else names != ""
+            ok = (codes >= 0) & good[codes]
+            want = f"one of {sorted(allowed or ['non-empty'])}"
+            out[col] = values
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            raise SpeedplanInputError(f"{path}: column {col!r} line {i + 2}: {str(frame[col].iloc[i])!r} is not {want}")
     return out
+
+
+def read_tables(path: Path, skip=UNUSED_TABLES) -> dict[str, dict[str, np.ndarray]]:
+    """Every family's table present in profile folder `path` (gemm.csv is required), except
+    those in `skip`."""
+    for name in REQUIRED_TABLES:
+        if not (path / f"{name}.csv").exists():
+            raise SpeedplanInputError(f"{path / f'{name}.csv'}: missing (incomplete profile)")
+    return {name: read_table(path / f"{name}.csv", spec) for name, spec in TABLES.items()
+            if name not in skip and (path / f"{name}.csv").exists()}
 
 
 def read_meta(path: Path) -> dict:

@@ -13,10 +13,16 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.hardware import get_hardware
+from speedplan.profile.attention import AttentionTable
+from speedplan.profile.dense import ANSWERS
 from speedplan.profile.load import load_profile
-from speedplan.profile.lookup import TABLE_CLASSES
+from speedplan.profile.lookup import ElementwiseTable, GemmTable
 from speedplan.profile.tables import TABLES
-from speedplan.cost.roofline import attention_roofline, elementwise_roofline, gemm_roofline
+from speedplan.cost.roofline import (allreduce_sol_us, attention_roofline, attention_sol_us, elementwise_roofline,
+                                     elementwise_sol_us, gemm_roofline, gemm_sol_us, prefill_sol_us)
+
+TABLE_CLASSES = {"gemm": GemmTable, "attention": AttentionTable, "elementwise": ElementwiseTable}
+LOO_SAMPLE = 1000  # points left out per family (a shipped GPU profile has ~80,000; each needs its own table)
 
 _QUERY = {
     "gemm": ("m", "n", "k"),
@@ -31,9 +37,10 @@ def _lookup(table, family: str, rows: dict, idx, dtype: str):
     return table.lookup(*(rows[c][idx] for c in _QUERY[family]), dtype)
 
 
-def leave_one_out(path: str | Path) -> dict:
+def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
     """Relative error |pred − meas| / meas of each measured point predicted from the profile
-    without it (the profile's hardware facts stay those of the full profile).
+    without it (the profile's hardware facts stay those of the full profile); a family with
+    more than `sample` points is checked on a random `sample` of them (seed 0).
 
     Returns {"median_error", "p90_error", "points", "families": {family: {...}}}; errors are
     fractions (0.02 = 2%)."""
@@ -45,14 +52,16 @@ def leave_one_out(path: str | Path) -> dict:
         if rows is None:
             continue
         n = len(rows["latency_us"])
+        points = np.arange(n) if n <= sample else np.sort(np.random.default_rng(0).choice(n, sample, replace=False))
         errors, how = [], []
-        for i in range(n):
+        extra = (profile.table("prefill"),) if family == "attention" else ()
+        for i in points:
             keep = np.arange(n) != i
-            table = cls({c: v[keep] for c, v in rows.items()}, hw)
-            pred, answer = _lookup(table, family, rows, [i], str(rows["dtype"][i]))
+            table = cls({c: v[keep] for c, v in rows.items()}, hw, *extra)
+            pred, code = _lookup(table, family, rows, [i], str(rows["dtype"][i]))
             if np.isfinite(pred[0]):
                 errors.append(abs(pred[0] - rows["latency_us"][i]) / rows["latency_us"][i])
-                how.append(str(answer[0]))
+                how.append(str(ANSWERS[code[0]]) if np.issubdtype(np.asarray(code).dtype, np.integer) else str(code[0]))
         if errors:
             e = np.asarray(errors)
             families[family] = {"median_error": float(np.median(e)), "p90_error": float(np.percentile(e, 90)),
@@ -153,21 +162,30 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
 
 def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
     """A profile for preset `hardware` derived from a measured one: each point keeps its
-    measured efficiency (roofline / measured latency), so its latency scales by the ratio of the
-    two chips' rooflines at that shape (bandwidth ratio where memory-bound, compute ratio where
-    compute-bound). Floors are copied. Marked origin "derived"."""
+    measured utilisation (speed of light / measured latency), so its latency scales by the
+    ratio of the two chips' speeds of light at that shape (bandwidth ratio where memory-bound,
+    compute ratio where compute-bound). Floors are copied; MoE tables are left out (a fused
+    layer has no speed of light here to carry). Marked origin "derived"."""
     src = load_profile(source)
     if src.origin != "measured":
         raise SpeedplanInputError(f"{source}: can only derive from a measured profile (origin is {src.origin!r})")
     target_meta = {**src.meta, "hardware_preset": get_hardware(hardware).name}
     measured = src.hardware.extra.get("measured", {})  # fractions of peak and floors carry over
     target_hw = get_hardware(hardware).with_overrides(**measured)
+    sol = {
+        "gemm": lambda hw, t, dt: gemm_sol_us(hw, t["m"], t["n"], t["k"], dt),
+        "attention": lambda hw, t, dt: attention_sol_us(hw, *(t[c] for c in _QUERY["attention"][:-1]), dt),
+        "prefill": lambda hw, t, dt: prefill_sol_us(hw, t["batch"], t["seq_len"], t["num_heads"], t["num_kv_heads"],
+                                                    t["head_dim"], dt),
+        "elementwise": lambda hw, t, dt: elementwise_sol_us(hw, t["nbytes"]),
+        "allreduce": lambda hw, t, dt: allreduce_sol_us(hw, t["nbytes"], t["num_gpus"]),
+    }
     out = Path(out)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     for family, spec in TABLES.items():
-        if not (Path(source) / f"{family}.csv").exists():
+        if not (Path(source) / f"{family}.csv").exists() or family == "moe":
             continue
         with (Path(source) / f"{family}.csv").open(newline="") as f:
             rows = list(csv.DictReader(f))
@@ -176,14 +194,8 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
             ratio = np.ones(len(rows))
             for dt in np.unique(t["dtype"]):
                 s = t["dtype"] == dt
-                if family == "gemm":
-                    args = [t[c][s] for c in ("m", "n", "k")]
-                    ratio[s] = gemm_roofline(target_hw, *args, dt)[0] / gemm_roofline(src.hardware, *args, dt)[0]
-                elif family == "attention":
-                    args = [t[c][s] for c in _QUERY["attention"][:-1]] + [t["mask"][s]]
-                    ratio[s] = attention_roofline(target_hw, *args, dt)[0] / attention_roofline(src.hardware, *args, dt)[0]
-                else:
-                    ratio[s] = elementwise_roofline(target_hw, t["nbytes"][s]) / elementwise_roofline(src.hardware, t["nbytes"][s])
+                part = {c: v[s] for c, v in t.items()}
+                ratio[s] = sol[family](target_hw, part, dt) / sol[family](src.hardware, part, dt)
             for row, r in zip(rows, ratio):
                 for col in ("latency_us", "min_us", "p90_us"):
                     if row.get(col):

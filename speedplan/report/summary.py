@@ -31,18 +31,27 @@ def report_context(frame: pd.DataFrame) -> int | None:
     return int(max(order, key=lambda c: (counts[c], -order.index(c))))
 
 
-def latency_source(result: "SweepResult") -> str:
-    """E.g. "measured profile h100-sxm" or "datasheet roofline h100-sxm", plus how many rows
-    fell back to the roofline when a profile was used."""
+def latency_source(result: "SweepResult", notes: bool = True) -> str:
+    """E.g. "measured (AIConfigurator 0.12, vLLM 0.24 kernels) h100-sxm" or "datasheet
+    roofline mi300x", plus how many rows used the roofline fallback for some ops and how many
+    were priced partly outside the measured range, when a profile was used."""
     meta = result.meta
     origin = meta.get("cost_origin", "datasheet")
     name = meta.get("profile") or meta.get("hardware", "?")
     text = f"{LATENCY_ORIGINS.get(origin, origin)} {name}"
-    sources = result.frame["cost_source"].value_counts() if "cost_source" in result.frame else {}
+    frame = result.frame
+    if origin in ("datasheet", "datasheet-roofline") or not notes:
+        return text
+    notes = []
+    sources = frame["cost_source"].value_counts() if "cost_source" in frame else {}
     fallback = int(sources.get("roofline", 0)) + int(sources.get("mixed", 0))
-    if origin in ("measured", "derived") and fallback:
-        text += f" (datasheet roofline for some ops in {fallback} of {len(result.frame)} rows)"
-    return text
+    if fallback:
+        notes.append(f"roofline fallback for some ops in {fallback} of {len(frame)} rows")
+    if "out_of_range_share" in frame and len(frame) and frame["out_of_range_share"].max() > 0.001:
+        share = frame["out_of_range_share"]
+        notes.append(f"verify pass priced outside the measured range: median {share.median():.0%}, "
+                     f"max {share.max():.0%} (sweep.csv out_of_range_share)")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def engine_source(result: "SweepResult") -> str:
@@ -78,7 +87,7 @@ def short_provenance(result: "SweepResult") -> str:
         first = rest.split(", ")[0] if rest else ""
         text = f"{kind}: {first}" if first else kind
         parts.append(f"{mech}: {text if len(text) <= 48 else text[:47] + '…'}")
-    return (f"latency: {latency_source(result)}; engine profile {result.meta.get('engine', '?')}; "
+    return (f"latency: {latency_source(result, notes=False)}; engine profile {result.meta.get('engine', '?')}; "
             f"acceptance: {'; '.join(parts) or 'not stated'}")
 
 

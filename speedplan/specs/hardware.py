@@ -48,6 +48,11 @@ class Hardware:
     compute_efficiency: float = 1.0  # fraction of datasheet peak large kernels reach (each preset states its own)
     bandwidth_efficiency: float = 1.0
     default_dtype: str = "bf16"
+    # Streaming multiprocessors (compute units): what wave quantisation counts; 0 = not stated.
+    sm_count: int = 0
+    # Name of the fitted fallback (speedplan.specs.fallback) the roofline uses; "" = the plain
+    # datasheet roofline with this preset's floor and peak fractions (CPUs).
+    roofline_fit: str = ""
     source: str = ""
     notes: str = ""
     origin: str = "datasheet"  # "datasheet", "profile" (measured) or "derived"
@@ -64,6 +69,9 @@ class Hardware:
                 raise SpeedplanInputError(f"hardware {self.name}: {label} must be > 0, got {value}")
         if not self.peak_flops_per_s or any(not v > 0 for v in self.peak_flops_per_s.values()):
             raise SpeedplanInputError(f"hardware {self.name}: peak_flops_per_s must be positive")
+        if self.roofline_fit and not self.sm_count > 0:
+            raise SpeedplanInputError(f"hardware {self.name}: roofline_fit {self.roofline_fit!r} needs sm_count > 0 "
+                                      "(wave quantisation counts SMs)")
         if self.default_dtype not in self.peak_flops_per_s:
             raise SpeedplanInputError(
                 f"hardware {self.name}: default dtype {self.default_dtype} has no peak FLOP/s"
@@ -94,8 +102,8 @@ PRESET_DIR = Path(__file__).parent / "presets" / "hardware"
 # Fields a preset states as {"value": number, "source": text}; peak_flops_per_s holds one per dtype.
 _NUMBERS = ("hbm_bytes_per_s", "memory_bytes", "link_bytes_per_s", "link_latency_us", "kernel_floor_us",
             "gemm_tile_m", "attention_tile_m", "step_overhead_us", "tree_mask_penalty", "layer_overhead_us",
-            "compute_efficiency", "bandwidth_efficiency")
-_TEXTS = ("name", "description", "source", "notes", "default_dtype")
+            "compute_efficiency", "bandwidth_efficiency", "sm_count")
+_TEXTS = ("name", "description", "source", "notes", "default_dtype", "roofline_fit")
 
 
 def _number(entry, where: str) -> tuple[float, str]:
@@ -118,6 +126,16 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
             raise SpeedplanInputError(f"{where}: missing field {key!r}")
     sources: dict[str, str] = {}
     fields: dict = {k: data[k] for k in _TEXTS if k in data}
+    for key, value in fields.items():
+        if not isinstance(value, str):
+            raise SpeedplanInputError(f"{where}: {key} must be text, got {value!r}")
+    if fields.get("roofline_fit"):
+        from speedplan.specs.fallback import get_fit
+
+        try:
+            get_fit(fields["roofline_fit"])
+        except SpeedplanInputError as e:
+            raise SpeedplanInputError(f"{where}: roofline_fit: {e}") from None
     peaks = data["peak_flops_per_s"]
     if not isinstance(peaks, dict) or not peaks:
         raise SpeedplanInputError(f"{where}: peak_flops_per_s must map dtypes to numbers")
@@ -129,10 +147,16 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
     for key in _NUMBERS:
         if key in data:
             fields[key], sources[key] = _number(data[key], f"{where}: {key}")
-    for key in ("gemm_tile_m", "attention_tile_m"):
+    for key in ("gemm_tile_m", "attention_tile_m", "sm_count"):
         if key in fields:
             fields[key] = int(fields[key])
     return Hardware(**fields, sources=sources)
+
+
+def load_hardware_file(path: str | Path) -> Hardware:
+    """A preset of one's own: a JSON file with the fields of presets/hardware/*.json (every
+    number as {"value", "source"}). Without measurements, the roofline fallback prices it."""
+    return hardware_from_json(read_json(path), str(Path(path)))
 
 
 def _load_presets() -> dict[str, Hardware]:

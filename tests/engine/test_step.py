@@ -77,7 +77,7 @@ def test_plain_baseline_goes_through_the_engine_model():
 def test_speculation_switches_off_where_the_engine_makes_it_lose():
     """Host work per sequence that plain decoding hides (overlap 1) and the sync point exposes
     (overlap 0): plain decoding wins at B = 256, speculation at B = 1."""
-    costly = get_engine("vllm").with_terms({"host_step_us": 500.0, "host_seq_us": 30.0, "host_token_us": 0.0,
+    costly = get_engine("vllm").with_terms({"host_step_us": 500.0, "host_seq_us": 60.0, "host_token_us": 0.0,
                                              "overlap_plain": 1.0, "overlap_spec": 0.0, "draft_step_launches": 20.0}, "test")
     r = sweep(mechanisms=["eagle"], batches=[1, 256], draft_lens=range(0, 5), contexts=[512], engine=costly,
               acceptance=Acceptance.iid(0.8, "test"))

@@ -29,11 +29,12 @@ def _step_ms(frame, mechanism: str, batch: int) -> float:
 
 
 def test_eagle3_head_is_cheaper_than_an_eagle1_head_per_step():
-    """EAGLE-3's 32k-vocab head vs EAGLE-1's full 128k lm_head on the 8B target, H100 roofline."""
+    """EAGLE-3's 32k-vocab head vs EAGLE-1's full 128k lm_head on the 8B target (H100's measured
+    profile): the lm_head dominates one draft step, so the EAGLE-3 head costs about half (the
+    issue's figures, 0.545 and 0.277 ms, were on the datasheet roofline)."""
     f = sweep("llama-3.1-8b", "h100-sxm", ["eagle", "eagle3"], [1], [1, 2]).frame
     eagle, eagle3 = _step_ms(f, "eagle", 1), _step_ms(f, "eagle3", 1)
-    assert eagle3 < 0.6 * eagle
-    assert eagle == pytest.approx(0.545, abs=0.01) and eagle3 == pytest.approx(0.272, abs=0.01)
+    assert 0.35 * eagle < eagle3 < 0.6 * eagle
 
 
 def test_eagle3_head_shape_comes_from_its_config(tmp_path):
@@ -75,12 +76,13 @@ def test_eagle3_speculators_format_and_bad_configs(tmp_path):
 
 
 def test_draft_model_is_priced_at_its_tp_with_all_reduces():
-    """Llama-3.2-1B beside a 70B at TP4: a TP-4 draft step includes all-reduces and beats TP 1."""
+    """Llama-3.2-1B beside a 70B at TP4: a TP-4 draft step includes all-reduces and beats TP 1
+    (the issue's figures on the datasheet roofline were 0.78 vs 1.08 ms at B = 1, 1.49 vs 3.98 ms
+    at B = 64; the measured H100 profile prices them differently but in the same order)."""
     f = sweep("llama-3.1-70b", "h100-sxm", ["draft-model:llama-3.2-1b", "draft-model:llama-3.2-1b,tp=1"],
               [1, 64], [1, 2], tp=4).frame
     tp4, tp1 = "draft-model:llama-3.2-1b", "draft-model:llama-3.2-1b@tp1"
-    assert _step_ms(f, tp4, 1) == pytest.approx(0.78, abs=0.02) and _step_ms(f, tp1, 1) == pytest.approx(1.08, abs=0.02)
-    assert _step_ms(f, tp4, 64) == pytest.approx(1.49, abs=0.03) and _step_ms(f, tp1, 64) == pytest.approx(3.98, abs=0.05)
+    assert _step_ms(f, tp4, 1) < _step_ms(f, tp1, 1) and _step_ms(f, tp4, 64) < 0.6 * _step_ms(f, tp1, 64)
     target, draft = get_model("llama-3.1-70b"), get_model("llama-3.2-1b")
     mech = parse_mechanism("draft-model:llama-3.2-1b", target)
     cost = load_cost_model("h100-sxm")

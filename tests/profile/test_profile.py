@@ -17,9 +17,10 @@ from speedplan.cli.app import app
 from speedplan.cost.ops import load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.hardware import get_hardware
+from speedplan.profile.dense import ANSWERS
 from speedplan.profile.load import load_profile
 from speedplan.profile.tools import derive_profile, leave_one_out, write_roofline_profile
-from speedplan.cost.roofline import attention_roofline, elementwise_roofline, gemm_roofline
+from speedplan.cost.roofline import attention_sol_us, elementwise_sol_us, gemm_roofline, gemm_sol_us
 
 ROOT = Path(__file__).resolve().parents[2]
 META = {"device_name": "synthetic", "date": "2026-01-01T00:00:00+00:00", "microbench_version": "test",
@@ -32,14 +33,15 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def synthetic_profile(folder: Path, preset: str = "h100-sxm", dtype: str = "bf16", gemm_factor=lambda m: 1.25) -> Path:
-    """A 'measured' profile whose latencies are the preset's roofline times a known factor."""
+    """A 'measured' profile whose latencies are the preset's speed of light times a known factor
+    (a constant utilisation: what the lookup interpolates)."""
     hw = get_hardware(preset)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "meta.json").write_text(json.dumps({**META, "hardware_preset": preset}))
     ms = [1, 2, 4, 8, 16, 32, 63, 64, 65, 127, 128, 129, 256, 511, 512, 513, 1024, 2048]
     rows = [{"m": m, "n": n, "k": k, "dtype": dtype,
-             "latency_us": float(gemm_roofline(hw, m, n, k, dtype)[0]) * gemm_factor(m)}
-            for n, k in [(4096, 4096), (14336, 4096)] for m in ms]
+             "latency_us": float(gemm_sol_us(hw, m, n, k, dtype)) * gemm_factor(m)}
+            for n, k in [(4096, 4096), (14336, 4096), (4096, 14336)] for m in ms]
     write_csv(folder / "gemm.csv", rows)
     rows = []
     for mask in ("causal", "tree"):
@@ -48,32 +50,48 @@ def synthetic_profile(folder: Path, preset: str = "h100-sxm", dtype: str = "bf16
                 for kv in (1024, 4096, 16384):
                     if mask == "tree" and q == 1:
                         continue
-                    lat = float(attention_roofline(hw, b, q, kv, 32, 8, 128, "causal", dtype)[0]) * 1.5
+                    lat = float(attention_sol_us(hw, b, q, kv, 32, 8, 128, dtype)) * 1.5
                     rows.append({"batch": b, "q_len": q, "kv_len": kv, "num_heads": 32, "num_kv_heads": 8,
                                  "head_dim": 128, "mask": mask, "dtype": dtype,
                                  "latency_us": lat * (1.4 if mask == "tree" else 1.0)})
     write_csv(folder / "attention.csv", rows)
     write_csv(folder / "elementwise.csv", [
         {"op": "scale", "numel": n, "hidden": 4096, "dtype": dtype, "nbytes": 4 * n,
-         "latency_us": float(elementwise_roofline(hw, 4 * n)) * 2} for n in (4096, 65536, 2**20, 2**24)])
+         "latency_us": float(elementwise_sol_us(hw, 4 * n)) * 2} for n in (4096, 65536, 2**20, 2**24)])
     write_csv(folder / "floors.csv", [{"op": "launch", "graph": 0, "dtype": dtype, "latency_us": 5.0},
-                                      {"op": "launch", "graph": 1, "dtype": dtype, "latency_us": hw.kernel_floor_us}])
+                                      {"op": "launch", "graph": 1, "dtype": dtype, "latency_us": 2.5}])
     return folder
 
 
-def test_measured_values_come_back_at_measured_points(tmp_path):
+def test_exact_hits_come_back_as_measured(tmp_path):
     p = load_profile(synthetic_profile(tmp_path / "p"))
-    lat, how = p.gemm_lookup(np.array([1, 64, 65, 512]), 4096, 4096, "bf16")
-    roof = gemm_roofline(get_hardware("h100-sxm"), np.array([1, 64, 65, 512]), 4096, 4096, "bf16")[0]
-    assert np.allclose(lat, roof * 1.25) and (how == "interpolated").all()  # the CSV's values
+    m = np.array([1, 64, 65, 512])
+    lat, how = p.gemm_lookup(m, 4096, 4096, "bf16")
+    sol = gemm_sol_us(get_hardware("h100-sxm"), m, 4096, 4096, "bf16")
+    assert np.allclose(lat, sol * 1.25, rtol=1e-12) and (how == "measured").all()  # the CSV's values
     assert p.origin == "measured" and p.source_label == "profile"
 
 
-def test_hardware_takes_measured_floor_and_tree_penalty(tmp_path):
+def test_hardware_takes_measured_floor_not_a_whole_call_tree_ratio(tmp_path):
+    """The graph-replay floor replaces the preset's; the tree/causal ratio of whole calls is not
+    the N x N block's penalty (the preset's stays; measured tree rows answer tree queries)."""
     hw = load_profile(synthetic_profile(tmp_path / "p")).hardware
-    assert hw.kernel_floor_us == get_hardware("h100-sxm").kernel_floor_us != 5.0  # graph-replay floor preferred
-    assert hw.tree_mask_penalty == pytest.approx(1.4)
-    assert hw.origin == "profile" and "tree_mask_penalty" in hw.notes
+    assert hw.kernel_floor_us == 2.5  # graph-replay floor preferred over the eager 5.0
+    assert hw.tree_mask_penalty == get_hardware("h100-sxm").tree_mask_penalty
+    assert hw.origin == "profile" and "kernel_floor_us" in hw.notes
+
+
+def test_utilisation_is_interpolated_between_measured_neighbours(tmp_path):
+    """Utilisation u = SOL / latency, log u linear in log M: halfway (in log M) between two
+    measured points, u is their geometric mean; the latency is this point's SOL over it."""
+    hw = get_hardware("h100-sxm")
+    folder = synthetic_profile(tmp_path / "p", gemm_factor=lambda m: {256: 2.0, 511: 1.0}.get(m, 1.25))
+    p = load_profile(folder)
+    m = np.sqrt(256 * 511)
+    lat, how = p.gemm_lookup(np.array([m]), 4096, 4096, "bf16")
+    u = np.sqrt((1 / 2.0) * (1 / 1.0))
+    assert how[0] == "interpolated"
+    assert lat[0] == pytest.approx(gemm_sol_us(hw, m, 4096, 4096, "bf16") / u, rel=1e-9)
 
 
 def test_interpolation_respects_tile_steps(tmp_path):
@@ -89,12 +107,18 @@ def test_interpolation_respects_tile_steps(tmp_path):
     assert abs(straight[0] - lat[0]) / lat[0] > 0.02 or abs(straight[1] - lat[1]) / lat[1] > 0.02
 
 
-def test_transfer_and_extrapolation_are_labelled(tmp_path):
+def test_shapes_between_measured_ones_interpolate_and_outside_is_marked(tmp_path):
+    """(8192, 4096) lies between measured shapes along N; (8192, 8192) needs the corner
+    (14336, 14336) that was not measured (its nearest shape stands in: transferred); M beyond
+    the measured range and K below it are extrapolated."""
+    hw = get_hardware("h100-sxm")
     p = load_profile(synthetic_profile(tmp_path / "p"))
-    lat, how = p.gemm_lookup(np.array([8.0, 4096.0]), 8192, 4096, "bf16")
-    assert how.tolist() == ["transferred", "extrapolated"]
-    roof = gemm_roofline(get_hardware("h100-sxm"), np.array([8.0, 4096.0]), 8192, 4096, "bf16")[0]
-    assert np.allclose(lat, roof * 1.25)  # same efficiency carried to the unmeasured shape
+    m = np.array([8.0, 8.0, 4096.0, 8.0])
+    n = np.array([8192, 8192, 8192, 8192])
+    k = np.array([4096, 8192, 4096, 2048])
+    lat, how = p.gemm_lookup(m, n, k, "bf16")
+    assert how.tolist() == ["interpolated", "transferred", "extrapolated", "extrapolated"]
+    assert np.allclose(lat, gemm_sol_us(hw, m, n, k, "bf16") * 1.25)  # the one utilisation carried everywhere
     lat, how = p.attention_lookup(np.array([2, 64]), np.array([3, 8]), np.array([2048, 4096]), 32, 8, 128,
                                   np.array(["tree", "causal"]), "bf16")
     assert how.tolist() == ["interpolated", "extrapolated"]
@@ -274,6 +298,6 @@ def test_a_block_shifted_by_a_slow_spell_is_predicted_from_its_own_level(tmp_pat
 def test_elementwise_below_the_smallest_size_keeps_its_latency(tmp_path):
     p = load_profile(affine_cpu_profile(tmp_path / "p"))
     small = 8 * 576.0  # the smallest measured size, in bytes
-    lat, how = p._elementwise.lookup(np.array([small / 8, small, small * 1e4]), "fp32", op="scale")
-    assert lat[0] == pytest.approx(lat[1]) and how[0] == "extrapolated"  # the fixed cost holds below
+    lat, how = p.table("elementwise").lookup(np.array([small / 8, small, small * 1e4]), "fp32", op="scale")
+    assert lat[0] == pytest.approx(lat[1]) and ANSWERS[how[0]] == "extrapolated"  # the fixed cost holds below
     assert lat[2] > 100 * lat[1]  # above, the bandwidth holds

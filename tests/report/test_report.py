@@ -18,6 +18,7 @@ from speedplan.report.summary import provenance, render_summary, short_provenanc
 from speedplan.report.figures import FIGURES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+MEASURED = "measured (AIConfigurator 0.12, vLLM 0.24 kernels) h100-sxm"  # the shipped h100-sxm profile
 SMALL = dict(model="llama-3.1-8b", hardware="h100-sxm", mechanisms=["eagle", "ngram", "eagle-tree"],
              batches=[1, 8, 64], draft_lens=range(0, 5), contexts=[4096])
 
@@ -57,7 +58,7 @@ def test_report_writes_pngs_and_html_linking_everything(result, tmp_path):
     assert images == set(FIGURES.values())
     assert all((tmp_path / name).exists() for name in images | links)
     assert not re.search(r'(src|href)="(https?:)?//', page), "report must open offline"
-    assert "datasheet roofline h100-sxm" in page
+    assert MEASURED in page
     for mechanism, source in result.meta["acceptance"].items():
         assert html.escape(f"{mechanism}: {source}") in page
     pick = result.slo_pick
@@ -69,7 +70,7 @@ def test_report_writes_pngs_and_html_linking_everything(result, tmp_path):
 
 def test_every_figure_says_where_numbers_came_from(result, tmp_path):
     caption = short_provenance(result)
-    assert caption.startswith("latency: datasheet roofline h100-sxm; engine profile vllm; acceptance: eagle: published: published_cases.csv")
+    assert caption.startswith(f"latency: {MEASURED}; engine profile vllm; acceptance: eagle: published: published_cases.csv")
     assert "ngram: published:" in caption
     page = write_report(result, tmp_path, [])[-1].read_text()
     assert page.count(html.escape(caption)) == len(FIGURES)  # under each figure, as inside it
@@ -84,7 +85,8 @@ def test_summary_lists_every_batch_and_provenance(result):
     for line, row in zip(table, result.best.itertuples()):
         assert line.split()[1:3] == [row.mechanism, str(row.draft_len)]
         assert line.split()[3] == f"{row.acceptance_length:.2f}"
-    assert "latency: datasheet roofline h100-sxm" in lines
+    latency = next(line for line in lines if line.startswith("latency: "))
+    assert latency.startswith(f"latency: {MEASURED} (roofline fallback for some ops in")  # elementwise ops: no table
     assert any(line.startswith("acceptance: eagle: published: published_cases.csv") for line in lines)
     pick = result.slo_pick
     assert f"SLO pick (>= 100 tokens/s/user): {pick['mechanism']} D={pick['draft_len']} at B={pick['batch']}" in text
@@ -104,7 +106,7 @@ def test_measured_profile_is_named_with_its_fallback_rows(result):
     frame.loc[frame.index[:3], "cost_source"] = "mixed"
     measured = replace(result, frame=frame, meta={**result.meta, "cost_origin": "measured"})
     assert provenance(measured).startswith(
-        f"latency: measured profile h100-sxm (datasheet roofline for some ops in 3 of {len(frame)} rows)")
+        f"latency: measured profile h100-sxm (roofline fallback for some ops in 3 of {len(frame)} rows")
 
 
 def test_nothing_feasible_still_renders(tmp_path):
@@ -112,7 +114,7 @@ def test_nothing_feasible_still_renders(tmp_path):
     assert not result.frame["feasible"].any() and result.best.empty and result.pareto.empty
     text = render_summary(result)
     assert "no feasible configuration: no grid point fits in memory" in text
-    assert "latency: datasheet roofline h100-sxm" in text
+    assert f"latency: {MEASURED}" in text
     written = write_report(result, tmp_path, _files(tmp_path))
     _check_pngs(written)
     assert "no feasible configuration: no grid point fits in memory" in (tmp_path / "report.html").read_text()

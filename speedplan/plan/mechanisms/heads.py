@@ -48,7 +48,7 @@ def _gemm(cost, m, n: int, k: int, dtype: str, bytes_per: int) -> ForwardCost:
         gemm_s=op.latency_us * 1e-6, attention_s=zero, tree_mask_s=zero, comm_s=zero, elementwise_s=zero,
         gemm_flops=2.0 * m * n * k + zero, gemm_bytes=float(n * k * bytes_per) + zero,
         gemm_compute_bound_s=np.where(op.bound == "compute", op.latency_us * 1e-6, 0.0),
-        profile_share=op.from_profile.astype(float))
+        profile_share=op.from_profile.astype(float), out_of_range_share=op.out_of_range.astype(float))
 
 
 def head_pass(cost, head: ModelSpec, target: ModelSpec, batch, q_len, context, tp: int) -> ForwardCost:

@@ -31,7 +31,8 @@ class Medusa(Mechanism):
             gemm_s=(res.latency_us + head.latency_us) * 1e-6 * draft_len, attention_s=zero, tree_mask_s=zero,
             comm_s=zero, elementwise_s=zero, gemm_flops=2 * batch * (h * h + v * h) * draft_len,
             gemm_bytes=(h * h + v * h) * target.dtype_bytes * draft_len, gemm_compute_bound_s=zero,
-            profile_share=np.where(res.from_profile & head.from_profile, 1.0, 0.0))
+            profile_share=np.where(res.from_profile & head.from_profile, 1.0, 0.0),
+            out_of_range_share=np.where(res.out_of_range | head.out_of_range, 1.0, 0.0))
 
     def draft_forwards(self, draft_len, nodes):
         """All heads run in one pass over the last hidden state."""

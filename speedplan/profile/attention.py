@@ -1,0 +1,171 @@
+"""Attention tables: decode/verify (`attention.csv`) and causal prefill (`prefill.csv`),
+as utilisation grids (`speedplan.profile.dense`).
+
+A configuration is one (dtype, mask, heads, KV heads, head_dim); its grid runs over
+(log batch, log q_len, log kv_len). A query is answered by the measured configuration
+nearest in (log G, log head_dim, log KV heads), "transferred" when it is not its own.
+
+- q_len inside the configuration's measured range (a CPU profile measures q = 1..8 and tree
+  masks): interpolated on the grid.
+- q_len above it where only decode (q = 1) was measured, as in AIConfigurator's tables: the
+  verification model of `speedplan.profile.verify`, from the decode grid and the prefill
+  table ("derived").
+- A tree mask where no tree was measured: the causal answer plus the N × N block's extra
+  (`speedplan.cost.roofline.tree_block_us`, an assumption stated in the hardware preset).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from speedplan.cost.roofline import attention_sol_us, prefill_sol_us, tree_block_us
+from speedplan.profile.dense import DERIVED, EXTRAPOLATED, NONE, TRANSFERRED, Dense, build, compact, log
+from speedplan.profile.fill import fill_attention_blocks
+from speedplan.profile.verify import verify_latency_us
+from speedplan.specs.hardware import Hardware
+
+HEAD_KEYS = ("num_heads", "num_kv_heads", "head_dim")
+
+
+def _features(heads, kv_heads, head_dim) -> np.ndarray:
+    return np.stack([log(np.asarray(heads, float) / kv_heads), log(head_dim), log(kv_heads)], axis=-1)
+
+
+class _Configs:
+    """Rows grouped by (dtype, mask, heads, KV heads, head_dim); each group's grid is built on
+    first use (a shipped profile holds ~50 configurations and a sweep asks one or two)."""
+
+    def __init__(self, rows: dict, masks, axes: tuple[str, ...], sol):
+        self.rows, self.axes, self.sol = rows, axes, sol
+        dtypes, dcode = np.unique(rows["dtype"].astype(str), return_inverse=True)
+        names, mcode = np.unique(np.asarray(masks).astype(str), return_inverse=True)
+        cols = [dcode.ravel(), mcode.ravel(), *(rows[c].astype(np.int64) for c in HEAD_KEYS)]
+        if max(int(c.max()) for c in cols) < 2**12:  # one integer per configuration: a fast unique
+            key = np.zeros(len(dcode), dtype=np.int64)
+            for c in cols:
+                key = (key << 12) | c
+            keys, first, group = np.unique(key, return_index=True, return_inverse=True)
+        else:
+            keys, first, group = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+        group = group.ravel()
+        order = np.argsort(group, kind="stable")
+        starts = np.searchsorted(group[order], np.arange(len(keys) + 1))
+        self.index = {(str(dtypes[cols[0][f]]), str(names[cols[1][f]]), *(float(c[f]) for c in cols[2:])):
+                      order[starts[i]:starts[i + 1]] for i, f in enumerate(first)}
+        self._grids: dict[tuple, Dense] = {}
+
+    def grid(self, key: tuple) -> Dense:
+        if key not in self._grids:
+            idx = self.index[key]
+            r = {c: v[idx] for c, v in self.rows.items()}
+            util = self.sol(r) / r["latency_us"]
+            self._grids[key] = build([log(r[a]) for a in self.axes], log(util), r.get("_filled"))
+        return self._grids[key]
+
+    def nearest(self, dtype: str, mask: str, heads, kv_heads, head_dim) -> tuple[list, np.ndarray, np.ndarray]:
+        """Candidate keys, each query's nearest one (index into them), and whether it is exact."""
+        cands = [k for k in self.index if k[0] == dtype and k[1] == mask]
+        if not cands:
+            return [], np.zeros(0, int), np.zeros(0, bool)
+        cols = np.stack([heads, kv_heads, head_dim], axis=1)
+        if len(cols) and (cols == cols[0]).all():  # a sweep asks one head shape for thousands of points
+            shapes, inverse = cols[:1], np.zeros(len(cols), dtype=int)
+        else:
+            shapes, inverse = np.unique(cols, axis=0, return_inverse=True)
+        feat = _features(*shapes.T)
+        cfeat = _features(*np.array([k[2:] for k in cands]).T)
+        dist = ((feat[:, None, :] - cfeat[None, :, :]) ** 2).sum(axis=2)
+        near = np.argmin(dist, axis=1)
+        exact = dist[np.arange(len(near)), near] < 1e-12
+        inverse = inverse.ravel()
+        return cands, near[inverse], exact[inverse]
+
+
+class PrefillTable:
+    """Causal prefill of seq_len tokens (no cached prefix) per configuration, over
+    (log batch, log seq_len)."""
+
+    def __init__(self, rows: dict, hw: Hardware):
+        self.hw = hw
+        sol = lambda r: prefill_sol_us(hw, r["batch"], r["seq_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
+        self.configs = _Configs(rows, np.full(len(rows["dtype"]), "causal"), ("batch", "seq_len"), sol)
+
+    def lookup(self, batch, seq_len, num_heads, num_kv_heads, head_dim, dtype: str):
+        args = [compact(np.asarray(v, dtype=float)) for v in (batch, seq_len, num_heads, num_kv_heads, head_dim)]
+        return _per_config(self.configs, "causal", args, 2, dtype, self._answer)
+
+    def _answer(self, grid: Dense, b, L, h, kvh, hd, dtype):
+        log_util, code = grid.at([log(b), log(L)])
+        return prefill_sol_us(self.hw, b, L, h, kvh, hd, dtype) / np.exp(log_util), code
+
+
+def _per_config(configs: _Configs, mask, args: list, n_axes: int, dtype: str, answer):
+    """Answer points by their nearest measured configuration: `args` are the query arrays
+    (grid axes first, then heads, KV heads, head_dim), `answer(grid, *args, dtype)` prices one
+    configuration's points. One head shape and mask for all points (a sweep) is one call on
+    the arrays as given; mixed ones are split."""
+    mask = compact(np.asarray(mask))
+    shape = np.broadcast_shapes(*(a.shape for a in args), mask.shape)
+    if mask.ndim == 0 and all(a.ndim == 0 for a in args[n_axes:]):
+        cands, near, exact = configs.nearest(dtype, str(mask), *(np.atleast_1d(a) for a in args[n_axes:]))
+        if not cands:
+            return np.full(shape, np.nan), np.full(shape, NONE, dtype=np.int8)
+        lat, code = answer(configs.grid(cands[near[0]]), *args, dtype)
+        code = code if exact[0] else np.maximum(code, TRANSFERRED)
+        return np.broadcast_to(lat, shape), np.broadcast_to(code, shape).astype(np.int8)
+    flat = [np.broadcast_to(a, shape).ravel() for a in args]
+    masks = np.broadcast_to(mask, shape).ravel()
+    lat, code = np.full(masks.size, np.nan), np.full(masks.size, NONE, dtype=np.int8)
+    for mk in np.unique(masks):
+        rows = np.flatnonzero(masks == mk)
+        cands, near, exact = configs.nearest(dtype, str(mk), *(f[rows] for f in flat[n_axes:]))
+        for ci in np.unique(near) if cands else []:
+            idx = rows[near == ci]
+            lat[idx], c = answer(configs.grid(cands[ci]), *(f[idx] for f in flat), dtype)
+            code[idx] = np.where(exact[near == ci], c, np.maximum(c, TRANSFERRED))
+    return lat.reshape(shape), code.reshape(shape)
+
+
+class AttentionTable:
+    """Decode/verify attention per configuration over (log batch, log q_len, log kv_len);
+    `prefill` (a PrefillTable or None) feeds the verification model."""
+
+    def __init__(self, rows: dict, hw: Hardware, prefill: PrefillTable | None = None):
+        self.hw, self.prefill = hw, prefill
+        if len(np.unique(rows["q_len"])) > 1 or len(np.unique(rows["mask"])) > 1:  # CPU-style grid: complete blocks
+            n = len(rows["latency_us"])
+            rows = fill_attention_blocks(rows, np.stack([rows[c] for c in HEAD_KEYS], axis=1))
+            rows = {**rows, "_filled": np.arange(len(rows["latency_us"])) >= n}
+
+        def sol(r):
+            return attention_sol_us(hw, r["batch"], r["q_len"], r["kv_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
+
+        self.configs = _Configs(rows, rows["mask"], ("batch", "q_len", "kv_len"), sol)
+        self.has_tree = {k[0] for k in self.configs.index if k[1] == "tree"}
+
+    def lookup(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str):
+        args = [compact(np.asarray(v, dtype=float)) for v in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim)]
+        mask = compact(np.asarray(mask))
+        tree_extra = 0.0
+        if dtype not in self.has_tree and (mask == "tree").any():  # no tree measured: causal + the N×N block
+            block = tree_block_us(self.hw, args[0], args[1], *args[3:], dtype)
+            tree_extra = np.where(mask == "tree", block, 0.0)
+            mask = np.where(mask == "tree", "causal", mask)
+        lat, code = _per_config(self.configs, mask, args, 3, dtype, self._answer)
+        return lat + tree_extra, code
+
+    def _answer(self, grid: Dense, b, q, kv, h, kvh, hd, dtype):
+        sol = attention_sol_us(self.hw, b, q, kv, h, kvh, hd, dtype)
+        q_axis = grid.axes[1]
+        derive = (len(q_axis) == 1) & (log(q) > q_axis[-1] + 1e-9)  # only decode measured: verification model
+        log_util, code = grid.at([log(b), np.where(derive, q_axis[-1], log(q)), log(kv)])
+        lat = sol / np.exp(log_util)
+        if derive.any():
+            q1 = np.exp(q_axis[-1])
+            t_dec = attention_sol_us(self.hw, b, q1, kv, h, kvh, hd, dtype) / np.exp(log_util)
+            t_ctx = np.nan
+            if self.prefill is not None:
+                t_ctx, _ = self.prefill.lookup(b, kv, h, kvh, hd, dtype)
+            lat = np.where(derive, verify_latency_us(t_dec, t_ctx, lat, q, kv), lat)
+            code = np.where(derive, np.where(code == EXTRAPOLATED, EXTRAPOLATED, DERIVED), code).astype(np.int8)
+        return lat, code
