@@ -110,7 +110,6 @@ def forward_breakdown(model, costs: dict, batch: int, tokens: int, context: int)
     print("  largest other ops: " + ", ".join(f"{k} {v:.1f}" for k, v in top))
     target = replace(get_model("smollm2-135m"), dtype="fp32")
     for name, cost in costs.items():
-        cost = replace(cost, hardware=cost.hardware.with_overrides(layer_overhead_us=0.0))
         f = forward_cost(cost, target, np.array([batch]), np.array([tokens]), np.array([context]))
         print(f"  priced by {name}: {f.total_s[0] * 1e3:.1f} ms (GEMM {f.gemm_s[0] * 1e3:.1f}, "
               f"attention {f.attention_s[0] * 1e3:.1f}, elementwise {f.elementwise_s[0] * 1e3:.1f})")

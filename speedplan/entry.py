@@ -192,9 +192,11 @@ _HERE = ("heatmap", "best_d")
 def draw_in_two(figures, out_dir: Path, caption: str) -> list[Path]:
     """`report.figures.draw_figures` split over this process and a forked child; what the
     child fails to draw is drawn here. Returns every figure's path."""
+    from speedplan.report.axes import caption_pixels
     from speedplan.report.figures import FIGURES, draw_figures, figure_paths
 
     theirs = [n for n in FIGURES if n not in _HERE]
+    caption_pixels(caption)  # drawn once, before the fork, for both processes
     child = _fork() if "split" not in OFF else None
     if child == 0:
         try:
@@ -211,4 +213,8 @@ def draw_in_two(figures, out_dir: Path, caption: str) -> list[Path]:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m speedplan.entry`: run the package module's main, not this __main__ copy's, so
+    # that the sweep command (which imports speedplan.entry) finds the worker started here
+    from speedplan.entry import main as _main
+
+    _main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from pathlib import Path
 from typing import List, Optional
@@ -39,6 +40,7 @@ def sweep(
     from speedplan.plan.sweep import sweep as run_sweep
     from speedplan.report.folder import write_outputs
     from speedplan.report.summary import render_summary
+    from speedplan.serving import engine_module
 
     weights = parse_batch_weights(batch_weights)
     worker = entry.claim()  # the console script's figure worker, importing matplotlib meanwhile
@@ -50,13 +52,16 @@ def sweep(
             acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
             min_tokens_per_user=min_tokens_per_user, command=_command(locals()), engine=engine,
         )
-        plans = plan_engines(result, weights, plan_for.split(",") if plan_for else None)
+        engines = plan_for.split(",") if plan_for else None
+        if engines:
+            [engine_module(e) for e in engines]  # an unknown engine fails before anything is written
+        plans = functools.cache(lambda: plan_engines(result, weights, engines))  # computed while figures draw
         out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}-{result.meta['engine']}"
         write_outputs(result, out, worker, plans=plans)
     finally:
         if worker is not None:
             worker.cancel()  # stops and reaps it if the sweep failed; a no-op once it finished
-    typer.echo(render_summary(result, plans=plans))
+    typer.echo(render_summary(result, plans=plans()))
     typer.echo(f"report: {out / 'report.html'}")
 
 

@@ -160,16 +160,18 @@ def _sequoia_table(ranks: tuple[float, ...], max_nodes: int, max_depth: int) -> 
     p = np.array(ranks, dtype=float)
     width = min(len(p), max_nodes) if max_nodes else 0
     best = np.zeros((max_nodes + 1, max_depth + 1))
+    # every (n, m) pair at once: the first child's subtree takes m of the n nodes (1 ≤ m ≤ n);
+    # pairs with m > n are masked out
+    n_idx, m_idx = np.meshgrid(np.arange(max_nodes + 1), np.arange(1, max_nodes + 1), indexing="ij")
+    valid = m_idx <= n_idx
+    rest = np.where(valid, n_idx - m_idx, 0)
     for d in range(1, max_depth + 1):
         below = best[:, d - 1]
+        first = 1.0 + below[m_idx - 1]  # 1 + best[m−1, d−1]: the child and its own subtree
         forest = np.zeros(max_nodes + 1)  # forest over ranks ≥ width: empty
         for r in range(width - 1, -1, -1):
-            new = forest.copy()
-            for n in range(1, max_nodes + 1):
-                m = np.arange(1, n + 1)
-                candidates = p[r] * (1.0 + below[m - 1]) + forest[n - m]
-                new[n] = max(new[n], candidates.max())
-            forest = new
+            candidates = np.where(valid, p[r] * first + forest[rest], -np.inf)
+            forest = np.maximum(forest, candidates.max(axis=1, initial=-np.inf))
         best[:, d] = np.maximum.accumulate(forest)
     return best
 

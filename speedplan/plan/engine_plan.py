@@ -25,7 +25,11 @@ then a schedule).
 Each plan's rows give, per (batch, context), its D, speedup and `loss_vs_best`: 1 − its
 tokens/s/GPU over the best any setting of that engine reaches at that batch and context (a
 per-B optimum: any mechanism it runs, any D, or off). `loss_vs_any` is against the best row
-of the whole sweep, whatever engine could run it.
+of the whole sweep, whatever engine could run it, under the same engine profile.
+
+Each engine's plan is priced through its own engine profile (`engine_pricing`): the sweep's
+`--engine` prices the engine it describes, and the others are the same kernels repriced through
+their shipped profiles (`plan.sweep.reprice`), so the SGLang plan pays SGLang's host work.
 
 Worked example of "first-max" (batches 1, 8, 64; D ≤ 8): for D_1 = 6, B = 8 takes its best of
 D ∈ {0..6} and B = 64 its best of D ∈ {0..6}; J(D_1 = 6) = S[6, 1] + best_8 + best_64; the plan is
@@ -58,6 +62,7 @@ class EnginePlan:
     objective: float  # J: weighted mean fraction of this engine's best tokens/s/GPU (1 = best everywhere)
     tokens_per_s_per_gpu: float  # the plan's time-weighted mean tokens/s/GPU over the planned cells
     rows: pd.DataFrame  # per (batch, context): weight, draft_len, verify_tokens, speedup, loss_vs_best, ...
+    engine_profile: str = ""  # the engine profile that priced this plan (name: how its terms were set)
 
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
@@ -222,44 +227,68 @@ def _runnable(engine, labels: list[str], meta: dict) -> dict:
     return out
 
 
+def engine_pricing(result, name: str):
+    """The sweep priced for serving engine `name`: the sweep itself when its engine profile
+    describes that engine (a calibrated vLLM profile prices the vLLM plan), else the same
+    sweep repriced through the shipped profile of that name (`plan.sweep.reprice`)."""
+    from speedplan.engine.profile import get_engine
+    from speedplan.plan.sweep import reprice
+
+    shipped = get_engine(name)
+    if result.meta.get("engine_family", result.meta.get("engine")) in (shipped.engine, name) or result.pricing is None:
+        return result
+    return reprice(result, shipped)
+
+
+def _profile_text(meta: dict) -> str:
+    return f"{meta.get('engine', '?')}: {meta.get('engine_fit', '')}".rstrip(": ")
+
+
 def plan_engines(result, batch_weights: dict[int, float] | None = None, engines=None) -> dict[str, EnginePlan]:
-    """The plan of every serving engine (or of the `engines` named) for this sweep."""
-    from speedplan.plan.mechanisms import TREE_MECHANISMS
+    """The plan of every serving engine (or of the `engines` named) for this sweep, each
+    priced through its own engine profile (`engine_pricing`)."""
     from speedplan.serving import ENGINES, engine_module
 
     names = list(engines) if engines else list(ENGINES)
     modules = {n: engine_module(n) for n in names}  # unknown names fail before any work
-    frame, meta = result.frame, result.meta
+    frame = result.frame
     plain = (frame["mechanism"] == "none") | (frame["draft_len"] == 0)
     servable = frame[plain & frame["feasible"]][["batch", "context"]]
     servable = servable.drop_duplicates().sort_values(["batch", "context"]).reset_index(drop=True)
     if servable.empty:
         if batch_weights:
             _weights(frame[plain][["batch", "context"]].drop_duplicates(), batch_weights)
-        return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame()) for n in names}
-    table = _Table(frame, _weights(servable, batch_weights))
+        return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame(),
+                              _profile_text(result.meta)) for n in names}
+    weights = _weights(servable, batch_weights)  # memory feasibility does not depend on the engine
+    return {name: _plan_one(name, engine, engine_pricing(result, name), weights) for name, engine in modules.items()}
+
+
+def _plan_one(name: str, engine, result, weights: pd.Series) -> EnginePlan:
+    """One engine's plan on the sweep as that engine's profile priced it."""
+    from speedplan.plan.mechanisms import TREE_MECHANISMS
+
+    frame, meta = result.frame, result.meta
+    table = _Table(frame, weights)
     labels = [m for m in dict.fromkeys(frame["mechanism"]) if m != "none"]
-    plans = {}
-    for name, engine in modules.items():
-        runnable = _runnable(engine, labels, meta)
-        reach = [OFF_KEY] + [k for label, support in runnable.items() for mode in support.modes
-                             for k in _settings(table, label, mode, label.split(":")[0] in TREE_MECHANISMS)]
-        reach = list(dict.fromkeys(reach))
-        norm = np.nanmax(np.vstack([table.rows[k] for k in reach]), axis=0)  # the engine's best per cell
-        cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
-                  "no speculative options")]
-        for label, support in runnable.items():
-            for mode in support.modes:
-                c = _candidates(table, label, mode, label.split(":")[0] in TREE_MECHANISMS, norm)
-                if c is not None:
-                    cands.append((c[0], mode.name, label, c[1], mode.how))
-        top = max(c[0] for c in cands)
-        near = [c for c in cands if c[0] >= (1.0 - PLAN_TIE) * top]
-        j, mode, label, picks, how = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))
-        rows = _rows(table, frame, picks, reach)
-        thr = float((rows["tokens_per_s_per_gpu"] * rows["weight"]).sum())
-        plans[name] = EnginePlan(name, label, mode, how, j, thr, rows)
-    return plans
+    runnable = _runnable(engine, labels, meta)
+    reach = [OFF_KEY] + [k for label, support in runnable.items() for mode in support.modes
+                         for k in _settings(table, label, mode, label.split(":")[0] in TREE_MECHANISMS)]
+    reach = list(dict.fromkeys(reach))
+    norm = np.nanmax(np.vstack([table.rows[k] for k in reach]), axis=0)  # the engine's best per cell
+    cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
+              "no speculative options")]
+    for label, support in runnable.items():
+        for mode in support.modes:
+            c = _candidates(table, label, mode, label.split(":")[0] in TREE_MECHANISMS, norm)
+            if c is not None:
+                cands.append((c[0], mode.name, label, c[1], mode.how))
+    top = max(c[0] for c in cands)
+    near = [c for c in cands if c[0] >= (1.0 - PLAN_TIE) * top]
+    j, mode, label, picks, how = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))
+    rows = _rows(table, frame, picks, reach)
+    thr = float((rows["tokens_per_s_per_gpu"] * rows["weight"]).sum())
+    return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta))
 
 
 def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list) -> pd.DataFrame:
@@ -287,7 +316,7 @@ def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> 
     """The "engines" object of recommendations.json."""
     out = {}
     for name, plan in plans.items():
-        rec = {"mechanism": plan.mechanism, "mode": plan.mode, "how": plan.how,
+        rec = {"mechanism": plan.mechanism, "mode": plan.mode, "how": plan.how, "engine_profile": plan.engine_profile,
                "schedule": [list(s) for s in plan.schedule],
                "objective": round(plan.objective, 5),
                "tokens_per_s_per_gpu": round(plan.tokens_per_s_per_gpu, 3),
@@ -336,7 +365,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best))
                           for r in at.itertuples())
         common = dict(model=meta["model"]["model"], tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
-                      per_batch=per_batch, context=context)
+                      per_batch=per_batch, context=context, priced_by=plan.engine_profile)
         if plan.mechanism == "none":
             out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), **common)
             continue
@@ -353,11 +382,12 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
 
 def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:
     """schedule.csv: every engine's plan per (batch, context), D = 0 where speculation is off."""
-    parts = [p.rows.assign(engine=name, plan_mechanism=p.mechanism, mode=p.mode) for name, p in plans.items()
-             if len(p.rows)]
+    parts = [p.rows.assign(engine=name, engine_profile=p.engine_profile.split(":")[0], plan_mechanism=p.mechanism,
+                           mode=p.mode) for name, p in plans.items() if len(p.rows)]
     if not parts:
-        return pd.DataFrame(columns=["engine", "plan_mechanism", "mode", "batch", "context", "draft_len"])
-    cols = ["engine", "plan_mechanism", "mode", "batch", "context", "weight", "draft_len", "verify_tokens",
-            "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any", "best_mechanism", "best_draft_len",
-            "best_speedup"]
+        return pd.DataFrame(columns=["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context",
+                                     "draft_len"])
+    cols = ["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context", "weight", "draft_len",
+            "verify_tokens", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any", "best_mechanism",
+            "best_draft_len", "best_speedup"]
     return pd.concat(parts, ignore_index=True)[cols]

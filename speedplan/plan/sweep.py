@@ -26,7 +26,7 @@ from speedplan.cost.ops import CostModel, load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
-from speedplan.engine.step import plain_step, speculative_step
+from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.specs.model import ModelSpec, get_model
@@ -46,6 +46,9 @@ class SweepResult:
     best: pd.DataFrame  # per (batch, context): feasible row with the highest tokens/s/GPU
     slo_pick: pd.Series | None  # best tokens/s/GPU with tokens/s/user >= the SLO, or None
     meta: dict = field(default_factory=dict)
+    # what `reprice` needs to price the same sweep through another engine: the engine-independent
+    # pricing of each mechanism, the hardware, target and TP (not written to any file)
+    pricing: tuple | None = field(default=None, repr=False, compare=False)
 
 
 def _grid(mech: Mechanism | None, batches, draft_lens, contexts, tree_nodes) -> dict[str, np.ndarray]:
@@ -93,32 +96,54 @@ FRAME_COLUMNS = [
 ]
 
 
-def _priced_rows(mech: Mechanism | None, g: dict, cost: CostModel, engine: EngineProfile, target: ModelSpec,
-                 tp: int) -> pd.DataFrame:
-    """The rows of one mechanism (None: plain decoding), priced through the engine step model.
-    Speedup and feasibility are added by the caller, which has every mechanism's rows."""
+@dataclass(frozen=True)
+class _GpuPricing:
+    """One mechanism's engine-independent pricing (None: plain decoding): its grid, the verify
+    and draft kernels and the step's parts (`engine.step.StepParts`). Any engine profile turns
+    it into rows (`_rows`) without pricing a kernel again."""
+
+    mech: Mechanism | None
+    grid: dict
+    verify_tokens: np.ndarray  # expected tokens verified per sequence
+    verify: ForwardCost
+    draft: ForwardCost
+    parts: StepParts
+    acceptance_length: np.ndarray
+    memory_bytes: np.ndarray
+
+
+def _gpu_pricing(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int) -> _GpuPricing:
     B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
     if mech is None:
         q = np.ones(len(B))
         verify = forward_cost(cost, target, B, 1, L, tp)
         draft = ForwardCost.zeros(len(B))
-        step = plain_step(engine, cost, target, B, verify)
-        al, extra_mem, name, acc_src = np.ones(len(B)), np.zeros(len(B)), "none", "plain decoding"
+        parts = plain_parts(cost, target, B, verify)
+        al, extra_mem = np.ones(len(B)), np.zeros(len(B))
     else:
         q = mech.verify_tokens(D, N)
         verify = forward_cost(cost, target, B, q, L, tp, mask="tree" if mech.is_tree else "causal")
         draft = mech.draft_cost(cost, target, B, D, L, N, tp)
-        step = speculative_step(engine, cost, target, mech, B, D, N, q, verify, draft)
+        parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft)
         al, extra_mem = mech.acceptance_length(D, N), mech.extra_memory_bytes(target, B, L + q, tp)
-        name, acc_src = mech.label, mech.acceptance_source
+    memory = target.weight_bytes() / tp + B * (L + q) * target.kv_bytes_per_token_per_rank(tp) + extra_mem
+    return _GpuPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory)
+
+
+def _rows(p: _GpuPricing, engine: EngineProfile, hardware: str, target: ModelSpec, tp: int) -> pd.DataFrame:
+    """The rows of one mechanism, priced through `engine`'s step model. Speedup and
+    feasibility are added by the caller, which has every mechanism's rows."""
+    mech, g, verify, draft, al = p.mech, p.grid, p.verify, p.draft, p.acceptance_length
+    B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
+    step = step_cost(engine.values(), p.parts)
+    name, acc_src = ("none", "plain decoding") if mech is None else (mech.label, mech.acceptance_source)
     t_step = step.total_s
     share = verify.profile_share
     # the verify width of a step that drafts: 1 + D, or N + 1 for a tree (n-gram steps without a
     # match are priced at their expected tokens q but keep this shape)
     width = (1 + np.asarray(N if mech is not None and mech.is_tree else D)).astype(int)
-    memory = target.weight_bytes() / tp + B * (L + q) * target.kv_bytes_per_token_per_rank(tp) + extra_mem
     return pd.DataFrame({
-        "model": target.name, "hardware": cost.hardware.name, "engine": engine.name, "mechanism": name,
+        "model": target.name, "hardware": hardware, "engine": engine.name, "mechanism": name,
         "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
         "acceptance_length": al, "acceptance_source": acc_src,
         "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": verify.total_s, "t_draft_s": draft.total_s,
@@ -128,13 +153,50 @@ def _priced_rows(mech: Mechanism | None, g: dict, cost: CostModel, engine: Engin
         "t_gemm_s": verify.gemm_s, "t_attention_s": verify.attention_s, "t_tree_mask_s": verify.tree_mask_s,
         "t_comm_s": verify.comm_s, "t_elementwise_s": verify.elementwise_s,
         "tokens_per_s_per_user": al / t_step, "tokens_per_s_per_gpu": B * al / (t_step * tp),
-        "speedup": np.nan, "memory_bytes": memory, "fits_memory": True, "feasible": True,
+        "speedup": np.nan, "memory_bytes": p.memory_bytes, "fits_memory": True, "feasible": True,
         "bound": np.where(verify.gemm_compute_bound_s > 0.5 * verify.gemm_s, "compute", "memory"),
         "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
         "gemm_flops_per_s": verify.gemm_flops / verify.gemm_s,
         "cost_source": np.where(share >= 0.999, "profile", np.where(share <= 0.001, "roofline", "mixed")),
         "out_of_range_share": verify.out_of_range_share + np.zeros(len(B)),  # of t_verify priced outside measured range
     })
+
+
+def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: ModelSpec, tp: int) -> pd.DataFrame:
+    """Every mechanism's rows under `engine`, with speedup against the same engine's plain
+    decoding and feasibility (weights + KV + drafter state within the usable memory)."""
+    frame = pd.concat([_rows(p, engine, hw.name, target, tp) for p in pricings], ignore_index=True)
+    base = frame[frame["mechanism"] == "none"].set_index(["batch", "context"])["t_step_s"]
+    frame["t_plain_s"] = base.reindex(pd.MultiIndex.from_arrays([frame["batch"], frame["context"]])).to_numpy()
+    frame["speedup"] = frame["acceptance_length"] * frame["t_plain_s"] / frame["t_step_s"]
+    capacity = hw.memory_bytes * MEMORY_UTILIZATION
+    frame["fits_memory"] = frame["memory_bytes"] <= capacity
+    frame["feasible"] = frame["fits_memory"]
+    return frame[FRAME_COLUMNS]
+
+
+def _engine_meta(engine: EngineProfile) -> dict:
+    return {"engine": engine.name, "engine_family": engine.engine, "engine_label": engine.label(),
+            "engine_source": engine.origin, "engine_fit": engine.provenance()}
+
+
+def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
+    """The same sweep priced through another engine profile: the kernels, acceptance and
+    memory are reused (they do not depend on the engine), only the step model is applied
+    again. Frontier, best per batch and SLO pick are read off the new frame."""
+    engine = get_engine(engine)
+    if engine.name == result.meta.get("engine") and engine.origin == result.meta.get("engine_source"):
+        return result
+    if result.pricing is None:
+        raise ValueError("reprice needs a SweepResult made by sweep() in this process")
+    pricings, hw, target, tp = result.pricing
+    frame = _frame(pricings, engine, hw, target, tp)
+    out = SweepResult(frame, pareto(frame), best_per_batch(frame), None, {**result.meta, **_engine_meta(engine)},
+                      result.pricing)
+    slo = result.meta.get("min_tokens_per_user")
+    if slo is not None:
+        out.slo_pick = slo_pick(frame, slo)
+    return out
 
 
 def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list[Mechanism], dict[str, str]]:
@@ -236,17 +298,10 @@ def sweep(
         raise SpeedplanInputError("the same mechanism is listed twice")
 
     grids = [(mech, _grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
-    parts = [_priced_rows(mech, g, cost, engine, target, tp) for mech, g in grids if len(g["batch"])]
-    frame = pd.concat(parts, ignore_index=True)
-    base = frame[frame["mechanism"] == "none"].set_index(["batch", "context"])["t_step_s"]
-    frame["t_plain_s"] = base.reindex(pd.MultiIndex.from_arrays([frame["batch"], frame["context"]])).to_numpy()
-    frame["speedup"] = frame["acceptance_length"] * frame["t_plain_s"] / frame["t_step_s"]
-    capacity = hw.memory_bytes * MEMORY_UTILIZATION
-    frame["fits_memory"] = frame["memory_bytes"] <= capacity
-    frame["feasible"] = frame["fits_memory"]
-    frame = frame[FRAME_COLUMNS]
+    pricings = [_gpu_pricing(mech, g, cost, target, tp) for mech, g in grids if len(g["batch"])]
+    frame = _frame(pricings, engine, hw, target, tp)
 
-    result = SweepResult(frame, pareto(frame), best_per_batch(frame), None)
+    result = SweepResult(frame, pareto(frame), best_per_batch(frame), None, pricing=(pricings, hw, target, tp))
     if min_tokens_per_user is not None:
         result.slo_pick = slo_pick(frame, min_tokens_per_user)
     result.meta = {
@@ -255,10 +310,7 @@ def sweep(
         "hardware_description": hw.description,
         "hardware_source": hw.source,
         "cost_origin": cost.origin,
-        "engine": engine.name,
-        "engine_label": engine.label(),
-        "engine_source": engine.origin,
-        "engine_fit": engine.provenance(),
+        **_engine_meta(engine),
         "tp": tp,
         "dtype": target.dtype,
         "acceptance": {m.label: m.acceptance_source for m in mechs},

@@ -21,33 +21,38 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
     """Write sweep.csv, pareto.csv, recommendations.json, schedule.csv (each engine's plan per
     batch), sensitivity.csv, the serving configs (one plan per engine), report.html and its
     figures into `out_dir` (replacing it). `plans` are `plan_engines(result, batch_weights)`
-    unless given. A started `figure_worker.FigureWorker` draws the figures if given. Returns the
-    final paths."""
+    unless given, either as the dict or as a function of no arguments that returns it (called
+    once the figures are sent, so that planning overlaps drawing). A started
+    `speedplan.entry.FigureWorker` draws the figures if given. Returns the final paths."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpeedplanInputError(f"--out {out_dir}: exists and is not a folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    if plans is None:
-        plans = plan_engines(result, batch_weights)  # bad weights fail before anything is written
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         from speedplan.report.html import send_figures, write_report
 
-        figures = send_figures(result, tmp, worker)  # first, so the worker draws while we write
+        figures = send_figures(result, tmp, worker)  # first, so the worker draws while we plan and write
+        if plans is None:
+            plans = plan_engines(result, batch_weights)  # bad weights fail here: the temporary folder goes
+        elif callable(plans):
+            plans = plans()
         files = []
         result.frame.to_csv(tmp / "sweep.csv", index=False, float_format="%.6g")
         result.pareto.to_csv(tmp / "pareto.csv", index=False, float_format="%.6g")
         (tmp / "recommendations.json").write_text(json.dumps(recommendations(result, plans), indent=1) + "\n")
         schedule_frame(plans).to_csv(tmp / "schedule.csv", index=False, float_format="%.6g")
         published = result.meta.get("published_acceptance") or []
-        sensitivity(result.frame, published).to_csv(tmp / "sensitivity.csv", index=False, float_format="%.6g")
+        al_sensitivity = sensitivity(result.frame, published)
+        al_sensitivity.to_csv(tmp / "sensitivity.csv", index=False, float_format="%.6g")
         files += ["sweep.csv", "pareto.csv", "recommendations.json", "schedule.csv", "sensitivity.csv"]
         from speedplan.serving import write_serving_configs
 
         files += [p.name for p in write_serving_configs(serving_plans(result, plans), tmp)]
         (tmp / "meta.json").write_text(json.dumps(result.meta, indent=1, default=str) + "\n")
         files.append("meta.json")
-        write_report(result, tmp, files, worker=worker, figures=figures, plans=plans)
+        write_report(result, tmp, files, worker=worker, figures=figures, plans=plans,
+                     sensitivity_table=al_sensitivity)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         tmp.rename(out_dir)

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from speedplan.report.summary import (latency_source, no_feasible_message, provenance, report_context,
+from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
                                       short_provenance, slo_line, table_rows, tuples)
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def send_figures(result: "SweepResult", out_dir: Path, worker=None):
 
 
 def write_report(result: "SweepResult", out_dir: Path, files: list[str], worker=None, figures=None,
-                 plans=None) -> list[Path]:
+                 plans=None, sensitivity_table=None) -> list[Path]:
     """Write report.html and the PNG figures into out_dir (which exists); `files` are the other
     files the lead writes into the same folder (sweep.csv, pareto.csv, recommendations.json,
     serving configs) for the HTML to link; `plans` the per-engine plans (engine_plan.plan_engines,
@@ -57,7 +57,7 @@ def write_report(result: "SweepResult", out_dir: Path, files: list[str], worker=
 
         plans = plan_engines(result)
     page.write_text(render_html(result, report_context(result.frame), paths, links, provenance(result), short,
-                                plans), encoding="utf-8")
+                                plans, sensitivity_table), encoding="utf-8")
     if worker is None or not worker.wait():
         paths = draw_figures(figures, out_dir, short)
     return paths + [page]
@@ -128,11 +128,14 @@ def _engine_sections(plans: dict) -> list[str]:
              "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3 chains; TensorRT-LLM: "
              "draft_len_schedule, no D above batch 1's), chosen for the largest weighted mean of tokens/s/GPU over "
              "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: speculation off. Loss: against the best any setting of that engine reaches "
-             "at that batch size; loss vs any: against the best row of the whole sweep.</p>"]
+             "at that batch size; loss vs any: against the best row of the sweep under the same engine profile, whatever "
+             "engine could run it. Each engine's plan is priced with its own engine profile (the sweep's --engine "
+             "for the engine it describes, the shipped profile for the others).</p>"]
     for name, plan in plans.items():
         parts.append(f"<h3>{_e(name)}: {_e(plan.mechanism)} ({_e(plan.mode)})</h3><p class=\"note\">{_e(plan.how)}; "
                      f"{100 * plan.objective:.1f}% of this engine's best tokens/s/GPU on average over the planned "
-                     f"batch sizes; {plan.tokens_per_s_per_gpu:,.0f} tokens/s/GPU time-weighted</p>")
+                     f"batch sizes; {plan.tokens_per_s_per_gpu:,.0f} tokens/s/GPU time-weighted; priced with engine "
+                     f"profile {_e(plan.engine_profile)}</p>")
         rows = [{"B": str(int(r.batch)), "context": str(int(r.context)), "D": str(int(r.draft_len)),
                  "verified/seq": str(int(r.verify_tokens)), "speedup": f"{r.speedup:.2f}x",
                  "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
@@ -142,11 +145,12 @@ def _engine_sections(plans: dict) -> list[str]:
     return parts
 
 
-def _sensitivity_section(result: "SweepResult") -> list[str]:
-    from speedplan.plan.pick import sensitivity
+def _sensitivity_section(result: "SweepResult", table: pd.DataFrame | None = None) -> list[str]:
+    """The AL ±10% table; `table` is `plan.pick.sensitivity` of the sweep (computed here when not given)."""
+    if table is None:
+        from speedplan.plan.pick import sensitivity
 
-    published = result.meta.get("published_acceptance") or []
-    table = sensitivity(result.frame, published)
+        table = sensitivity(result.frame, result.meta.get("published_acceptance") or [])
     if table.empty:
         return []
     rows = [{"mechanism": r.mechanism, "B": str(int(r.batch)), "context": str(int(r.context)),
@@ -161,9 +165,11 @@ def _sensitivity_section(result: "SweepResult") -> list[str]:
 
 
 def render_html(result: "SweepResult", context: int | None, figures: list[Path], links: list[str],
-                caption: str, figure_caption: str, plans: dict | None = None) -> str:
+                caption: str, figure_caption: str, plans: dict | None = None,
+                sensitivity_table: pd.DataFrame | None = None) -> str:
     """One self-contained page: facts, recommendations, SLO pick, figures (each captioned with
-    the provenance line drawn inside it), data files. `caption` is the full provenance line."""
+    the provenance line drawn inside it), data files. `caption` is the full provenance line;
+    `sensitivity_table` the AL ±10% table when the caller has it."""
     meta, frame = result.meta, result.frame
     model = meta.get("model") or {}
     title = f"speedplan: {model.get('model', '?')} on {meta.get('hardware', '?')}"
@@ -173,6 +179,7 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         ("tensor parallel", meta.get("tp", 1)),
         ("dtype", meta.get("dtype", "")),
         ("latency from", latency_source(result)),
+        ("engine", engine_source(result)),
         ("roofline", f"{float(meta.get('peak_flops_per_s') or 0) / 1e12:,.0f} TFLOP/s achievable, "
                      f"{float(meta.get('bytes_per_s') or 0) / 1e9:,.0f} GB/s, ridge "
                      f"{float(meta.get('ridge_flops_per_byte') or 0):,.0f} FLOP/byte"),
@@ -203,7 +210,7 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         parts.append(_html_table(_recommendation_rows(result.best), {"mechanism", "latency from", "verify GEMMs"}))
     if plans:
         parts.extend(_engine_sections(plans))
-    parts.extend(_sensitivity_section(result))
+    parts.extend(_sensitivity_section(result, sensitivity_table))
     parts.append(f"<h2>SLO pick</h2><p>{_e(slo_line(result))}</p>")
     parts.append("<h2>Figures</h2>")
     if context is not None and frame["context"].nunique() > 1:

@@ -149,8 +149,8 @@ def engine_plan_lines(plans: dict) -> list[str]:
     if not rows:
         return ["plan per engine: nothing fits in memory"]
     batches = sorted(rows[0]["batch"].unique())
-    lines = [f"plan per engine (D at B = {', '.join(map(str, batches))}; loss against the best that engine "
-             "reaches at each B):"]
+    lines = [f"plan per engine (D at B = {', '.join(map(str, batches))}; each priced with its own engine "
+             "profile; loss against the best that engine reaches at each B):"]
     width = max(len(p.mechanism) for p in plans.values())
     for name, p in plans.items():
         if not len(p.rows):
@@ -161,7 +161,9 @@ def engine_plan_lines(plans: dict) -> list[str]:
         tail = (f"worst loss {100 * per_b['loss'].max():.1f}% (B={worst}: {at.best_mechanism} D={at.best_draft_len} "
                 f"reaches {at.best_speedup:.2f}x)" if per_b["loss"].max() > 0.0005 else "worst loss 0.0%")
         ds = " ".join(str(int(d)) for d in per_b["d"])
-        lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}")
+        profile = p.engine_profile.split(":")[0]
+        lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}"
+                     + (f"  [engine profile {profile}]" if profile != name else ""))
     return lines
 
 

@@ -111,6 +111,7 @@ class ServingPlan:
     draft_tp: int | None = None  # draft model's tensor parallel size (None: the target's)
     per_batch: tuple = ()  # planner rows for the comment: (batch, D, speedup, loss_vs_best)
     context: int | None = None  # context length (tokens) the plan was made for, for comments
+    priced_by: str = ""  # the engine profile that priced the plan (name: how its terms were set), for comments
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS and self.mechanism != OFF:

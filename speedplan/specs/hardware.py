@@ -39,12 +39,7 @@ class Hardware:
     kernel_floor_us: float = 3.0
     gemm_tile_m: int = 64
     attention_tile_m: int = 128
-    step_overhead_us: float = 150.0
     tree_mask_penalty: float = 1.25
-    # Host time per decoder layer that no kernel accounts for (Python and dispatch in an eager
-    # framework). 0 for serving engines that replay CUDA graphs; `speedplan validate` measures
-    # it for the reference runtime on the calibration prompts.
-    layer_overhead_us: float = 0.0
     compute_efficiency: float = 1.0  # fraction of datasheet peak large kernels reach (each preset states its own)
     bandwidth_efficiency: float = 1.0
     default_dtype: str = "bf16"
@@ -101,7 +96,7 @@ class Hardware:
 PRESET_DIR = Path(__file__).parent / "presets" / "hardware"
 # Fields a preset states as {"value": number, "source": text}; peak_flops_per_s holds one per dtype.
 _NUMBERS = ("hbm_bytes_per_s", "memory_bytes", "link_bytes_per_s", "link_latency_us", "kernel_floor_us",
-            "gemm_tile_m", "attention_tile_m", "step_overhead_us", "tree_mask_penalty", "layer_overhead_us",
+            "gemm_tile_m", "attention_tile_m", "tree_mask_penalty",
             "compute_efficiency", "bandwidth_efficiency", "sm_count")
 _TEXTS = ("name", "description", "source", "notes", "default_dtype", "roofline_fit")
 

@@ -7,7 +7,7 @@ import pytest
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
-from speedplan.plan.engine_plan import parse_batch_weights, plan_engines, serving_plans
+from speedplan.plan.engine_plan import engine_pricing, parse_batch_weights, plan_engines, serving_plans
 from speedplan.plan.sweep import sweep
 from speedplan.serving import ENGINES
 
@@ -44,10 +44,11 @@ def _engine_best(frame, engine: str):
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_loss_vs_best_is_against_the_frames_best_this_engine_reaches(default, engine):
     r, plans = default
+    frame = engine_pricing(r, engine).frame  # each engine is planned on the frame its own profile priced
     rows = plans[engine].rows.set_index(["batch", "context"])
-    best = _engine_best(r.frame, engine).reindex(rows.index)
+    best = _engine_best(frame, engine).reindex(rows.index)
     assert np.allclose(rows.loss_vs_best, 1 - rows.tokens_per_s_per_gpu / best)
-    any_best = r.frame[r.frame.feasible].groupby(["batch", "context"]).tokens_per_s_per_gpu.max().reindex(rows.index)
+    any_best = frame[frame.feasible].groupby(["batch", "context"]).tokens_per_s_per_gpu.max().reindex(rows.index)
     assert np.allclose(rows.loss_vs_any, 1 - rows.tokens_per_s_per_gpu / any_best)
     assert (rows.loss_vs_best >= -1e-12).all() and (rows.loss_vs_any >= rows.loss_vs_best - 1e-12).all()
 
@@ -89,7 +90,7 @@ def test_each_plan_is_within_its_engines_expressivity(default):
 
 def test_vllm_follows_any_shape_and_trtllm_caps_at_batch_1():
     """qwen3-30b-a3b with eagle3: the best D rises and falls with B (MoE expert touches); vLLM takes
-    it as it is, TensorRT-LLM cannot go above its batch-1 D, SGLang adaptive follows it."""
+    it as it is, TensorRT-LLM cannot go above its batch-1 D, SGLang adaptive follows its own best."""
     r = sweep("qwen3-30b-a3b", "h100-sxm", ["eagle3"])
     plans = plan_engines(r)
     vllm = plans["vllm"].rows.drop_duplicates("batch").draft_len.tolist()
@@ -97,7 +98,11 @@ def test_vllm_follows_any_shape_and_trtllm_caps_at_batch_1():
     assert vllm != sorted(vllm, reverse=True)  # not non-increasing
     assert plans["vllm"].rows.loss_vs_best.max() <= 0.03
     assert trt[0] >= 1 and max(trt) == trt[0]
-    assert plans["sglang"].mode == "adaptive" and plans["sglang"].rows.draft_len.tolist() == plans["vllm"].rows.draft_len.tolist()
+    # SGLang adaptive follows the best D of its own pricing at every batch size
+    own = engine_pricing(r, "sglang").frame
+    own = own[own.feasible]
+    best_d = own.loc[own.groupby("batch").tokens_per_s_per_gpu.idxmax()].sort_values("batch").draft_len.tolist()
+    assert plans["sglang"].mode == "adaptive" and plans["sglang"].rows.draft_len.tolist() == best_d
 
 
 def test_speculation_off_is_a_first_class_answer():
@@ -116,9 +121,9 @@ def test_speculation_off_is_a_first_class_answer():
 
 
 def test_batch_weights_change_the_plan():
-    """SGLang runs a draft model with one fixed D: weight on B = 1 asks for a long draft, weight on
-    B = 64 for a short one."""
-    r = sweep(mechanisms=["draft-model"], batches=[1, 64], draft_lens=range(0, 9))
+    """SGLang runs EAGLE-3 chains with one fixed D: weight on B = 1 asks for a long draft (the best
+    D there is 8), weight on B = 64 for a shorter one (verification costs more there)."""
+    r = sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=range(0, 9))
     low = plan_engines(r, {1: 1.0, 64: 0.0}, ["sglang"])["sglang"]
     high = plan_engines(r, {1: 0.0, 64: 1.0}, ["sglang"])["sglang"]
     assert low.mode == high.mode == "fixed"

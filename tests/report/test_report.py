@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from speedplan.plan.sweep import sweep
@@ -157,8 +158,10 @@ def test_report_folder_has_per_engine_schedule_and_configs(result, tmp_path):
     write_outputs(result, out)
     recs = json.loads((out / "recommendations.json").read_text())
     schedule = (out / "schedule.csv").read_text().splitlines()
-    assert schedule[0].startswith("engine,plan_mechanism,mode,batch,context,weight,draft_len")
+    assert schedule[0].startswith("engine,engine_profile,plan_mechanism,mode,batch,context,weight,draft_len")
+    table = pd.read_csv(out / "schedule.csv")
     for name, rec in recs["engines"].items():
-        rows = [l.split(",") for l in schedule[1:] if l.startswith(name + ",")]
-        assert [int(r[6]) for r in rows] == [x["draft_len"] for x in rec["per_batch"]]
+        rows = table[table.engine == name]
+        assert rows.draft_len.astype(int).tolist() == [x["draft_len"] for x in rec["per_batch"]]
+        assert rec["engine_profile"].startswith(rows.engine_profile.iloc[0] + ":")  # the name, then its fit
     assert (out / "sensitivity.csv").exists() and (out / "vllm_serve.sh").exists()

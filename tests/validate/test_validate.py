@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -44,9 +45,12 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     assert (out / "report.html").exists() and (out / "parity.png").exists()
     from speedplan.validate.reprice import load_validation, reprice_verify
 
-    table, summary = load_validation(out)  # priced again with the profile it ran with: the same predictions
+    # priced again with the profile it ran with: the run's predictions moved by one constant (reprice
+    # anchors the unpriced part at the measured calibration step; validate fits it over all runs)
+    table, summary = load_validation(out)
     again = reprice_verify(table, summary, summary["hardware"])
-    assert again.pred_t_verify.to_numpy() == pytest.approx(table.pred_t_verify.to_numpy(), rel=1e-4)
+    shift = again.pred_t_verify.to_numpy() - table.pred_t_verify.to_numpy()
+    assert np.ptp(shift) <= 1e-6 * table.pred_t_verify.max()
 
 
 def test_validate_rejects_unknown_device(cli, tmp_path):
