@@ -10,9 +10,12 @@ the same machine (DESIGN.md, "Validation protocol").
    (the code `speedplan calibrate` runs).
 3. The planner predicts t_step, AL and speedup for every (mechanism, B, D) of the grid, priced
    through that engine profile.
-4. Evaluation split: the runtime measures the same. This VM's speed drifts by up to 1.8x over
-   minutes, so every run is preceded by a short probe (plain decoding, B = 1) and its times are
-   scaled to the machine's speed at the start (`drift`; the raw times are kept too).
+4. Evaluation split: the runtime measures the same. This VM slows by up to 1.8x for seconds to
+   minutes at a time (other tenants), and slowing is all it does: so every point is timed in
+   `rounds` rounds, the second in an order rotated by half the plan (a point's two timings are
+   minutes apart), and the faster round is kept (`round_spread` says how far apart they were;
+   `meas_t_step_first` is the first round alone). Greedy decoding makes the rounds' tokens
+   identical, so AL comes from the first. Calibration runs are timed the same way.
 5. Errors |pred − meas| / meas (median, p90) and the planner's regret per batch size.
 
 Times are seconds. This module imports torch (through the runtime) only inside functions.
@@ -49,12 +52,13 @@ class ValidationGrid:
     batches: tuple[int, ...] = (1, 2, 4, 8, 16)
     draft_lens: tuple[int, ...] = tuple(range(0, 8))
     max_new_tokens: int = 32
-    min_prompts: int = 8  # prompts per point at least (several waves at small B)
+    min_prompts: int = 4  # prompts per point at least (several waves at small B)
     calibration_prompts: int = 24  # acceptance is fitted on all of them (at the smallest calibration B)
     calibration_draft_len: int = 7
     calibration_batches: tuple[int, ...] = (1, 4)  # plain decoding and every drafter run at these
     tree_topk: int = 4
     tree_max_nodes: int = 16
+    rounds: int = 2  # timings per point; the fastest is kept (the VM only ever slows down)
 
     def tree_nodes(self, depth: int) -> int:
         """Nodes verified by the runtime's tree at this depth (root excluded)."""
@@ -63,9 +67,9 @@ class ValidationGrid:
 
 FULL = ValidationGrid()
 QUICK = ValidationGrid(mechanisms=("ngram", "eagle"), batches=(1, 2), draft_lens=(0, 1, 3), max_new_tokens=16,
-                       min_prompts=2, calibration_prompts=2, calibration_draft_len=3, calibration_batches=(1, 2))
+                       min_prompts=2, calibration_prompts=2, calibration_draft_len=3, calibration_batches=(1, 2),
+                       rounds=1)
 ENGINE = "speedplan-runtime"  # the engine profile validation calibrates
-PROBE_TOKENS = 8  # tokens of the drift probe (plain decoding, B = 1, one calibration prompt)
 
 
 @dataclass
@@ -95,6 +99,26 @@ def _full_batch_mean(steps, batch: int, attr: str) -> float:
     return float(np.mean(full))
 
 
+def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describe=str) -> list[tuple]:
+    """Run `measure(item) -> (result, seconds)` for every item of `plan` in `rounds` rounds, round
+    r in the plan's order rotated by r/rounds of its length. Per item: (first round's result,
+    fastest round's result, every round's seconds in plan order of rounds)."""
+    n = len(plan)
+    first: dict[int, object] = {}
+    fastest: dict[int, tuple] = {}
+    seconds: dict[int, list] = {i: [] for i in range(n)}
+    for r in range(rounds):
+        shift = (r * n) // rounds
+        for k, i in enumerate([*range(shift, n), *range(shift)], 1):
+            say(f"[{k + r * n}/{n * rounds}] {describe(plan[i])}" + (f" (round {r + 1} of {rounds})" if rounds > 1 else ""))
+            res, t = measure(plan[i], r)
+            first.setdefault(i, res)
+            seconds[i].append(t)
+            if i not in fastest or t < fastest[i][1]:
+                fastest[i] = (res, t)
+    return [(first[i], fastest[i][0], seconds[i]) for i in range(n)]
+
+
 def _mechanism(name: str, acc: Acceptance, drafter, target_spec, grid: ValidationGrid, lookup=(0.0, 0.0)) -> Mechanism:
     """The planner's mechanism for one of the runtime's drafters, priced as the drafter is built
     (its own depth and draft vocabulary) with acceptance fitted on the calibration prompts."""
@@ -120,38 +144,47 @@ def _lookup_us(runs) -> tuple[float, float]:
     return max(t1 - per_seq * b1, 0.0), per_seq
 
 
-def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say, drift=lambda: 1.0
+def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say
                       ) -> tuple[list[Mechanism], object, list, dict]:
     """Calibration split: acceptance per drafter and the speedplan-runtime engine terms, fitted
     by `speedplan.engine.calibrate` (the code `speedplan calibrate` runs) to the step times of
-    plain decoding and of every drafter at the calibration batch sizes."""
-    runs: dict[str, list] = {}
-    drafters, drifts = {}, {}
-    for name in ("none", *grid.mechanisms):
+    plain decoding and of every drafter at the calibration batch sizes (fastest of
+    `grid.rounds` timings; acceptance from the first round, which runs every calibration prompt
+    at the smallest batch)."""
+    drafters = {}
+    plan = [(name, b) for name in ("none", *grid.mechanisms) for b in grid.calibration_batches]
+
+    def measure(item, r):
+        name, b = item
         d = 0 if name == "none" else grid.calibration_draft_len
-        for b in grid.calibration_batches:
-            say(f"calibration: {name} B={b}")
-            # acceptance comes from all calibration prompts at the smallest batch; the other
-            # batches need only a few waves for their step time
-            count = grid.calibration_prompts if b == min(grid.calibration_batches) else 2 * b
-            drifts[(name, b)] = drift()
-            res, drafters[name] = run(name, calib[: int(math.ceil(max(b, count) / b) * b)], b, d)
-            runs.setdefault(name, []).append((b, res))
+        # acceptance comes from all calibration prompts at the smallest batch in the first round;
+        # timings need only a few waves
+        count = grid.calibration_prompts if b == min(grid.calibration_batches) and r == 0 else 2 * b
+        res, drafters[name] = run(name, calib[: int(math.ceil(max(b, count) / b) * b)], b, d)
+        return res, _full_batch_mean(res.steps, b, "t_step_s")
+
+    timed = timed_rounds(plan, measure, grid.rounds, lambda msg: say(f"calibration {msg}"),
+                         lambda item: f"{item[0]} B={item[1]}")
+    runs: dict[str, list] = {}
+    timing: dict[str, list] = {}
+    for (name, b), (first, fast, _) in zip(plan, timed):
+        runs.setdefault(name, []).append((b, first))
+        timing.setdefault(name, []).append((b, fast))
     mechs = []
     for name in grid.mechanisms:
         steps = [s for _, res in runs[name] for s in res.steps]
         acc = _fit_acceptance(name, steps, grid.calibration_draft_len, grid.tree_topk)
-        lookup = _lookup_us(runs[name]) if name == "ngram" else (0.0, 0.0)
+        lookup = _lookup_us(timing[name]) if name == "ngram" else (0.0, 0.0)
         mechs.append(_mechanism(name, acc, drafters[name], target_spec, grid, lookup))
     by_name = {m.name: m for m in mechs}
     measured = []
-    for name, rs in runs.items():
-        for b, res in rs:
+    for name, rs in timing.items():
+        for (b, res), (_, first) in zip(rs, runs[name]):
             d = 0 if name == "none" else grid.calibration_draft_len
             ctx = int(round(np.mean([c for s in res.steps for c in s.context])))
             measured.append(Measurement(by_name[name].label if name != "none" else "none", b, d, ctx, "step_ms",
-                                        _full_batch_mean(res.steps, b, "t_step_s") * 1e3 / drifts[(name, b)],
-                                        res.acceptance_length if d else None, f"calibration {name} B={b} D={d}",
+                                        _full_batch_mean(res.steps, b, "t_step_s") * 1e3,
+                                        first.acceptance_length if d else None, f"calibration {name} B={b} D={d}",
                                         grid.tree_nodes(d) if name.endswith("-tree") else None))
     base = get_engine(ENGINE)
     if cost.origin == "measured" and "kernel_floor_us" in cost.hardware.extra.get("measured", {}):
@@ -161,8 +194,8 @@ def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say, 
                       mechanisms={m.label: m for m in mechs})
     fit = calibrate(base, [(m, setting) for m in measured], name=ENGINE,
                     described=f"speedplan validate calibration split, {len(measured)} runs")
-    plain = dict(runs["none"])[1]
-    reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s") / drifts[("none", 1)],  # for reprice
+    plain = dict(timing["none"])[1]
+    reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s"),  # for reprice
                "calibration_context": float(np.mean([c for s in plain.steps for c in s.context]))}
     return mechs, fit, measured, reprice
 
@@ -195,17 +228,9 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         return generate(target.model, prompts, drafter, draft_len, batch, max_new_tokens=new_tokens or grid.max_new_tokens,
                         eos_ids=eos, seed=0), drafter
 
-    def probe() -> float:
-        """The machine's speed now: mean plain step (s) of one short, fixed decode. This VM's
-        speed drifts up to 1.8x over minutes; each measurement is paired with a probe."""
-        res, _ = run("none", calib[:1], 1, 0, PROBE_TOKENS)
-        return float(np.mean([s.t_step_s for s in res.steps]))
-
     # ---- 2. calibration ------------------------------------------------------------
     target_spec = replace(get_model(TARGET_PRESET), dtype="fp32")
-    reference = float(np.median([probe() for _ in range(3)]))  # every time below is scaled to this speed
-    mechs, fit, calibration_rows, reprice_facts = calibrate_runtime(grid, cost, run, calib, target_spec, say,
-                                                                    lambda: probe() / reference)
+    mechs, fit, calibration_rows, reprice_facts = calibrate_runtime(grid, cost, run, calib, target_spec, say)
     engine = fit.profile
 
     # ---- 3. predict ----------------------------------------------------------------
@@ -223,38 +248,39 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     rows = []
     plan = [("none", b, 0) for b in grid.batches] + [
         (m.label, b, d) for m in mechs for b in grid.batches for d in grid.draft_lens if d >= 1]
-    base_meas: dict[int, float] = {}
     by_label = {m.label: m for m in mechs}
-    for i, (label, batch, d) in enumerate(plan, 1):
-        n = max(batch, grid.min_prompts)
-        n = int(math.ceil(n / batch) * batch)
-        say(f"[{i}/{len(plan)}] {label} B={batch} D={d}")
-        drift = probe() / reference  # > 1: the machine is slower now than at the start
+
+    def measure(item, r):
+        label, batch, d = item
+        n = int(math.ceil(max(batch, grid.min_prompts) / batch) * batch)
         res, _ = run(label.split(":")[0], evals[:n], batch, d)
-        t_step = _full_batch_mean(res.steps, batch, "t_step_s") / drift
-        if label == "none":
-            base_meas[batch] = t_step
+        return res, _full_batch_mean(res.steps, batch, "t_step_s")
+
+    timed = timed_rounds(plan, measure, grid.rounds, say, lambda item: f"{item[0]} B={item[1]} D={item[2]}")
+    base_meas = {b: min(ts) for (label, b, _), (_, _, ts) in zip(plan, timed) if label == "none"}
+    for (label, batch, d), (first, res, seconds) in zip(plan, timed):
+        t_step = min(seconds)
         p = pred[(pred.mechanism == label) & (pred.batch == batch) & (pred.draft_len == d)].iloc[0]
         mech = by_label.get(label)
         forwards = float(mech.draft_forwards(d, p.verify_tokens - 1)) if mech else 0.0
         pred_verify = float(p.t_verify_s) + eager * target_spec.layers  # as the runtime times it: with its launches
         pred_draft = float(p.t_draft_s) + eager * forwards * (mech.draft_layers() if mech else 0) \
             + (float(mech.host_draft_s(batch, d)) if mech else 0.0)
-        al = res.acceptance_length
+        al = first.acceptance_length
         rows.append({
             "mechanism": label, "batch": batch, "draft_len": d, "verify_tokens": int(p.verify_tokens), "context": context,
             "pred_t_step": float(p.t_step_s), "meas_t_step": t_step,
-            "pred_t_verify": pred_verify, "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s") / drift,
-            "pred_t_draft": pred_draft, "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s") / drift,
+            "pred_t_verify": pred_verify, "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s"),
+            "pred_t_draft": pred_draft, "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s"),
             "pred_t_overhead": float(p.t_step_s) - pred_verify - pred_draft,
             "meas_t_overhead": (_full_batch_mean(res.steps, batch, "t_overhead_s")
-                                + _full_batch_mean(res.steps, batch, "t_accept_s")) / drift,
-            "drift": drift, "meas_t_step_raw": t_step * drift,
+                                + _full_batch_mean(res.steps, batch, "t_accept_s")),
+            "round_spread": max(seconds) / t_step - 1.0, "meas_t_step_first": seconds[0],
             "pred_acceptance_length": float(p.acceptance_length), "meas_acceptance_length": al,
             "pred_speedup": float(p.speedup), "meas_speedup": al * base_meas[batch] / t_step,
             "pred_tokens_per_s": float(p.tokens_per_s_per_gpu), "meas_tokens_per_s": batch * al / t_step,
-            "meas_context": float(np.mean([c for s in res.steps for c in s.context])),
-            "steps": len(res.steps), "cost_source": p.cost_source, "acceptance_source": p.acceptance_source,
+            "meas_context": float(np.mean([c for s in first.steps for c in s.context])),
+            "steps": len(first.steps), "cost_source": p.cost_source, "acceptance_source": p.acceptance_source,
         })
     table = pd.DataFrame(rows)
     summary = summarize(table)
@@ -262,9 +288,10 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         "grid": asdict(grid), "hardware": hardware, "cost_origin": cost.origin,
         "engine": engine.to_json(),
         "calibration": [{**asdict(m), "predicted": float(p)} for m, p in zip(calibration_rows, fit.predicted)],
-        "drift_reference_step_s": reference,
-        "drift_median": float(table["drift"].median()), "drift_range": [float(table["drift"].min()), float(table["drift"].max())],
-        "step_time_median_error_raw": float(np.median(_err(table.pred_t_step, table.meas_t_step_raw))),
+        "rounds": grid.rounds,
+        "round_spread_median": float(table["round_spread"].median()),
+        "round_spread_max": float(table["round_spread"].max()),
+        "step_time_median_error_first_round": float(np.median(_err(table.pred_t_step, table.meas_t_step_first))),
         "layer_overhead_us_measured": eager * 1e6,  # launches per layer × launch time, for speedplan.reprice
         **reprice_facts,
         "context": context,

@@ -160,3 +160,21 @@ def test_serving_plans_carry_each_engines_own_schedule(default):
     # check each emission); a varying D needs the adaptive mode
     sglang_ds = {d for _, d in served["sglang"].schedule}
     assert served["sglang"].mode == "adaptive" or len(sglang_ds) == 1
+
+
+def test_reprice_equals_a_sweep_priced_with_that_engine():
+    """Repricing reuses the kernels: the frame must be the one a sweep with that engine gives."""
+    from speedplan.plan.sweep import reprice
+
+    kw = dict(mechanisms=["eagle3", "ngram", "eagle3-tree"], batches=[1, 16, 64], draft_lens=[0, 2, 5])
+    direct = sweep(engine="sglang", **kw)
+    again = reprice(sweep(engine="vllm", **kw), "sglang")
+    num = direct.frame.select_dtypes("number").columns
+    assert np.allclose(again.frame[num].to_numpy(float), direct.frame[num].to_numpy(float), equal_nan=True)
+    assert (again.frame.engine == "sglang").all() and again.meta["engine"] == "sglang"
+    assert again.best.equals(direct.best)
+    # a sweep priced with SGLang's profile plans SGLang on its own frame, the others repriced
+    assert engine_pricing(direct, "sglang") is direct
+    assert engine_pricing(direct, "vllm").meta["engine"] == "vllm"
+    plans = plan_engines(direct)
+    assert plans["sglang"].engine_profile.startswith("sglang") and plans["vllm"].engine_profile.startswith("vllm")

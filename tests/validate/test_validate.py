@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from speedplan.validate.run import summarize
+from speedplan.validate.run import summarize, timed_rounds
 
 pytest.importorskip("torch")
 
@@ -25,6 +25,23 @@ def test_summary_math_and_regret():
     assert s["regret_per_batch"] == {1: 0.0, 8: 0.0}
     table.loc[3, "meas_tokens_per_s"] = 2.0  # the planner's pick at B=8 now measures worse than plain
     assert summarize(table)["regret_per_batch"][8] == pytest.approx(0.5)
+
+
+def test_timed_rounds_keep_the_fastest_and_rotate_the_order():
+    """The VM only slows down: each point keeps its fastest round; round 2 starts half-way
+    through the plan, so a point's two timings are apart in time."""
+    order, slow = [], {("b", 0), ("c", 1)}  # b is slowed in round 1, c in round 2
+
+    def measure(item, r):
+        order.append((item, r))
+        return f"{item}{r}", 2.0 if (item, r) in slow else 1.0
+
+    out = timed_rounds(["a", "b", "c", "d"], measure, 2)
+    assert order == [("a", 0), ("b", 0), ("c", 0), ("d", 0), ("c", 1), ("d", 1), ("a", 1), ("b", 1)]
+    assert [first for first, _, _ in out] == ["a0", "b0", "c0", "d0"]
+    assert [fast for _, fast, _ in out] == ["a0", "b1", "c0", "d0"]
+    assert [min(ts) for _, _, ts in out] == [1.0] * 4 and out[1][2] == [2.0, 1.0]
+    assert [fast for _, fast, _ in timed_rounds(["a"], lambda i, r: (r, 1.0), 1)] == [0]
 
 
 def test_validate_quick_end_to_end(cli, tmp_path):
