@@ -40,7 +40,6 @@ def sweep(
     from speedplan.plan.sweep import sweep as run_sweep
     from speedplan.report.folder import write_outputs
     from speedplan.report.summary import render_summary
-    from speedplan.serving import engine_module
 
     weights = parse_batch_weights(batch_weights)
     worker = entry.claim()  # the console script's figure worker, importing matplotlib meanwhile
@@ -53,9 +52,8 @@ def sweep(
             min_tokens_per_user=min_tokens_per_user, command=_command(locals()), engine=engine,
         )
         engines = plan_for.split(",") if plan_for else None
-        if engines:
-            [engine_module(e) for e in engines]  # an unknown engine fails before anything is written
-        plans = functools.cache(lambda: plan_engines(result, weights, engines))  # computed while figures draw
+        # computed while the figures draw; an unknown engine or bad weights fail before anything is written
+        plans = functools.cache(lambda: plan_engines(result, weights, engines))
         out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}-{result.meta['engine']}"
         write_outputs(result, out, worker, plans=plans)
     finally:

@@ -221,11 +221,11 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     if len(evals) < need or len(calib) < max(grid.calibration_prompts, *grid.calibration_batches):
         raise SpeedplanInputError(f"validation needs {need} evaluation prompts, the prompt set has {len(evals)}")
 
-    def run(mech: str, prompts, batch: int, draft_len: int, new_tokens: int | None = None):
+    def run(mech: str, prompts, batch: int, draft_len: int):
         opts = DrafterOptions(tree_topk=grid.tree_topk, tree_depth=max(draft_len, 1),
                               tree_nodes=grid.tree_nodes(max(draft_len, 1)))
         drafter = make_drafter(mech if draft_len else "none", target.model, opts)
-        return generate(target.model, prompts, drafter, draft_len, batch, max_new_tokens=new_tokens or grid.max_new_tokens,
+        return generate(target.model, prompts, drafter, draft_len, batch, max_new_tokens=grid.max_new_tokens,
                         eos_ids=eos, seed=0), drafter
 
     # ---- 2. calibration ------------------------------------------------------------
