@@ -24,9 +24,10 @@ from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.mechanisms import parse_mechanism
 from speedplan.specs.model import ModelSpec
 
-# Terms a fit tries when the base profile names none ("fit_order"), most identifiable first. With
-# n rows at most ceil(n / 2) of them are fitted, so that leave-one-out can test the fit (terms
-# named explicitly: up to n); the rest keep the base profile's values.
+# Terms a fit tries when the base profile names none ("fit_order"). With n rows at most
+# ceil(n / 2) of them are fitted, so that leave-one-out can test the fit (terms named explicitly:
+# up to n); when more are identifiable, forward selection keeps the ones that explain the rows
+# best (`_select`), and the rest keep the base profile's values.
 FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "overlap_spec", "overlap_plain",
              "host_token_us")
 IDENTIFIABLE = 1e-3  # smallest relative change of some prediction over a term's whole range
@@ -159,6 +160,27 @@ def _identifiable(base: dict, candidates: list[str], priced: Priced) -> tuple[li
     return ok, kept
 
 
+def _loss(values: dict, priced: Priced) -> float:
+    """Sum of squared log errors of the rows' predictions."""
+    return float(np.sum(np.log(predict(values, priced) / priced.measured) ** 2))
+
+
+def _select(base: dict, ok: list[str], most: int, priced: Priced) -> tuple[list[str], dict[str, str]]:
+    """Forward selection: add, one at a time, the identifiable term whose fit (with the terms
+    already chosen) leaves the smallest squared log error, until `most` are chosen. A
+    sweep over B with one D needs a term that grows with B (host_seq_us), a sweep over D one that
+    grows with the draft forwards (draft_step_launches); a fixed order would pick the same terms
+    for both. Ties go to the earlier term of `ok`."""
+    chosen: list[str] = []
+    while len(chosen) < most:
+        losses = [(_loss(_fit_values(base, chosen + [t], priced), priced), i, t)
+                  for i, t in enumerate(ok) if t not in chosen]
+        chosen.append(min(losses)[2])
+    chosen.sort(key=ok.index)
+    why = f"{len(priced.measured)} rows fit at most {most} terms; {', '.join(chosen)} explain them better"
+    return chosen, {t: why for t in ok if t not in chosen}
+
+
 def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], free: list[str] | None = None,
               name: str | None = None, described: str = "") -> Calibration:
     """Fit `free` terms (default: FIT_ORDER) of `base` to measurements with their settings."""
@@ -174,8 +196,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     n = len(pairs)
     most = n if free is not None else max(1, (n + 1) // 2)
     if len(ok) > most:
-        kept.update({t: f"{n} rows fit at most {most} terms" for t in ok[most:]})
-        ok = ok[:most]
+        ok, dropped = _select(values, ok, most, priced)
+        kept.update(dropped)
     fitted = _fit_values(values, ok, priced) if ok else values
     pred = predict(fitted, priced)
     meas = priced.measured

@@ -67,7 +67,9 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     table, summary = load_validation(out)
     again = reprice_verify(table, summary, summary["hardware"])
     shift = again.pred_t_verify.to_numpy() - table.pred_t_verify.to_numpy()
-    assert np.ptp(shift) <= 1e-6 * table.pred_t_verify.max()
+    # validation.csv keeps 6 significant digits, so each stored time is off by up to 5e-6 of
+    # itself; a shift that is not one constant would differ by milliseconds
+    assert np.ptp(shift) <= 1e-5 * table.pred_t_verify.max()
 
 
 def test_validate_rejects_unknown_device(cli, tmp_path):

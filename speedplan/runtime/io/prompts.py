@@ -5,9 +5,16 @@ Three kinds, from functions that have a docstring and a body of at least 6 lines
 - "summarize": the docstring, to be summarised;
 - "explain": a question about the function with its source.
 Selection is deterministic for a given Python version (modules in a fixed list, functions in
-source order). Prompts take turns between three splits: "training" (the drafters are trained on
-it), "calibration" (speedplan validate fits acceptance and the runtime's engine terms on it) and
-"evaluation" (where predictions are checked), so that no prompt serves two purposes.
+source order). Three splits, so that no prompt serves two purposes:
+- "training": every function's "complete" prompt (the drafters are trained on the target's
+  continuations of them);
+- "calibration" and "evaluation": the "summarize" and "explain" prompts, a function's two going
+  to one split, functions alternating between the two, so that both splits hold both kinds
+  (speedplan validate fits acceptance and the runtime's engine terms on calibration and checks
+  its predictions on evaluation).
+Earlier the splits took turns prompt by prompt; with three kinds and three splits that put
+each kind in a split of its own, and n-gram acceptance fitted on the "summarize" prompts came
+out 1.26x what the "explain" prompts gave (reports/validation-cpu before 2026-12-01 16:00).
 """
 
 from __future__ import annotations
@@ -68,14 +75,17 @@ def stdlib_prompts(split: str | None = None, per_module: int = 3, limit: int | N
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     root = Path(sysconfig.get_paths()["stdlib"])
     prompts: list[Prompt] = []
+    functions = 0
     for rel in MODULES:
         path = root / rel
         if not path.exists():
             continue
         module = rel[:-3].replace("/", ".")
         for name, doc, src in _functions(path)[:per_module]:
+            checked = "calibration" if functions % 2 == 0 else "evaluation"
+            functions += 1
             for kind in KINDS:
-                part = SPLITS[len(prompts) % len(SPLITS)]
+                part = "training" if kind == "complete" else checked
                 prompts.append(Prompt(f"{module}:{name}:{kind}", kind, _text(kind, module, name, doc, src), part))
     chosen = [p for p in prompts if split is None or p.split == split]
     return chosen[:limit] if limit else chosen
