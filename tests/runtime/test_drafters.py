@@ -195,3 +195,29 @@ def test_quick_training_pipeline(tmp_path, module, smol):
     drafter = eagle_drafter(target, out) if module == "eagle" else draft_model_drafter(target, out)
     res = generate(target, smol[2][:1], drafter, 2, max_new_tokens=8, eos_ids=tokenizer.eos_ids)
     assert len(res.token_ids[0]) >= 1
+
+
+def test_draft_model_is_prefilled_at_start_not_in_the_first_step():
+    """`start` fills the draft model's cache with each prompt but its pending token (as an
+    engine prefills a draft model with the request), so the first propose feeds one token per
+    row and drafts what a drafter that caught up inside propose drafts."""
+    from speedplan.runtime.accept import SamplingParams
+    from speedplan.runtime.drafters.base import DraftRequest
+
+    target = tiny_target(dtype=torch.float64)
+    prompts = ragged_prompts(3, seed=2)
+    rows = torch.arange(len(prompts))
+    with torch.inference_mode():
+        drafter = DraftModelDrafter(student_from_target(target, [0, 3], torch.arange(CFG.vocab)))
+        drafter.start(prompts, None, rows)
+        assert drafter.cache.lengths.tolist() == [len(p) - 1 for p in prompts]
+        widths = []
+        forward = drafter.model.forward
+        drafter.model.forward = lambda x, *a, **k: (widths.append(x.shape[1]), forward(x, *a, **k))[1]
+        first = drafter.propose(DraftRequest(rows, prompts, None, 3, SamplingParams(), None))
+        assert widths[0] == 1  # the pending token only; then one per drafted token
+        unfilled = DraftModelDrafter(drafter.model)
+        unfilled.cache = drafter.model.new_cache(len(prompts), max(len(p) for p in prompts) + 64)
+        drafter.model.forward = forward
+        again = unfilled.propose(DraftRequest(rows, prompts, None, 3, SamplingParams(), None))
+    assert torch.equal(first.tokens, again.tokens)

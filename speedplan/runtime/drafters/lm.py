@@ -3,9 +3,13 @@ target). It proposes chains (D sequential decode steps) and can score a tree fro
 serves both the chain path and `TreeDrafter`. `truncated_target` builds the test fixture: the
 target's first k layers plus its final norm and lm_head, sharing the target's weights.
 
-Its KV cache mirrors the target's committed tokens: at each propose it first feeds the tokens
-it has not seen (ragged per row), then drafts; afterwards its length pointer is moved back to
-the committed prefix, so rejected drafts are forgotten the same way the target forgets them.
+Its KV cache mirrors the target's committed tokens. `start` prefills it with every prompt but
+its pending last token, as the target's prefill does (serving engines prefill a draft model with
+the request, not inside the first decode step; before 2026-12-01 16:20 this happened at the
+first propose and was timed as drafting). At each propose it first feeds the tokens it has not
+seen (ragged per row: the pending token and the ones accepted since), then drafts; afterwards
+its length pointer is moved back to the committed prefix, so rejected drafts are forgotten the
+same way the target forgets them.
 """
 
 from __future__ import annotations
@@ -41,7 +45,17 @@ class LMDrafter(Drafter):
         return self.model.cfg.layers
 
     def start(self, prompts, hidden, rows) -> None:
+        """Prefill the draft cache with each prompt but its last token (ragged, padded at the end)."""
         self.cache = self.model.new_cache(len(prompts), max(len(p) for p in prompts) + self.max_len)
+        lengths = [len(p) - 1 for p in prompts]
+        width = max(lengths)
+        if width == 0:
+            return
+        x = torch.zeros(len(prompts), width, dtype=torch.long, device=rows.device)
+        for i, p in enumerate(prompts):
+            x[i, : lengths[i]] = torch.tensor(p[:-1], dtype=torch.long)
+        self.model(x, self.cache, rows)  # padded tail slots are overwritten by later tokens
+        self.cache.commit(rows, torch.tensor(lengths, device=rows.device))
 
     def _catch_up(self, request: DraftRequest, keep_last: bool) -> Tensor:
         """Feed each row's unseen tokens (all but the pending one unless keep_last); returns
