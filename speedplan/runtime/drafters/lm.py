@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from speedplan.runtime.transformer import Transformer
 from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter, draft_chain
 from speedplan.runtime.drafters.tree import tree_masks
+from speedplan.runtime.generate import prefill
 
 
 def truncated_target(target: Transformer, layers: int) -> Transformer:
@@ -45,17 +46,8 @@ class LMDrafter(Drafter):
         return self.model.cfg.layers
 
     def start(self, prompts, hidden, rows) -> None:
-        """Prefill the draft cache with each prompt but its last token (ragged, padded at the end)."""
-        self.cache = self.model.new_cache(len(prompts), max(len(p) for p in prompts) + self.max_len)
-        lengths = [len(p) - 1 for p in prompts]
-        width = max(lengths)
-        if width == 0:
-            return
-        x = torch.zeros(len(prompts), width, dtype=torch.long, device=rows.device)
-        for i, p in enumerate(prompts):
-            x[i, : lengths[i]] = torch.tensor(p[:-1], dtype=torch.long)
-        self.model(x, self.cache, rows)  # padded tail slots are overwritten by later tokens
-        self.cache.commit(rows, torch.tensor(lengths, device=rows.device))
+        """Prefill the draft cache with each prompt but its last token, as the target's prefill does."""
+        self.cache, _ = prefill(self.model, prompts, self.max_len, 0)
 
     def _catch_up(self, request: DraftRequest, keep_last: bool) -> Tensor:
         """Feed each row's unseen tokens (all but the pending one unless keep_last); returns
