@@ -187,18 +187,34 @@ def fit_positions(histogram: np.ndarray, draft_len: int) -> np.ndarray:
 
 
 def fit_ranks(steps: list[dict], depth: int, width: int) -> np.ndarray:
-    """Per-rank acceptance (Sequoia) from tree traces' `accepted_ranks`: each sequence-step
-    offers one chance per depth reached (1..min(accepted + 1, depth)); ranks[r] is the share
-    of those chances taken by the rank-(r+1) child."""
+    """Per-rank acceptance (Sequoia) from tree traces' `accepted_ranks`: ranks[r] is the chance
+    that the rank-(r+1) child is accepted given its parent was and the tree offered it.
+
+    With `offered_ranks` (the sibling ranks present at each node of the accepted path that has
+    children) a rank's chances are the path nodes that offered it: a pruned tree (N best nodes
+    of a top-k expansion) drops low-ranked siblings at most depths, and a path can end at a
+    leaf, which offered nothing. Worked example: two steps whose root offered ranks 1-4, the
+    first accepting rank 2 at a leaf, the second accepting rank 1 whose node offered rank 1
+    only, then rejecting: rank 1 took 1 of 3 chances, rank 2 took 1 of 2.
+    Without it (older traces, other engines), every depth reached (1..min(accepted + 1, depth))
+    counts as a chance for every rank: biased low when the tree was pruned."""
     taken = np.zeros(width)
-    chances = 0
+    chances = np.zeros(width)
     for s in steps:
-        for a, path in zip(s["accepted"], s.get("accepted_ranks") or [[]] * len(s["accepted"])):
-            chances += min(a + 1, depth)
+        paths = s.get("accepted_ranks") or [[]] * len(s["accepted"])
+        offered = s.get("offered_ranks")
+        for i, (a, path) in enumerate(zip(s["accepted"], paths)):
             for r in path:
                 if 1 <= r <= width:
                     taken[r - 1] += 1
-    ranks = taken / max(chances, 1)
+            if offered is None:
+                chances += min(a + 1, depth)
+                continue
+            for node in offered[i]:
+                for r in node:
+                    if 1 <= r <= width:
+                        chances[r - 1] += 1
+    ranks = np.divide(taken, chances, out=np.zeros(width), where=chances > 0)
     return np.clip(ranks, 0.0, 0.999)
 
 

@@ -147,19 +147,24 @@ def _children(parents: list[int], ranks: list[int]) -> dict[int, list[int]]:
 
 
 def verify_tree(logits: Tensor, draft: TreeDraft, sampling: SamplingParams,
-                generator: torch.Generator | None) -> tuple[Verdict, Tensor, Tensor]:
+                generator: torch.Generator | None) -> tuple[Verdict, Tensor, Tensor, list[list[list[int]]]]:
     """logits [b, 1+N, V] at [root, nodes...]. Returns the verdict, the accepted path as input
-    indices [b, P] (P = deepest path, padded with 0) and the path's sibling ranks [b, P]."""
+    indices [b, P] (P = deepest path, padded with 0), the path's sibling ranks [b, P] and, per
+    sequence, the sibling ranks offered at each node of the path that has children (root
+    first): the chances the acceptance rule had, which a per-rank fit needs (a pruned tree
+    does not offer every rank at every depth)."""
     b = logits.shape[0]
     tokens = [[-1] + row for row in draft.tokens.tolist()]  # input index -> token
     parents, ranks = draft.parents.tolist(), draft.ranks.tolist()
     greedy_tok = logits.argmax(-1).tolist() if sampling.greedy else None
     p_target = None if sampling.greedy else probs_from_logits(logits, sampling)  # [b, 1+N, V]
-    paths, path_ranks, next_tokens = [], [], []
+    paths, path_ranks, next_tokens, offered = [], [], [], []
     for i in range(b):
         kids = _children(parents[i], ranks[i])
-        node, path = 0, []
+        node, path, chances = 0, [], []
         while True:
+            if kids.get(node):
+                chances.append(sorted(ranks[i][k - 1] for k in kids[node]))
             if greedy_tok is not None:
                 want = greedy_tok[i][node]
                 match = next((k for k in kids.get(node, []) if tokens[i][k] == want), None)
@@ -181,6 +186,7 @@ def verify_tree(logits: Tensor, draft: TreeDraft, sampling: SamplingParams,
             path.append(match)
             node = match
         paths.append(path)
+        offered.append(chances)
         path_ranks.append([ranks[i][k - 1] for k in path])
     width = max(1, max(len(p) for p in paths))
     path_t = torch.zeros(b, width, dtype=torch.long, device=logits.device)
@@ -189,4 +195,4 @@ def verify_tree(logits: Tensor, draft: TreeDraft, sampling: SamplingParams,
         path_t[i, : len(p)] = torch.tensor(p, dtype=torch.long)
         rank_t[i, : len(r)] = torch.tensor(r, dtype=torch.long)
     num_accepted = torch.tensor([len(p) for p in paths], device=logits.device)
-    return Verdict(num_accepted, torch.tensor(next_tokens, device=logits.device)), path_t, rank_t
+    return Verdict(num_accepted, torch.tensor(next_tokens, device=logits.device)), path_t, rank_t, offered

@@ -35,6 +35,7 @@ class StepRecord:
     t_step_s: float
     draft_len: int = 0
     accepted_ranks: list[list[int]] | None = None  # tree: 1-based sibling ranks along the path
+    offered_ranks: list[list[list[int]]] | None = None  # tree: ranks offered at each path node with children
 
 
 @dataclass
@@ -120,9 +121,9 @@ def speculative_step(target: Transformer, cache: KVCache, drafter: Drafter | Non
         hidden = target(inputs, cache, rows)  # [b, 1+D, H]
     logits = target.logits(hidden)  # [b, 1+D or 1+N, V]
     t3 = _now(device)
-    ranks = None
+    ranks = offered = None
     if isinstance(draft, TreeDraft):
-        verdict, path, ranks = verify_tree(logits, draft, sampling, generator)  # path [b, depth]
+        verdict, path, ranks, offered = verify_tree(logits, draft, sampling, generator)  # path [b, depth]
         cache.move(rows, path, 1)  # pack the accepted nodes' K/V right after the pending token
     else:
         d = 0 if draft is None else draft.tokens.shape[1]
@@ -150,7 +151,8 @@ def speculative_step(target: Transformer, cache: KVCache, drafter: Drafter | Non
     t5 = _now(device)
     return StepRecord(step_index, len(num_acc), context, num_acc, t2 - t1, t3 - t2, t4 - t3,
                       (t1 - t0) + (t5 - t4), t5 - t0, draft_len if draft is not None else 0,
-                      [r[: n] for r, n in zip(ranks.tolist(), num_acc)] if ranks is not None else None)
+                      [r[: n] for r, n in zip(ranks.tolist(), num_acc)] if ranks is not None else None,
+                      offered)
 
 
 def prefill(target: Transformer, prompts: list[list[int]], max_new: int, extra: int) -> tuple[KVCache, Tensor]:

@@ -229,26 +229,37 @@ class Transformer(nn.Module):
         """[..., hidden] final-norm hidden states -> [..., V] fp32 logits."""
         return linear(hidden, self.lm_head, self.lm_head_packed).float()
 
+    draft_token_ids: Tensor | None = None  # token ids of draft_logits' columns (None: column j is token j)
+
+    def draft_logits(self, hidden: Tensor) -> Tensor:
+        """Logits as a drafter scores them, [..., V]; a draft model with a reduced vocabulary
+        returns its Vd columns, whose token ids are `draft_token_ids`."""
+        return self.logits(hidden)
+
     def new_cache(self, batch: int, max_len: int) -> KVCache:
         return KVCache(self.cfg, batch, max_len, self.embed.device, self.embed.dtype)
 
     def forward(self, tokens: Tensor, cache: KVCache, rows: Tensor | None = None,
-                tree_ancestors: Tensor | None = None, tree_depth: Tensor | None = None) -> Tensor:
+                tree_ancestors: Tensor | None = None, tree_depth: Tensor | None = None,
+                tree_nodes: Tensor | None = None) -> Tensor:
         """Run `tokens` [b, T] after the committed prefix of cache rows `rows` (default: all).
 
         Chain (default): token t sits at position lengths+t and sees the prefix and tokens <= t.
         Tree: `tree_ancestors` [b, T, T] bool (node i sees node j iff j is i or an ancestor)
-        and `tree_depth` [b, T] (position = lengths + depth). Ragged prefill pads each row at
+        and `tree_depth` [b, T] (position = lengths + depth). Part of a tree: `tree_nodes`
+        [b, T] are the tokens' node ids in a tree of W nodes, `tree_ancestors` [b, T, W] their
+        ancestor rows; node j's K/V sit in slot lengths + j, so the ancestors must have run
+        before (a drafter growing a tree level by level). Ragged prefill pads each row at
         the end; padded queries produce rows the caller ignores. Returns final-norm hidden
         states [b, T, hidden]; the cache lengths are not changed (see `KVCache.commit`).
         """
-        step = self._step_inputs(tokens, cache, rows, tree_ancestors, tree_depth)
+        step = self._step_inputs(tokens, cache, rows, tree_ancestors, tree_depth, tree_nodes)
         x = F.embedding(tokens, self.embed)  # [b, T, hidden]
         for layer, block in enumerate(self.blocks):
             x = block(x, layer, cache, step)
         return rms_norm(x, self.norm, self.cfg.norm_eps)
 
-    def _step_inputs(self, tokens, cache, rows, ancestors, depth) -> StepInputs:
+    def _step_inputs(self, tokens, cache, rows, ancestors, depth, nodes=None) -> StepInputs:
         b, t = tokens.shape
         device = tokens.device
         all_rows = b == cache.batch  # active rows are a sorted subset of 0..B-1, so all of them
@@ -256,7 +267,7 @@ class Transformer(nn.Module):
             rows = torch.arange(b, device=device)
         lengths = cache.lengths[rows]  # [b]
         offsets = torch.arange(t, device=device)
-        slots = lengths[:, None] + offsets[None, :]  # [b, T]
+        slots = lengths[:, None] + (offsets[None, :] if nodes is None else nodes)  # [b, T]
         positions = slots if depth is None else lengths[:, None] + depth
         if self.static_span:  # CUDA graphs: fixed shapes, no host sync
             span = cache.max_len
@@ -270,8 +281,9 @@ class Transformer(nn.Module):
             if ancestors is None:
                 sees = rel[:, None, :] <= offsets[None, :, None]  # [b, T, S] prefix + causal
             else:
-                in_tree = ((rel >= 0) & (rel < t))[:, None, :]
-                sees = torch.gather(ancestors, 2, rel.clamp(0, t - 1)[:, None, :].expand(b, t, span))
+                width = ancestors.shape[2]  # nodes in the tree (T unless `nodes` picks some)
+                in_tree = ((rel >= 0) & (rel < width))[:, None, :]
+                sees = torch.gather(ancestors, 2, rel.clamp(0, width - 1)[:, None, :].expand(b, t, span))
                 sees = (rel < 0)[:, None, :] | (in_tree & sees)
             mask = sees[:, None]  # [b, 1, T, S]
         return StepInputs(rows, rows[:, None], all_rows, slots, span, mask,

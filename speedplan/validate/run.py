@@ -55,7 +55,7 @@ class ValidationGrid:
     min_prompts: int = 4  # prompts per point at least (several waves at small B)
     calibration_prompts: int = 24  # acceptance is fitted on all of them (at the smallest calibration B)
     calibration_draft_len: int = 7
-    calibration_batches: tuple[int, ...] = (1, 4)  # plain decoding and every drafter run at these
+    calibration_batches: tuple[int, ...] = (1, 4, 16)  # plain decoding and every drafter run at these (the grid's ends and middle)
     tree_topk: int = 4
     tree_max_nodes: int = 16
     rounds: int = 2  # timings per point; the fastest is kept (the VM only ever slows down)
@@ -86,7 +86,8 @@ def _fit_acceptance(mechanism: str, steps, draft_len: int, topk: int) -> Accepta
     counts = np.array([a for s in steps for a in s.accepted], dtype=int)
     source = f"fitted on calibration prompts ({len(counts)} sequence-steps, D={draft_len})"
     if mechanism.endswith("-tree"):
-        records = [{"accepted": s.accepted, "accepted_ranks": s.accepted_ranks} for s in steps]
+        records = [{"accepted": s.accepted, "accepted_ranks": s.accepted_ranks, "offered_ranks": s.offered_ranks}
+                   for s in steps]
         ranks = fit_ranks(records, draft_len, topk)
         if ranks.sum() >= 1.0:
             ranks = ranks * 0.999 / ranks.sum()

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from speedplan.plan.acceptance import Acceptance, al_iid, fit_iid_alpha, fit_positions
+from speedplan.plan.acceptance import Acceptance, al_iid, fit_iid_alpha, fit_positions, fit_ranks
 from speedplan.plan.acceptance_sources import parse_acceptance
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import REGISTRY
@@ -116,6 +116,16 @@ def test_per_mechanism_acceptance_options():
     assert al["ngram"] == pytest.approx(1.875)
     with pytest.raises(SpeedplanInputError, match="twice"):
         parse_acceptance_options(["alpha=0.5", "alpha=0.6"], ("eagle",))
+
+
+def test_rank_fit_counts_only_the_ranks_the_tree_offered():
+    """fit_ranks' worked example: rank 1 took 1 of 3 chances, rank 2 1 of 2, ranks 3-4 0 of 2.
+    Counting every depth reached as a chance for every rank (no offered_ranks) gives 1/4 each."""
+    steps = [{"accepted": [1], "accepted_ranks": [[2]], "offered_ranks": [[[1, 2, 3, 4]]]},
+             {"accepted": [1], "accepted_ranks": [[1]], "offered_ranks": [[[1, 2, 3, 4], [1]]]}]
+    assert fit_ranks(steps, 3, 4).tolist() == pytest.approx([1 / 3, 1 / 2, 0.0, 0.0])
+    old = [{k: v for k, v in s.items() if k != "offered_ranks"} for s in steps]
+    assert fit_ranks(old, 3, 4).tolist() == pytest.approx([1 / 4, 1 / 4, 0.0, 0.0])
 
 
 def test_tree_trace_fits_per_rank(tmp_path):

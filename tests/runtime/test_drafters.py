@@ -221,3 +221,28 @@ def test_draft_model_is_prefilled_at_start_not_in_the_first_step():
         drafter.model.forward = forward
         again = unfilled.propose(DraftRequest(rows, prompts, None, 3, SamplingParams(), None))
     assert torch.equal(first.tokens, again.tokens)
+
+
+def test_tree_drafting_runs_the_rows_the_planner_prices():
+    """EAGLE-2 tree growth runs the head over 1 token per sequence at level 1 and `topk` at each
+    later level (the frontier), as engines do and `tree_rows` prices; re-running the whole
+    tree at every level, as the runtime once did, runs 3x more rows at depth 7."""
+    from speedplan.plan.mechanisms.base import tree_rows
+
+    target = tiny_target()
+    scorer = EagleDrafter(target, tiny_head(target), torch.arange(CFG.vocab))
+    rows_run = []
+    forward = scorer._forward
+
+    def counting(feats, tokens, rows, ancestors=None, depth=None, nodes=None):
+        if nodes is not None:
+            rows_run.append(tokens.numel())
+        return forward(feats, tokens, rows, ancestors, depth, nodes)
+
+    scorer._forward = counting
+    topk, depth = 3, 4
+    result = generate(target, ragged_prompts(4), TreeDrafter(scorer, topk, depth, 9), depth, batch=4, max_new_tokens=12)
+    priced = sum(float(tree_rows(s.batch, depth, topk)) for s in result.steps)
+    assert sum(rows_run) == priced
+    plain = generate(target, ragged_prompts(4), None, 0, batch=4, max_new_tokens=12)
+    assert result.token_ids == plain.token_ids

@@ -79,6 +79,32 @@ def test_tiny_model_sampling_distribution(monkeypatch):
     assert chi2_stat(broken, p_ref) > limit
 
 
+def test_reduced_vocabulary_drafter_samples_among_its_tokens_and_stays_exact():
+    """A draft model over half the vocabulary (EAGLE-3 style) samples among its own tokens;
+    p_draft is spread back over the whole vocabulary (0 elsewhere), so the rule stays exact."""
+    from speedplan.runtime.drafters.base import DraftRequest
+    from speedplan.runtime.drafters.draft_model import DraftModelDrafter, student_from_target
+
+    cfg = LlamaConfig(hidden=32, layers=3, heads=2, kv_heads=1, head_dim=16, intermediate=64, vocab=8,
+                      tie_embeddings=True, name="tiny-v8")
+    model = tiny_target(cfg)
+    vocab = torch.tensor([1, 2, 5, 6])
+    make = lambda: DraftModelDrafter(student_from_target(model, [0], vocab))  # noqa: E731
+    drafter = make()
+    prompts = [[3, 1, 4, 1, 5]] * 200
+    drafter.start(prompts, None, torch.arange(200))
+    g = torch.Generator().manual_seed(0)
+    draft = drafter.propose(DraftRequest(torch.arange(200), prompts, None, 3, SamplingParams(temperature=1.0), g))
+    assert set(draft.tokens.unique().tolist()) <= set(vocab.tolist())
+    assert torch.allclose(draft.p_draft.sum(-1), torch.ones(200, 3))
+    outside = torch.ones(8, dtype=torch.bool).index_fill_(0, vocab, False)
+    assert float(draft.p_draft[..., outside].abs().max()) == 0.0
+    n = 3000
+    plain = _second_token_counts(model, None, n)
+    p_ref = (plain + 1) / (plain + 1).sum()
+    assert chi2_stat(_second_token_counts(model, make(), n), p_ref) < 2 * 24.3
+
+
 def test_tree_sampling_matches_target():
     """Tree rule: the first emitted token (an accepted child or the residual sample) ~ p_target."""
     from speedplan.runtime.drafters.base import TreeDraft
@@ -89,9 +115,25 @@ def test_tree_sampling_matches_target():
     draft = TreeDraft(torch.tensor([[2, 4, 1]]).expand(n, -1), torch.tensor([[0, 0, 1]]).expand(n, -1),
                       torch.tensor([[1, 2, 1]]).expand(n, -1))
     g = torch.Generator().manual_seed(0)
-    verdict, path, _ = verify_tree(logits, draft, SamplingParams(temperature=1.0), g)
+    verdict, path, _, _ = verify_tree(logits, draft, SamplingParams(temperature=1.0), g)
     node_token = torch.tensor([-1, 2, 4, 1])
     first = torch.where(verdict.num_accepted > 0, node_token[path[:, 0]], verdict.next_token)
     counts = torch.bincount(first, minlength=6).float()
     assert chi2_stat(counts, P_TARGET) < CHI2_LIMIT
     assert 0 < int((verdict.num_accepted == 2).sum()) < n  # the depth-2 path is reached sometimes
+
+
+def test_tree_verify_reports_the_ranks_each_path_node_offered():
+    """Root offers ranks 1, 2; node 1 (rank 1) offers rank 1; node 2 and node 3 are leaves."""
+    from speedplan.runtime.drafters.base import TreeDraft
+    from speedplan.runtime.accept import verify_tree
+
+    vocab = 6
+    draft = TreeDraft(torch.tensor([[2, 4, 1], [2, 4, 1]]), torch.tensor([[0, 0, 1], [0, 0, 1]]),
+                      torch.tensor([[1, 2, 1], [1, 2, 1]]))
+    logits = torch.zeros(2, 4, vocab)
+    logits[0, 0, 2] = logits[0, 1, 5] = 1.0  # row 0: takes node 1 (rank 1), then misses at node 1
+    logits[1, 0, 4] = 1.0  # row 1: takes node 2 (rank 2), a leaf
+    verdict, _, ranks, offered = verify_tree(logits, draft, SamplingParams(temperature=0.0), None)
+    assert verdict.num_accepted.tolist() == [1, 1]
+    assert offered == [[[1, 2], [1]], [[1, 2]]]

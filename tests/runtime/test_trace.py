@@ -38,13 +38,16 @@ def test_trace_schema(tmp_path, mechanism):
     steps = [s for s in lines if s["type"] == "step"]
     for s in steps:
         extra = set(s) - STEP_KEYS
-        assert extra == ({"accepted_ranks"} if mechanism.endswith("tree") else set())
+        assert extra == ({"accepted_ranks", "offered_ranks"} if mechanism.endswith("tree") else set())
         assert len(s["accepted"]) == len(s["context"]) == s["batch"] <= 4
         assert all(0 <= a <= d for a in s["accepted"])
         assert abs(s["t_step_s"] - (s["t_draft_s"] + s["t_verify_s"] + s["t_accept_s"] + s["t_overhead_s"])) < 1e-6
         if "accepted_ranks" in s:
             assert [len(r) for r in s["accepted_ranks"]] == s["accepted"]
             assert all(1 <= k <= 2 for r in s["accepted_ranks"] for k in r)
+            for a, taken, offered in zip(s["accepted"], s["accepted_ranks"], s["offered_ranks"]):
+                assert len(offered) in (a, a + 1)  # the last accepted node offers children unless a leaf
+                assert all(r in node for r, node in zip(taken, offered))  # each taken rank was offered
     if mechanism == "none":
         assert all(a == 0 for s in steps for a in s["accepted"])
     summary = lines[-1]

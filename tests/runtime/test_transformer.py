@@ -86,6 +86,61 @@ def test_tree_verify_equals_each_branch(model):
     assert torch.allclose(after, ref_b[6], atol=1e-4)
 
 
+def _reference_masks(parents):
+    """Ancestors and depth node by node (the definition)."""
+    b, n = parents.shape
+    anc = torch.zeros(b, n, n, dtype=torch.bool)
+    depth = torch.zeros(b, n, dtype=torch.long)
+    for r in range(b):
+        for i in range(n):
+            j = i
+            while j >= 0:
+                anc[r, i, j] = True
+                depth[r, i] += j != i
+                j = int(parents[r, j])
+    return anc, depth
+
+
+def test_tree_masks_match_their_definition_on_random_trees():
+    g = torch.Generator().manual_seed(0)
+    parents = torch.full((3, 40), -1, dtype=torch.long)
+    for i in range(1, 40):
+        parents[:, i] = torch.randint(0, i, (3,), generator=g)
+    anc, depth = tree_masks(parents)
+    ref_anc, ref_depth = _reference_masks(parents)
+    assert torch.equal(anc, ref_anc) and torch.equal(depth, ref_depth)
+    assert int(depth.max()) > 3  # the walk went several levels up
+
+
+def test_a_tree_run_level_by_level_equals_the_whole_tree(model):
+    """tree_nodes: each level runs alone, after the levels above it (their K/V in slot
+    committed + node id), and gets the hidden states of one pass over the whole tree."""
+    from speedplan.runtime.drafters.tree import frontier_masks
+
+    tokens = torch.tensor([[20, 21, 22, 23, 24, 25], [30, 31, 32, 33, 34, 35]])
+    parents = torch.tensor([[-1, 0, 0, 1, 1, 2], [-1, 0, 1, 2, 2, 0]])
+    levels = [[0], [1, 2], [3, 4, 5]]  # row 1 is a chain 0-1-2 with 3, 4 under 2 and 5 under 0:
+    levels_b = [[0], [1, 5], [2], [3, 4]]  # its levels differ
+    rows = torch.tensor([0, 1])
+    prefix = torch.tensor([[3, 1, 4, 1], [2, 7, 1, 8]])
+    with torch.inference_mode():
+        caches = [model.new_cache(2, 32), model.new_cache(2, 32)]  # the levels must write their own K/V
+        for cache in caches:
+            model(prefix, cache)
+            cache.commit(rows, torch.tensor([4, 4]))
+        whole = model(tokens, caches[0], rows, *tree_masks(parents))
+        cache = caches[1]
+        for lv in range(4):
+            nodes = [levels[lv] if lv < 3 else [], levels_b[lv]]
+            for r, ids in enumerate(nodes):
+                if not ids:
+                    continue
+                ids_t = torch.tensor([ids])
+                anc, depth = frontier_masks(parents[r: r + 1], ids_t)
+                part = model(tokens[r: r + 1].gather(1, ids_t), cache, rows[r: r + 1], anc, depth, ids_t)
+                assert torch.allclose(part[0], whole[r, ids], atol=1e-5)
+
+
 def test_hf_folder_roundtrip(tmp_path: Path, model):
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 64,

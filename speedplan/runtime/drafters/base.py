@@ -96,11 +96,15 @@ class Drafter:
         return None
 
 
-def draft_chain(draft_len: int, logits, advance, request: DraftRequest) -> tuple[Tensor, Tensor | None]:
+def draft_chain(draft_len: int, logits, advance, request: DraftRequest, token_ids: Tensor | None = None,
+                vocab_size: int | None = None) -> tuple[Tensor, Tensor | None]:
     """`draft_len` tokens, each from the drafter's logits at the last one: `logits()` gives
-    [b, V] for the current position, `advance(tok)` feeds token `tok` [b] one position on.
+    [b, Vd] for the current position, `advance(tok)` feeds token `tok` [b] one position on.
+    A drafter with a reduced vocabulary (EAGLE-3 style) scores only its Vd tokens, whose ids
+    are `token_ids` [Vd], and samples among them, as engines do; None: Vd is the whole vocabulary.
     Greedy takes the argmax; sampling draws from p_draft (after temperature and top-p) and
-    returns those distributions [b, D, V] for the acceptance rule."""
+    returns those distributions over the whole vocabulary (`vocab_size`, 0 outside the draft
+    vocabulary) [b, D, V] for the acceptance rule."""
     drafts, probs = [], []
     for i in range(draft_len):
         step_logits = logits()
@@ -109,7 +113,11 @@ def draft_chain(draft_len: int, logits, advance, request: DraftRequest) -> tuple
         else:
             p_draft = probs_from_logits(step_logits, request.sampling)
             tok = sample(p_draft, request.generator)
+            if token_ids is not None:
+                p_draft = p_draft.new_zeros(p_draft.shape[0], vocab_size).index_copy_(1, token_ids, p_draft)
             probs.append(p_draft)
+        if token_ids is not None:
+            tok = token_ids[tok]
         drafts.append(tok)
         if i + 1 < draft_len:
             advance(tok)

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from speedplan.runtime.transformer import Block, Transformer, pack_weight
+from speedplan.runtime.transformer import Block, Transformer, linear, pack_weight
 from speedplan.runtime.drafters.eagle import WEIGHTS_DIR, masked_logits
 from speedplan.runtime.drafters.lm import LMDrafter
 
@@ -44,6 +44,16 @@ class StudentLM(Transformer):
     def logits(self, hidden: Tensor) -> Tensor:
         """[..., hidden] -> [..., V] fp32, -inf outside the draft vocabulary."""
         return masked_logits(hidden, self.lm_head_rows, self.vocab, self.vocab_size, self.rows_packed)
+
+    @property
+    def draft_token_ids(self) -> Tensor:
+        if self.vocab.device != self.embed.device:  # follow the model to its device once
+            self.vocab = self.vocab.to(self.embed.device)
+        return self.vocab
+
+    def draft_logits(self, hidden: Tensor) -> Tensor:
+        """[..., hidden] -> [..., Vd] fp32 logits over the draft vocabulary (token ids `vocab`)."""
+        return linear(hidden, self.lm_head_rows, self.rows_packed).float()
 
 
 def student_from_target(target: Transformer, layers: list[int], vocab: Tensor,

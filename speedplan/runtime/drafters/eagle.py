@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from speedplan.runtime.transformer import Block, KVCache, LlamaConfig, Transformer, linear, pack_weight
 from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter, draft_chain
-from speedplan.runtime.drafters.tree import TreeDrafter, tree_masks
+from speedplan.runtime.drafters.tree import TreeDrafter, frontier_masks
 
 WEIGHTS_DIR = Path(__file__).resolve().parents[2] / "data" / "drafters"  # package data
 EAGLE_WEIGHTS = WEIGHTS_DIR / "eagle_smollm2.pt"
@@ -128,11 +128,11 @@ class EagleDrafter(Drafter):
             self.cache.v[..., : old.max_len, :] = old.v
             self.cache.lengths.copy_(old.lengths)
 
-    def _forward(self, feats: Tensor, tokens: Tensor, rows: Tensor, ancestors=None, depth=None) -> Tensor:
+    def _forward(self, feats: Tensor, tokens: Tensor, rows: Tensor, ancestors=None, depth=None, nodes=None) -> Tensor:
         """Head pass over pairs (feats [b, T, H], tokens [b, T]) after each row's committed
         pairs; writes their K/V past the committed length (not committed). -> [b, T, H]."""
         x = self.head.inputs(self.target.embed, feats, tokens, self.packed["fc"])
-        step = Transformer._step_inputs(self.target, tokens, self.cache, rows, ancestors, depth)  # target's RoPE
+        step = Transformer._step_inputs(self.target, tokens, self.cache, rows, ancestors, depth, nodes)  # target's RoPE
         return self.head.block(x, 0, self.cache, step)
 
     def _feed_pending(self, rows: Tensor, seqs: list[list[int]], keep_last: bool) -> tuple[Tensor, Tensor]:
@@ -160,8 +160,17 @@ class EagleDrafter(Drafter):
     def cfg_hidden(self) -> int:
         return self.head.cfg.hidden
 
+    @property
+    def token_ids(self) -> Tensor | None:
+        """Token ids of the head's logit columns (None: column j is token j)."""
+        if not hasattr(self, "_token_ids"):
+            whole = torch.arange(self.target.cfg.vocab, device=self.vocab.device)
+            self._token_ids = None if torch.equal(self.vocab, whole) else self.vocab
+        return self._token_ids
+
     def _logits(self, feats: Tensor) -> Tensor:
-        return masked_logits(feats, self.lm_head_rows, self.vocab, self.target.cfg.vocab, self.packed["lm_head"])
+        """[..., H] -> [..., Vd] fp32 logits over the draft vocabulary (columns: `token_ids`)."""
+        return linear(feats, self.lm_head_rows, self.packed["lm_head"]).float()
 
     # ---- chain ----------------------------------------------------------------------------------
     def propose(self, request: DraftRequest) -> ChainDraft:
@@ -175,7 +184,8 @@ class EagleDrafter(Drafter):
             state["feat"] = self._forward(state["feat"][:, None], tok[:, None], rows)[:, 0]  # own feature + token
             self.cache.commit(rows, torch.ones_like(tok))
 
-        tokens, p_draft = draft_chain(d, lambda: self._logits(state["feat"]), advance, request)  # logits [b, V]
+        tokens, p_draft = draft_chain(d, lambda: self._logits(state["feat"]), advance, request,
+                                      self.token_ids, self.target.cfg.vocab)  # logits [b, Vd]
         self.cache.set_lengths(rows, committed)  # drafted pairs were scratch: forget them
         valid = torch.where(counts > 0, d, 0)  # a 1-token prompt has no pair to draft from yet
         return ChainDraft(tokens, valid, p_draft)
@@ -183,8 +193,9 @@ class EagleDrafter(Drafter):
     # ---- tree (FrontierScorer for TreeDrafter) --------------------------------------------------
     def score_frontier(self, request: DraftRequest, tokens: Tensor, parents: Tensor, frontier: Tensor) -> Tensor:
         """Node 0 is the pair (last target feature, pending token); node i > 0 is the pair
-        (f^ of its parent, its token). The whole tree so far runs in one tree-masked pass
-        after the committed pairs (not committed). Returns [b, F, V] log-probabilities."""
+        (f^ of its parent, its token). Only the frontier runs, after the committed pairs and
+        the tree nodes run at earlier levels (its ancestors; nothing committed). Returns
+        [b, F, V] log-probabilities."""
         rows = request.rows
         b, n = tokens.shape
         if n == 1:  # a new tree: commit all pending pairs but the root's
@@ -192,14 +203,17 @@ class EagleDrafter(Drafter):
             root = torch.stack([self.pending[r][-1] if len(self.pending[r]) else
                                 self.target.embed.new_zeros(self.cfg_hidden) for r in rows.tolist()])
             self.tree_feats = root[:, None]  # inputs of node 0
-        inputs = torch.cat([self.tree_feats[:, :1], self.tree_out.gather(
-            1, parents[:, 1:, None].clamp_min(0).expand(-1, -1, self.cfg_hidden))], 1) if n > 1 else self.tree_feats
-        anc, depth = tree_masks(parents)
+            self.tree_out = root.new_zeros(b, 1, self.cfg_hidden)
+        h = self.cfg_hidden
+        if self.tree_out.shape[1] < n:  # head outputs per node id; nodes not run yet stay zero
+            self.tree_out = torch.cat([self.tree_out, self.tree_out.new_zeros(b, n - self.tree_out.shape[1], h)], 1)
+        parent_out = self.tree_out.gather(1, parents.gather(1, frontier).clamp_min(0)[:, :, None].expand(-1, -1, h))
+        inputs = torch.where((frontier == 0)[:, :, None], self.tree_feats, parent_out)  # [b, F, H]
+        anc, depth = frontier_masks(parents, frontier)
         self._ensure_room(rows, n + 1)
-        out = self._forward(inputs, tokens, rows, anc, depth)  # [b, n, H], nothing committed
-        self.tree_out = out
-        f = out.gather(1, frontier[:, :, None].expand(-1, -1, self.cfg_hidden))  # [b, F, H]
-        return torch.log_softmax(self._logits(f), -1)
+        out = self._forward(inputs, tokens.gather(1, frontier), rows, anc, depth, frontier)  # [b, F, H]
+        self.tree_out.scatter_(1, frontier[:, :, None].expand(-1, -1, h), out)
+        return torch.log_softmax(self._logits(out), -1)  # [b, F, Vd], columns `token_ids`
 
 
 def eagle_drafter(target: Transformer, path: str | Path = EAGLE_WEIGHTS) -> EagleDrafter:

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from speedplan.runtime.transformer import Transformer
 from speedplan.runtime.drafters.base import ChainDraft, DraftRequest, Drafter, draft_chain
-from speedplan.runtime.drafters.tree import tree_masks
+from speedplan.runtime.drafters.tree import frontier_masks
 from speedplan.runtime.generate import prefill
 
 
@@ -44,6 +44,11 @@ class LMDrafter(Drafter):
 
     def draft_layers(self) -> int:
         return self.model.cfg.layers
+
+    @property
+    def token_ids(self) -> Tensor | None:
+        """Token ids of the draft model's logit columns (None: column j is token j)."""
+        return self.model.draft_token_ids
 
     def start(self, prompts, hidden, rows) -> None:
         """Prefill the draft cache with each prompt but its last token, as the target's prefill does."""
@@ -75,15 +80,16 @@ class LMDrafter(Drafter):
             state["h"] = self.model(tok[:, None], self.cache, rows)[:, 0]
             self.cache.commit(rows, torch.ones_like(tok))
 
-        tokens, p_draft = draft_chain(d, lambda: self.model.logits(state["h"]), advance, request)  # logits [b, V]
+        tokens, p_draft = draft_chain(d, lambda: self.model.draft_logits(state["h"]), advance, request,
+                                      self.token_ids, self.model.cfg.vocab)  # logits [b, Vd]
         self.cache.set_lengths(rows, committed)  # forget the drafts (and the pending token)
         return ChainDraft(tokens, torch.full((len(rows),), d, device=rows.device), p_draft)
 
     def score_frontier(self, request: DraftRequest, tokens: Tensor, parents: Tensor, frontier: Tensor) -> Tensor:
-        """Tree scoring: run the whole tree so far after the committed prefix (not kept)."""
+        """Tree scoring: run the frontier after the committed prefix and the tree nodes run at
+        earlier levels (its ancestors; not kept)."""
         if any(len(t) - 1 != s for t, s in zip(request.tokens, self.cache.lengths[request.rows].tolist())):
             self._catch_up(request, keep_last=False)
-        anc, depth = tree_masks(parents)
-        hidden = self.model(tokens, self.cache, request.rows, anc, depth)  # [b, n, hidden]
-        h = hidden.gather(1, frontier[:, :, None].expand(-1, -1, hidden.shape[-1]))  # [b, F, hidden]
-        return torch.log_softmax(self.model.logits(h), -1)
+        anc, depth = frontier_masks(parents, frontier)
+        h = self.model(tokens.gather(1, frontier), self.cache, request.rows, anc, depth, frontier)  # [b, F, hidden]
+        return torch.log_softmax(self.model.draft_logits(h), -1)  # [b, F, Vd], columns `token_ids`

@@ -2,7 +2,9 @@
 
 A `FrontierScorer` is given the tree built so far (node 0 is the pending token) and a set of
 frontier nodes, and returns the draft model's log-probabilities of the next token after each
-frontier node. `TreeDrafter` grows the tree `depth` times: every frontier node gets its
+frontier node. A frontier node's parent was in the previous frontier, so a scorer runs only
+the frontier through its model (1 token per sequence at level 1, `topk` at each later level,
+as engines and speedplan's pricing do), with the K/V of node j in slot committed + j. `TreeDrafter` grows the tree `depth` times: every frontier node gets its
 `topk` best children, each scored by its path's cumulative log-probability, and the `topk`
 best new nodes form the next frontier. Finally the `nodes` best nodes by cumulative score are
 kept (a child never outscores its parent, so the kept set is a tree) and verified in one
@@ -24,23 +26,36 @@ class FrontierScorer(Protocol):
 
     def score_frontier(self, request: DraftRequest, tokens: Tensor, parents: Tensor, frontier: Tensor) -> Tensor:
         """tokens/parents [b, n] (node 0 = pending token, parent -1); frontier [b, F] node ids.
-        Returns [b, F, V] log-probabilities of the token after each frontier node."""
+        Returns [b, F, Vd] log-probabilities of the token after each frontier node, over the
+        scorer's vocabulary: token ids `token_ids` [Vd] if it has that attribute and it is not
+        None (a reduced draft vocabulary), else the whole vocabulary."""
 
 
 def tree_masks(parents: Tensor) -> tuple[Tensor, Tensor]:
     """parents [b, n] with parents[:, 0] = -1 and parents[:, i] < i ->
-    ancestors [b, n, n] bool (node i sees j iff j is i or an ancestor of i), depth [b, n]."""
+    ancestors [b, n, n] bool (node i sees j iff j is i or an ancestor of i), depth [b, n].
+    Walks every node up to the root at once: one tensor step per tree level, not per node."""
     b, n = parents.shape
-    anc = torch.zeros(b, n, n, dtype=torch.bool, device=parents.device)
-    depth = torch.zeros(b, n, dtype=torch.long, device=parents.device)
-    rows = torch.arange(b, device=parents.device)
-    anc[:, 0, 0] = True
-    for i in range(1, n):
-        p = parents[:, i]
-        anc[:, i] = anc[rows, p]
-        anc[:, i, i] = True
-        depth[:, i] = depth[rows, p] + 1
+    device = parents.device
+    nodes = torch.arange(n, device=device).expand(b, n)
+    rows = torch.arange(b, device=device)[:, None].expand(b, n)
+    anc = torch.zeros(b, n, n, dtype=torch.bool, device=device)
+    anc[rows, nodes, nodes] = True
+    depth = torch.zeros(b, n, dtype=torch.long, device=device)
+    up = parents.clone()  # each node's ancestor at the current distance (-1 past the root)
+    while bool((up >= 0).any()):
+        live = up >= 0
+        anc[rows[live], nodes[live], up[live]] = True
+        depth += live
+        up = torch.where(live, parents.gather(1, up.clamp_min(0)), up)
     return anc, depth
+
+
+def frontier_masks(parents: Tensor, frontier: Tensor) -> tuple[Tensor, Tensor]:
+    """The tree masks' rows of the frontier nodes [b, F]: ancestors [b, F, n], depth [b, F]
+    (for `Transformer.forward(..., tree_nodes=frontier)`)."""
+    anc, depth = tree_masks(parents)
+    return anc.gather(1, frontier[:, :, None].expand(-1, -1, anc.shape[2])), depth.gather(1, frontier)
 
 
 class TreeDrafter(Drafter):
@@ -80,12 +95,14 @@ class TreeDrafter(Drafter):
         scores = torch.zeros(b, 1, device=device)  # cumulative log-prob of each node's path
         frontier = torch.zeros(b, 1, dtype=torch.long, device=device)
         for _ in range(self.depth):
-            logp = self.scorer.score_frontier(request, tokens, parents, frontier)  # [b, F, V]
+            logp = self.scorer.score_frontier(request, tokens, parents, frontier)  # [b, F, Vd]
             top = logp.topk(self.topk, dim=-1)  # [b, F, k]
+            ids = getattr(self.scorer, "token_ids", None)  # a reduced draft vocabulary's token ids
+            children = top.indices if ids is None else ids[top.indices]
             f = frontier.shape[1]
             cand = scores.gather(1, frontier)[:, :, None] + top.values  # [b, F, k]
             first_new = tokens.shape[1]
-            tokens = torch.cat([tokens, top.indices.reshape(b, -1)], 1)
+            tokens = torch.cat([tokens, children.reshape(b, -1)], 1)
             parents = torch.cat([parents, frontier[:, :, None].expand(b, f, self.topk).reshape(b, -1)], 1)
             ranks = torch.cat([ranks, torch.arange(1, self.topk + 1, device=device).repeat(f)[None].expand(b, -1)], 1)
             scores = torch.cat([scores, cand.reshape(b, -1)], 1)

@@ -38,6 +38,8 @@ def step_json(record) -> dict:
             "t_accept_s": record.t_accept_s, "t_overhead_s": record.t_overhead_s, "t_step_s": record.t_step_s}
     if record.accepted_ranks is not None:
         line["accepted_ranks"] = [list(r) for r in record.accepted_ranks]
+    if getattr(record, "offered_ranks", None) is not None:
+        line["offered_ranks"] = [[list(r) for r in seq] for seq in record.offered_ranks]
     return line
 
 
