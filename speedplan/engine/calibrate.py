@@ -57,15 +57,18 @@ class Priced:
     acceptance_length: np.ndarray
     quantity: np.ndarray
     measured: np.ndarray
+    running: np.ndarray | None = None  # requests each row's step runs (default: its batch)
 
 
 def _stack(parts: list[StepParts]) -> StepParts:
     return StepParts(*(np.concatenate([np.atleast_1d(getattr(p, f.name)) for p in parts]) for f in fields(StepParts)))
 
 
-def price(pairs: list[tuple[Measurement, Setting]]) -> Priced:
-    """Price each measurement's verify, draft and plain forward passes with its setting's cost model."""
-    steps, plains, al = [], [], []
+def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.0) -> Priced:
+    """Price each measurement's verify, draft and plain forward passes with its setting's cost
+    model; a speculative row above the engine's cap (`spec_max_running`, 0 = none) is priced
+    at the cap's requests."""
+    steps, plains, al, running = [], [], [], []
     for m, s in pairs:
         b, d, ctx = np.array([float(m.batch)]), np.array([float(m.draft_len)]), np.array([float(m.context)])
         plain = plain_parts(s.cost, s.target, b, forward_cost(s.cost, s.target, b, 1, ctx, s.tp))
@@ -73,7 +76,11 @@ def price(pairs: list[tuple[Measurement, Setting]]) -> Priced:
         if m.mechanism == "none":
             steps.append(plain)
             al.append(1.0)
+            running.append(float(m.batch))
             continue
+        if spec_max_running > 0 and m.batch > spec_max_running:
+            b = np.array([float(spec_max_running)])
+        running.append(float(b[0]))
         try:
             mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
         except SpeedplanInputError as e:
@@ -87,7 +94,7 @@ def price(pairs: list[tuple[Measurement, Setting]]) -> Priced:
     rows = [m for m, _ in pairs]
     return Priced(rows, [s for _, s in pairs], _stack(steps), _stack(plains),
                   np.array([float(m.batch) for m in rows]), np.array(al), np.array([m.quantity for m in rows]),
-                  np.array([m.value for m in rows]))
+                  np.array([m.value for m in rows]), np.array(running))
 
 
 def predict(values: dict, priced: Priced) -> np.ndarray:
@@ -95,8 +102,9 @@ def predict(values: dict, priced: Priced) -> np.ndarray:
     step = step_cost(values, priced.step).total_s
     plain = step_cost(values, priced.plain).total_s
     q, al = priced.quantity, priced.acceptance_length
+    run = priced.batch if priced.running is None else priced.running
     return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s", q == "speedup"],
-                     [step * 1e3, step / al * 1e3, priced.batch * al / step, al * plain / step])
+                     [step * 1e3, step / al * 1e3, run * al / step, (run * al / step) / (priced.batch / plain)])
 
 
 @dataclass
@@ -186,7 +194,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     """Fit `free` terms (default: FIT_ORDER) of `base` to measurements with their settings."""
     if not pairs:
         raise SpeedplanInputError("calibrate: no measurements")
-    priced = price(pairs)
+    priced = price(pairs, base.terms["spec_max_running"].value)
     values = {t: base.terms[t].value for t in TERMS}
     candidates = list(free) if free is not None else list(base.fit_order or FIT_ORDER)
     unknown = [t for t in candidates if t not in TERMS]

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import read_json
 
@@ -67,6 +69,15 @@ TERMS: dict[str, TermSpec] = {
     "sample_passes_spec": TermSpec(
         "passes over the logits", "how many times sampling and rejection read and write the verify pass's "
         "B·(1+D)×vocab fp32 logits", 0.0, 20.0),
+    "spec_max_running": TermSpec(
+        "sequences", "most requests the engine runs in one speculative step by default; with more in flight "
+        "the rest wait in its queue (0 = no such cap). Not fitted: an engine setting", 0.0, 1e6),
+}
+
+# Terms a profile file may leave out (files written before the term existed), with the value
+# and source it then gets.
+OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
+    "spec_max_running": (0.0, "default: no cap on the requests a speculative step runs (the profile does not set one)"),
 }
 
 
@@ -136,6 +147,13 @@ class EngineProfile:
             parts.append(f"leave-one-out {fit['loo_median_error']:.1%}")
         return ", ".join(parts) + "; the others from documents or stated assumptions"
 
+    def running(self, batch, speculative) -> np.ndarray:
+        """Requests one step runs when `batch` are in flight: min(batch, spec_max_running) for a
+        speculative step of an engine with that cap, else batch."""
+        batch = np.asarray(batch, dtype=float)
+        cap = self.terms["spec_max_running"].value
+        return np.where(np.asarray(speculative, dtype=bool) & (cap > 0), np.minimum(batch, cap or np.inf), batch)
+
     def label(self) -> str:
         """What every output says priced it, e.g. "engine profile vllm (vLLM V1, 2025-2026 releases)"."""
         return f"engine profile {self.name} ({self.engine} {self.version})"
@@ -165,6 +183,8 @@ def engine_from_json(data, where: str) -> EngineProfile:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(entry.get("source"), str):
             raise SpeedplanInputError(f"{where}: terms.{name}: expected {{\"value\": number, \"source\": text}}")
         terms[name] = Term(float(value), entry["source"])
+    for name, (value, source) in OPTIONAL_TERMS.items():
+        terms.setdefault(name, Term(value, source))
     order = data.get("fit_order") or []
     if not isinstance(order, list) or any(t not in TERMS for t in order):
         raise SpeedplanInputError(f"{where}: 'fit_order' must list terms of {', '.join(TERMS)}")

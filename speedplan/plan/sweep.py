@@ -5,8 +5,12 @@ Speculation is part of the step, never a multiplier on a finished table:
 
     t_step = engine step (speedplan.engine.step) of: t_verify(B·(1+D) tokens, or B·(N+1) for a
              tree) + t_draft(B, D) + sampling + un-captured launches + exposed host work
-    tokens/s/user = AL / t_step     tokens/s/GPU = B·AL / (t_step · gpus)
-    speedup = AL · t_plain / t_step, with t_plain the plain decoding step of the same engine
+    tokens/s/user = AL / t_step     tokens/s/GPU = R·AL / (t_step · gpus)
+    speedup = (R·AL / t_step) / (B / t_plain), with t_plain the plain decoding step of the same engine
+
+B is the requests in flight; R = B requests run in a step, except that an engine with a
+speculative cap (`spec_max_running`: SGLang runs at most 48 by default) runs R = min(B, cap)
+in a speculative step, priced at R, while the others wait.
 
 Times are seconds, throughputs tokens per second.
 """
@@ -88,7 +92,7 @@ def _check_axis(name: str, values, low: int, high: int) -> list[int]:
 FRAME_COLUMNS = [
     "model", "hardware", "engine", "mechanism", "draft_len", "verify_tokens", "batch", "context", "tp",
     "acceptance_length", "acceptance_source",
-    "t_plain_s", "t_step_s", "t_verify_s", "t_draft_s", "t_sample_s", "t_launch_s", "t_draft_host_s", "t_host_s",
+    "running", "t_plain_s", "t_step_s", "t_verify_s", "t_draft_s", "t_sample_s", "t_launch_s", "t_draft_host_s", "t_host_s",
     "t_host_exposed_s",
     "t_gemm_s", "t_attention_s", "t_tree_mask_s", "t_comm_s", "t_elementwise_s",
     "tokens_per_s_per_user", "tokens_per_s_per_gpu", "speedup", "memory_bytes", "fits_memory", "feasible",
@@ -110,9 +114,20 @@ class _GpuPricing:
     parts: StepParts
     acceptance_length: np.ndarray
     memory_bytes: np.ndarray
+    running: np.ndarray  # requests a step runs (the batch, or an engine's speculative cap)
+    spec_cap: float = 0.0  # the engine's spec_max_running this pricing was made for
 
 
-def _gpu_pricing(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int) -> _GpuPricing:
+def _gpu_pricing(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int,
+                 engine: EngineProfile) -> _GpuPricing:
+    """Kernels and step parts at the requests each step runs: the batch, or for a speculative
+    step of an engine with a cap, min(batch, cap)."""
+    R = engine.running(g["batch"], mech is not None)
+    p = _priced(mech, {**g, "batch": R}, cost, target, tp)
+    return replace(p, grid=g, running=R, spec_cap=engine.terms["spec_max_running"].value)
+
+
+def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int) -> _GpuPricing:
     B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
     if mech is None:
         q = np.ones(len(B))
@@ -127,7 +142,7 @@ def _gpu_pricing(mech: Mechanism | None, g: dict, cost: CostModel, target: Model
         parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft)
         al, extra_mem = mech.acceptance_length(D, N), mech.extra_memory_bytes(target, B, L + q, tp)
     memory = target.weight_bytes() / tp + B * (L + q) * target.kv_bytes_per_token_per_rank(tp) + extra_mem
-    return _GpuPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory)
+    return _GpuPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory, B)
 
 
 def _rows(p: _GpuPricing, engine: EngineProfile, hardware: str, target: ModelSpec, tp: int) -> pd.DataFrame:
@@ -146,13 +161,13 @@ def _rows(p: _GpuPricing, engine: EngineProfile, hardware: str, target: ModelSpe
         "model": target.name, "hardware": hardware, "engine": engine.name, "mechanism": name,
         "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
         "acceptance_length": al, "acceptance_source": acc_src,
-        "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": verify.total_s, "t_draft_s": draft.total_s,
+        "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": verify.total_s, "t_draft_s": draft.total_s,
         "t_sample_s": step.sample_s, "t_launch_s": step.launch_s, "t_draft_host_s": step.draft_host_s,
         "t_host_s": step.host_s,
         "t_host_exposed_s": step.exposed_host_s,
         "t_gemm_s": verify.gemm_s, "t_attention_s": verify.attention_s, "t_tree_mask_s": verify.tree_mask_s,
         "t_comm_s": verify.comm_s, "t_elementwise_s": verify.elementwise_s,
-        "tokens_per_s_per_user": al / t_step, "tokens_per_s_per_gpu": B * al / (t_step * tp),
+        "tokens_per_s_per_user": al / t_step, "tokens_per_s_per_gpu": p.running * al / (t_step * tp),
         "speedup": np.nan, "memory_bytes": p.memory_bytes, "fits_memory": True, "feasible": True,
         "bound": np.where(verify.gemm_compute_bound_s > 0.5 * verify.gemm_s, "compute", "memory"),
         "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
@@ -168,7 +183,8 @@ def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: Model
     frame = pd.concat([_rows(p, engine, hw.name, target, tp) for p in pricings], ignore_index=True)
     base = frame[frame["mechanism"] == "none"].set_index(["batch", "context"])["t_step_s"]
     frame["t_plain_s"] = base.reindex(pd.MultiIndex.from_arrays([frame["batch"], frame["context"]])).to_numpy()
-    frame["speedup"] = frame["acceptance_length"] * frame["t_plain_s"] / frame["t_step_s"]
+    frame["speedup"] = (frame["acceptance_length"] * frame["running"] / frame["t_step_s"]) / (
+        frame["batch"] / frame["t_plain_s"])
     capacity = hw.memory_bytes * MEMORY_UTILIZATION
     frame["fits_memory"] = frame["memory_bytes"] <= capacity
     frame["feasible"] = frame["fits_memory"]
@@ -177,7 +193,8 @@ def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: Model
 
 def _engine_meta(engine: EngineProfile) -> dict:
     return {"engine": engine.name, "engine_family": engine.engine, "engine_label": engine.label(),
-            "engine_source": engine.origin, "engine_fit": engine.provenance()}
+            "engine_source": engine.origin, "engine_fit": engine.provenance(),
+            "engine_spec_max_running": engine.terms["spec_max_running"].value}
 
 
 def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
@@ -189,7 +206,10 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
         return result
     if result.pricing is None:
         raise ValueError("reprice needs a SweepResult made by sweep() in this process")
-    pricings, hw, target, tp = result.pricing
+    pricings, hw, target, tp, cost = result.pricing
+    if any(p.mech is not None and p.spec_cap != engine.terms["spec_max_running"].value for p in pricings):
+        # another speculative cap: speculative steps run another number of requests
+        pricings = [p if p.mech is None else _gpu_pricing(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
     frame = _frame(pricings, engine, hw, target, tp)
     out = SweepResult(frame, pareto(frame), best_per_batch(frame), None, {**result.meta, **_engine_meta(engine)},
                       result.pricing)
@@ -298,10 +318,11 @@ def sweep(
         raise SpeedplanInputError("the same mechanism is listed twice")
 
     grids = [(mech, _grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
-    pricings = [_gpu_pricing(mech, g, cost, target, tp) for mech, g in grids if len(g["batch"])]
+    pricings = [_gpu_pricing(mech, g, cost, target, tp, engine) for mech, g in grids if len(g["batch"])]
     frame = _frame(pricings, engine, hw, target, tp)
 
-    result = SweepResult(frame, pareto(frame), best_per_batch(frame), None, pricing=(pricings, hw, target, tp))
+    result = SweepResult(frame, pareto(frame), best_per_batch(frame), None,
+                         pricing=(pricings, hw, target, tp, cost))
     if min_tokens_per_user is not None:
         result.slo_pick = slo_pick(frame, min_tokens_per_user)
     result.meta = {

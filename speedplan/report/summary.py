@@ -59,7 +59,10 @@ def engine_source(result: "SweepResult") -> str:
     meta = result.meta
     label = meta.get("engine_label") or meta.get("engine", "?")
     how = meta.get("engine_fit") or ""
-    return f"{label}{'; ' + how if how else ''}"
+    cap = meta.get("engine_spec_max_running") or 0
+    capped = (f"; a speculative step runs at most {cap:g} requests (spec_max_running), so at B > {cap:g} the "
+              "others wait" if cap else "")
+    return f"{label}{'; ' + how if how else ''}{capped}"
 
 
 def acceptance_source(result: "SweepResult") -> str:

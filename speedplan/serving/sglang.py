@@ -25,6 +25,7 @@ VERSION = (
     "speculative/adaptive_spec_params.py"
 )
 ADAPTIVE_FILE = "sglang_adaptive_config.json"
+SPEC_MAX_RUNNING = 48  # max_running_requests when speculative decoding is on and the flag is not given
 ALGORITHMS = {"ngram": "NGRAM", "draft-model": "STANDALONE", "eagle": "EAGLE", "eagle-tree": "EAGLE",
               "eagle3": "EAGLE3", "eagle3-tree": "EAGLE3", "mtp": "NEXTN"}
 
@@ -137,6 +138,12 @@ def render(plan: ServingPlan) -> dict[str, str]:
                         else "(EAGLE-3)."))
     if plan.tree:
         notes.append("--speculative-num-draft-tokens counts the root token, so it is tree nodes + 1.")
+    if any(b > SPEC_MAX_RUNNING and d > 0 for b, d in plan.schedule):
+        notes.append(f"without --max-running-requests SGLang runs at most {SPEC_MAX_RUNNING} requests at once with "
+                     "speculative decoding (speculative_hook.py _handle_eagle_family, _handle_ngram); the batch sizes "
+                     f"above {SPEC_MAX_RUNNING} were priced that way (the others wait, engine profile sglang: "
+                     "spec_max_running). To run more, add --max-running-requests N and price it with a profile "
+                     "whose spec_max_running is N.")
     text = header(plan, VERSION, expressed, notes) + shell(sglang_args(plan))
     files = {"sglang_launch.sh": "#!/bin/sh\n" + text}
     if _adaptive(plan):

@@ -78,7 +78,7 @@ def test_three_batch_sizes_pick_the_term_that_grows_with_batch():
     forward selection must take host_seq_us, the one term that makes the speedup fall with B,
     over the fixed order's draft_step_launches; the held-out batch sizes then come out exact."""
     documented = {"host_step_us": 900.0, "host_seq_us": 30.0, "host_token_us": 2.0, "overlap_plain": 1.0,
-                  "overlap_spec": 0.0, "draft_step_launches": 10.0}
+                  "overlap_spec": 0.0, "draft_step_launches": 10.0, "spec_max_running": 0.0}  # B=64 runs 64
     base = get_engine("sglang").with_terms(documented, "documented starting value")
     truth = {**base.values(), "host_seq_us": 120.0, "host_step_us": 600.0}
 

@@ -227,6 +227,16 @@ def test_sglang_adaptive_config_pins_the_plan_per_bucket():
     assert "--speculative-adaptive" in shell_command(files["sglang_launch.sh"])
 
 
+def test_sglang_says_when_its_default_running_cap_priced_the_plan():
+    """SGLang runs at most 48 requests with speculation unless --max-running-requests is set;
+    a plan that speculates above 48 says so, one that stops below it does not."""
+    capped = render_sglang(plan("eagle3", schedule=((1, 4), (64, 2))))["sglang_launch.sh"]
+    assert "at most 48 requests" in capped and "--max-running-requests" in capped
+    assert "--max-running-requests" not in shell_command(capped)  # the launch keeps SGLang's default
+    below = render_sglang(plan("eagle3", schedule=((1, 4), (32, 2), (64, 0))))["sglang_launch.sh"]
+    assert "at most 48 requests" not in below
+
+
 def test_sglang_adaptive_is_only_for_eagle_chains():
     for mechanism in ("draft-model", "mtp", "eagle3-tree"):
         files = render_sglang(plan(mechanism, mode="adaptive"))

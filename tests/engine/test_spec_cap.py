@@ -1,0 +1,64 @@
+"""An engine's cap on the requests a speculative step runs (`spec_max_running`; SGLang: 48 by
+default): above it, the step runs the cap and the rest wait, in the sweep, in a repriced sweep
+and in calibration alike."""
+
+import json
+
+import numpy as np
+import pytest
+
+from speedplan.cost.ops import load_cost_model
+from speedplan.engine.calibrate import Setting, predict, price
+from speedplan.engine.profile import engine_from_json, get_engine
+from speedplan.engine.readers.measurements import Measurement
+from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.sweep import reprice, sweep
+from speedplan.specs.model import get_model
+
+ACC = Acceptance.positional([0.8, 0.7, 0.6], "test")
+
+
+def _spec(frame):
+    return frame[frame.mechanism != "none"].set_index("batch")
+
+
+def test_sglang_runs_48_requests_in_a_speculative_step_and_the_plain_step_runs_all():
+    assert get_engine("sglang").spec_max_running == 48
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [32, 48, 64], [0, 3], acceptance=ACC, engine="sglang")
+    spec, plain = _spec(r.frame), r.frame[r.frame.mechanism == "none"].set_index("batch")
+    assert spec.running.tolist() == [32, 48, 48] and plain.running.tolist() == [32, 48, 64]
+    assert spec.t_step_s[64] == pytest.approx(spec.t_step_s[48])  # the same 48 requests run
+    assert spec.tokens_per_s_per_gpu[64] == pytest.approx(spec.tokens_per_s_per_gpu[48])
+    # speedup: the capped step's throughput against plain decoding of all 64
+    assert spec.speedup[64] == pytest.approx(spec.tokens_per_s_per_gpu[64] / plain.tokens_per_s_per_gpu[64])
+    assert plain.t_step_s[64] > plain.t_step_s[48]
+
+
+def test_an_engine_without_a_cap_runs_every_request():
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [64], [0, 3], acceptance=ACC, engine="vllm")
+    assert r.frame.running.tolist() == [64, 64]
+
+
+def test_repricing_into_a_capped_engine_equals_sweeping_it():
+    args = ("llama-3.1-8b", "h100-sxm", ["eagle3"], [16, 64, 128], [0, 2, 4])
+    direct = sweep(*args, acceptance=ACC, engine="sglang").frame
+    repriced = reprice(sweep(*args, acceptance=ACC, engine="vllm"), "sglang").frame
+    cols = ["running", "t_step_s", "tokens_per_s_per_gpu", "speedup", "memory_bytes"]
+    assert np.allclose(direct[cols].to_numpy(float), repriced[cols].to_numpy(float))
+
+
+def test_calibration_prices_a_measurement_above_the_cap_at_the_cap():
+    setting = Setting(get_model("llama-3.1-8b"), load_cost_model("h100-sxm"), 1, "8b")
+    rows = [Measurement("eagle3", b, 3, 1024, "tokens_per_s", 1.0, 2.5, f"B={b}") for b in (48, 64)]
+    values = get_engine("sglang").values()
+    capped = predict(values, price([(m, setting) for m in rows], 48))
+    assert capped[1] == pytest.approx(capped[0])  # 48 run either way
+    free = predict(values, price([(m, setting) for m in rows], 0))
+    assert free[1] > capped[1]
+
+
+def test_a_profile_written_before_the_cap_existed_loads_without_one():
+    data = json.loads(json.dumps(get_engine("vllm").to_json()))
+    del data["terms"]["spec_max_running"]
+    profile = engine_from_json(data, "old.json")
+    assert profile.spec_max_running == 0 and profile.terms["spec_max_running"].source.startswith("default")
