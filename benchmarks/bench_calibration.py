@@ -58,9 +58,9 @@ def held_out_batches() -> list[dict]:
         base = base_profile(rows[0].engine)
         fitted = calibrate(base, as_pairs(train), name="held-out").profile
         test_pairs = as_pairs(test)
-        priced = price(test_pairs)
         meas = np.array([c.value for c in test])
         for label, profile in (("documented profile", base), ("fitted on 3 batch sizes", fitted)):
+            priced = price(test_pairs, profile.spec_max_running)
             err = np.abs(predict(profile.values(), priced) / meas - 1)
             out.append({"sweep": name, "profile": label, "train B": sorted(train_b), "test B": [c.batch for c in test],
                         "median error": float(np.median(err)), "max error": float(err.max())})
@@ -77,7 +77,7 @@ def _grid() -> pd.DataFrame:
 def _predicted_tokens(profile, setting, acc, grid: pd.DataFrame) -> np.ndarray:
     rows = [Measurement(setting.mech_label, int(b), int(d), 1024, "tokens_per_s", 1.0,
                         float(acc.chain_al(int(d))), "grid") for b, d in zip(grid.batch, grid.draft_len)]
-    return predict(profile.values(), price([(m, setting.base) for m in rows]))
+    return predict(profile.values(), price([(m, setting.base) for m in rows], profile.spec_max_running))
 
 
 def schedule_regret() -> pd.DataFrame:

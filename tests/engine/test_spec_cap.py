@@ -62,3 +62,12 @@ def test_a_profile_written_before_the_cap_existed_loads_without_one():
     del data["terms"]["spec_max_running"]
     profile = engine_from_json(data, "old.json")
     assert profile.spec_max_running == 0 and profile.terms["spec_max_running"].source.startswith("default")
+
+
+def test_the_summary_names_the_cap_that_priced_the_sweep():
+    from speedplan.report.summary import render_summary
+
+    capped = render_summary(sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [64], [0, 3], acceptance=ACC, engine="sglang"))
+    assert "at most 48 requests (spec_max_running)" in capped
+    free = render_summary(sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [64], [0, 3], acceptance=ACC, engine="vllm"))
+    assert "spec_max_running" not in free
