@@ -6,7 +6,7 @@ the same machine (DESIGN.md, "Validation protocol").
 2. Calibration split of the prompts (the drafters were trained on a third, the training
    split): acceptance is fitted per drafter from its own runs (per-position for chains,
    per-rank for trees), and the `speedplan-runtime` engine profile is fitted to the step times
-   of plain decoding and every drafter at two batch sizes, by `speedplan.engine.calibrate`
+   of plain decoding and every drafter at three batch sizes, by `speedplan.engine.calibrate`
    (the code `speedplan calibrate` runs).
 3. The planner predicts t_step, AL and speedup for every (mechanism, B, D) of the grid, priced
    through that engine profile.
@@ -15,7 +15,10 @@ the same machine (DESIGN.md, "Validation protocol").
    `rounds` rounds, the second in an order rotated by half the plan (a point's two timings are
    minutes apart), and the faster round is kept (`round_spread` says how far apart they were;
    `meas_t_step_first` is the first round alone). Greedy decoding makes the rounds' tokens
-   identical, so AL comes from the first. Calibration runs are timed the same way.
+   identical, so AL comes from the first. Calibration runs are timed the same way. A measured
+   speedup divides by plain decoding timed right before the point at the same batch and on
+   the same prompts, in each round (`paired_plain`), so drift cannot put the two in different
+   spells; before 2026-12-01 20:00 it divided by the batch's one plain point.
 5. Errors |pred − meas| / meas (median, p90) and the planner's regret per batch size.
 
 Times are seconds. This module imports torch (through the runtime) only inside functions.
@@ -59,6 +62,7 @@ class ValidationGrid:
     tree_topk: int = 4
     tree_max_nodes: int = 16
     rounds: int = 2  # timings per point; the fastest is kept (the VM only ever slows down)
+    paired_plain: bool = True  # time plain decoding at the same batch right before every speculative point
 
     def tree_nodes(self, depth: int) -> int:
         """Nodes verified by the runtime's tree at this depth (root excluded)."""
@@ -251,15 +255,25 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         (m.label, b, d) for m in mechs for b in grid.batches for d in grid.draft_lens if d >= 1]
     by_label = {m.label: m for m in mechs}
 
+    paired: dict[tuple, list] = {}  # speculative point -> plain step time just before it, per round
+
     def measure(item, r):
         label, batch, d = item
         n = int(math.ceil(max(batch, grid.min_prompts) / batch) * batch)
+        if label != "none" and grid.paired_plain:
+            plain, _ = run("none", evals[:n], batch, 0)
+            paired.setdefault(item, []).append(_full_batch_mean(plain.steps, batch, "t_step_s"))
         res, _ = run(label.split(":")[0], evals[:n], batch, d)
         return res, _full_batch_mean(res.steps, batch, "t_step_s")
 
     timed = timed_rounds(plan, measure, grid.rounds, say, lambda item: f"{item[0]} B={item[1]} D={item[2]}")
     base_meas = {b: min(ts) for (label, b, _), (_, _, ts) in zip(plan, timed) if label == "none"}
     for (label, batch, d), (first, res, seconds) in zip(plan, timed):
+        # measured speedup: against the plain run timed right before this point in each round (the
+        # VM's speed drifts by tens of percent over minutes), the rounds' ratios averaged; without
+        # pairing, against the batch's one plain point
+        pairs = paired.get((label, batch, d))
+        plain_ratio = float(np.mean([tp / ts for tp, ts in zip(pairs, seconds)])) if pairs else base_meas[batch] / min(seconds)
         t_step = min(seconds)
         p = pred[(pred.mechanism == label) & (pred.batch == batch) & (pred.draft_len == d)].iloc[0]
         mech = by_label.get(label)
@@ -278,7 +292,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
                                 + _full_batch_mean(res.steps, batch, "t_accept_s")),
             "round_spread": max(seconds) / t_step - 1.0, "meas_t_step_first": seconds[0],
             "pred_acceptance_length": float(p.acceptance_length), "meas_acceptance_length": al,
-            "pred_speedup": float(p.speedup), "meas_speedup": al * base_meas[batch] / t_step,
+            "pred_speedup": float(p.speedup), "meas_speedup": al * plain_ratio,
+            "meas_t_plain_paired": float(np.mean(pairs)) if pairs else float("nan"),
             "pred_tokens_per_s": float(p.tokens_per_s_per_gpu), "meas_tokens_per_s": batch * al / t_step,
             "meas_context": float(np.mean([c for s in first.steps for c in s.context])),
             "steps": len(first.steps), "cost_source": p.cost_source, "acceptance_source": p.acceptance_source,

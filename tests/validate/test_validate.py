@@ -60,6 +60,11 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     assert set(table.mechanism) >= {"none", "ngram", "eagle"}
     assert (table.meas_t_step > 0).all() and (table.pred_t_step > 0).all()
     assert (out / "report.html").exists() and (out / "parity.png").exists()
+    # each speculative point's speedup divides by the plain run timed right before it (one round)
+    spec = table[table.draft_len > 0]
+    assert (spec.meas_t_plain_paired > 0).all() and table[table.draft_len == 0].meas_t_plain_paired.isna().all()
+    paired = spec.meas_acceptance_length * spec.meas_t_plain_paired / spec.meas_t_step
+    assert np.allclose(spec.meas_speedup, paired, rtol=1e-4)
     from speedplan.validate.reprice import load_validation, reprice_verify
 
     # priced again with the profile it ran with: the run's predictions moved by one constant (reprice
