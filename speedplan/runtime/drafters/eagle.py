@@ -89,6 +89,8 @@ class EagleDrafter(Drafter):
     def __init__(self, target: Transformer, head: EagleHead, vocab: Tensor, grow: int = 256):
         self.target, self.head, self.vocab, self.grow = target, head, vocab, grow  # vocab: [Vr] draft ids
         self.lm_head_rows = target.lm_head[vocab].contiguous()  # [Vr, H] draft vocabulary rows
+        whole = torch.arange(target.cfg.vocab, device=vocab.device)
+        self.token_ids = None if torch.equal(vocab, whole) else vocab  # token ids of the logit columns
         self.packed = {"fc": pack_weight(head.fc), "lm_head": pack_weight(self.lm_head_rows)}
         for mod in (head.block.attn, head.block.mlp):
             for name in mod.packed:
@@ -159,14 +161,6 @@ class EagleDrafter(Drafter):
     @property
     def cfg_hidden(self) -> int:
         return self.head.cfg.hidden
-
-    @property
-    def token_ids(self) -> Tensor | None:
-        """Token ids of the head's logit columns (None: column j is token j)."""
-        if not hasattr(self, "_token_ids"):
-            whole = torch.arange(self.target.cfg.vocab, device=self.vocab.device)
-            self._token_ids = None if torch.equal(self.vocab, whole) else self.vocab
-        return self._token_ids
 
     def _logits(self, feats: Tensor) -> Tensor:
         """[..., H] -> [..., Vd] fp32 logits over the draft vocabulary (columns: `token_ids`)."""
