@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from speedplan.cost.forward import forward_cost
-from speedplan.engine.profile import TERMS, EngineProfile
+from speedplan.engine.profile import TERMS, EngineProfile, running_requests
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.errors import SpeedplanInputError
@@ -57,7 +57,7 @@ class Priced:
     acceptance_length: np.ndarray
     quantity: np.ndarray
     measured: np.ndarray
-    running: np.ndarray | None = None  # requests each row's step runs (default: its batch)
+    running: np.ndarray  # requests each row's step runs (its batch, or the engine's speculative cap)
 
 
 def _stack(parts: list[StepParts]) -> StepParts:
@@ -78,8 +78,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
             al.append(1.0)
             running.append(float(m.batch))
             continue
-        if spec_max_running > 0 and m.batch > spec_max_running:
-            b = np.array([float(spec_max_running)])
+        b = running_requests(b, True, spec_max_running)
         running.append(float(b[0]))
         try:
             mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
@@ -102,7 +101,7 @@ def predict(values: dict, priced: Priced) -> np.ndarray:
     step = step_cost(values, priced.step).total_s
     plain = step_cost(values, priced.plain).total_s
     q, al = priced.quantity, priced.acceptance_length
-    run = priced.batch if priced.running is None else priced.running
+    run = priced.running
     return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s", q == "speedup"],
                      [step * 1e3, step / al * 1e3, run * al / step, (run * al / step) / (priced.batch / plain)])
 

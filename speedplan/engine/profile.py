@@ -81,6 +81,15 @@ OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
 }
 
 
+def running_requests(batch, speculative, spec_max_running: float) -> np.ndarray:
+    """Requests one step runs when `batch` are in flight: min(batch, spec_max_running) for a
+    speculative step of an engine with that cap (> 0), else batch. Worked example: SGLang's
+    cap 48, B = 64 → 48 for a speculative step, 64 for a plain one."""
+    batch = np.asarray(batch, dtype=float)
+    capped = np.asarray(speculative, dtype=bool) & (spec_max_running > 0)
+    return np.where(capped, np.minimum(batch, spec_max_running if spec_max_running > 0 else np.inf), batch)
+
+
 @dataclass(frozen=True)
 class Term:
     value: float
@@ -148,11 +157,8 @@ class EngineProfile:
         return ", ".join(parts) + "; the others from documents or stated assumptions"
 
     def running(self, batch, speculative) -> np.ndarray:
-        """Requests one step runs when `batch` are in flight: min(batch, spec_max_running) for a
-        speculative step of an engine with that cap, else batch."""
-        batch = np.asarray(batch, dtype=float)
-        cap = self.terms["spec_max_running"].value
-        return np.where(np.asarray(speculative, dtype=bool) & (cap > 0), np.minimum(batch, cap or np.inf), batch)
+        """Requests one step of this engine runs (`running_requests` with its spec_max_running)."""
+        return running_requests(batch, speculative, self.terms["spec_max_running"].value)
 
     def label(self) -> str:
         """What every output says priced it, e.g. "engine profile vllm (vLLM V1, 2025-2026 releases)"."""

@@ -189,7 +189,7 @@ class EagleDrafter(Drafter):
         """Node 0 is the pair (last target feature, pending token); node i > 0 is the pair
         (f^ of its parent, its token). Only the frontier runs, after the committed pairs and
         the tree nodes run at earlier levels (its ancestors; nothing committed). Returns
-        [b, F, V] log-probabilities."""
+        [b, F, Vd] log-probabilities over the draft vocabulary (columns: `token_ids`)."""
         rows = request.rows
         b, n = tokens.shape
         if n == 1:  # a new tree: commit all pending pairs but the root's

@@ -4,7 +4,8 @@ A `FrontierScorer` is given the tree built so far (node 0 is the pending token) 
 frontier nodes, and returns the draft model's log-probabilities of the next token after each
 frontier node. A frontier node's parent was in the previous frontier, so a scorer runs only
 the frontier through its model (1 token per sequence at level 1, `topk` at each later level,
-as engines and speedplan's pricing do), with the K/V of node j in slot committed + j. `TreeDrafter` grows the tree `depth` times: every frontier node gets its
+as engines and speedplan's pricing do), with the K/V of node j in slot committed + j.
+`TreeDrafter` grows the tree `depth` times: every frontier node gets its
 `topk` best children, each scored by its path's cumulative log-probability, and the `topk`
 best new nodes form the next frontier. Finally the `nodes` best nodes by cumulative score are
 kept (a child never outscores its parent, so the kept set is a tree) and verified in one
