@@ -28,7 +28,7 @@ from speedplan.specs.model import ModelSpec
 # ceil(n / 2) of them are fitted, so that leave-one-out can test the fit (terms named explicitly:
 # up to n); when more are identifiable, forward selection keeps the ones that explain the rows
 # best (`_select`), and the rest keep the base profile's values.
-FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "overlap_spec", "overlap_plain",
+FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "host_spec_seq_us", "overlap_spec", "overlap_plain",
              "host_token_us")
 IDENTIFIABLE = 1e-3  # smallest relative change of some prediction over a term's whole range
 

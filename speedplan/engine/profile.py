@@ -43,6 +43,11 @@ TERMS: dict[str, TermSpec] = {
     "host_seq_us": TermSpec(
         "µs per sequence per step", "host work per running sequence per step: block tables, stop checks, "
         "detokenisation, per-request output objects", 0.0, 5000.0),
+    "host_spec_seq_us": TermSpec(
+        "µs per sequence per speculative step", "host work per running sequence that only a speculative "
+        "step does, on its critical path at the sync point (SGLang's spec v1 worker, for one: it prepares "
+        "draft, verify and draft-extend batches where a plain step prepares one, and walks each request's "
+        "accepted tokens in Python with a stop check per token)", 0.0, 5000.0),
     "host_token_us": TermSpec(
         "µs per verified token per step", "host work per token the target verifies: positions, slot "
         "mapping, acceptance bookkeeping", 0.0, 2000.0),
@@ -77,6 +82,8 @@ TERMS: dict[str, TermSpec] = {
 # Terms a profile file may leave out (files written before the term existed), with the value
 # and source it then gets.
 OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
+    "host_spec_seq_us": (0.0, "default: no per-sequence host work beyond host_seq_us in speculative steps "
+                                "(the profile does not set one)"),
     "spec_max_running": (0.0, "default: no cap on the requests a speculative step runs (the profile does not set one)"),
 }
 

@@ -8,7 +8,7 @@ Per target step:
            + t_sample                                                # logits read/written per pass
            + launch_us · (layer_launches · layers + draft_step_launches · draft forwards)
            + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work
-    t_host = host_step_us + host_seq_us · B + host_token_us · T      # + the host-side n-gram lookup
+    t_host = host_step_us + (host_seq_us [+ host_spec_seq_us]) · B + host_token_us · T  # + host n-gram lookup
     t      = t_gpu + t_host − min(overlap · t_host, t_gpu)
 
 with T = B tokens for a plain step and B·(1+D) (or B·(N+1)) for a speculative one, and
@@ -97,7 +97,8 @@ def step_cost(terms: dict, parts: StepParts) -> StepCost:
     sample = passes * parts.logits_pass_s + terms["sample_passes_plain"] * parts.draft_pass_s
     launches = (terms["layer_launches"] * (parts.layers + parts.forwards * parts.draft_layers)
                 + terms["draft_step_launches"] * parts.forwards)
-    host = (terms["host_step_us"] + terms["host_seq_us"] * parts.batch + terms["host_token_us"] * parts.tokens) * 1e-6
+    seq_us = terms["host_seq_us"] + np.where(spec, terms["host_spec_seq_us"], 0.0)
+    host = (terms["host_step_us"] + seq_us * parts.batch + terms["host_token_us"] * parts.tokens) * 1e-6
     draft_host = terms["draft_token_us"] * parts.draft_tokens * 1e-6 + parts.host_draft_s
     return StepCost(parts.ops_s, sample, terms["launch_us"] * launches * 1e-6, draft_host, host,
                     np.where(spec, terms["overlap_spec"], terms["overlap_plain"]))

@@ -53,6 +53,27 @@ def test_fit_recovers_held_out_rows_of_a_known_engine():
     assert all(result.profile.terms[t].source.startswith("fitted") for t in result.fitted)
 
 
+def test_plain_and_speculative_rows_tell_sync_point_work_from_per_sequence_work():
+    """An engine whose speculative steps do 150 µs of host work per sequence that its plain
+    steps do not (host_spec_seq_us), next to 20 µs per sequence in both, half of a plain step's
+    host work exposed. Plain and EAGLE TPOTs at B = 1, 8, 64 fit it; with one per-sequence term
+    for both kinds of step the same rows cannot: held-out batch sizes then miss by more."""
+    base = get_engine("vllm").with_terms({"overlap_plain": 0.5, "overlap_spec": 0.0, "host_seq_us": 38.0,
+                                          "host_spec_seq_us": 0.0}, "documented starting value")
+    truth = {**base.values(), "host_step_us": 1200.0, "host_seq_us": 20.0, "host_spec_seq_us": 150.0}
+    train = _measured(_grid(batches=(1, 8, 64), draft_lens=(0, 3)), truth)
+    test = _measured(_grid(batches=(16, 32), draft_lens=(0, 3)), truth)
+    meas = np.array([m.value for m in test])
+    free = ["host_step_us", "host_seq_us", "host_spec_seq_us"]
+    result = calibrate(base, [(m, _setting()) for m in train], free=free)
+    pred = predict(result.profile.values(), price([(m, _setting()) for m in test]))
+    assert np.max(np.abs(pred / meas - 1)) < 0.01
+    assert result.profile.terms["host_spec_seq_us"].value == pytest.approx(150.0, rel=0.02)
+    shared = calibrate(base, [(m, _setting()) for m in train], free=free[:2])
+    pred_shared = predict(shared.profile.values(), price([(m, _setting()) for m in test]))
+    assert np.max(np.abs(pred_shared / meas - 1)) > 0.03
+
+
 def test_terms_the_rows_cannot_move_keep_the_base_value():
     """All rows at B = 1: per-sequence host work cannot be told from per-step host work, and
     no row is an n-gram step, so the n-gram lookup's host cost is not in any row at all."""

@@ -48,3 +48,14 @@ def test_unknown_engine_and_missing_file():
         get_engine("tgi")
     with pytest.raises(SpeedplanInputError, match="no such engine profile"):
         get_engine("/no/such/engine.json")
+
+
+def test_a_profile_written_before_the_sync_point_term_loads_with_zero():
+    """Profile files written before host_spec_seq_us existed (user calibrations) still load,
+    and price speculative steps as they did: no per-sequence host work beyond host_seq_us."""
+    from speedplan.engine.profile import engine_from_json
+
+    data = json.loads(json.dumps(get_engine("sglang").to_json()))
+    del data["terms"]["host_spec_seq_us"]
+    old = engine_from_json(data, "old.json")
+    assert old.host_spec_seq_us == 0 and old.terms["host_spec_seq_us"].source.startswith("default")

@@ -99,3 +99,13 @@ def test_drafting_loop_host_work_is_serial_and_per_drafted_token():
     cost_ = step_cost(terms, parts)
     assert cost_.draft_host_s[0] == pytest.approx(4 * 3 * 10e-6)
     assert cost_.total_s[0] == pytest.approx(cost_.ops_s[0] + cost_.draft_host_s[0])  # overlap hides none of it
+
+
+def test_speculative_only_host_work_is_per_sequence_and_absent_from_plain_steps():
+    """host_spec_seq_us: per-sequence host work only a speculative step does (its sync point).
+    A plain step of the same batch is priced as if the term were 0."""
+    terms = {**ZERO, "host_seq_us": 10.0, "host_spec_seq_us": 150.0}
+    spec = step_cost(terms, _parts(0.0, batch=8, tokens=32))
+    plain = step_cost(terms, _parts(0.0, spec=False, batch=8, tokens=8))
+    assert spec.host_s[0] == pytest.approx((10 + 150) * 8 * 1e-6)
+    assert plain.host_s[0] == pytest.approx(10 * 8 * 1e-6)

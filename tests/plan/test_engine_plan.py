@@ -55,16 +55,25 @@ def test_loss_vs_best_is_against_the_frames_best_this_engine_reaches(default, en
 
 
 def test_targets_on_the_default_sweep(default):
-    """vLLM within 3% of its best at every batch. SGLang and TensorRT-LLM within 8% wherever a
-    chain is their best; where they lose more, their best is an EAGLE-3 tree, which no launch of
-    theirs can combine with the chain schedule the larger batches need."""
+    """vLLM within 3% of its best at every batch. An engine that follows a chain schedule
+    (TensorRT-LLM) within 8% wherever a chain is its best; where it loses more, its best is an
+    EAGLE-3 tree, which no launch of its can combine with the chain schedule the larger batches
+    need. An engine whose plan is one fixed setting (SGLang's EAGLE-3 tree) loses more than 8% only
+    where its best is another setting (another depth at small B, a chain at large B), and 8% or
+    less on the weighted mean."""
     _, plans = default
     assert plans["vllm"].rows.loss_vs_best.max() <= 0.03
     for engine in ("sglang", "trtllm"):
-        rows = plans[engine].rows
+        plan = plans[engine]
+        rows = plan.rows
         over = rows[rows.loss_vs_best > 0.08]
-        assert (over.best_mechanism == "eagle3-tree").all() and (over.batch <= 4).all()
-        assert rows[rows.batch >= 8].loss_vs_best.max() <= 0.08
+        if plan.mode == "fixed":
+            assert ((over.best_mechanism != plan.mechanism) | (over.best_draft_len != over.draft_len)).all()
+            assert np.average(rows.loss_vs_best, weights=rows.weight) <= 0.08
+        else:
+            assert (over.best_mechanism == "eagle3-tree").all() and (over.batch <= 4).all()
+            assert rows[rows.batch >= 8].loss_vs_best.max() <= 0.08
+    assert plans["sglang"].mode == "fixed" and plans["trtllm"].mode != "fixed"  # both branches run
 
 
 def test_targets_on_the_70b_sweep(seventy):

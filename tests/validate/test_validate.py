@@ -23,8 +23,16 @@ def test_summary_math_and_regret():
     assert s["step_time_median_error"] == pytest.approx(0.05)
     assert s["al_median_error"] == pytest.approx(0.1)
     assert s["regret_per_batch"] == {1: 0.0, 8: 0.0}
-    table.loc[3, "meas_tokens_per_s"] = 2.0  # the planner's pick at B=8 now measures worse than plain
+    # the planner's pick at B=8 now measures worse than plain: against its own paired plain run
+    # (speedup 0.5) for regret_per_batch, in tokens/s for the unpaired figure
+    table.loc[3, ["meas_speedup", "meas_tokens_per_s"]] = [0.5, 2.0]
     assert summarize(table)["regret_per_batch"][8] == pytest.approx(0.5)
+    assert summarize(table)["regret_per_batch_unpaired"][8] == pytest.approx(0.5)
+    # a fast spell during the plain point alone: tokens/s comparisons blame the pick, paired ones do not
+    table.loc[3, ["meas_speedup", "meas_tokens_per_s"]] = [1.3, 5.3]
+    table.loc[2, "meas_tokens_per_s"] = 8.0
+    s = summarize(table)
+    assert s["regret_per_batch"][8] == 0.0 and s["regret_per_batch_unpaired"][8] == pytest.approx(1 - 5.3 / 8.0)
 
 
 def test_timed_rounds_keep_the_fastest_and_rotate_the_order():
