@@ -101,7 +101,7 @@ img{{max-width:100%}}</style></head><body>
 {summary.get('wall_s')} s.</p>
 <h2>Engine terms fitted on the calibration prompts</h2>{_engine_table(summary)}
 <h2>Errors |pred − meas| / meas</h2><table><tr><th>quantity</th><th>median</th><th>p90</th><th>target</th></tr>{err_rows}</table>
-<h2>Regret per batch size</h2><p>1 − measured throughput of the planner's pick / best measured throughput at that B.</p>
+<h2>Regret per batch size</h2><p>1 − measured speedup of the planner's pick / best measured speedup at that B (each speedup against the plain run timed right before it, so drift between points cancels; summary.json keeps the same from measured tokens/s as regret_per_batch_unpaired).</p>
 <table><tr><th>B</th><th>regret</th></tr>{regret_rows}</table>
 <h2>Parity</h2><img src="parity.png" alt="parity plots"><h2>Best D against B</h2><img src="best_draft_len.png" alt="best D">
 <h2>Every point</h2>{body}

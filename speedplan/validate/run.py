@@ -19,7 +19,8 @@ the same machine (DESIGN.md, "Validation protocol").
    speedup divides by plain decoding timed right before the point at the same batch and on
    the same prompts, in each round (`paired_plain`), so drift cannot put the two in different
    spells; before 2026-12-01 20:00 it divided by the batch's one plain point.
-5. Errors |pred − meas| / meas (median, p90) and the planner's regret per batch size.
+5. Errors |pred − meas| / meas (median, p90) and the planner's regret per batch size (from
+   measured speedups, each against its paired plain run).
 
 Times are seconds. This module imports torch (through the runtime) only inside functions.
 """
