@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from speedplan.validate.run import summarize, timed_rounds
+from speedplan.validate.run import spread, summarize, timed_rounds
 
 pytest.importorskip("torch")
 
@@ -50,6 +50,18 @@ def test_timed_rounds_keep_the_fastest_and_rotate_the_order():
     assert [fast for _, fast, _ in out] == ["a0", "b1", "c0", "d0"]
     assert [min(ts) for _, _, ts in out] == [1.0] * 4 and out[1][2] == [2.0, 1.0]
     assert [fast for _, fast, _ in timed_rounds(["a"], lambda i, r: (r, 1.0), 1)] == [0]
+
+
+def test_points_take_prompts_from_the_whole_split_not_its_first_modules():
+    split = list(range(66))  # prompt ids, ordered by module as stdlib_prompts gives them
+    assert spread(split, 4) == [0, 16, 33, 49]
+    picked = spread(split, 16)
+    assert len(set(picked)) == 16 and picked[0] == 0 and picked[-1] >= 60
+    assert spread(split, 66) == split and spread(split, 80) == split
+    from speedplan.runtime.io.prompts import stdlib_prompts
+
+    modules = {p.id.split(":")[0] for p in spread(stdlib_prompts("evaluation"), 4)}
+    assert len(modules) == 4  # the split's first four prompts come from two modules
 
 
 def test_validate_quick_end_to_end(cli, tmp_path):
