@@ -47,7 +47,8 @@ TERMS: dict[str, TermSpec] = {
         "µs per sequence per speculative step", "host work per running sequence that only a speculative "
         "step does, on its critical path at the sync point (SGLang's spec v1 worker, for one: it prepares "
         "draft, verify and draft-extend batches where a plain step prepares one, and walks each request's "
-        "accepted tokens in Python with a stop check per token)", 0.0, 5000.0),
+        "accepted tokens in Python with a stop check per token: EagleVerifyInput.verify in "
+        "python/sglang/srt/speculative/eagle_info.py, sglang commit f1f60ea0258f)", 0.0, 5000.0),
     "host_token_us": TermSpec(
         "µs per verified token per step", "host work per token the target verifies: positions, slot "
         "mapping, acceptance bookkeeping", 0.0, 2000.0),

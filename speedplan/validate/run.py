@@ -9,7 +9,7 @@ the same machine (DESIGN.md, "Validation protocol").
    of plain decoding and every drafter at three batch sizes, by `speedplan.engine.calibrate`
    (the code `speedplan calibrate` runs).
 3. The planner predicts t_step, AL and speedup for every (mechanism, B, D) of the grid, priced
-   through that engine profile.
+   through that engine profile, each batch size at the mean context of its own prompts.
 4. Evaluation split: the runtime measures the same. This VM slows by up to 1.8x for seconds to
    minutes at a time (other tenants), and slowing is all it does: so every point is timed in
    `rounds` rounds, the second in an order rotated by half the plan (a point's two timings are
@@ -250,11 +250,18 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     engine = fit.profile
 
     # ---- 3. predict ----------------------------------------------------------------
-    n_eval = [len(p) for p in spread(evals, need)]
-    context = int(round(np.mean(n_eval) + grid.max_new_tokens / 2))
+    def prompts_for(batch: int) -> list:  # a point's prompts: whole waves, at least min_prompts
+        return spread(evals, int(math.ceil(max(batch, grid.min_prompts) / batch) * batch))
+
+    def context_of(prompts) -> int:  # mean context over a generation: prompt + half the new tokens
+        return int(round(np.mean([len(p) for p in prompts]) + grid.max_new_tokens / 2))
+
+    context = context_of(spread(evals, need))
+    contexts = {b: context_of(prompts_for(b)) for b in grid.batches}  # each batch priced at its own prompts
     nodes = sorted({grid.tree_nodes(d) for d in grid.draft_lens if d >= 1})
-    pred = sweep(target_spec, cost, mechs, grid.batches, grid.draft_lens, [context], tree_nodes=nodes,
-                 engine=engine).frame
+    pred = sweep(target_spec, cost, mechs, grid.batches, grid.draft_lens, sorted(set(contexts.values())),
+                 tree_nodes=nodes, engine=engine).frame
+    pred = pred[pred["context"] == pred["batch"].map(contexts)]
     is_tree = pred["mechanism"].isin(TREE_MECHANISMS)
     wanted_nodes = pred["draft_len"].map(lambda d: grid.tree_nodes(max(int(d), 1)) + 1)
     pred = pred[~is_tree | (pred["verify_tokens"] == wanted_nodes)]
@@ -270,11 +277,11 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
 
     def measure(item, r):
         label, batch, d = item
-        n = int(math.ceil(max(batch, grid.min_prompts) / batch) * batch)
+        prompts = prompts_for(batch)
         if label != "none" and grid.paired_plain:
-            plain, _ = run("none", spread(evals, n), batch, 0)
+            plain, _ = run("none", prompts, batch, 0)
             paired.setdefault(item, []).append(_full_batch_mean(plain.steps, batch, "t_step_s"))
-        res, _ = run(label.split(":")[0], spread(evals, n), batch, d)
+        res, _ = run(label.split(":")[0], prompts, batch, d)
         return res, _full_batch_mean(res.steps, batch, "t_step_s")
 
     timed = timed_rounds(plan, measure, grid.rounds, say, lambda item: f"{item[0]} B={item[1]} D={item[2]}")
@@ -294,7 +301,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
             + (float(mech.host_draft_s(batch, d)) if mech else 0.0)
         al = first.acceptance_length
         rows.append({
-            "mechanism": label, "batch": batch, "draft_len": d, "verify_tokens": int(p.verify_tokens), "context": context,
+            "mechanism": label, "batch": batch, "draft_len": d, "verify_tokens": int(p.verify_tokens), "context": contexts[batch],
             "pred_t_step": float(p.t_step_s), "meas_t_step": t_step,
             "pred_t_verify": pred_verify, "meas_t_verify": _full_batch_mean(res.steps, batch, "t_verify_s"),
             "pred_t_draft": pred_draft, "meas_t_draft": _full_batch_mean(res.steps, batch, "t_draft_s"),
@@ -322,6 +329,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         "layer_overhead_us_measured": eager * 1e6,  # launches per layer × launch time, for speedplan.reprice
         **reprice_facts,
         "context": context,
+        "context_per_batch": contexts,  # the context each batch's points were priced at
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": round(time.perf_counter() - t_start, 1),
         "torch_threads": torch.get_num_threads(),
     })

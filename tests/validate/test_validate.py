@@ -80,6 +80,10 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     assert set(table.mechanism) >= {"none", "ngram", "eagle"}
     assert (table.meas_t_step > 0).all() and (table.pred_t_step > 0).all()
     assert (out / "report.html").exists() and (out / "parity.png").exists()
+    # every point is priced at the mean context of the prompts its batch size ran
+    priced = table.batch.astype(str).map(summary["context_per_batch"])
+    assert (table.context == priced).all()
+    assert ((table.context - table.meas_context).abs() <= 16).all()  # --quick: 16 new tokens
     # each speculative point's speedup divides by the plain run timed right before it (one round)
     spec = table[table.draft_len > 0]
     assert (spec.meas_t_plain_paired > 0).all() and table[table.draft_len == 0].meas_t_plain_paired.isna().all()
