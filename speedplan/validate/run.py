@@ -103,8 +103,8 @@ def _fit_acceptance(mechanism: str, steps, draft_len: int, topk: int) -> Accepta
 
 def spread(prompts: list, n: int) -> list:
     """`n` prompts evenly spaced through `prompts` (all of them when n >= len). The splits are
-    ordered by module: the first 4 evaluation prompts come from two modules, the first 16 from six; the first 16
-    evaluation prompts gave n-gram AL 1.30 at D=7 where the whole split gave 1.39 (2026-12-01)."""
+    ordered by module: the first 4 evaluation prompts come from two modules, the first 16 from
+    six, and those 16 gave n-gram AL 1.30 at D=7 where the whole split gave 1.39 (2026-12-01)."""
     if n >= len(prompts):
         return list(prompts)
     return [prompts[(i * len(prompts)) // n] for i in range(n)]
