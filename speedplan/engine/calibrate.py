@@ -98,12 +98,15 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
 
 def predict(values: dict, priced: Priced) -> np.ndarray:
     """Each row's measured quantity as the engine model (`speedplan.engine.step`) predicts it."""
-    step = step_cost(values, priced.step).total_s
+    cost = step_cost(values, priced.step)
+    step = cost.total_s
     plain = step_cost(values, priced.plain).total_s
     q, al = priced.quantity, priced.acceptance_length
     run = priced.running
-    return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s", q == "speedup"],
-                     [step * 1e3, step / al * 1e3, run * al / step, (run * al / step) / (priced.batch / plain)])
+    return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s", q == "speedup", q == "verify_ms",
+                      q == "draft_ms"],
+                     [step * 1e3, step / al * 1e3, run * al / step, (run * al / step) / (priced.batch / plain),
+                      cost.verify_s * 1e3, cost.draft_s * 1e3])
 
 
 @dataclass

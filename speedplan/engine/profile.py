@@ -75,6 +75,10 @@ TERMS: dict[str, TermSpec] = {
     "sample_passes_spec": TermSpec(
         "passes over the logits", "how many times sampling and rejection read and write the verify pass's "
         "B·(1+D)×vocab fp32 logits", 0.0, 20.0),
+    "kernel_scale": TermSpec(
+        "ratio", "time the machine's kernels take now over what the op cost model's profile measured: clocks, "
+        "power cap, a co-tenant, or the engine's kernels against the profiled ones (1 = as profiled); it "
+        "scales the forward passes and the sampler, not host work or launches", 0.25, 4.0),
     "spec_max_running": TermSpec(
         "sequences", "most requests the engine runs in one speculative step by default; with more in flight "
         "the rest wait in its queue (0 = no such cap). Not fitted: an engine setting", 0.0, 1e6),
@@ -85,6 +89,8 @@ TERMS: dict[str, TermSpec] = {
 OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
     "host_spec_seq_us": (0.0, "default: no per-sequence host work beyond host_seq_us in speculative steps "
                                 "(the profile does not set one)"),
+    "kernel_scale": (1.0, "default: kernels run as the op cost model's profile measured them (the profile does "
+                          "not set a scale)"),
     "spec_max_running": (0.0, "default: no cap on the requests a speculative step runs (the profile does not set one)"),
 }
 

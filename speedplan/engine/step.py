@@ -4,14 +4,15 @@ the priced forward passes; seconds, numpy arrays over the sweep grid.
 
 Per target step:
 
-    t_gpu  = t_ops(verify, T) + t_ops(draft)                         # drafting priced as emitted
-           + t_sample                                                # logits read/written per pass
+    t_gpu  = s · (t_ops(verify, T) + t_ops(draft) + t_sample)         # drafting priced as emitted;
+                                                                     # the sampler's passes over the logits
            + launch_us · (layer_launches · layers + draft_step_launches · draft forwards)
            + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work
     t_host = host_step_us + (host_seq_us [+ host_spec_seq_us]) · B + host_token_us · T  # + host n-gram lookup
     t      = t_gpu + t_host − min(overlap · t_host, t_gpu)
 
-with T = B tokens for a plain step and B·(1+D) (or B·(N+1)) for a speculative one, and
+with s = kernel_scale (this machine's kernels now over the profile's, 1 unless fitted),
+T = B tokens for a plain step and B·(1+D) (or B·(N+1)) for a speculative one, and
 `overlap` = overlap_plain or overlap_spec: the share of host work the engine runs while the GPU
 computes. With overlap 1 the step is max(t_gpu, t_host); with 0 it is their sum. Plain decoding
 goes through the same model, so a speedup compares two steps of one engine.
@@ -44,7 +45,8 @@ class StepParts:
     logits_pass_s / draft_pass_s: one read-and-write pass over the verify logits / the drafter's;
     draft_tokens: positions the drafter proposes or scores per step (B·D for a chain);
     host_draft_s: drafting done on the host (n-gram lookup), seconds;
-    speculative: whether the step drafts (it then takes overlap_spec and sample_passes_spec)."""
+    speculative: whether the step drafts (it then takes overlap_spec and sample_passes_spec);
+    draft_ops_s: the drafting kernels alone (part of ops_s), seconds."""
 
     ops_s: np.ndarray
     batch: np.ndarray
@@ -57,6 +59,7 @@ class StepParts:
     draft_tokens: np.ndarray
     host_draft_s: np.ndarray
     speculative: np.ndarray
+    draft_ops_s: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class StepCost:
     draft_host_s: np.ndarray  # host work inside the drafting loop (per drafted token, n-gram lookup)
     host_s: np.ndarray  # host work of the step before overlap
     overlap: np.ndarray  # share of host work the engine can hide behind the GPU
+    verify_s: np.ndarray  # of the above, the target's forward pass with its launches (a profiler's "model forward")
+    draft_s: np.ndarray  # of the above, drafting: its kernels, its sampler, its launches, its host loop
 
     @property
     def gpu_s(self) -> np.ndarray:
@@ -100,8 +105,14 @@ def step_cost(terms: dict, parts: StepParts) -> StepCost:
     seq_us = terms["host_seq_us"] + np.where(spec, terms["host_spec_seq_us"], 0.0)
     host = (terms["host_step_us"] + seq_us * parts.batch + terms["host_token_us"] * parts.tokens) * 1e-6
     draft_host = terms["draft_token_us"] * parts.draft_tokens * 1e-6 + parts.host_draft_s
-    return StepCost(parts.ops_s, sample, terms["launch_us"] * launches * 1e-6, draft_host, host,
-                    np.where(spec, terms["overlap_spec"], terms["overlap_plain"]))
+    scale = terms["kernel_scale"]
+    verify_launch_s = terms["launch_us"] * terms["layer_launches"] * parts.layers * 1e-6
+    launch_s = terms["launch_us"] * launches * 1e-6
+    verify_s = scale * (parts.ops_s - parts.draft_ops_s) + verify_launch_s
+    draft_s = (scale * (parts.draft_ops_s + terms["sample_passes_plain"] * parts.draft_pass_s)
+               + (launch_s - verify_launch_s) + draft_host)
+    return StepCost(scale * parts.ops_s, scale * sample, launch_s, draft_host, host,
+                    np.where(spec, terms["overlap_spec"], terms["overlap_plain"]), verify_s, draft_s)
 
 
 def logits_pass_s(cost, logits) -> np.ndarray:
@@ -116,7 +127,7 @@ def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost) -> StepPar
     batch = np.asarray(batch, dtype=float)
     zero = np.zeros_like(batch)
     return StepParts(np.broadcast_to(forward.total_s, batch.shape) + zero, batch, batch, zero + target.layers, zero,
-                     zero, logits_pass_s(cost, batch * target.vocab), zero, zero, zero, zero.astype(bool))
+                     zero, logits_pass_s(cost, batch * target.vocab), zero, zero, zero, zero.astype(bool), zero)
 
 
 def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, verify_tokens,
@@ -134,7 +145,7 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
                      logits_pass_s(cost, tokens * target.vocab),
                      logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
                      mech.draft_rows(batch, draft_len, nodes), mech.host_draft_s(batch, draft_len),
-                     np.ones(batch.shape, dtype=bool))
+                     np.ones(batch.shape, dtype=bool), np.broadcast_to(draft.total_s, batch.shape) + 0.0)
 
 
 def plain_step(engine: EngineProfile, cost, target: ModelSpec, batch, forward: ForwardCost) -> StepCost:

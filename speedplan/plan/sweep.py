@@ -151,6 +151,7 @@ def _rows(p: _GpuPricing, engine: EngineProfile, hardware: str, target: ModelSpe
     mech, g, verify, draft, al = p.mech, p.grid, p.verify, p.draft, p.acceptance_length
     B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
     step = step_cost(engine.values(), p.parts)
+    k = engine.values()["kernel_scale"]  # this machine's kernels over the profile's (1 unless fitted)
     name, acc_src = ("none", "plain decoding") if mech is None else (mech.label, mech.acceptance_source)
     t_step = step.total_s
     share = verify.profile_share
@@ -161,17 +162,17 @@ def _rows(p: _GpuPricing, engine: EngineProfile, hardware: str, target: ModelSpe
         "model": target.name, "hardware": hardware, "engine": engine.name, "mechanism": name,
         "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
         "acceptance_length": al, "acceptance_source": acc_src,
-        "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": verify.total_s, "t_draft_s": draft.total_s,
+        "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": k * verify.total_s, "t_draft_s": k * draft.total_s,
         "t_sample_s": step.sample_s, "t_launch_s": step.launch_s, "t_draft_host_s": step.draft_host_s,
         "t_host_s": step.host_s,
         "t_host_exposed_s": step.exposed_host_s,
-        "t_gemm_s": verify.gemm_s, "t_attention_s": verify.attention_s, "t_tree_mask_s": verify.tree_mask_s,
-        "t_comm_s": verify.comm_s, "t_elementwise_s": verify.elementwise_s,
+        "t_gemm_s": k * verify.gemm_s, "t_attention_s": k * verify.attention_s, "t_tree_mask_s": k * verify.tree_mask_s,
+        "t_comm_s": k * verify.comm_s, "t_elementwise_s": k * verify.elementwise_s,
         "tokens_per_s_per_user": al / t_step, "tokens_per_s_per_gpu": p.running * al / (t_step * tp),
         "speedup": np.nan, "memory_bytes": p.memory_bytes, "fits_memory": True, "feasible": True,
         "bound": np.where(verify.gemm_compute_bound_s > 0.5 * verify.gemm_s, "compute", "memory"),
         "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
-        "gemm_flops_per_s": verify.gemm_flops / verify.gemm_s,
+        "gemm_flops_per_s": verify.gemm_flops / (k * verify.gemm_s),
         "cost_source": np.where(share >= 0.999, "profile", np.where(share <= 0.001, "roofline", "mixed")),
         "out_of_range_share": verify.out_of_range_share + np.zeros(len(B)),  # of t_verify priced outside measured range
     })

@@ -66,6 +66,22 @@ class KVCache:
     def batch(self) -> int:
         return self.k.shape[1]
 
+    def resized(self, max_len: int) -> "KVCache":
+        """A copy holding the same committed K/V in a cache of `max_len` slots (zeros past the
+        longest sequence, as a fresh prefill leaves them)."""
+        width = int(self.lengths.max()) if self.lengths.numel() else 0
+        if max_len < width:
+            raise ValueError(f"a cache of {max_len} slots cannot hold {width} committed tokens")
+        out = KVCache.__new__(KVCache)
+        shape = (*self.k.shape[:3], max_len, self.k.shape[4])
+        out.k = torch.zeros(shape, device=self.k.device, dtype=self.k.dtype)
+        out.v = torch.zeros(shape, device=self.v.device, dtype=self.v.dtype)
+        out.k[:, :, :, :width] = self.k[:, :, :, :width]
+        out.v[:, :, :, :width] = self.v[:, :, :, :width]
+        out.lengths = self.lengths.clone()
+        out.max_len = max_len
+        return out
+
     def commit(self, rows: Tensor, num_tokens: Tensor) -> None:
         """Advance the committed length of `rows` by `num_tokens`. Slots written past the new
         length by a rejected draft stay in memory but are harmless: attention never reads a

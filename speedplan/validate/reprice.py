@@ -7,7 +7,8 @@ one run's measurements with both profiles compares the profiles alone (a paired 
 Only the verify step is re-priced: it depends on the target model's forward pass alone, which
 is what a profile describes. The time a verify step takes beyond its priced ops is one constant
 per run, anchored at the measurement: what plain decoding's measured verify step at calibration
-(B = 1, seconds) took beyond the new profile's priced ops. (`speedplan validate` itself fits that
+(B = 1, seconds) took beyond the new profile's priced ops, these at the run's fitted
+kernel_scale. (`speedplan validate` itself fits that
 constant, as the speedplan-runtime engine profile's un-captured launches per layer, by least
 squares over every calibration run; priced again with the profile a run used, its predictions
 therefore move by one constant, the same for every row.)
@@ -70,6 +71,14 @@ def _priced_verify_s(cost: CostModel, table: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _kernel_scale(summary: dict) -> float:
+    """The run's fitted kernel_scale (this machine's kernels over its profile's; 1 for runs
+    before the term existed). Repricing keeps it: the new profile's kernels at the run's pace."""
+    term = (summary.get("engine") or {}).get("terms", {}).get("kernel_scale", {})
+    value = term.get("value", 1.0) if isinstance(term, dict) else 1.0
+    return float(value) if isinstance(value, (int, float)) and value > 0 else 1.0
+
+
 def reprice_verify(table: pd.DataFrame, summary: dict, hardware: str | Path,
                    ran_with: str | Path | None = None) -> pd.DataFrame:
     """`table` with pred_t_verify priced by `hardware` (a profile folder or preset) instead of
@@ -88,9 +97,10 @@ def reprice_verify(table: pd.DataFrame, summary: dict, hardware: str | Path,
         raise SpeedplanInputError("summary.json has no 'calibration_verify_s' (validation runs store it since "
                                   "speedplan.reprice exists): rerun `speedplan validate`")
     cost = load_cost_model(hardware)
-    overhead_s = max(verify_cal - float(_priced_verify_s(cost, cal)[0]), 0.0)
+    scale = _kernel_scale(summary)
+    overhead_s = max(verify_cal - scale * float(_priced_verify_s(cost, cal)[0]), 0.0)
     out = table.copy()
-    out["pred_t_verify"] = _priced_verify_s(cost, table) + overhead_s
+    out["pred_t_verify"] = scale * _priced_verify_s(cost, table) + overhead_s
     out.attrs["layer_overhead_us"] = overhead_s / layers * 1e6
     return out
 

@@ -6,8 +6,9 @@ the same machine (DESIGN.md, "Validation protocol").
 2. Calibration split of the prompts (the drafters were trained on a third, the training
    split): acceptance is fitted per drafter from its own runs (per-position for chains,
    per-rank for trees), and the `speedplan-runtime` engine profile is fitted to the step times
-   of plain decoding and every drafter at three batch sizes, by `speedplan.engine.calibrate`
-   (the code `speedplan calibrate` runs).
+   of plain decoding and every drafter at three batch sizes, and to the parts of those steps
+   the runtime times (the target's forward, the drafting), by `speedplan.engine.calibrate` (the
+   code `speedplan calibrate` runs).
 3. The planner predicts t_step, AL and speedup for every (mechanism, B, D) of the grid, priced
    through that engine profile, each batch size at the mean context of its own prompts.
 4. Evaluation split: the runtime measures the same. This VM slows by up to 1.8x for seconds to
@@ -16,10 +17,15 @@ the same machine (DESIGN.md, "Validation protocol").
    minutes apart), and the faster round is kept (`round_spread` says how far apart they were;
    `meas_t_step_first` is the first round alone). A point's prompts are spread evenly through
    the split (`spread`), not its first few. Greedy decoding makes the rounds' tokens
-   identical, so AL comes from the first. Calibration runs are timed the same way. A measured
-   speedup divides by plain decoding timed right before the point at the same batch and on
-   the same prompts, in each round (`paired_plain`), so drift cannot put the two in different
-   spells; before 2026-12-01 20:00 it divided by the batch's one plain point.
+   identical, so AL comes from the first. A measured speedup divides by plain decoding timed
+   right before the point at the same batch and on the same prompts, in each round
+   (`paired_plain`), so drift cannot put the two in different spells.
+   The calibration runs are timed in the same rounds, spread evenly through the evaluation
+   runs (`interleave`), and the fit and the predictions come after all timing: the fit sees
+   calibration prompts only, but the machine at the same pace as the evaluation (until
+   2026-12-02 calibration ran first, and a 14% slower spell there became host terms).
+   The target's prefill of each wave is computed once and copied (`PrefillCache`): it is not
+   timed, and it was most of a B = 16 run's wall time.
 5. Errors |pred − meas| / meas (median, p90) and the planner's regret per batch size (from
    measured speedups, each against its paired plain run).
 
@@ -37,16 +43,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from speedplan.plan.acceptance import Acceptance, fit_positions, fit_ranks
 from speedplan.cost.ops import load_cost_model
 from speedplan.errors import SpeedplanInputError
-from speedplan.engine.calibrate import Setting, calibrate
-from speedplan.engine.profile import get_engine
-from speedplan.engine.readers.measurements import Measurement
-from speedplan.plan.mechanisms import REGISTRY, TREE_MECHANISMS, Mechanism
-from speedplan.plan.mechanisms.heads import head_spec
+from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
+from speedplan.validate.calibration import (_full_batch_mean, calibration_plan, calibration_runs, fit_runtime,
+                                            interleave, spread)
 
 TARGET_PRESET = "smollm2-135m"
 
@@ -75,7 +78,6 @@ FULL = ValidationGrid()
 QUICK = ValidationGrid(mechanisms=("ngram", "eagle"), batches=(1, 2), draft_lens=(0, 1, 3), max_new_tokens=16,
                        min_prompts=2, calibration_prompts=2, calibration_draft_len=3, calibration_batches=(1, 2),
                        rounds=1)
-ENGINE = "speedplan-runtime"  # the engine profile validation calibrates
 
 
 @dataclass
@@ -86,33 +88,6 @@ class Measured:
     steps: int
     identical: bool | None = None
     extra: dict = field(default_factory=dict)
-
-
-def _fit_acceptance(mechanism: str, steps, draft_len: int, topk: int) -> Acceptance:
-    counts = np.array([a for s in steps for a in s.accepted], dtype=int)
-    source = f"fitted on calibration prompts ({len(counts)} sequence-steps, D={draft_len})"
-    if mechanism.endswith("-tree"):
-        records = [{"accepted": s.accepted, "accepted_ranks": s.accepted_ranks, "offered_ranks": s.offered_ranks}
-                   for s in steps]
-        ranks = fit_ranks(records, draft_len, topk)
-        if ranks.sum() >= 1.0:
-            ranks = ranks * 0.999 / ranks.sum()
-        return Acceptance.per_rank(np.maximum(ranks, 1e-6), source)
-    return Acceptance.positional(np.maximum(fit_positions(np.bincount(counts), draft_len), 1e-6), source)
-
-
-def spread(prompts: list, n: int) -> list:
-    """`n` prompts evenly spaced through `prompts` (all of them when n >= len). The splits are
-    ordered by module: the first 4 evaluation prompts come from two modules, the first 16 from
-    six, and those 16 gave n-gram AL 1.30 at D=7 where the whole split gave 1.39 (2026-12-01)."""
-    if n >= len(prompts):
-        return list(prompts)
-    return [prompts[(i * len(prompts)) // n] for i in range(n)]
-
-
-def _full_batch_mean(steps, batch: int, attr: str) -> float:
-    full = [getattr(s, attr) for s in steps if s.batch == batch] or [getattr(s, attr) for s in steps]
-    return float(np.mean(full))
 
 
 def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describe=str) -> list[tuple]:
@@ -135,93 +110,13 @@ def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describ
     return [(first[i], fastest[i][0], seconds[i]) for i in range(n)]
 
 
-def _mechanism(name: str, acc: Acceptance, drafter, target_spec, grid: ValidationGrid, lookup=(0.0, 0.0)) -> Mechanism:
-    """The planner's mechanism for one of the runtime's drafters, priced as the drafter is built
-    (its own depth and draft vocabulary) with acceptance fitted on the calibration prompts."""
-    if name == "ngram":
-        return REGISTRY["ngram"](acc, acc.source, lookup_us=lookup[0], lookup_us_per_seq=lookup[1])
-    if name == "draft-model":
-        vocab = drafter.draft_vocab_size() or target_spec.vocab
-        student = replace(target_spec, name="smollm2-student", layers=int(drafter.draft_layers()), vocab=vocab)
-        return REGISTRY["draft-model"](acc, acc.source, draft=student)
-    if name in ("eagle", "eagle-tree"):
-        vocab = drafter.draft_vocab_size()
-        tree = {"topk": grid.tree_topk} if REGISTRY[name].is_tree else {}
-        return REGISTRY[name](acc, acc.source, draft=head_spec(target_spec, name, vocab), draft_vocab=vocab, **tree)
-    raise SpeedplanInputError(f"validate: unknown mechanism {name}")
-
-
-def _lookup_us(runs) -> tuple[float, float]:
-    """The n-gram lookup's host time per step and per sequence (µs), from its mean drafting
-    time at the calibration batch sizes (a line through the two points, never negative)."""
-    points = sorted((b, float(np.mean([s.t_draft_s for s in res.steps])) * 1e6) for b, res in runs)
-    (b1, t1), (b2, t2) = points[0], points[-1]
-    per_seq = max((t2 - t1) / (b2 - b1), 0.0) if b2 > b1 else t1 / b1
-    return max(t1 - per_seq * b1, 0.0), per_seq
-
-
-def calibrate_runtime(grid: ValidationGrid, cost, run, calib, target_spec, say
-                      ) -> tuple[list[Mechanism], object, list, dict]:
-    """Calibration split: acceptance per drafter and the speedplan-runtime engine terms, fitted
-    by `speedplan.engine.calibrate` (the code `speedplan calibrate` runs) to the step times of
-    plain decoding and of every drafter at the calibration batch sizes (fastest of
-    `grid.rounds` timings; acceptance from the first round, which runs every calibration prompt
-    at the smallest batch)."""
-    drafters = {}
-    plan = [(name, b) for name in ("none", *grid.mechanisms) for b in grid.calibration_batches]
-
-    def measure(item, r):
-        name, b = item
-        d = 0 if name == "none" else grid.calibration_draft_len
-        # acceptance comes from all calibration prompts at the smallest batch in the first round;
-        # timings need only a few waves
-        count = grid.calibration_prompts if b == min(grid.calibration_batches) and r == 0 else 2 * b
-        res, drafters[name] = run(name, spread(calib, int(math.ceil(max(b, count) / b) * b)), b, d)
-        return res, _full_batch_mean(res.steps, b, "t_step_s")
-
-    timed = timed_rounds(plan, measure, grid.rounds, lambda msg: say(f"calibration {msg}"),
-                         lambda item: f"{item[0]} B={item[1]}")
-    runs: dict[str, list] = {}
-    timing: dict[str, list] = {}
-    for (name, b), (first, fast, _) in zip(plan, timed):
-        runs.setdefault(name, []).append((b, first))
-        timing.setdefault(name, []).append((b, fast))
-    mechs = []
-    for name in grid.mechanisms:
-        steps = [s for _, res in runs[name] for s in res.steps]
-        acc = _fit_acceptance(name, steps, grid.calibration_draft_len, grid.tree_topk)
-        lookup = _lookup_us(timing[name]) if name == "ngram" else (0.0, 0.0)
-        mechs.append(_mechanism(name, acc, drafters[name], target_spec, grid, lookup))
-    by_name = {m.name: m for m in mechs}
-    measured = []
-    for name, rs in timing.items():
-        for (b, res), (_, first) in zip(rs, runs[name]):
-            d = 0 if name == "none" else grid.calibration_draft_len
-            ctx = int(round(np.mean([c for s in res.steps for c in s.context])))
-            measured.append(Measurement(by_name[name].label if name != "none" else "none", b, d, ctx, "step_ms",
-                                        _full_batch_mean(res.steps, b, "t_step_s") * 1e3,
-                                        first.acceptance_length if d else None, f"calibration {name} B={b} D={d}",
-                                        grid.tree_nodes(d) if name.endswith("-tree") else None))
-    base = get_engine(ENGINE)
-    if cost.origin == "measured" and "kernel_floor_us" in cost.hardware.extra.get("measured", {}):
-        base = base.with_terms({"launch_us": cost.hardware.kernel_floor_us},
-                               f"measured: launch floor in floors.csv of the profile ({cost.hardware.notes})")
-    setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
-                      mechanisms={m.label: m for m in mechs})
-    fit = calibrate(base, [(m, setting) for m in measured], name=ENGINE,
-                    described=f"speedplan validate calibration split, {len(measured)} runs")
-    plain = dict(timing["none"])[1]
-    reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s"),  # for reprice
-               "calibration_context": float(np.mean([c for s in plain.steps for c in s.context]))}
-    return mechs, fit, measured, reprice
-
-
 def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", progress=None) -> tuple[pd.DataFrame, dict]:
-    """Calibrate, predict, measure; returns (per-point table, summary)."""
+    """Measure (calibration runs among the evaluation runs), calibrate, predict, compare; returns
+    (per-point table, summary)."""
     import torch
 
     from speedplan.runtime.api import DrafterOptions, encode_prompts, load_target, make_drafter
-    from speedplan.runtime.generate import generate
+    from speedplan.runtime.generate import PrefillCache, generate
     from speedplan.runtime.io.prompts import stdlib_prompts
 
     t_start = time.perf_counter()
@@ -237,21 +132,49 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     if len(evals) < need or len(calib) < max(grid.calibration_prompts, *grid.calibration_batches):
         raise SpeedplanInputError(f"validation needs {need} evaluation prompts, the prompt set has {len(evals)}")
 
+    prefills = PrefillCache()  # the target's prefill of each wave, computed once (it is not what is timed)
+
     def run(mech: str, prompts, batch: int, draft_len: int):
         opts = DrafterOptions(tree_topk=grid.tree_topk, tree_depth=max(draft_len, 1),
                               tree_nodes=grid.tree_nodes(max(draft_len, 1)))
         drafter = make_drafter(mech if draft_len else "none", target.model, opts)
         return generate(target.model, prompts, drafter, draft_len, batch, max_new_tokens=grid.max_new_tokens,
-                        eos_ids=eos, seed=0), drafter
+                        eos_ids=eos, seed=0, prefills=prefills), drafter
 
-    # ---- 2. calibration ------------------------------------------------------------
-    target_spec = replace(get_model(TARGET_PRESET), dtype="fp32")
-    mechs, fit, calibration_rows, reprice_facts = calibrate_runtime(grid, cost, run, calib, target_spec, say)
-    engine = fit.profile
-
-    # ---- 3. predict ----------------------------------------------------------------
     def prompts_for(batch: int) -> list:  # a point's prompts: whole waves, at least min_prompts
         return spread(evals, int(math.ceil(max(batch, grid.min_prompts) / batch) * batch))
+
+    # ---- 2. measure: calibration runs spread through the evaluation runs ------------
+    cal_plan = calibration_plan(grid)
+    eval_plan = [("none", b, 0) for b in grid.batches] + [
+        (name, b, d) for name in grid.mechanisms for b in grid.batches for d in grid.draft_lens if d >= 1]
+    measure_calibration, drafters = calibration_runs(grid, calib, run)
+    paired: dict[tuple, list] = {}  # speculative point -> plain step time just before it, per round
+
+    def measure(item, r):
+        if item[0] == "calibration":
+            return measure_calibration(item[1:], r)
+        _, name, batch, d = item
+        prompts = prompts_for(batch)
+        if name != "none" and grid.paired_plain:
+            plain, _ = run("none", prompts, batch, 0)
+            paired.setdefault(item[1:], []).append(_full_batch_mean(plain.steps, batch, "t_step_s"))
+        res, _ = run(name, prompts, batch, d)
+        return res, _full_batch_mean(res.steps, batch, "t_step_s")
+
+    def describe(item):
+        return (f"calibration {item[1]} B={item[2]} D={grid.calibration_draft_len if item[1] != 'none' else 0}"
+                if item[0] == "calibration" else f"{item[1]} B={item[2]} D={item[3]}")
+
+    plan = interleave([("evaluation", *x) for x in eval_plan], [("calibration", *x) for x in cal_plan])
+    timed_all = dict(zip(plan, timed_rounds(plan, measure, grid.rounds, say, describe)))
+    cal_timed = [timed_all[("calibration", *x)] for x in cal_plan]
+    timed = [timed_all[("evaluation", *x)] for x in eval_plan]
+
+    # ---- 3. calibrate on the calibration runs, then predict -------------------------
+    target_spec = replace(get_model(TARGET_PRESET), dtype="fp32")
+    mechs, fit, calibration_rows, reprice_facts = fit_runtime(grid, cost, cal_plan, cal_timed, drafters, target_spec)
+    engine = fit.profile
 
     def context_of(prompts) -> int:  # mean context over a generation: prompt + half the new tokens
         return int(round(np.mean([len(p) for p in prompts]) + grid.max_new_tokens / 2))
@@ -267,24 +190,12 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     pred = pred[~is_tree | (pred["verify_tokens"] == wanted_nodes)]
     eager = engine.launch_us * engine.layer_launches * 1e-6  # seconds of un-captured launches per layer
 
-    # ---- 4. measure ----------------------------------------------------------------
+    # ---- 4. compare ----------------------------------------------------------------
     rows = []
-    plan = [("none", b, 0) for b in grid.batches] + [
-        (m.label, b, d) for m in mechs for b in grid.batches for d in grid.draft_lens if d >= 1]
+    label_of = {m.name: m.label for m in mechs}
+    plan = [(label_of.get(name, name), b, d) for name, b, d in eval_plan]
+    paired = {(label_of.get(name, name), b, d): ts for (name, b, d), ts in paired.items()}
     by_label = {m.label: m for m in mechs}
-
-    paired: dict[tuple, list] = {}  # speculative point -> plain step time just before it, per round
-
-    def measure(item, r):
-        label, batch, d = item
-        prompts = prompts_for(batch)
-        if label != "none" and grid.paired_plain:
-            plain, _ = run("none", prompts, batch, 0)
-            paired.setdefault(item, []).append(_full_batch_mean(plain.steps, batch, "t_step_s"))
-        res, _ = run(label.split(":")[0], prompts, batch, d)
-        return res, _full_batch_mean(res.steps, batch, "t_step_s")
-
-    timed = timed_rounds(plan, measure, grid.rounds, say, lambda item: f"{item[0]} B={item[1]} D={item[2]}")
     base_meas = {b: min(ts) for (label, b, _), (_, _, ts) in zip(plan, timed) if label == "none"}
     for (label, batch, d), (first, res, seconds) in zip(plan, timed):
         # measured speedup: against the plain run timed right before this point in each round (the
@@ -298,7 +209,9 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         forwards = float(mech.draft_forwards(d, p.verify_tokens - 1)) if mech else 0.0
         pred_verify = float(p.t_verify_s) + eager * target_spec.layers  # as the runtime times it: with its launches
         pred_draft = float(p.t_draft_s) + eager * forwards * (mech.draft_layers() if mech else 0) \
-            + (float(mech.host_draft_s(batch, d)) if mech else 0.0)
+            + (float(mech.host_draft_s(batch, d)) if mech else 0.0) \
+            + engine.launch_us * engine.draft_step_launches * forwards * 1e-6 \
+            + (engine.draft_token_us * float(mech.draft_rows(batch, d, p.verify_tokens - 1)) * 1e-6 if mech else 0.0)
         al = first.acceptance_length
         rows.append({
             "mechanism": label, "batch": batch, "draft_len": d, "verify_tokens": int(p.verify_tokens), "context": contexts[batch],

@@ -165,3 +165,33 @@ def test_cli_bad_measurements_exit_2_with_one_line(cli, tmp_path, text, word):
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and word in proc.stderr and "bad.csv" in proc.stderr
     assert not out.exists()
+
+
+def test_timed_parts_of_a_step_tell_slow_kernels_from_host_work():
+    """An eager runtime whose kernels run 1.3x the profile's and which does 800 µs of host work
+    per step. With each step's timed forward (verify_ms) beside its step time, the fit finds both
+    terms and prices a step far from the rows; fitting host work alone to the step times, as
+    validation did with kernels taken as profiled, puts the kernels' excess into host work and
+    misses that step by more than 10%."""
+    base = get_engine("speedplan-runtime").with_terms({"kernel_scale": 1.0, "host_step_us": 400.0}, "start")
+    truth = {**base.values(), "kernel_scale": 1.3, "host_step_us": 800.0}
+    steps = [Measurement("none" if d == 0 else "eagle", b, d, 2048, "step_ms", 1.0, None if d == 0 else 1 + 0.8 * d,
+                         f"synthetic B={b} D={d}") for b in (1, 4) for d in (0, 3)]
+    parts = [Measurement(m.mechanism, m.batch, m.draft_len, m.context, "verify_ms", 1.0, m.acceptance_length,
+                         m.where + " verify") for m in steps]
+    far = _measured([Measurement("eagle", 256, 7, 2048, "step_ms", 1.0, 4.0, "far")], truth)
+    free = ["kernel_scale", "host_step_us"]
+    with_parts = calibrate(base, [(m, _setting()) for m in _measured(steps + parts, truth)], free=free)
+    assert with_parts.profile.kernel_scale == pytest.approx(1.3, rel=0.01)
+    assert with_parts.profile.host_step_us == pytest.approx(800.0, rel=0.02)
+    pred = predict(with_parts.profile.values(), price([(far[0], _setting())]))[0]
+    assert pred == pytest.approx(far[0].value, rel=0.01)
+    # the step times alone, starting from a guess of host work
+    steps_only = calibrate(base.with_terms({"host_step_us": 3000.0}, "guess"),
+                           [(m, _setting()) for m in _measured(steps, truth)], free=["host_step_us"])
+    assert abs(predict(steps_only.profile.values(), price([(far[0], _setting())]))[0] / far[0].value - 1) > 0.1
+
+
+def test_draft_ms_of_plain_decoding_is_refused():
+    with pytest.raises(SpeedplanInputError, match="draft_ms"):
+        Measurement("none", 1, 0, 512, "draft_ms", 3.0, None, "x.csv:2")

@@ -12,12 +12,12 @@ from speedplan.plan.mechanisms import parse_mechanism
 from speedplan.plan.sweep import sweep
 from speedplan.specs.model import get_model
 
-ZERO = {t: 0.0 for t in TERMS}
+ZERO = {**{t: 0.0 for t in TERMS}, "kernel_scale": 1.0}
 
 
 def _parts(ops, host_draft=0.0, spec=True, batch=1.0, tokens=1.0):
     a = lambda v: np.array([float(v)])
-    return StepParts(a(ops), a(batch), a(tokens), a(32), a(0), a(0), a(0), a(0), a(0), a(host_draft), np.array([spec]))
+    return StepParts(a(ops), a(batch), a(tokens), a(32), a(0), a(0), a(0), a(0), a(0), a(host_draft), np.array([spec]), a(0))
 
 
 def test_overlap_one_is_max_and_zero_is_sum():
@@ -109,3 +109,23 @@ def test_speculative_only_host_work_is_per_sequence_and_absent_from_plain_steps(
     plain = step_cost(terms, _parts(0.0, spec=False, batch=8, tokens=8))
     assert spec.host_s[0] == pytest.approx((10 + 150) * 8 * 1e-6)
     assert plain.host_s[0] == pytest.approx(10 * 8 * 1e-6)
+
+
+def test_kernel_scale_scales_kernels_and_sampler_not_host_work_or_launches():
+    """kernel_scale: this machine's kernels against the profile's. It multiplies the forward
+    passes and the sampler's passes; host work, launches and the drafting loop's host work stay."""
+    a = lambda v: np.array([float(v)])
+    parts = StepParts(a(6e-3), a(4), a(16), a(32), a(3), a(2), a(1e-4), a(2e-5), a(12), a(0), np.array([True]), a(1e-3))
+    terms = {**ZERO, "host_step_us": 500.0, "launch_us": 5.0, "layer_launches": 10.0, "draft_step_launches": 4.0,
+             "draft_token_us": 20.0, "sample_passes_plain": 1.0, "sample_passes_spec": 2.0}
+    one, slow = step_cost(terms, parts), step_cost({**terms, "kernel_scale": 1.5}, parts)
+    assert slow.ops_s[0] == pytest.approx(1.5 * one.ops_s[0]) and slow.sample_s[0] == pytest.approx(1.5 * one.sample_s[0])
+    for kind in ("launch_s", "draft_host_s", "host_s"):
+        assert getattr(slow, kind)[0] == pytest.approx(getattr(one, kind)[0])
+    # the parts a profiler times: the target's forward (5 ms of kernels, 32 layers × 10 launches
+    # × 5 µs) and the drafting (1 ms of kernels, its sampler's pass, 3 forwards × (2 layers × 10
+    # + 4) launches × 5 µs, 12 rows × 20 µs); the rest of the step is the target's sampler and host work
+    assert one.verify_s[0] == pytest.approx(5e-3 + 32 * 10 * 5e-6)
+    assert one.draft_s[0] == pytest.approx(1e-3 + 2e-5 + 3 * (2 * 10 + 4) * 5e-6 + 12 * 20e-6)
+    assert slow.verify_s[0] == pytest.approx(1.5 * 5e-3 + 32 * 10 * 5e-6)
+    assert one.total_s[0] == pytest.approx(one.verify_s[0] + one.draft_s[0] + 2 * 1e-4 + 500e-6)

@@ -42,7 +42,7 @@ def test_leviathan_speedup_exact_when_verification_is_free(alpha):
     """Leviathan et al. 2023: with c = 0 the walltime improvement is (1 − α^(γ+1)) / (1 − α)."""
     target = get_model("llama-3.1-8b")
     free_ngram = mechanisms.REGISTRY["ngram"](Acceptance.iid(alpha), "test", lookup_us=0.0, lookup_us_per_seq=0.0)
-    ideal = get_engine("vllm").with_terms({t: 0.0 for t in TERMS}, "test: an ideal engine")
+    ideal = get_engine("vllm").with_terms({**{t: 0.0 for t in TERMS}, "kernel_scale": 1.0}, "test: an ideal engine")
     r = sweep(target, FreeVerification(), [free_ngram], [1, 4], range(0, 11), engine=ideal)
     for _, row in r.frame.iterrows():
         g = row.draft_len

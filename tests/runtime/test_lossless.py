@@ -66,3 +66,20 @@ def test_static_span_path_matches(target):
             assert generate(target, prompts, drafter, d, batch=4, max_new_tokens=12).token_ids == plain.token_ids
     finally:
         target.static_span = False
+
+
+def test_a_reused_prefill_generates_what_a_fresh_one_does(target):
+    """PrefillCache (validation reuses the target's prefill of a wave across runs): every run,
+    first or copied, plain or speculative, emits the tokens and acceptance a fresh prefill gives,
+    and runs never share K/V (a tree run, which packs K/V in place, comes between)."""
+    from speedplan.runtime.generate import PrefillCache
+
+    prompts = ragged_prompts(6)
+    prefills = PrefillCache()
+    for name, (drafter, d) in [("none", (None, 0)), *drafters(target).items(), ("none again", (None, 0))]:
+        fresh = generate(target, prompts, drafter, d, batch=3, max_new_tokens=16)
+        reused = generate(target, prompts, drafter, d, batch=3, max_new_tokens=16, prefills=prefills)
+        assert reused.token_ids == fresh.token_ids, name
+        assert [s.accepted for s in reused.steps] == [s.accepted for s in fresh.steps], name
+        assert [s.context for s in reused.steps] == [s.context for s in fresh.steps], name
+    assert prefills.hits == 2 * 4  # two waves, computed on the first run and copied on the four after it

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from speedplan.validate.run import spread, summarize, timed_rounds
+from speedplan.validate.calibration import spread
+from speedplan.validate.run import summarize, timed_rounds
 
 pytest.importorskip("torch")
 
@@ -104,3 +105,17 @@ def test_validate_quick_end_to_end(cli, tmp_path):
 def test_validate_rejects_unknown_device(cli, tmp_path):
     proc = cli("validate", "--device", "tpu", "--out", str(tmp_path / "v"))
     assert proc.returncode == 2 and "device" in proc.stderr
+
+
+def test_calibration_runs_are_spread_through_the_evaluation_runs():
+    """interleave: every item once, each list's order kept, and the extra items evenly spaced
+    (so calibration and evaluation are timed across the same spells of the VM's speed)."""
+    from speedplan.validate.calibration import interleave
+
+    main, extra = list(range(12)), ["a", "b", "c"]
+    out = interleave(main, extra)
+    assert sorted(map(str, out)) == sorted(map(str, main + extra))
+    assert [x for x in out if isinstance(x, int)] == main and [x for x in out if isinstance(x, str)] == extra
+    where = [out.index(x) for x in extra]
+    assert where == [0, 5, 10]  # one calibration item every four evaluation items
+    assert interleave([], extra) == extra and interleave(main, []) == main

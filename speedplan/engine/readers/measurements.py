@@ -23,7 +23,7 @@ from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
 
-QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup")
+QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup", "verify_ms", "draft_ms")
 DEFAULT_CONTEXT = 1024  # tokens, when a benchmark file does not say (stated in the fit's output)
 
 
@@ -32,8 +32,10 @@ class Measurement:
     """One measured configuration: `value` of `quantity` at (mechanism, batch, draft_len, context).
 
     quantity: "step_ms" (one engine step), "tpot_ms" (time per output token of one sequence),
-    "tokens_per_s" (aggregate output tokens/s of the batch) or "speedup" (over the same
-    engine's plain decoding at that batch). `mechanism` is "none" or a speedplan mechanism spec
+    "tokens_per_s" (aggregate output tokens/s of the batch), "speedup" (over the same
+    engine's plain decoding at that batch), or a part of one step a profiler times: "verify_ms"
+    (the target's forward pass, its kernels and launches) and "draft_ms" (the drafting: its
+    kernels, sampler, launches and host loop; speculative rows only). `mechanism` is "none" or a speedplan mechanism spec
     (e.g. "eagle3", "eagle-tree:topk=4", "draft-model:llama-3.2-1b"); `tree_nodes` is a tree's
     verified draft nodes N. `where` says which file and row it came from."""
 
@@ -69,6 +71,8 @@ class Measurement:
             if not 1.0 <= al <= 1.0 + self.draft_len + 1e-9:
                 raise SpeedplanInputError(f"{self.where}: field 'acceptance_length' {al} is outside 1..1+draft_len "
                                           f"({1 + self.draft_len}); it counts the bonus token")
+        elif self.quantity == "draft_ms":
+            raise SpeedplanInputError(f"{self.where}: field 'draft_ms' needs a speculative row (plain decoding drafts nothing)")
         elif self.quantity == "speedup" and abs(self.value - 1.0) > 1e-6:
             raise SpeedplanInputError(f"{self.where}: field 'speedup' of plain decoding must be 1, got {self.value}")
 

@@ -1,0 +1,164 @@
+"""The calibration half of `speedplan validate`: which runs calibrate (plain decoding and every
+drafter at the calibration batch sizes), where they sit in the timed plan (spread through the
+evaluation runs), and the fit of acceptance and of the `speedplan-runtime` engine terms to
+them with `speedplan.engine.calibrate`, the code `speedplan calibrate` runs. Times are seconds
+unless a name says ms. Imports no torch."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from speedplan.engine.calibrate import Setting, calibrate
+from speedplan.engine.profile import get_engine
+from speedplan.engine.readers.measurements import Measurement
+from speedplan.plan.acceptance import Acceptance, fit_positions, fit_ranks
+from speedplan.plan.mechanisms import REGISTRY, Mechanism
+from speedplan.plan.mechanisms.heads import head_spec
+from speedplan.errors import SpeedplanInputError
+
+ENGINE = "speedplan-runtime"  # the engine profile validation calibrates
+
+
+def _fit_acceptance(mechanism: str, steps, draft_len: int, topk: int) -> Acceptance:
+    counts = np.array([a for s in steps for a in s.accepted], dtype=int)
+    source = f"fitted on calibration prompts ({len(counts)} sequence-steps, D={draft_len})"
+    if mechanism.endswith("-tree"):
+        records = [{"accepted": s.accepted, "accepted_ranks": s.accepted_ranks, "offered_ranks": s.offered_ranks}
+                   for s in steps]
+        ranks = fit_ranks(records, draft_len, topk)
+        if ranks.sum() >= 1.0:
+            ranks = ranks * 0.999 / ranks.sum()
+        return Acceptance.per_rank(np.maximum(ranks, 1e-6), source)
+    return Acceptance.positional(np.maximum(fit_positions(np.bincount(counts), draft_len), 1e-6), source)
+
+
+def spread(prompts: list, n: int) -> list:
+    """`n` prompts evenly spaced through `prompts` (all of them when n >= len). The splits are
+    ordered by module: the first 4 evaluation prompts come from two modules, the first 16 from
+    six, and those 16 gave n-gram AL 1.30 at D=7 where the whole split gave 1.39 (2026-12-01)."""
+    if n >= len(prompts):
+        return list(prompts)
+    return [prompts[(i * len(prompts)) // n] for i in range(n)]
+
+
+def _full_batch_mean(steps, batch: int, attr: str) -> float:
+    full = [getattr(s, attr) for s in steps if s.batch == batch] or [getattr(s, attr) for s in steps]
+    return float(np.mean(full))
+
+
+def _mechanism(name: str, acc: Acceptance, drafter, target_spec, grid, lookup=(0.0, 0.0)) -> Mechanism:
+    """The planner's mechanism for one of the runtime's drafters, priced as the drafter is built
+    (its own depth and draft vocabulary) with acceptance fitted on the calibration prompts."""
+    if name == "ngram":
+        return REGISTRY["ngram"](acc, acc.source, lookup_us=lookup[0], lookup_us_per_seq=lookup[1])
+    if name == "draft-model":
+        vocab = drafter.draft_vocab_size() or target_spec.vocab
+        student = replace(target_spec, name="smollm2-student", layers=int(drafter.draft_layers()), vocab=vocab)
+        return REGISTRY["draft-model"](acc, acc.source, draft=student)
+    if name in ("eagle", "eagle-tree"):
+        vocab = drafter.draft_vocab_size()
+        tree = {"topk": grid.tree_topk} if REGISTRY[name].is_tree else {}
+        return REGISTRY[name](acc, acc.source, draft=head_spec(target_spec, name, vocab), draft_vocab=vocab, **tree)
+    raise SpeedplanInputError(f"validate: unknown mechanism {name}")
+
+
+def _lookup_us(runs) -> tuple[float, float]:
+    """The n-gram lookup's host time per step and per sequence (µs), from its mean drafting
+    time at the calibration batch sizes (a line through the two points, never negative)."""
+    points = sorted((b, float(np.mean([s.t_draft_s for s in res.steps])) * 1e6) for b, res in runs)
+    (b1, t1), (b2, t2) = points[0], points[-1]
+    per_seq = max((t2 - t1) / (b2 - b1), 0.0) if b2 > b1 else t1 / b1
+    return max(t1 - per_seq * b1, 0.0), per_seq
+
+
+def calibration_plan(grid) -> list[tuple[str, int]]:
+    """(drafter, batch) of every calibration run: plain decoding and each drafter at the
+    calibration batch sizes, D = grid.calibration_draft_len."""
+    return [(name, b) for name in ("none", *grid.mechanisms) for b in grid.calibration_batches]
+
+
+def interleave(main: list, extra: list) -> list:
+    """`main` with the items of `extra` spread evenly through it, in order: calibration runs
+    among the evaluation runs, so both are timed across the same spells of this VM's speed
+    (timed in a phase of their own, calibration once caught a spell 14% slower than the
+    evaluation that followed, and the fit put the difference into host terms: 2026-12-02)."""
+    out, k = [], 0
+    for i, item in enumerate(main):
+        while k < len(extra) and k * len(main) <= i * len(extra):
+            out.append(extra[k])
+            k += 1
+        out.append(item)
+    return out + extra[k:]
+
+
+def calibration_runs(grid, calib, run):
+    """`measure(item, round)` for the timed plan: a calibration run of (drafter, batch) on the
+    calibration prompts, and the drafters it built (for their specs). Acceptance comes from all
+    calibration prompts at the smallest batch in the first round; timings need a few waves."""
+    drafters = {}
+
+    def measure(item, r):
+        name, b = item
+        d = 0 if name == "none" else grid.calibration_draft_len
+        count = grid.calibration_prompts if b == min(grid.calibration_batches) and r == 0 else 2 * b
+        res, drafters[name] = run(name, spread(calib, int(math.ceil(max(b, count) / b) * b)), b, d)
+        return res, _full_batch_mean(res.steps, b, "t_step_s")
+
+    return measure, drafters
+
+
+def cal_timed_runs(rows: list) -> list:
+    """The step rows of a calibration (one per run; its other rows are parts of those steps)."""
+    return [m for m in rows if m.quantity == "step_ms"]
+
+
+def fit_runtime(grid, cost, plan, timed, drafters, target_spec
+                ) -> tuple[list[Mechanism], object, list, dict]:
+    """Calibration split, measured: acceptance per drafter and the speedplan-runtime engine
+    terms, fitted by `speedplan.engine.calibrate` (the code `speedplan calibrate` runs) to the
+    step times of plain decoding and of every drafter at the calibration batch sizes (fastest of
+    `grid.rounds` timings; acceptance from the first round), and to the parts of each step
+    the runtime times: the target's forward (verify_ms) and the drafting (draft_ms). With the
+    step alone the fit cannot tell slow kernels from host work: one such fit put 20 ms per step
+    into host_step_us where the runtime measured under 2 ms outside its forwards (2026-12-02)."""
+    runs: dict[str, list] = {}
+    timing: dict[str, list] = {}
+    for (name, b), (first, fast, _) in zip(plan, timed):
+        runs.setdefault(name, []).append((b, first))
+        timing.setdefault(name, []).append((b, fast))
+    mechs = []
+    for name in grid.mechanisms:
+        steps = [s for _, res in runs[name] for s in res.steps]
+        acc = _fit_acceptance(name, steps, grid.calibration_draft_len, grid.tree_topk)
+        lookup = _lookup_us(timing[name]) if name == "ngram" else (0.0, 0.0)
+        mechs.append(_mechanism(name, acc, drafters[name], target_spec, grid, lookup))
+    by_name = {m.name: m for m in mechs}
+    measured = []
+    for name, rs in timing.items():
+        for (b, res), (_, first) in zip(rs, runs[name]):
+            d = 0 if name == "none" else grid.calibration_draft_len
+            ctx = int(round(np.mean([c for s in res.steps for c in s.context])))
+            # the step, and its parts as the runtime times them: the target's forward and the drafting
+            for quantity, attr in (("step_ms", "t_step_s"), ("verify_ms", "t_verify_s"), ("draft_ms", "t_draft_s")):
+                if quantity == "draft_ms" and not d:
+                    continue
+                measured.append(Measurement(by_name[name].label if name != "none" else "none", b, d, ctx, quantity,
+                                            _full_batch_mean(res.steps, b, attr) * 1e3,
+                                            first.acceptance_length if d else None,
+                                            f"calibration {name} B={b} D={d} {quantity}",
+                                            grid.tree_nodes(d) if name.endswith("-tree") else None))
+    base = get_engine(ENGINE)
+    if cost.origin == "measured" and "kernel_floor_us" in cost.hardware.extra.get("measured", {}):
+        base = base.with_terms({"launch_us": cost.hardware.kernel_floor_us},
+                               f"measured: launch floor in floors.csv of the profile ({cost.hardware.notes})")
+    setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
+                      mechanisms={m.label: m for m in mechs})
+    fit = calibrate(base, [(m, setting) for m in measured], name=ENGINE,
+                    described=f"speedplan validate calibration split, {len(cal_timed_runs(measured))} runs")
+    plain = dict(timing["none"])[1]
+    reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s"),  # for reprice
+               "calibration_context": float(np.mean([c for s in plain.steps for c in s.context]))}
+    return mechs, fit, measured, reprice
