@@ -1,7 +1,7 @@
 """Acceptance length of the n-gram and EAGLE drafters (D = 7, B = 16, 32 new tokens, greedy) on
 the prompt sets `speedplan validate` could use: the first 24 calibration prompts, the first 4 and
 16 evaluation prompts, and both whole splits. The splits are ordered by module, so the first few
-prompts of a split are a few modules only (see `speedplan.validate.run.spread`).
+prompts of a split are a few modules only (see `speedplan.validate.calibration.spread`).
 
     flock /tmp/speedplan-cpu.lock python benchmarks/bench_prompt_split.py   # about 10 minutes
 """

@@ -11,9 +11,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from speedplan.engine.calibrate import Setting, calibrate
+from speedplan.engine.calibrate import Setting, calibrate, price
 from speedplan.engine.profile import get_engine
 from speedplan.engine.readers.measurements import Measurement
+from speedplan.engine.step import step_cost
 from speedplan.plan.acceptance import Acceptance, fit_positions, fit_ranks
 from speedplan.plan.mechanisms import REGISTRY, Mechanism
 from speedplan.plan.mechanisms.heads import head_spec
@@ -110,11 +111,6 @@ def calibration_runs(grid, calib, run):
     return measure, drafters
 
 
-def cal_timed_runs(rows: list) -> list:
-    """The step rows of a calibration (one per run; its other rows are parts of those steps)."""
-    return [m for m in rows if m.quantity == "step_ms"]
-
-
 def fit_runtime(grid, cost, plan, timed, drafters, target_spec
                 ) -> tuple[list[Mechanism], object, list, dict]:
     """Calibration split, measured: acceptance per drafter and the speedplan-runtime engine
@@ -157,8 +153,20 @@ def fit_runtime(grid, cost, plan, timed, drafters, target_spec
     setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
                       mechanisms={m.label: m for m in mechs})
     fit = calibrate(base, [(m, setting) for m in measured], name=ENGINE,
-                    described=f"speedplan validate calibration split, {len(cal_timed_runs(measured))} runs")
+                    described=f"speedplan validate calibration split, {len(plan)} runs")
     plain = dict(timing["none"])[1]
     reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s"),  # for reprice
                "calibration_context": float(np.mean([c for s in plain.steps for c in s.context]))}
     return mechs, fit, measured, reprice
+
+
+def predicted_parts(engine, setting: Setting, points: list[tuple[str, int, int, int, int | None]]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The engine model's target forward and drafting (`StepCost.verify_s`, `draft_s`, seconds)
+    of each (mechanism label, batch, draft_len, context, tree nodes): the parts of a step the
+    runtime times, priced by the code calibration fits them with. The rows' values are
+    placeholders: `price` needs a measurement, and only its configuration is read here."""
+    rows = [Measurement(label, b, d, ctx, "step_ms", 1.0, 1.0 if d else None, f"{label} B={b} D={d}", nodes)
+            for label, b, d, ctx, nodes in points]
+    parts = step_cost(engine.values(), price([(m, setting) for m in rows], engine.spec_max_running).step)
+    return parts.verify_s, parts.draft_s

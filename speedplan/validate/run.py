@@ -48,8 +48,9 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
+from speedplan.engine.calibrate import Setting
 from speedplan.validate.calibration import (_full_batch_mean, calibration_plan, calibration_runs, fit_runtime,
-                                            interleave, spread)
+                                            interleave, predicted_parts, spread)
 
 TARGET_PRESET = "smollm2-135m"
 
@@ -188,16 +189,18 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     is_tree = pred["mechanism"].isin(TREE_MECHANISMS)
     wanted_nodes = pred["draft_len"].map(lambda d: grid.tree_nodes(max(int(d), 1)) + 1)
     pred = pred[~is_tree | (pred["verify_tokens"] == wanted_nodes)]
-    eager = engine.launch_us * engine.layer_launches * 1e-6  # seconds of un-captured launches per layer
 
     # ---- 4. compare ----------------------------------------------------------------
     rows = []
     label_of = {m.name: m.label for m in mechs}
     plan = [(label_of.get(name, name), b, d) for name, b, d in eval_plan]
     paired = {(label_of.get(name, name), b, d): ts for (name, b, d), ts in paired.items()}
-    by_label = {m.label: m for m in mechs}
     base_meas = {b: min(ts) for (label, b, _), (_, _, ts) in zip(plan, timed) if label == "none"}
-    for (label, batch, d), (first, res, seconds) in zip(plan, timed):
+    setting = Setting(target_spec, cost, 1, mechanisms={m.label: m for m in mechs})
+    verify_s, draft_s = predicted_parts(engine, setting, [
+        (label, b, d, contexts[b], grid.tree_nodes(d) if label in TREE_MECHANISMS and d else None)
+        for label, b, d in plan])
+    for i, ((label, batch, d), (first, res, seconds)) in enumerate(zip(plan, timed)):
         # measured speedup: against the plain run timed right before this point in each round (the
         # VM's speed drifts by tens of percent over minutes), the rounds' ratios averaged; without
         # pairing, against the batch's one plain point
@@ -205,13 +208,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         plain_ratio = float(np.mean([tp / ts for tp, ts in zip(pairs, seconds)])) if pairs else base_meas[batch] / min(seconds)
         t_step = min(seconds)
         p = pred[(pred.mechanism == label) & (pred.batch == batch) & (pred.draft_len == d)].iloc[0]
-        mech = by_label.get(label)
-        forwards = float(mech.draft_forwards(d, p.verify_tokens - 1)) if mech else 0.0
-        pred_verify = float(p.t_verify_s) + eager * target_spec.layers  # as the runtime times it: with its launches
-        pred_draft = float(p.t_draft_s) + eager * forwards * (mech.draft_layers() if mech else 0) \
-            + (float(mech.host_draft_s(batch, d)) if mech else 0.0) \
-            + engine.launch_us * engine.draft_step_launches * forwards * 1e-6 \
-            + (engine.draft_token_us * float(mech.draft_rows(batch, d, p.verify_tokens - 1)) * 1e-6 if mech else 0.0)
+        pred_verify, pred_draft = float(verify_s[i]), float(draft_s[i])
         al = first.acceptance_length
         rows.append({
             "mechanism": label, "batch": batch, "draft_len": d, "verify_tokens": int(p.verify_tokens), "context": contexts[batch],
@@ -239,7 +236,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         "round_spread_median": float(table["round_spread"].median()),
         "round_spread_max": float(table["round_spread"].max()),
         "step_time_median_error_first_round": float(np.median(_err(table.pred_t_step, table.meas_t_step_first))),
-        "layer_overhead_us_measured": eager * 1e6,  # launches per layer × launch time, for speedplan.reprice
+        "layer_overhead_us_measured": engine.launch_us * engine.layer_launches,  # µs per layer, for speedplan.reprice
         **reprice_facts,
         "context": context,
         "context_per_batch": contexts,  # the context each batch's points were priced at
