@@ -45,6 +45,23 @@ def spread(prompts: list, n: int) -> list:
     return [prompts[(i * len(prompts)) // n] for i in range(n)]
 
 
+def attended_context(prompt_lengths: list[int], batch: int, new_tokens: int) -> int:
+    """The context the runtime's attention reads per row over a generation (tokens): every row
+    of a wave attends over the slots of the wave's longest row (`Transformer._step_inputs`:
+    span = the longest row + 1; padded slots are masked but read), so a wave costs what its
+    longest prompt costs, plus half the new tokens. Averaged over the waves of `batch` prompts.
+    The evaluation's waves at B = 16 have their longest prompt 224 tokens above their mean
+    (2026-12-02); an engine with paged attention reads each row's own length instead."""
+    waves = [prompt_lengths[i:i + batch] for i in range(0, len(prompt_lengths), batch)]
+    return int(round(np.mean([max(w) for w in waves]) + new_tokens / 2))
+
+
+def attended_measured(steps) -> float:
+    """The same from a run's step records: the mean over steps of the longest row's KV length
+    before the step (tokens)."""
+    return float(np.mean([max(s.context) for s in steps]))
+
+
 def _full_batch_mean(steps, batch: int, attr: str) -> float:
     full = [getattr(s, attr) for s in steps if s.batch == batch] or [getattr(s, attr) for s in steps]
     return float(np.mean(full))
@@ -136,7 +153,7 @@ def fit_runtime(grid, cost, plan, timed, drafters, target_spec
     for name, rs in timing.items():
         for (b, res), (_, first) in zip(rs, runs[name]):
             d = 0 if name == "none" else grid.calibration_draft_len
-            ctx = int(round(np.mean([c for s in res.steps for c in s.context])))
+            ctx = int(round(attended_measured(res.steps)))  # what the runtime's attention read
             # the step, and its parts as the runtime times them: the target's forward and the drafting
             for quantity, attr in (("step_ms", "t_step_s"), ("verify_ms", "t_verify_s"), ("draft_ms", "t_draft_s")):
                 if quantity == "draft_ms" and not d:
@@ -156,7 +173,7 @@ def fit_runtime(grid, cost, plan, timed, drafters, target_spec
                     described=f"speedplan validate calibration split, {len(plan)} runs")
     plain = dict(timing["none"])[1]
     reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s"),  # for reprice
-               "calibration_context": float(np.mean([c for s in plain.steps for c in s.context]))}
+               "calibration_context": attended_measured(plain.steps)}
     return mechs, fit, measured, reprice
 
 

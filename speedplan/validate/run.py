@@ -10,7 +10,8 @@ the same machine (DESIGN.md, "Validation protocol").
    the runtime times (the target's forward, the drafting), by `speedplan.engine.calibrate` (the
    code `speedplan calibrate` runs).
 3. The planner predicts t_step, AL and speedup for every (mechanism, B, D) of the grid, priced
-   through that engine profile, each batch size at the mean context of its own prompts.
+   through that engine profile, each batch size at the context its own waves of prompts make
+   the runtime's attention read (each wave's longest prompt: `attended_context`).
 4. Evaluation split: the runtime measures the same. This VM slows by up to 1.8x for seconds to
    minutes at a time (other tenants), and slowing is all it does: so every point is timed in
    `rounds` rounds, the second in an order rotated by half the plan (a point's two timings are
@@ -49,8 +50,8 @@ from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
 from speedplan.engine.calibrate import Setting
-from speedplan.validate.calibration import (_full_batch_mean, calibration_plan, calibration_runs, fit_runtime,
-                                            interleave, predicted_parts, spread)
+from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
+                                            calibration_runs, fit_runtime, interleave, predicted_parts, spread)
 
 TARGET_PRESET = "smollm2-135m"
 
@@ -177,11 +178,9 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     mechs, fit, calibration_rows, reprice_facts = fit_runtime(grid, cost, cal_plan, cal_timed, drafters, target_spec)
     engine = fit.profile
 
-    def context_of(prompts) -> int:  # mean context over a generation: prompt + half the new tokens
-        return int(round(np.mean([len(p) for p in prompts]) + grid.max_new_tokens / 2))
-
-    context = context_of(spread(evals, need))
-    contexts = {b: context_of(prompts_for(b)) for b in grid.batches}  # each batch priced at its own prompts
+    # each batch priced at the context its own waves of prompts make the runtime's attention read
+    context = attended_context([len(p) for p in spread(evals, need)], 1, grid.max_new_tokens)
+    contexts = {b: attended_context([len(p) for p in prompts_for(b)], b, grid.max_new_tokens) for b in grid.batches}
     nodes = sorted({grid.tree_nodes(d) for d in grid.draft_lens if d >= 1})
     pred = sweep(target_spec, cost, mechs, grid.batches, grid.draft_lens, sorted(set(contexts.values())),
                  tree_nodes=nodes, engine=engine).frame
@@ -223,7 +222,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
             "pred_speedup": float(p.speedup), "meas_speedup": al * plain_ratio,
             "meas_t_plain_paired": float(np.mean(pairs)) if pairs else float("nan"),
             "pred_tokens_per_s": float(p.tokens_per_s_per_gpu), "meas_tokens_per_s": batch * al / t_step,
-            "meas_context": float(np.mean([c for s in first.steps for c in s.context])),
+            "meas_context": attended_measured(first.steps),  # the longest row's KV length, mean over steps
+            "meas_context_mean_row": float(np.mean([c for s in first.steps for c in s.context])),
             "steps": len(first.steps), "cost_source": p.cost_source, "acceptance_source": p.acceptance_source,
         })
     table = pd.DataFrame(rows)

@@ -224,25 +224,54 @@ def test_draft_model_is_prefilled_at_start_not_in_the_first_step():
 
 
 def test_tree_drafting_runs_the_rows_the_planner_prices():
-    """EAGLE-2 tree growth runs the head over 1 token per sequence at level 1 and `topk` at each
-    later level (the frontier), as engines do and `tree_rows` prices; re-running the whole
-    tree at every level, as the runtime once did, runs 3x more rows at depth 7."""
+    """EAGLE-2 tree growth runs the head once per level, as engines do and `tree_rows` prices:
+    level 1 in one pass that also absorbs the accepted tokens (as a chain's first pass and
+    SGLang's draft extend; the runtime once ran them in a pass of their own first, 1.7-1.9 ms
+    more per step on SmolLM2), then `topk` rows per sequence at each later level (the frontier;
+    re-running the whole tree at every level, as the runtime once did, runs 3x more rows at
+    depth 7)."""
     from speedplan.plan.mechanisms.base import tree_rows
 
     target = tiny_target()
     scorer = EagleDrafter(target, tiny_head(target), torch.arange(CFG.vocab))
-    rows_run = []
+    frontier_rows, passes = [], []
     forward = scorer._forward
 
     def counting(feats, tokens, rows, ancestors=None, depth=None, nodes=None):
+        passes.append(nodes is not None)
         if nodes is not None:
-            rows_run.append(tokens.numel())
+            frontier_rows.append(tokens.numel())
         return forward(feats, tokens, rows, ancestors, depth, nodes)
 
     scorer._forward = counting
     topk, depth = 3, 4
     result = generate(target, ragged_prompts(4), TreeDrafter(scorer, topk, depth, 9), depth, batch=4, max_new_tokens=12)
-    priced = sum(float(tree_rows(s.batch, depth, topk)) for s in result.steps)
-    assert sum(rows_run) == priced
+    later_levels = sum(float(tree_rows(s.batch, depth, topk) - s.batch) for s in result.steps)
+    assert sum(frontier_rows) == later_levels
+    assert len(passes) == 1 + depth * len(result.steps)  # the prompts' pass, then one per level per step
     plain = generate(target, ragged_prompts(4), None, 0, batch=4, max_new_tokens=12)
     assert result.token_ids == plain.token_ids
+
+
+def test_tree_level_one_in_one_pass_drafts_what_two_passes_draft():
+    """The tree's first level runs the accepted tokens' pairs and the root's in one head pass;
+    its drafts and acceptance are those of the two-pass path (catch up, then the root), which
+    still serves rows with no pair yet (a 1-token prompt)."""
+    target = tiny_target(dtype=torch.float64)
+    head = tiny_head(target).double()
+    prompts = [[7]] + ragged_prompts(4, seed=3)  # a 1-token prompt: its first tree takes the two-pass path
+    runs, drafts = {}, {True: [], False: []}
+    for merged in (True, False):
+        scorer = EagleDrafter(target, head, torch.arange(CFG.vocab))
+        scorer.level1_in_one_pass = merged
+        tree = TreeDrafter(scorer, 3, 3, 8)
+        propose = tree.propose
+        tree.propose = lambda request, merged=merged, propose=propose: (
+            drafts[merged].append(d := propose(request)), d)[1]
+        runs[merged] = generate(target, prompts, tree, 3, batch=5, max_new_tokens=14)
+    for one, two in zip(drafts[True], drafts[False], strict=True):  # the same trees, node for node
+        assert torch.equal(one.tokens, two.tokens) and torch.equal(one.parents, two.parents)
+    assert [s.accepted for s in runs[True].steps] == [s.accepted for s in runs[False].steps]
+    assert runs[True].token_ids == runs[False].token_ids == generate(target, prompts, None, 0, batch=5,
+                                                                     max_new_tokens=14).token_ids
+    assert runs[True].acceptance_length > 1.0  # drafts were accepted: the comparison says something

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from speedplan.validate.calibration import spread
+from speedplan.validate.calibration import attended_context, attended_measured, spread
 from speedplan.validate.run import summarize, timed_rounds
 
 pytest.importorskip("torch")
@@ -81,10 +81,12 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     assert set(table.mechanism) >= {"none", "ngram", "eagle"}
     assert (table.meas_t_step > 0).all() and (table.pred_t_step > 0).all()
     assert (out / "report.html").exists() and (out / "parity.png").exists()
-    # every point is priced at the mean context of the prompts its batch size ran
+    # every point is priced at the context its batch's waves made the runtime's attention read
     priced = table.batch.astype(str).map(summary["context_per_batch"])
     assert (table.context == priced).all()
     assert ((table.context - table.meas_context).abs() <= 16).all()  # --quick: 16 new tokens
+    assert (table.meas_context >= table.meas_context_mean_row).all()
+    assert (table[table.batch > 1].meas_context > table[table.batch > 1].meas_context_mean_row).any()
     # each speculative point's speedup divides by the plain run timed right before it (one round)
     spec = table[table.draft_len > 0]
     assert (spec.meas_t_plain_paired > 0).all() and table[table.draft_len == 0].meas_t_plain_paired.isna().all()
@@ -119,3 +121,19 @@ def test_calibration_runs_are_spread_through_the_evaluation_runs():
     where = [out.index(x) for x in extra]
     assert where == [0, 5, 10]  # one calibration item every four evaluation items
     assert interleave([], extra) == extra and interleave(main, []) == main
+
+
+def test_attention_is_priced_at_each_waves_longest_row():
+    """The runtime's attention reads every row of a wave over the longest row's slots: a wave
+    costs its longest prompt, not its mean (the planner prices B = 16 at 224 more tokens)."""
+    lengths = [10, 30, 20, 20, 5]  # waves of 2: (10, 30), (20, 20), (5,)
+    assert attended_context(lengths, 2, 16) == round((30 + 20 + 5) / 3 + 8)
+    assert attended_context(lengths, 1, 16) == round(np.mean(lengths) + 8)  # one row per wave: its own
+    assert attended_context(lengths, 8, 0) == 30
+
+    class Step:
+        def __init__(self, context):
+            self.context = context
+
+    steps = [Step([10, 40]), Step([11, 42])]
+    assert attended_measured(steps) == pytest.approx(41.0)

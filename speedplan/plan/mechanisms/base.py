@@ -167,7 +167,9 @@ class ChainDrafting:
 
 class TopkTree:
     """A dynamic tree grown from a chain head (EAGLE-2 style): level 1 drafts one token per
-    sequence, each later level the top-k frontier; the target verifies N nodes with a tree mask.
+    sequence, in the pass that also absorbs the accepted tokens (2 per sequence, as a chain's
+    first pass: SGLang's draft extend, the runtime's `score_frontier`), each later level the
+    top-k frontier; the target verifies N nodes with a tree mask.
     A subclass gives `one_pass(cost, target, batch, q_len, context, tp, first)`, the head's
     pass over q_len tokens per sequence, and a `topk` field."""
 
@@ -183,7 +185,7 @@ class TopkTree:
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context, nodes = np.broadcast_arrays(
             *(np.asarray(x, float) for x in (batch, draft_len, context, nodes)))
-        first = self.one_pass(cost, target, batch, 1, context, tp, True)
+        first = self.one_pass(cost, target, batch, 2, context, tp, True)  # absorbs the bonus token, as a chain's
         level = self.one_pass(cost, target, batch, self.topk, context + nodes / 2, tp, False)
         return first + level.scaled(np.maximum(draft_len - 1, 0))
 

@@ -85,6 +85,7 @@ class EagleDrafter(Drafter):
 
     name = "eagle"
     needs_hidden = True
+    level1_in_one_pass = True  # False: a tree's pending pairs, then its root, in two passes (the same drafts)
 
     def __init__(self, target: Transformer, head: EagleHead, vocab: Tensor, grow: int = 256):
         self.target, self.head, self.vocab, self.grow = target, head, vocab, grow  # vocab: [Vr] draft ids
@@ -137,16 +138,18 @@ class EagleDrafter(Drafter):
         step = Transformer._step_inputs(self.target, tokens, self.cache, rows, ancestors, depth, nodes)  # target's RoPE
         return self.head.block(x, 0, self.cache, step)
 
-    def _feed_pending(self, rows: Tensor, seqs: list[list[int]], keep_last: bool) -> tuple[Tensor, Tensor]:
+    def _feed_pending(self, rows: Tensor, seqs: list[list[int]], keep_last: bool,
+                      commit_last: bool = True) -> tuple[Tensor, Tensor]:
         """Run each row's pending pairs (all, or all but the last when keep_last) and commit
-        them; seqs are the rows' token lists. Returns the head output at each row's last fed
-        pair [b, H] and the pair counts [b]."""
+        them (all but the last fed one when not commit_last: its K/V stays in the first slot
+        past the committed pairs, where a tree keeps its root); seqs are the rows' token lists.
+        Returns the head output at each row's last fed pair [b, H] and the pair counts [b]."""
         chunks = []
         for r, toks in zip(rows.tolist(), seqs):
             p = self.pending[r]
             n = len(p) - (1 if keep_last else 0)
             chunks.append((p[:n], toks[len(toks) - len(p): len(toks) - len(p) + n]))
-            self.pending[r] = p[n:]
+            self.pending[r] = p[n:] if commit_last else p[max(n - 1, 0):]
         width = max(1, max(len(c[1]) for c in chunks))
         feats = self.target.embed.new_zeros(len(chunks), width, self.cfg_hidden)
         tokens = torch.zeros(len(chunks), width, dtype=torch.long, device=rows.device)
@@ -155,7 +158,7 @@ class EagleDrafter(Drafter):
         counts = torch.tensor([len(c[1]) for c in chunks], device=rows.device)
         self._ensure_room(rows, width + 64)
         out = self._forward(feats, tokens, rows)  # [b, W, H]; padded pairs sit past the length: harmless
-        self.cache.commit(rows, counts)
+        self.cache.commit(rows, counts if commit_last else (counts - 1).clamp_min(0))
         return out[torch.arange(len(chunks)), (counts - 1).clamp_min(0)], counts
 
     @property
@@ -192,13 +195,21 @@ class EagleDrafter(Drafter):
         [b, F, Vd] log-probabilities over the draft vocabulary (columns: `token_ids`)."""
         rows = request.rows
         b, n = tokens.shape
-        if n == 1:  # a new tree: commit all pending pairs but the root's
+        h = self.cfg_hidden
+        if n == 1 and self.level1_in_one_pass and all(len(self.pending[r]) for r in rows.tolist()):
+            # a new tree, level 1 in one head pass (as the chain's first pass, and SGLang's draft
+            # extend): the pending pairs with the root's last; all but the root's are committed,
+            # and the root's K/V stays in slot committed + 0, node 0's slot
+            root_in = torch.stack([self.pending[r][-1] for r in rows.tolist()])
+            out, _ = self._feed_pending(rows, request.tokens, keep_last=False, commit_last=False)
+            self.tree_feats, self.tree_out = root_in[:, None], out[:, None]  # node 0's input and output
+            return torch.log_softmax(self._logits(out[:, None]), -1)  # [b, 1, Vd]
+        if n == 1:  # a new tree with a row lacking pairs (a 1-token prompt): catch up, then the root
             self._feed_pending(rows, request.tokens, keep_last=True)
             root = torch.stack([self.pending[r][-1] if len(self.pending[r]) else
                                 self.target.embed.new_zeros(self.cfg_hidden) for r in rows.tolist()])
             self.tree_feats = root[:, None]  # inputs of node 0
             self.tree_out = root.new_zeros(b, 1, self.cfg_hidden)
-        h = self.cfg_hidden
         if self.tree_out.shape[1] < n:  # head outputs per node id; nodes not run yet stay zero
             self.tree_out = torch.cat([self.tree_out, self.tree_out.new_zeros(b, n - self.tree_out.shape[1], h)], 1)
         parent_out = self.tree_out.gather(1, parents.gather(1, frontier).clamp_min(0)[:, :, None].expand(-1, -1, h))
