@@ -11,7 +11,9 @@ import typer
 def validate(
     device: str = typer.Option("cpu", help="Device the runtime runs on (cpu; cuda uses the GPU campaign script)."),
     quick: bool = typer.Option(False, "--quick", help="The small grid CI runs (ngram, eagle; B 1,2; D 0,1,3)."),
-    hardware: str = typer.Option("cpu-local", help="Profile folder or preset the planner prices ops with."),
+    hardware: str = typer.Option(
+        "cpu-local", help="Profile folder or preset the planner prices ops with (cpu-local: the shipped profile "
+                          "measured on this CPU when there is one, e.g. cpu-local-xeon)."),
     out: Optional[Path] = typer.Option(None, help="Output folder (default reports/validation-cpu[-quick])."),
     reprice: Optional[Path] = typer.Option(
         None, help="A validation folder: price its measured verify steps with --hardware, run nothing."),

@@ -332,6 +332,8 @@ def sweep(
         "hardware_description": hw.description,
         "hardware_source": hw.source,
         "cost_origin": cost.origin,
+        # the profile folder's name, which reports print: cpu-local-xeon prices the cpu-local preset
+        "profile": getattr(getattr(cost, "profile", None), "path", Path("")).name or None,
         **_engine_meta(engine),
         "tp": tp,
         "dtype": target.dtype,

@@ -112,6 +112,52 @@ def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describ
     return [(first[i], fastest[i][0], seconds[i]) for i in range(n)]
 
 
+def profile_for_this_cpu(hardware: str) -> tuple[str, str | None]:
+    """The profile validation prices with: `hardware`, except that the shipped `cpu-local`,
+    when it was measured on another CPU, gives way to a shipped profile of the cpu-local preset
+    measured on this one (cpu-local-xeon, ...), with a line saying so. Returns (name, line)."""
+    import json
+
+    from microbench.env import _cpu_name
+    from speedplan.cost.ops import PROFILE_DIR
+
+    if hardware != "cpu-local":
+        return hardware, None
+    here = _cpu_name()
+
+    def measured_on(folder: Path) -> tuple[str | None, str | None]:
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+        except (OSError, ValueError):
+            return None, None
+        return meta.get("device_name"), meta.get("hardware_preset")
+
+    if measured_on(PROFILE_DIR / hardware)[0] == here:
+        return hardware, None
+    for folder in sorted(PROFILE_DIR.iterdir()):
+        if folder.name != hardware and measured_on(folder) == (here, "cpu-local"):
+            return folder.name, f"pricing with profile {folder.name}: measured on this CPU ({here}); cpu-local was not"
+    return hardware, None
+
+
+def machine_check(cost) -> dict:
+    """This machine's CPU and the one the profile was measured on (its meta.json), and a
+    warning when they differ: kernel times do not carry from one CPU to another (the shipped
+    cpu-local profile, measured on an AMD EPYC, priced an Intel Xeon's GEMMs at M = 128
+    1.3-1.5x their time on 2026-12-02 and 0.9-1.1x at M = 1; engine terms absorb part of it)."""
+    from microbench.env import _cpu_name
+
+    here = _cpu_name()
+    meta = getattr(getattr(cost, "profile", None), "meta", None) or {}
+    there = meta.get("device_name")
+    warning = None
+    if there and there != here:
+        warning = (f"warning: the profile was measured on {there!r}, this machine is {here!r}; for a profile of "
+                   f"this CPU run `speedplan bench --device cpu --grid quick --out profiles/this-cpu` and pass "
+                   f"--hardware profiles/this-cpu")
+    return {"cpu": here, "profile_cpu": there, "warning": warning}
+
+
 def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", progress=None) -> tuple[pd.DataFrame, dict]:
     """Measure (calibration runs among the evaluation runs), calibrate, predict, compare; returns
     (per-point table, summary)."""
@@ -124,7 +170,13 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     t_start = time.perf_counter()
     torch.manual_seed(0)
     say = progress or (lambda msg: None)
+    hardware, chosen = profile_for_this_cpu(hardware)
+    if chosen:
+        say(chosen)
     cost = load_cost_model(hardware)
+    machine = machine_check(cost)
+    if machine["warning"]:
+        say(machine["warning"])
     target = load_target("smollm2")
     tok = target.tokenizer
     eos = tok.eos_ids if tok is not None else []
@@ -230,6 +282,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     summary = summarize(table)
     summary.update({
         "grid": asdict(grid), "hardware": hardware, "cost_origin": cost.origin,
+        "cpu": machine["cpu"], "profile_cpu": machine["profile_cpu"],
         "engine": engine.to_json(),
         "calibration": [{**asdict(m), "predicted": float(p)} for m, p in zip(calibration_rows, fit.predicted)],
         "rounds": grid.rounds,

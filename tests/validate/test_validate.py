@@ -137,3 +137,42 @@ def test_attention_is_priced_at_each_waves_longest_row():
 
     steps = [Step([10, 40]), Step([11, 42])]
     assert attended_measured(steps) == pytest.approx(41.0)
+
+
+def test_a_profile_from_another_cpu_is_named_in_a_warning():
+    """Kernel times do not carry from one CPU to another: validate says which CPU the profile
+    was measured on when it is not this one, and records both in summary.json."""
+    from types import SimpleNamespace
+
+    from microbench.env import _cpu_name
+    from speedplan.validate.run import machine_check
+
+    other = SimpleNamespace(profile=SimpleNamespace(meta={"device_name": "Some Other CPU 9000"}))
+    check = machine_check(other)
+    assert check["cpu"] == _cpu_name() and check["profile_cpu"] == "Some Other CPU 9000"
+    assert "Some Other CPU 9000" in check["warning"] and "speedplan bench --device cpu" in check["warning"]
+    same = SimpleNamespace(profile=SimpleNamespace(meta={"device_name": _cpu_name()}))
+    assert machine_check(same)["warning"] is None
+    assert machine_check(SimpleNamespace(profile=None))["warning"] is None  # a roofline preset: nothing to compare
+
+
+def test_validate_prices_with_the_shipped_profile_of_this_cpu(tmp_path, monkeypatch):
+    """`--hardware cpu-local` (the default) gives way to a shipped cpu-local profile measured on
+    this CPU; with none, or with another --hardware, the profile asked for is kept."""
+    import microbench.env
+    import speedplan.cost.ops
+    from speedplan.validate.run import profile_for_this_cpu
+
+    for name, cpu in (("cpu-local", "AMD EPYC"), ("cpu-local-xeon", "Intel Xeon"), ("h100-sxm", "Intel Xeon")):
+        (tmp_path / name).mkdir()
+        preset = "cpu-local" if name.startswith("cpu") else name
+        (tmp_path / name / "meta.json").write_text(json.dumps({"device_name": cpu, "hardware_preset": preset}))
+    monkeypatch.setattr(speedplan.cost.ops, "PROFILE_DIR", tmp_path)
+    monkeypatch.setattr(microbench.env, "_cpu_name", lambda: "Intel Xeon")
+    name, line = profile_for_this_cpu("cpu-local")
+    assert name == "cpu-local-xeon" and "Intel Xeon" in line
+    assert profile_for_this_cpu("my/profile") == ("my/profile", None)
+    monkeypatch.setattr(microbench.env, "_cpu_name", lambda: "AMD EPYC")
+    assert profile_for_this_cpu("cpu-local") == ("cpu-local", None)
+    monkeypatch.setattr(microbench.env, "_cpu_name", lambda: "Some ARM core")  # no profile of it: keep, warn later
+    assert profile_for_this_cpu("cpu-local") == ("cpu-local", None)
