@@ -23,6 +23,10 @@ GPU_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 GPU_DRAFT_LENS = [0, 1, 2, 3, 4, 5, 7, 15]
 GPU_TILE_BOUNDARIES = [64, 128, 256, 512, 1024, 2048, 4096]
 CPU_TILE_BOUNDARIES = [16, 32, 64]  # register-blocking steps of the CPU BLAS kernels
+# tokens per sequence of a tree verify pass on CPU: 1 + N for the runtime's top-4 trees of N = 4, 8,
+# 12, 16 nodes (validate's grid); without them a B = 16 tree verify (M = 272, q_len 17) lay
+# outside the measured range and was extrapolated
+CPU_TREE_TOKENS = [5, 9, 13, 17]
 CPU_KV_LENS = [64, 128, 256, 512, 1024, 2048]  # KV length axis, a factor 2 apart
 # tokens of the elementwise ops, a factor ~sqrt(2) apart up to 512 (a verify step has B(1+D) <= 128,
 # a tree B*N <= 272; denser than powers of 2 because the ops step where torch goes parallel)
@@ -42,7 +46,8 @@ def _m_values(device: str) -> list[int]:
 
     if device == "cpu":
         ms = verify_m_values(CPU_BATCHES, CPU_DRAFT_LENS)
-        return sorted(set(ms) | {m for m in tile_probes(CPU_TILE_BOUNDARIES) if m <= max(ms) + 1})
+        trees = {b * t for b in CPU_BATCHES for t in CPU_TREE_TOKENS}
+        return sorted(set(ms) | trees | {m for m in tile_probes(CPU_TILE_BOUNDARIES) if m <= max(ms) + 1})
     ms = [m for m in verify_m_values(GPU_BATCHES, GPU_DRAFT_LENS) if m <= 16 or m % 16 == 0]
     log_grid = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96, 192, 384, 768, 1536, 3072, 6144, 8192}
     return sorted((set(ms) & (log_grid | {m for m in ms if m <= 512})) | log_grid | set(tile_probes(GPU_TILE_BOUNDARIES)))
@@ -63,7 +68,8 @@ def model_grid(name: str, tp: int, device: str, dtypes: list[str], fp8: bool = F
                             [m for m in ms if m % 16 == 0], ["fp8"])
     heads = attention_shape(model, tp)
     if device == "cpu":
-        attn = attention_points(heads, CPU_BATCHES, list(range(1, 9)), CPU_KV_LENS, dtypes)
+        q_lens = sorted(set(range(1, 9)) | set(CPU_TREE_TOKENS))
+        attn = attention_points(heads, CPU_BATCHES, q_lens, CPU_KV_LENS, dtypes)
         ew = elementwise_points(model.hidden, CPU_EW_TOKENS, dtypes)
     else:
         attn = attention_points(heads, [1, 4, 16, 64, 256], [1, 2, 4, 8, 16],

@@ -148,9 +148,11 @@ def test_bench_replaces_a_roofline_placeholder_but_not_a_measured_profile(tmp_pa
 
 
 def test_quick_cpu_grid_covers_what_the_planner_asks_for_smollm2():
-    """M = B(1+D) for B 1..16 and D 0..7 on every linear layer, verify attention at q_len 1..8
-    (causal; tree from 2) over batches 1..16 and KV lengths up to 2048, elementwise ops up to a
-    tree verify's B*N tokens."""
+    """M = B(1+D) for B 1..16 and D 0..7 on every linear layer, and M = B(1+N) of the runtime's
+    top-4 trees (N = 4..16 nodes); verify attention at q_len 1..8 and at a tree's 1 + N (causal;
+    tree from 2) over batches 1..16 and KV lengths up to 2048, elementwise ops up to a tree
+    verify's B*N tokens. Without the tree shapes a B = 16 tree verify (M = 272, q_len 17) was
+    extrapolated and priced 1.18x its measured time (2026-12-02)."""
     from speedplan.profile.grid import build_grid
 
     grid = build_grid(["quick"], "cpu")
@@ -158,8 +160,10 @@ def test_quick_cpu_grid_covers_what_the_planner_asks_for_smollm2():
     for n, k in {(p.n, p.k) for p in model}:
         ms = {p.m for p in model if (p.n, p.k) == (n, k)}
         assert {b * (1 + d) for b in (1, 2, 4, 8, 16) for d in range(8)} <= ms, (n, k)
+        assert {b * (1 + nodes) for b in (1, 2, 4, 8, 16) for nodes in (4, 8, 12, 16)} <= ms, (n, k)
     attn = [p for p in grid.attention if p.num_heads == 9]
-    for mask, qs in (("causal", range(1, 9)), ("tree", range(2, 9))):
+    trees = [5, 9, 13, 17]
+    for mask, qs in (("causal", [*range(1, 9), *trees]), ("tree", [*range(2, 9), *trees])):
         have = {(p.batch, p.q_len, p.kv_len) for p in attn if p.mask == mask}
         assert {(b, q, kv) for b in (1, 2, 4, 8, 16) for q in qs for kv in (64, 256, 1024, 2048)} <= have, mask
     assert max(p.numel // p.hidden for p in grid.elementwise) >= 16 * 17
