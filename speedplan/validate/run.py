@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -80,16 +80,6 @@ FULL = ValidationGrid()
 QUICK = ValidationGrid(mechanisms=("ngram", "eagle"), batches=(1, 2), draft_lens=(0, 1, 3), max_new_tokens=16,
                        min_prompts=2, calibration_prompts=2, calibration_draft_len=3, calibration_batches=(1, 2),
                        rounds=1)
-
-
-@dataclass
-class Measured:
-    t_step: float  # mean step time over steps where the whole batch was active
-    acceptance_length: float
-    context: float
-    steps: int
-    identical: bool | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describe=str) -> list[tuple]:
