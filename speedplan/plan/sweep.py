@@ -150,8 +150,9 @@ def _rows(p: _GpuPricing, engine: EngineProfile, hardware: str, target: ModelSpe
     feasibility are added by the caller, which has every mechanism's rows."""
     mech, g, verify, draft, al = p.mech, p.grid, p.verify, p.draft, p.acceptance_length
     B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
-    step = step_cost(engine.values(), p.parts)
-    k = engine.values()["kernel_scale"]  # this machine's kernels over the profile's (1 unless fitted)
+    terms = engine.values()
+    step = step_cost(terms, p.parts)
+    k = terms["kernel_scale"]  # this machine's kernels over the profile's (1 unless fitted)
     name, acc_src = ("none", "plain decoding") if mech is None else (mech.label, mech.acceptance_source)
     t_step = step.total_s
     share = verify.profile_share
@@ -333,7 +334,7 @@ def sweep(
         "hardware_source": hw.source,
         "cost_origin": cost.origin,
         # the profile folder's name, which reports print: cpu-local-xeon prices the cpu-local preset
-        "profile": getattr(getattr(cost, "profile", None), "path", Path("")).name or None,
+        "profile": getattr(getattr(cost, "profile", None), "path", Path("")).name or None,  # cost models without a profile: None
         **_engine_meta(engine),
         "tp": tp,
         "dtype": target.dtype,
