@@ -151,6 +151,21 @@ class ForwardCost:
 ELEMENTWISE_KERNELS_PER_LAYER = 4
 
 
+def _fused_moe_lookup(cost, model: ModelSpec, tokens: np.ndarray, tp: int, dtype: str):
+    """One MoE layer's routed experts as the profile measured the engine's fused kernel
+    (experts split over `tp` ranks, no expert parallelism: the engines' default), µs, and
+    where that was beyond the measured token counts; (None, None) when the profile has no
+    such series (`speedplan.profile.moe`)."""
+    lookup = getattr(cost, "moe", None)
+    if model.moe is None or not model.moe_layers or lookup is None:
+        return None, None
+    e = model.moe
+    latency, outside = lookup(tokens, model.hidden, e.expert_intermediate, e.num_experts, e.top_k, tp, 1, dtype)
+    if latency is None or not np.isfinite(latency).all():
+        return None, None
+    return latency, outside
+
+
 def forward_cost(
     cost,
     model: ModelSpec,
@@ -184,6 +199,9 @@ def forward_cost(
     flops = np.zeros_like(tokens)
     nbytes = np.zeros_like(tokens)
     compute_bound_us = np.zeros_like(tokens)
+    fused_moe_us, fused_moe_outside = _fused_moe_lookup(cost, model, tokens, tp, dtype)
+    experts = {"random": np.zeros_like(tokens), "balanced": np.zeros_like(tokens), "profile": np.zeros_like(tokens),
+               "outside": np.zeros_like(tokens), "compute": np.zeros_like(tokens)}  # one MoE layer's routed experts
     for shape in linear_shapes(model, tp):
         count = 1 if shape.name == "lm_head" else shape.count
         m, n = tokens, float(shape.n)
@@ -196,13 +214,37 @@ def forward_cost(
             touched = e.num_experts * (1.0 - (1.0 - e.top_k / e.num_experts) ** tokens)
             m = tokens * e.top_k / np.maximum(touched, 1e-9)
             n = shape.n * touched
-        op = cost.gemm(m, n, shape.k, dtype)
-        gemm_us += count * op.latency_us
-        profile_us += count * op.latency_us * op.from_profile
-        outside_us += count * op.latency_us * op.out_of_range
-        compute_bound_us += count * op.latency_us * (op.bound == "compute")
+            op = cost.gemm(m, n, shape.k, dtype)
+            experts["random"] += op.latency_us
+            experts["profile"] += op.latency_us * op.from_profile
+            experts["outside"] += op.latency_us * op.out_of_range
+            experts["compute"] += op.latency_us * (op.bound == "compute")
+            if fused_moe_us is not None:  # the measured kernel's routing: every routing on its own expert
+                spread = np.minimum(tokens * e.top_k, e.num_experts)
+                experts["balanced"] += cost.gemm(tokens * e.top_k / spread, shape.n * spread, shape.k, dtype).latency_us
+        else:
+            op = cost.gemm(m, n, shape.k, dtype)
+            gemm_us += count * op.latency_us
+            profile_us += count * op.latency_us * op.from_profile
+            outside_us += count * op.latency_us * op.out_of_range
+            compute_bound_us += count * op.latency_us * (op.bound == "compute")
         flops += count * 2.0 * m * n * shape.k
         nbytes += count * (m * shape.k + n * shape.k + m * n) * b
+    if model.moe is not None and model.moe_layers:
+        layer_us = experts["random"]
+        if fused_moe_us is not None:
+            # The measured fused kernel, less the weight reads its balanced routing makes and
+            # the model's random routing does not (priced as grouped GEMMs on this profile).
+            saving = experts["balanced"] - experts["random"]
+            layer_us = np.maximum(fused_moe_us - saving, fused_moe_us * experts["random"] / experts["balanced"])
+            share = {"profile": np.ones_like(tokens), "outside": fused_moe_outside.astype(float)}
+        else:
+            share = {k: experts[k] / np.maximum(experts["random"], 1e-30) for k in ("profile", "outside")}
+        moe_us = model.moe_layers * layer_us
+        gemm_us += moe_us
+        profile_us += moe_us * share["profile"]
+        outside_us += moe_us * share["outside"]
+        compute_bound_us += moe_us * experts["compute"] / np.maximum(experts["random"], 1e-30)
 
     heads, kv_heads, head_dim = attention_shape(model, tp)
     kv_len = context + q_len
@@ -220,18 +262,20 @@ def forward_cost(
     h = model.hidden
     inter = model.dense_intermediate if model.moe is None else model.moe.expert_intermediate * model.moe.top_k
     qk_width = (heads + kv_heads) * head_dim
+    # (bytes, layers): the measured fused MoE kernel already holds its layers' SiLU · up
+    silu_layers = n_layers - model.moe_layers if fused_moe_us is not None else n_layers
     per_layer_bytes = [
-        2 * tokens * h * b,  # input RMSNorm
-        2 * tokens * qk_width * b,  # rotary on q and k
-        3 * tokens * -(-inter // tp) * b,  # SiLU(gate) · up
-        3 * tokens * h * b,  # residual add + post-attention RMSNorm
+        (2 * tokens * h * b, n_layers),  # input RMSNorm
+        (2 * tokens * qk_width * b, n_layers),  # rotary on q and k
+        (3 * tokens * -(-inter // tp) * b, silu_layers),  # SiLU(gate) · up
+        (3 * tokens * h * b, n_layers),  # residual add + post-attention RMSNorm
     ][:ELEMENTWISE_KERNELS_PER_LAYER]
     elementwise_us = np.zeros_like(tokens)
-    for kernel_bytes in per_layer_bytes:
+    for kernel_bytes, layers in per_layer_bytes:
         op = cost.elementwise(kernel_bytes, dtype)
-        elementwise_us += n_layers * op.latency_us
-        profile_us += n_layers * op.latency_us * op.from_profile
-        outside_us += n_layers * op.latency_us * op.out_of_range
+        elementwise_us += layers * op.latency_us
+        profile_us += layers * op.latency_us * op.from_profile
+        outside_us += layers * op.latency_us * op.out_of_range
 
     comm = cost.allreduce(tokens * h * b, tp)
     comm_us = 2 * n_layers * comm.latency_us

@@ -1,7 +1,7 @@
 """Op latency: measured profile first, the roofline fallback where the profile has no answer.
 
 Every op's price comes through `CostModel.gemm` / `.attention` / `.elementwise` /
-`.allreduce` and comes back as one type, `OpCost(latency_us, source, bound, out_of_range)`,
+`.allreduce` (and `.moe`, measured fused-MoE layers, answered by a profile only) and comes back as one type, `OpCost(latency_us, source, bound, out_of_range)`,
 whichever of the two answered. Callers (the forward
 op list, `speedplan predict ops`) never know or care which it was, except to report it.
 """
@@ -134,6 +134,20 @@ class CostModel:
         roof = elementwise_roofline(self.hardware, nbytes)
         measured, code = _ask(self.profile, "elementwise", nbytes, dtype)
         return _merge(measured, code, roof, self._label, np.full(np.shape(roof), "memory"))
+
+    def moe(self, tokens, hidden: int, inter: int, experts: int, topk: int, tp: int, ep: int,
+            dtype: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """One MoE layer's routed experts as the profile measured its fused kernel (µs, NaN
+        where it has no such series) and whether each answer lies beyond the measured token
+        counts; (None, None) without a profile. No roofline here: without a measurement the
+        forward op list prices the experts as grouped GEMMs (`speedplan.cost.forward`)."""
+        measured, code = _ask(self.profile, "moe", np.asarray(tokens, float), hidden, inter, experts, topk, tp, ep,
+                              dtype)
+        if measured is None:
+            return None, None
+        shape = np.shape(tokens)
+        outside = np.broadcast_to(code == "extrapolated", shape) if code is not None else np.zeros(shape, bool)
+        return np.broadcast_to(np.asarray(measured, float), shape), outside
 
     def allreduce(self, nbytes, tp: int) -> OpCost:
         """All-reduce of `nbytes` over `tp` devices: the profile's measured all-reduce at

@@ -18,6 +18,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.profile.attention import AttentionTable, PrefillTable
 from speedplan.profile.dense import ANSWERS, NONE, compact
 from speedplan.profile.lookup import AllreduceTable, ElementwiseTable, GemmTable
+from speedplan.profile.moe import MoeTable
 from speedplan.profile.tables import ORIGINS, read_meta, read_tables
 from speedplan.specs.hardware import Hardware, get_hardware
 
@@ -47,7 +48,8 @@ def _measured_overrides(hw: Hardware, tables: Mapping) -> dict:
     return out
 
 
-_BUILDERS = {"gemm": GemmTable, "elementwise": ElementwiseTable, "allreduce": AllreduceTable, "prefill": PrefillTable}
+_BUILDERS = {"gemm": GemmTable, "elementwise": ElementwiseTable, "allreduce": AllreduceTable, "prefill": PrefillTable,
+             "moe": MoeTable}
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,11 @@ class Profile:
 
     def allreduce_lookup(self, nbytes, tp: int):
         return self._ask("allreduce", (nbytes, np.asarray(tp)))
+
+    def moe_lookup(self, tokens, hidden: int, inter: int, experts: int, topk: int, tp: int, ep: int, dtype: str):
+        """One MoE layer's routed experts (fused kernel) for `tokens` tokens; NaN where the
+        profile has no such series (`speedplan.profile.moe`)."""
+        return self._ask("moe", (tokens, hidden, inter, experts, topk, tp, ep, dtype))
 
     def gemm_latency_us(self, m, n, k, dtype: str) -> np.ndarray:
         return self.gemm_lookup(m, n, k, dtype)[0]

@@ -167,3 +167,74 @@ def test_profile_answers_first_and_says_so():
     r = sweep("llama-3.1-8b", cost, ["eagle"], [1, 8], [0, 2])
     assert set(r.frame.cost_source) == {"mixed"}
     assert r.meta["cost_origin"] == "measured"
+
+
+def _without_moe_table(cost: CostModel) -> CostModel:
+    from speedplan.profile.load import build_profile
+
+    p = cost.profile
+    return CostModel(cost.hardware, build_profile(p.path, p.meta, {k: v for k, v in p.tables.items() if k != "moe"}))
+
+
+def _moe_rows(hidden, inter, tp):
+    rows = [r for r in csv.DictReader((PROFILE_DIR / "h100-sxm" / "moe.csv").open())
+            if (int(r["hidden"]), int(r["inter"]), int(r["tp"]), int(r["ep"]), r["dtype"], r["distribution"])
+            == (hidden, inter, tp, 1, "bf16", "balanced")]
+    return {int(r["tokens"]): float(r["latency_us"]) for r in rows}
+
+
+def test_moe_layers_are_priced_from_the_measured_fused_kernel():
+    """Qwen3-30B-A3B at TP 4 on H100: one token routes to 8 distinct experts under any
+    routing, so each of the 48 MoE layers costs exactly the measured fused kernel at 1 token,
+    in place of the two grouped GEMMs; the kernel's own SiLU is no longer charged apart."""
+    cost = load_cost_model("h100-sxm")
+    bare = _without_moe_table(cost)
+    m = get_model("qwen3-30b-a3b")
+    e = m.moe
+    measured = _moe_rows(m.hidden, e.expert_intermediate, 4)
+    gemms = _grouped_expert_gemms_us(bare, m, np.array([1.0]), 4).item()
+    with_table, without = forward_cost(cost, m, 1, 1, 1024, tp=4), forward_cost(bare, m, 1, 1, 1024, tp=4)
+    assert (float(with_table.gemm_s) - float(without.gemm_s)) * 1e6 == pytest.approx(
+        m.moe_layers * (measured[1] - gemms), rel=1e-9)
+    assert float(with_table.elementwise_s) < float(without.elementwise_s)
+    assert measured[1] > 1.5 * gemms  # the fused kernel's fixed cost the GEMMs alone miss
+
+
+def _grouped_expert_gemms_us(cost: CostModel, m, tokens: np.ndarray, tp: int) -> np.ndarray:
+    """One MoE layer's routed experts as two grouped GEMMs under random routing (µs)."""
+    e = m.moe
+    touched = e.num_experts * (1 - (1 - e.top_k / e.num_experts) ** tokens)
+    rows = tokens * e.top_k / touched
+    return (cost.gemm(rows, 2 * e.expert_intermediate // tp * touched, m.hidden, "bf16").latency_us
+            + cost.gemm(rows, m.hidden * touched, e.expert_intermediate // tp, "bf16").latency_us)
+
+
+def test_moe_random_routing_takes_off_the_experts_balanced_routing_adds():
+    """The table routes every token's experts to distinct experts ("balanced"); 16 tokens ×
+    8 of 128 touch all 128 there, about 82 under random routing. The priced layer lies
+    between the measured 1-token and 16-token kernels; at 512 tokens every expert is touched
+    either way and the price is the measured kernel's."""
+    cost = load_cost_model("h100-sxm")
+    m = get_model("qwen3-30b-a3b")
+    measured = _moe_rows(m.hidden, m.moe.expert_intermediate, 4)
+    bare = _without_moe_table(cost)
+    t = np.array([1.0, 16.0, 512.0])
+    swapped = (forward_cost(cost, m, t, 1, 1024, tp=4).gemm_s - forward_cost(bare, m, t, 1, 1024, tp=4).gemm_s) * 1e6
+    layer = swapped / m.moe_layers + _grouped_expert_gemms_us(bare, m, t, 4)
+    assert layer[0] == pytest.approx(measured[1], rel=1e-9)
+    assert measured[1] < layer[1] < 0.85 * measured[16]
+    assert layer[2] == pytest.approx(measured[512], rel=0.01)
+    lat, outside = cost.moe(t, m.hidden, m.moe.expert_intermediate, m.moe.num_experts, m.moe.top_k, 4, 1, "bf16")
+    assert list(lat) == pytest.approx([measured[1], measured[16], measured[512]], rel=1e-12) and not outside.any()
+    assert forward_cost(cost, m, t, 1, 1024, tp=4).profile_share.min() > 0.85
+
+
+def test_a_moe_series_the_profile_lacks_falls_back_to_grouped_gemms():
+    """The shipped H100 table holds no DeepSeek-V3 experts: its layers price as before."""
+    cost = load_cost_model("h100-sxm")
+    m = get_model("deepseek-v3")
+    e = m.moe
+    assert np.isnan(cost.moe([1.0], m.hidden, e.expert_intermediate, e.num_experts, e.top_k, 8, 1, m.dtype)[0]).all()
+    a, b = forward_cost(cost, m, 8, 4, 1024, tp=8), forward_cost(_without_moe_table(cost), m, 8, 4, 1024, tp=8)
+    assert float(a.total_s) == float(b.total_s)
+    assert ROOFLINE.moe([1.0], 2048, 768, 128, 8, 1, 1, "bf16") == (None, None)

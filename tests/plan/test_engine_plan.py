@@ -100,7 +100,9 @@ def test_each_plan_is_within_its_engines_expressivity(default):
 
 def test_vllm_follows_any_shape_and_trtllm_caps_at_batch_1():
     """qwen3-30b-a3b with eagle3: the best D rises and falls with B (MoE expert touches); vLLM takes
-    it as it is, TensorRT-LLM cannot go above its batch-1 D, SGLang adaptive follows its own best."""
+    it as it is, TensorRT-LLM cannot go above its batch-1 D. SGLang's fitted host work makes
+    speculation lose there at every B (its measured Qwen3-30B-A3B speedups are 0.72-1.06), so
+    its adaptive buckets are checked on llama-3.1-8b with EAGLE, where its best D changes with B."""
     r = sweep("qwen3-30b-a3b", "h100-sxm", ["eagle3"])
     plans = plan_engines(r)
     vllm = plans["vllm"].rows.drop_duplicates("batch").draft_len.tolist()
@@ -110,8 +112,13 @@ def test_vllm_follows_any_shape_and_trtllm_caps_at_batch_1():
     assert trt[0] >= 1 and max(trt) == trt[0]
     # SGLang adaptive follows the best D of its own pricing at every batch size (fewer verified
     # tokens win within pick.TIE_TOLERANCE)
+    assert plans["sglang"].mode == "off"
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"])
+    plans = plan_engines(r)
     own = engine_pricing(r, "sglang").frame
-    own = own[own.feasible]
+    # batch sizes whose KV cache fits at all (SGLang's 48-running cap makes larger ones
+    # "feasible" for speculative steps alone; the plan covers what plain decoding can hold)
+    own = own[own.feasible & own.batch.isin(r.frame[r.frame.feasible].batch)]
     best = own.groupby("batch").tokens_per_s_per_gpu.max()
     rows = plans["sglang"].rows.set_index("batch")
     assert plans["sglang"].mode == "adaptive" and list(rows.index) == list(best.index)
@@ -130,7 +137,7 @@ def test_speculation_off_is_a_first_class_answer():
     served = serving_plans(r, plans)
     assert all(sp.mechanism == "none" for sp in served.values())
     # on when it wins, off where it loses: vLLM writes K = 0 for those batch sizes
-    r = sweep("qwen3-30b-a3b", "h100-sxm", ["eagle3"])
+    r = sweep("qwen3-30b-a3b", "h100-sxm", ["eagle3"], tp=4)
     rows = plan_engines(r)["vllm"].rows
     assert (rows.draft_len == 0).any() and (rows.draft_len > 0).any()
     off = rows[rows.draft_len == 0]

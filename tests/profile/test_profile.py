@@ -175,12 +175,35 @@ def test_leave_one_out_is_small_on_a_smooth_profile(tmp_path):
     (lambda f: (f / "meta.json").write_text(json.dumps({**META, "hardware_preset": "nope"})), "field 'hardware_preset'"),
     (lambda f: (f / "gemm.csv").unlink(), "gemm.csv: missing"),
     (lambda f: (f / "meta.json").write_text("{"), "meta.json: malformed JSON"),
+    (lambda f: (f / "moe.csv").write_text("tokens,hidden,inter,experts,topk,tp,ep,dtype,distribution,latency_us\n"
+                                          "1,2048,768,128,8,1,1,bf16,balanced,oops\n"), "moe.csv: column 'latency_us' line 2"),
 ])
 def test_malformed_profiles_are_refused_naming_file_and_column(tmp_path, damage, message):
     folder = synthetic_profile(tmp_path / "p")
     damage(folder)
     with pytest.raises(SpeedplanInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_profile(folder)
+
+
+def test_moe_series_interpolate_in_log_tokens_and_scale_beyond_the_largest(tmp_path):
+    """One fused-MoE series measured at 1, 4 and 16 tokens: a node comes back as measured, 2
+    tokens as the geometric mean of 1 and 4 (a power law between nodes), 64 tokens as the
+    16-token latency × 4 (compute-bound beyond the table, marked), another TP as NaN."""
+    folder = synthetic_profile(tmp_path / "p")
+    key = {"hidden": 2048, "inter": 768, "experts": 128, "topk": 8, "tp": 4, "ep": 1, "dtype": "bf16"}
+    write_csv(folder / "moe.csv", [{"tokens": t, **key, "distribution": d, "latency_us": lat}
+                                   for t, lat in ((1, 20.0), (4, 45.0), (16, 120.0))
+                                   for d, lat in (("balanced", lat), ("power_law_1.01", 3 * lat))])
+    p = load_profile(folder)
+    args = [key[k] for k in ("hidden", "inter", "experts", "topk", "tp", "ep", "dtype")]
+    lat, how = p.moe_lookup(np.array([1.0, 2.0, 16.0, 64.0]), *args)
+    assert lat == pytest.approx([20.0, (20.0 * 45.0) ** 0.5, 120.0, 480.0], rel=1e-12)
+    assert list(how) == ["measured", "interpolated", "measured", "extrapolated"]
+    args[4] = 8
+    lat, how = p.moe_lookup(np.array([1.0]), *args)
+    assert np.isnan(lat).all() and list(how) == ["none"]
+    lat, outside = load_cost_model(folder).moe(np.array([4.0, 64.0]), *[key[k] for k in key])
+    assert lat == pytest.approx([45.0, 480.0], rel=1e-12) and list(outside) == [False, True]
 
 
 def test_roofline_profile_is_marked_and_answers_the_roofline(tmp_path):

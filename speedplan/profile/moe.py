@@ -1,0 +1,65 @@
+"""Measured fused-MoE layers: the routed experts of one MoE layer on one GPU, as a function of
+the number of tokens entering it.
+
+A row of `moe.csv` (AIConfigurator's `moe_perf`, `speedplan profile import-aic`) is one call of
+the engine's fused expert kernel (vLLM's `fused_experts`: token-to-expert alignment, the
+gate/up GEMM, SiLU·up, the down GEMM and the weighted sum over each token's top-k experts) for
+`tokens` tokens, with the router's choice given ("balanced": every token's top-k experts
+spread over distinct experts). The router's own GEMM and top-k are not in it.
+
+A series is one (hidden, inter, experts, topk, tp, ep, dtype); a query interpolates log
+latency linearly in log tokens between the series' measured token counts, answers the end
+value's latency scaled by tokens / end beyond the largest (compute-bound there; code
+"extrapolated"), and NaN for a series the table lacks (the forward op list then prices the
+experts as grouped GEMMs, `speedplan.cost.forward`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from speedplan.profile.dense import EXTRAPOLATED, INTERPOLATED, MEASURED, NONE
+from speedplan.specs.hardware import Hardware
+
+_SNAP = 1e-9
+
+
+class MoeTable:
+    """Fused-MoE latency series, one per (hidden, inter, experts, topk, tp, ep, dtype);
+    only the "balanced" routing rows are used."""
+
+    def __init__(self, rows: dict, hw: Hardware):
+        self.hw = hw
+        keep = rows["distribution"] == "balanced"
+        keys = ("hidden", "inter", "experts", "topk", "tp", "ep")
+        self.series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        for dtype in np.unique(rows["dtype"][keep]):
+            sel = keep & (rows["dtype"] == dtype)
+            cols = np.stack([rows[k][sel] for k in keys], axis=1).astype(np.int64)
+            tokens, latency = rows["tokens"][sel], rows["latency_us"][sel]
+            for key in np.unique(cols, axis=0):
+                s = (cols == key).all(axis=1)
+                order = np.argsort(tokens[s])
+                self.series[(*map(int, key), str(dtype))] = (np.log(tokens[s][order]), latency[s][order])
+
+    def keys(self) -> list[tuple]:
+        """(hidden, inter, experts, topk, tp, ep, dtype) of every measured series."""
+        return sorted(self.series)
+
+    def lookup(self, tokens, hidden: int, inter: int, experts: int, topk: int, tp: int, ep: int,
+               dtype: str) -> tuple[np.ndarray, np.ndarray]:
+        """(latency µs, answer code) of one MoE layer's experts for `tokens` tokens (array)."""
+        tokens = np.asarray(tokens, dtype=float)
+        series = self.series.get((int(hidden), int(inter), int(experts), int(topk), int(tp), int(ep), str(dtype)))
+        if series is None:
+            return np.full(tokens.shape, np.nan), np.full(tokens.shape, NONE, dtype=np.int8)
+        x, measured = series
+        q = np.log(np.maximum(tokens, 1.0))
+        latency = np.exp(np.interp(q, x, np.log(measured)))  # np.interp holds the ends: fixed below, scaled above
+        above = q > x[-1] + _SNAP
+        latency = np.where(above, measured[-1] * np.exp(q - x[-1]), latency)
+        nearest = np.abs(q[..., None] - x).argmin(axis=-1)
+        on_node = np.abs(q - x[nearest]) <= _SNAP
+        latency = np.where(on_node, measured[nearest], latency)  # a node answers its own value, to the bit
+        code = np.where(on_node, MEASURED, np.where(above | (q < x[0] - _SNAP), EXTRAPOLATED, INTERPOLATED))
+        return latency, code.astype(np.int8)
