@@ -1,8 +1,9 @@
 """Op latency: measured profile first, the roofline fallback where the profile has no answer.
 
 Every op's price comes through `CostModel.gemm` / `.attention` / `.elementwise` /
-`.allreduce` (and `.moe`, measured fused-MoE layers, answered by a profile only) and comes back as one type, `OpCost(latency_us, source, bound, out_of_range)`,
-whichever of the two answered. Callers (the forward
+`.allreduce` and comes back as one type, `OpCost(latency_us, source, bound, out_of_range)`,
+whichever of the two answered (`.moe`, a measured fused-MoE layer, is answered by a profile
+only). Callers (the forward
 op list, `speedplan predict ops`) never know or care which it was, except to report it.
 """
 

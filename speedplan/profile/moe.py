@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from speedplan.profile.dense import EXTRAPOLATED, INTERPOLATED, MEASURED, NONE
+from speedplan.profile.dense import _SNAP, EXTRAPOLATED, INTERPOLATED, MEASURED, NONE
 from speedplan.specs.hardware import Hardware
-
-_SNAP = 1e-9
 
 
 class MoeTable:
     """Fused-MoE latency series, one per (hidden, inter, experts, topk, tp, ep, dtype);
     only the "balanced" routing rows are used."""
 
-    def __init__(self, rows: dict, hw: Hardware):
-        self.hw = hw
+    def __init__(self, rows: dict, hw: Hardware):  # hw: the builders' common signature; latency needs no SOL
         keep = rows["distribution"] == "balanced"
         keys = ("hidden", "inter", "experts", "topk", "tp", "ep")
         self.series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
@@ -41,10 +38,6 @@ class MoeTable:
                 s = (cols == key).all(axis=1)
                 order = np.argsort(tokens[s])
                 self.series[(*map(int, key), str(dtype))] = (np.log(tokens[s][order]), latency[s][order])
-
-    def keys(self) -> list[tuple]:
-        """(hidden, inter, experts, topk, tp, ep, dtype) of every measured series."""
-        return sorted(self.series)
 
     def lookup(self, tokens, hidden: int, inter: int, experts: int, topk: int, tp: int, ep: int,
                dtype: str) -> tuple[np.ndarray, np.ndarray]:

@@ -33,7 +33,6 @@ TABLES = {
     "floors": {"op": "str", "graph": "bool01", "dtype": "dtype", "latency_us": "pos"},
 }
 REQUIRED_TABLES = ("gemm",)
-UNUSED_TABLES: tuple[str, ...] = ()  # families a profile may hold that load does not read
 
 
 def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
@@ -79,14 +78,13 @@ def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
     return out
 
 
-def read_tables(path: Path, skip=UNUSED_TABLES) -> dict[str, dict[str, np.ndarray]]:
-    """Every family's table present in profile folder `path` (gemm.csv is required), except
-    those in `skip`."""
+def read_tables(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """Every family's table present in profile folder `path` (gemm.csv is required)."""
     for name in REQUIRED_TABLES:
         if not (path / f"{name}.csv").exists():
             raise SpeedplanInputError(f"{path / f'{name}.csv'}: missing (incomplete profile)")
     return {name: read_table(path / f"{name}.csv", spec) for name, spec in TABLES.items()
-            if name not in skip and (path / f"{name}.csv").exists()}
+            if (path / f"{name}.csv").exists()}
 
 
 def read_meta(path: Path) -> dict:
