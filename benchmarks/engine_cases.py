@@ -47,6 +47,17 @@ ASSUMED = {
     },
 }
 
+# Server settings a source's benchmark script fixes, read from the script itself. SpecForge's
+# benchmarks/bench_eagle3.py (launch_sglang_server, SpecForge commit 1d666725eff3) launches each
+# SGLang server with --max-running-requests and --cuda-graph-max-bs equal to the batch size, so a
+# speculative step runs every request of the batch, not SGLang's default 48.
+RUNS_WHOLE_BATCH = {
+    "Tencent/AngelSlim issue #163 (Qwen3-30B-A3B EAGLE3 reproduction)":
+        "benchmark via SpecForge code (bench_eagle3.py sets --max-running-requests to the batch size)",
+    "SpecForge issue #339 (Qwen3-30B-A3B EAGLE3 throughput degradation)":
+        "SpecForge bench_eagle3.py (it sets --max-running-requests to the batch size)",
+}
+
 
 @dataclass
 class Case:
@@ -66,6 +77,7 @@ class Case:
     acceptance_length: float | None
     sweep: str  # groups rows of one source and setting that vary only B and D
     assumed: str = ""  # what the source did not state and was assumed (ASSUMED)
+    max_running: int | None = None  # the server's --max-running-requests (RUNS_WHOLE_BATCH), else the default
 
 
 def _num(x) -> float | None:
@@ -84,6 +96,11 @@ def _context(text) -> int:
     scale = 1024 if "K" in str(text).upper() else 1
     isl, osl = float(m.group(1)) * scale, float(m.group(2)) * scale
     return int(isl + osl / 2)
+
+
+def _max_running(r, batch: float) -> int | None:
+    """The running-request cap the source's server ran with, where its script fixes one."""
+    return int(batch) if str(r.source) in RUNS_WHOLE_BATCH else None
 
 
 def _mechanism(r, draft_len: int) -> tuple[str | None, int | None, str]:
@@ -127,7 +144,8 @@ def _plain_cases(r, i: int, engine: str, gpu: str, model: str, tp: float, assume
         if value is not None and (quantity == "tpot_ms" or batch == 1):
             out.append(Case(engine, str(r.source), i, model, gpu, int(tp), "none", int(batch), 0, None,
                             _context(r.context_or_isl_osl), quantity, value, None,
-                            f"{r.source} | {model} {gpu} TP{int(tp)} none", "; ".join(assumed)))
+                            f"{r.source} | {model} {gpu} TP{int(tp)} none", "; ".join(assumed),
+                            _max_running(r, batch)))
     return out
 
 
@@ -183,7 +201,8 @@ def load_cases(path: Path = CASES) -> tuple[list[Case], list[tuple[int, str, str
             continue
         sweep = f"{r.source} | {model} {gpu} TP{int(tp)} {mech}"
         cases.append(Case(engine, str(r.source), i, model, gpu, int(tp), mech, int(batch), draft_len, nodes,
-                          _context(r.context_or_isl_osl), "speedup", speedup, al, sweep, "; ".join(assumed)))
+                          _context(r.context_or_isl_osl), "speedup", speedup, al, sweep, "; ".join(assumed),
+                          _max_running(r, batch)))
     return cases + list(plain.values()), skipped
 
 
@@ -201,6 +220,6 @@ def as_pairs(cases: list[Case]):
         setting = Setting(get_model(c.model), cost, c.tp, f"{c.model} on {c.hardware}, TP={c.tp}")
         where = f"{CASES.name} line {c.row + 2} ({c.source}{'; assumed: ' + c.assumed if c.assumed else ''})"
         m = Measurement(c.mechanism, c.batch, c.draft_len, c.context, c.quantity, c.value, c.acceptance_length,
-                        where, c.tree_nodes)
+                        where, c.tree_nodes, c.max_running)
         pairs.append((m, setting))
     return pairs

@@ -58,6 +58,7 @@ class Priced:
     quantity: np.ndarray
     measured: np.ndarray
     running: np.ndarray  # requests each row's step runs (its batch, or the engine's speculative cap)
+    plain_running: np.ndarray  # requests the same engine's plain step runs at the row's batch
 
 
 def _stack(parts: list[StepParts]) -> StepParts:
@@ -66,19 +67,23 @@ def _stack(parts: list[StepParts]) -> StepParts:
 
 def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.0) -> Priced:
     """Price each measurement's verify, draft and plain forward passes with its setting's cost
-    model; a speculative row above the engine's cap (`spec_max_running`, 0 = none) is priced
-    at the cap's requests."""
-    steps, plains, al, running = [], [], [], []
+    model. A step runs min(batch, cap) requests: the cap a row states (`max_running`, the
+    server's --max-running-requests) for plain and speculative steps, else the engine's
+    speculative cap (`spec_max_running`, 0 = none) for speculative steps only."""
+    steps, plains, al, running, plain_running = [], [], [], [], []
     for m, s in pairs:
         b, d, ctx = np.array([float(m.batch)]), np.array([float(m.draft_len)]), np.array([float(m.context)])
-        plain = plain_parts(s.cost, s.target, b, forward_cost(s.cost, s.target, b, 1, ctx, s.tp))
+        cap = float(m.max_running) if m.max_running else spec_max_running
+        plain_b = np.minimum(b, float(m.max_running)) if m.max_running else b
+        plain = plain_parts(s.cost, s.target, plain_b, forward_cost(s.cost, s.target, plain_b, 1, ctx, s.tp))
         plains.append(plain)
+        plain_running.append(float(plain_b[0]))
         if m.mechanism == "none":
             steps.append(plain)
             al.append(1.0)
-            running.append(float(m.batch))
+            running.append(float(plain_b[0]))
             continue
-        b = running_requests(b, True, spec_max_running)
+        b = running_requests(b, True, cap)
         running.append(float(b[0]))
         try:
             mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
@@ -93,7 +98,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     rows = [m for m, _ in pairs]
     return Priced(rows, [s for _, s in pairs], _stack(steps), _stack(plains),
                   np.array([float(m.batch) for m in rows]), np.array(al), np.array([m.quantity for m in rows]),
-                  np.array([m.value for m in rows]), np.array(running))
+                  np.array([m.value for m in rows]), np.array(running), np.array(plain_running))
 
 
 def predict(values: dict, priced: Priced) -> np.ndarray:
@@ -105,7 +110,7 @@ def predict(values: dict, priced: Priced) -> np.ndarray:
     run = priced.running
     return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s", q == "speedup", q == "verify_ms",
                       q == "draft_ms"],
-                     [step * 1e3, step / al * 1e3, run * al / step, (run * al / step) / (priced.batch / plain),
+                     [step * 1e3, step / al * 1e3, run * al / step, (run * al / step) / (priced.plain_running / plain),
                       cost.verify_s * 1e3, cost.draft_s * 1e3])
 
 

@@ -53,6 +53,20 @@ def test_sglang_bench_speculative_lines(tmp_path):
     assert plain.mechanism == "none" and plain.value == pytest.approx(7.1) and plain.quantity == "step_ms"
     assert chain.mechanism == "eagle3" and chain.draft_len == 3 and chain.acceptance_length == 2.6
     assert tree.mechanism == "eagle-tree:topk=4" and tree.tree_nodes == 15
+    # the script launches each server with --max-running-requests equal to the batch size
+    assert {m.max_running for m in (plain, chain, tree)} == {4}
+
+
+def test_a_csv_may_state_the_servers_running_request_cap(tmp_path):
+    f = tmp_path / "runs.csv"
+    f.write_text("mechanism,batch,draft_len,context,speedup,acceptance_length,max_running_requests\n"
+                 "eagle3,64,3,1024,1.2,2.5,64\neagle3,32,3,1024,1.3,2.5,\n")
+    capped, default = read_measurements(f)
+    assert capped.max_running == 64 and default.max_running is None
+    f.write_text("mechanism,batch,draft_len,context,speedup,acceptance_length,max_running_requests\n"
+                 "eagle3,64,3,1024,1.2,2.5,0\n")
+    with pytest.raises(SpeedplanInputError, match=r"runs.csv:2: field 'max_running_requests' must be in 1\.\.65536"):
+        read_measurements(f)
 
 
 def test_sglang_line_missing_a_field_names_it(tmp_path):

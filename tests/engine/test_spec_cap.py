@@ -57,6 +57,35 @@ def test_calibration_prices_a_measurement_above_the_cap_at_the_cap():
     assert free[1] > capped[1]
 
 
+def test_a_row_that_states_its_servers_cap_is_priced_at_that_cap_not_the_engines_default():
+    """SGLang's bench_speculative.py and SpecForge's bench_eagle3.py launch the server with
+    --max-running-requests equal to the batch: B = 64 then runs 64 speculative requests."""
+    setting = Setting(get_model("llama-3.1-8b"), load_cost_model("h100-sxm"), 1, "8b")
+    values = get_engine("sglang").values()
+
+    def one(max_running, quantity="speedup", mechanism="eagle3"):
+        m = Measurement(mechanism, 64, 3 if mechanism != "none" else 0, 1024, quantity, 1.0,
+                        2.5 if mechanism != "none" else None, "row", max_running=max_running)
+        priced = price([(m, setting)], 48)
+        return priced, predict(values, priced)[0]
+
+    default, default_speedup = one(None)
+    whole, whole_speedup = one(64)
+    assert default.running[0] == 48 and default.plain_running[0] == 64
+    assert whole.running[0] == 64 and whole.plain_running[0] == 64
+    assert whole_speedup == pytest.approx(predict(values, price([(whole.rows[0], setting)], 0))[0])
+    assert whole_speedup > default_speedup
+    # a cap below the batch holds plain steps too: both run 32, so the speedup is the cap's
+    low, low_speedup = one(32)
+    assert low.running[0] == 32 and low.plain_running[0] == 32
+    at32 = Measurement("eagle3", 32, 3, 1024, "speedup", 1.0, 2.5, "row32", max_running=32)
+    assert low_speedup == pytest.approx(predict(values, price([(at32, setting)], 48))[0])
+    plain, plain_tps = one(32, "tokens_per_s", "none")
+    assert plain.running[0] == 32
+    at32_plain = Measurement("none", 32, 0, 1024, "tokens_per_s", 1.0, None, "p32")
+    assert plain_tps == pytest.approx(predict(values, price([(at32_plain, setting)], 48))[0])
+
+
 def test_a_profile_written_before_the_cap_existed_loads_without_one():
     data = json.loads(json.dumps(get_engine("vllm").to_json()))
     del data["terms"]["spec_max_running"]

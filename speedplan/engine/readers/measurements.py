@@ -10,7 +10,10 @@ Field names were checked in the engines' own sources (docs/calibration.md cites 
   written as top-level keys, which is how a run says its mechanism and draft length.
 - SGLang `scripts/playground/bench_speculative.py`: one JSON object per line with `batch_size`,
   `steps`, `topk`, `num_draft_tokens`, `acc_length`, `step_time` (seconds per decode step,
-  20th percentile), `speed` (tokens/s per request).
+  20th percentile), `speed` (tokens/s per request). The script launches each server with
+  `--max-running-requests` and `--cuda-graph-max-bs` equal to the batch size (sglang commit
+  01d2a3d0d57b, `main`), so its rows run every request of the batch: speculative steps are not
+  capped at SGLang's default 48.
 """
 
 from __future__ import annotations
@@ -37,7 +40,10 @@ class Measurement:
     (the target's forward pass, its kernels and launches) and "draft_ms" (the drafting: its
     kernels, sampler, launches and host loop; speculative rows only). `mechanism` is "none" or a speedplan mechanism spec
     (e.g. "eagle3", "eagle-tree:topk=4", "draft-model:llama-3.2-1b"); `tree_nodes` is a tree's
-    verified draft nodes N. `where` says which file and row it came from."""
+    verified draft nodes N. `where` says which file and row it came from. `max_running` is the
+    engine's cap on running requests the run was launched with (SGLang --max-running-requests,
+    vLLM --max-num-seqs; a step runs min(batch, max_running) requests); None: the engine
+    profile's default (`spec_max_running` for speculative steps, no cap for plain ones)."""
 
     mechanism: str
     batch: int
@@ -48,9 +54,13 @@ class Measurement:
     acceptance_length: float | None
     where: str
     tree_nodes: int | None = None
+    max_running: int | None = None
 
     def __post_init__(self) -> None:
         speculative = self.mechanism != "none"
+        if self.max_running is not None and not 1 <= self.max_running <= 65536:
+            raise SpeedplanInputError(f"{self.where}: field 'max_running_requests' must be in 1..65536, "
+                                      f"got {self.max_running}")
         if self.quantity not in QUANTITIES:
             raise SpeedplanInputError(f"{self.where}: quantity must be one of {', '.join(QUANTITIES)}")
         if not (math.isfinite(self.value) and self.value > 0):
@@ -103,7 +113,7 @@ def _no_acceptance(mechanism: str, draft_len: int) -> None:
 def read_csv(path: Path, acceptance=_no_acceptance) -> list[Measurement]:
     """Columns mechanism, batch, draft_len, context, one of tpot_ms/step_ms/tokens_per_s/speedup,
     acceptance_length for speculative rows (else `acceptance(mechanism, draft_len)`), optional
-    tree_nodes."""
+    tree_nodes and max_running_requests (the cap the server ran with; empty = the engine's default)."""
     try:
         with Path(path).open(newline="") as f:
             reader = csv.DictReader(f)
@@ -136,13 +146,15 @@ def read_csv(path: Path, acceptance=_no_acceptance) -> list[Measurement]:
             mechanism=mech, batch=_number(row, "batch", where, True), draft_len=draft_len,
             context=_number(row, "context", where, True), quantity=quantities[0],
             value=_number(row, quantities[0], where), acceptance_length=al,
-            where=where, tree_nodes=_number(row, "tree_nodes", where, True, required=False)))
+            where=where, tree_nodes=_number(row, "tree_nodes", where, True, required=False),
+            max_running=_number(row, "max_running_requests", where, True, required=False)))
     return out
 
 
 def read_vllm_bench(path: Path, data, acceptance=_no_acceptance) -> list[Measurement]:
     """One `vllm bench serve --save-result` run (or several, with --append-result). The run's
-    mechanism and draft length come from `--metadata mechanism=NAME draft_len=K [context=L]`."""
+    mechanism and draft length come from `--metadata mechanism=NAME draft_len=K [context=L]
+    [max_running_requests=N]` (the last: the server's --max-num-seqs, where it capped the batch)."""
     runs = data if isinstance(data, list) else [data]
     out = []
     for i, run in enumerate(runs, start=1):
@@ -166,7 +178,8 @@ def read_vllm_bench(path: Path, data, acceptance=_no_acceptance) -> list[Measure
             mechanism=mech, batch=_number(run, "max_concurrency", where, True), draft_len=draft_len,
             context=_number(run, "context", where, True, required=False) or DEFAULT_CONTEXT,
             quantity="tokens_per_s", value=_number(run, "output_throughput", where),
-            acceptance_length=al if mech != "none" else None, where=where))
+            acceptance_length=al if mech != "none" else None, where=where,
+            max_running=_number(run, "max_running_requests", where, True, required=False)))
     return out
 
 
@@ -197,7 +210,8 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
             mechanism=mech, batch=_number(rec, "batch_size", where, True), draft_len=steps,
             context=_number(rec, "context", where, True, required=False) or DEFAULT_CONTEXT,
             quantity="step_ms", value=_number(rec, "step_time", where) * 1e3,
-            acceptance_length=_number(rec, "acc_length", where) if steps else None, where=where, tree_nodes=nodes))
+            acceptance_length=_number(rec, "acc_length", where) if steps else None, where=where, tree_nodes=nodes,
+            max_running=_number(rec, "batch_size", where, True)))
     return out
 
 
