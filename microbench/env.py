@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it (a VM may mask it: "AMD EPYC")."""
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):
@@ -16,6 +17,48 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_id() -> dict:
+    """Vendor, family and model numbers of the CPU (/proc/cpuinfo), which tell apart
+    generations a masked model name does not (AMD EPYC family 25 is Zen 3/4, 26 is Zen 5);
+    {} where they are not known."""
+    fields = {"vendor_id": "vendor", "cpu family": "family", "model": "model"}
+    out: dict = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in fields and fields[key] not in out:
+                value = value.strip()
+                out[fields[key]] = int(value) if value.isdigit() else value
+            if not line.strip() and out:
+                break
+    except OSError:
+        return {}
+    return out if len(out) == 3 else {}
+
+
+def this_cpu() -> dict:
+    """This machine's CPU as a profile's meta.json records it: device_name and cpu_id."""
+    ident = cpu_id()
+    return {"device_name": cpu_name(), **({"cpu_id": ident} if ident else {})}
+
+
+def same_cpu(meta: dict, here: dict) -> bool:
+    """Whether a profile's meta.json was measured on the CPU `here` (this_cpu()): the same name,
+    and the same family and model where both record them (profiles before 2026-12-02 do not)."""
+    if meta.get("device_name") != here.get("device_name"):
+        return False
+    a, b = meta.get("cpu_id"), here.get("cpu_id")
+    return not (a and b) or (a.get("family"), a.get("model")) == (b.get("family"), b.get("model"))
+
+
+def describe_cpu(meta: dict) -> str:
+    """ "AMD EPYC (family 26, model 2)", or the bare name where no cpu_id is recorded."""
+    ident = meta.get("cpu_id") or {}
+    name = str(meta.get("device_name"))
+    return f"{name} (family {ident['family']}, model {ident['model']})" if "family" in ident else name
 
 
 def _cpu_mhz() -> list[float]:
@@ -57,7 +100,7 @@ def provenance(device: str, threads: int | None) -> dict:
         info.update(device_name=props.name, compute_capability=f"{props.major}.{props.minor}",
                     memory_bytes=props.total_memory, clocks=_nvidia_smi())
     else:
-        info.update(device_name=_cpu_name(), clocks={"cpu_mhz": _cpu_mhz()},
+        info.update(**this_cpu(), clocks={"cpu_mhz": _cpu_mhz()},
                     threads=threads or torch.get_num_threads(),
                     torch_parallel_info=torch.__config__.parallel_info().splitlines()[:6])
     info["versions"] = versions

@@ -122,44 +122,47 @@ def profile_for_this_cpu(hardware: str) -> tuple[str, str | None]:
     measured on this one (cpu-local-xeon, ...), with a line saying so. Returns (name, line)."""
     import json
 
-    from microbench.env import _cpu_name
+    from microbench.env import describe_cpu, same_cpu, this_cpu
     from speedplan.cost.ops import PROFILE_DIR
 
     if hardware != "cpu-local":
         return hardware, None
-    here = _cpu_name()
+    here = this_cpu()
 
-    def measured_on(folder: Path) -> tuple[str | None, str | None]:
+    def meta_of(folder: Path) -> dict:
         try:
             meta = json.loads((folder / "meta.json").read_text())
         except (OSError, ValueError):
-            return None, None
-        return meta.get("device_name"), meta.get("hardware_preset")
+            return {}
+        return meta if isinstance(meta, dict) else {}
 
-    if measured_on(PROFILE_DIR / hardware)[0] == here:
+    if same_cpu(meta_of(PROFILE_DIR / hardware), here):
         return hardware, None
     for folder in sorted(PROFILE_DIR.iterdir()):
-        if folder.name != hardware and measured_on(folder) == (here, "cpu-local"):
-            return folder.name, f"pricing with profile {folder.name}: measured on this CPU ({here}); cpu-local was not"
+        meta = meta_of(folder)
+        if folder.name != hardware and meta.get("hardware_preset") == "cpu-local" and same_cpu(meta, here):
+            return folder.name, (f"pricing with profile {folder.name}: measured on this CPU ({describe_cpu(here)}); "
+                                 f"cpu-local was not")
     return hardware, None
 
 
 def machine_check(cost) -> dict:
     """This machine's CPU and the one the profile was measured on (its meta.json), and a
-    warning when they differ: kernel times do not carry from one CPU to another (the shipped
-    cpu-local profile, measured on an AMD EPYC, priced an Intel Xeon's GEMMs at M = 128
-    1.3-1.5x their time on 2026-12-02 and 0.9-1.1x at M = 1; engine terms absorb part of it)."""
-    from microbench.env import _cpu_name
+    warning when they differ: kernel times do not carry from one CPU to another (the cpu-local
+    profile of 2026-11-29, measured on an AMD EPYC, priced an Intel Xeon's GEMMs at M = 128
+    1.3-1.5x their time on 2026-12-02 and 0.9-1.1x at M = 1, and an AMD EPYC of family 26's at
+    about 1.5x and 1.05x; engine terms absorb part of it)."""
+    from microbench.env import describe_cpu, same_cpu, this_cpu
 
-    here = _cpu_name()
+    here = this_cpu()
     meta = getattr(getattr(cost, "profile", None), "meta", None) or {}
-    there = meta.get("device_name")
+    there = describe_cpu(meta) if meta.get("device_name") else None
     warning = None
-    if there and there != here:
-        warning = (f"warning: the profile was measured on {there!r}, this machine is {here!r}; for a profile of "
-                   f"this CPU run `speedplan bench --device cpu --grid quick --out profiles/this-cpu` and pass "
-                   f"--hardware profiles/this-cpu")
-    return {"cpu": here, "profile_cpu": there, "warning": warning}
+    if there and not same_cpu(meta, here):
+        warning = (f"warning: the profile was measured on {there!r}, this machine is {describe_cpu(here)!r}; for a "
+                   f"profile of this CPU run `speedplan bench --device cpu --grid quick --out profiles/this-cpu` and "
+                   f"pass --hardware profiles/this-cpu")
+    return {"cpu": describe_cpu(here), "profile_cpu": there, "warning": warning}
 
 
 def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", progress=None) -> tuple[pd.DataFrame, dict]:

@@ -144,16 +144,48 @@ def test_a_profile_from_another_cpu_is_named_in_a_warning():
     was measured on when it is not this one, and records both in summary.json."""
     from types import SimpleNamespace
 
-    from microbench.env import _cpu_name
+    from microbench.env import describe_cpu, this_cpu
     from speedplan.validate.run import machine_check
 
     other = SimpleNamespace(profile=SimpleNamespace(meta={"device_name": "Some Other CPU 9000"}))
     check = machine_check(other)
-    assert check["cpu"] == _cpu_name() and check["profile_cpu"] == "Some Other CPU 9000"
+    assert check["cpu"] == describe_cpu(this_cpu()) and check["profile_cpu"] == "Some Other CPU 9000"
     assert "Some Other CPU 9000" in check["warning"] and "speedplan bench --device cpu" in check["warning"]
-    same = SimpleNamespace(profile=SimpleNamespace(meta={"device_name": _cpu_name()}))
+    same = SimpleNamespace(profile=SimpleNamespace(meta=this_cpu()))
     assert machine_check(same)["warning"] is None
     assert machine_check(SimpleNamespace(profile=None))["warning"] is None  # a roofline preset: nothing to compare
+    # a profile from before cpu_id was recorded matches by name alone
+    assert machine_check(SimpleNamespace(profile=SimpleNamespace(meta={"device_name": this_cpu()["device_name"]})))[
+        "warning"] is None
+
+
+def test_a_masked_cpu_name_is_told_apart_by_family_and_model(monkeypatch):
+    """A VM shows every EPYC as "AMD EPYC": a profile of family 25 is not one of family 26."""
+    from types import SimpleNamespace
+
+    import microbench.env
+    from microbench.env import same_cpu
+    from speedplan.validate.run import machine_check
+
+    zen5 = {"device_name": "AMD EPYC", "cpu_id": {"vendor": "AuthenticAMD", "family": 26, "model": 2}}
+    zen4 = {"device_name": "AMD EPYC", "cpu_id": {"vendor": "AuthenticAMD", "family": 25, "model": 17}}
+    assert same_cpu(zen5, zen5) and not same_cpu(zen4, zen5) and same_cpu({"device_name": "AMD EPYC"}, zen5)
+    monkeypatch.setattr(microbench.env, "this_cpu", lambda: zen5)
+    check = machine_check(SimpleNamespace(profile=SimpleNamespace(meta=zen4)))
+    assert "family 25, model 17" in check["warning"] and "family 26, model 2" in check["warning"]
+    assert check["cpu"] == "AMD EPYC (family 26, model 2)"
+
+
+def test_this_machines_cpu_id_is_read_from_proc_cpuinfo():
+    from pathlib import Path
+
+    from microbench.env import cpu_id
+
+    ident = cpu_id()
+    if Path("/proc/cpuinfo").exists() and "cpu family" in Path("/proc/cpuinfo").read_text():
+        assert isinstance(ident["family"], int) and isinstance(ident["model"], int) and ident["vendor"]
+    else:
+        assert ident == {}
 
 
 def test_validate_prices_with_the_shipped_profile_of_this_cpu(tmp_path, monkeypatch):
@@ -168,13 +200,13 @@ def test_validate_prices_with_the_shipped_profile_of_this_cpu(tmp_path, monkeypa
         preset = "cpu-local" if name.startswith("cpu") else name
         (tmp_path / name / "meta.json").write_text(json.dumps({"device_name": cpu, "hardware_preset": preset}))
     monkeypatch.setattr(speedplan.cost.ops, "PROFILE_DIR", tmp_path)
-    monkeypatch.setattr(microbench.env, "_cpu_name", lambda: "Intel Xeon")
+    monkeypatch.setattr(microbench.env, "this_cpu", lambda: {"device_name": "Intel Xeon"})
     name, line = profile_for_this_cpu("cpu-local")
     assert name == "cpu-local-xeon" and "Intel Xeon" in line
     assert profile_for_this_cpu("my/profile") == ("my/profile", None)
-    monkeypatch.setattr(microbench.env, "_cpu_name", lambda: "AMD EPYC")
+    monkeypatch.setattr(microbench.env, "this_cpu", lambda: {"device_name": "AMD EPYC"})
     assert profile_for_this_cpu("cpu-local") == ("cpu-local", None)
-    monkeypatch.setattr(microbench.env, "_cpu_name", lambda: "Some ARM core")  # no profile of it: keep, warn later
+    monkeypatch.setattr(microbench.env, "this_cpu", lambda: {"device_name": "Some ARM core"})  # no profile of it: keep, warn later
     assert profile_for_this_cpu("cpu-local") == ("cpu-local", None)
 
 
