@@ -14,7 +14,8 @@ def calibrate(
     tp: int = typer.Option(1, help="Tensor-parallel size they ran at."),
     engine: str = typer.Option("vllm", help="Base engine profile (name or JSON): its values stand where the data cannot fit."),
     measurements: List[Path] = typer.Option(..., help="Repeatable: a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
-                                            "tokens_per_s|speedup|verify_ms|draft_ms,acceptance_length), a vllm bench serve --save-result JSON, "
+                                            "tokens_per_s|speedup|verify_ms|draft_ms,acceptance_length; optional tree_nodes, "
+                                            "max_running_requests), a vllm bench serve --save-result JSON, "
                                             "SGLang bench_speculative.py output, or a vLLM /metrics scrape (text) giving the "
                                             "acceptance of rows that state none."),
     out: Path = typer.Option(..., help="Engine profile JSON to write (use it with speedplan sweep --engine FILE)."),
