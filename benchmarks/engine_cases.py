@@ -51,12 +51,10 @@ ASSUMED = {
 # benchmarks/bench_eagle3.py (launch_sglang_server, SpecForge commit 1d666725eff3) launches each
 # SGLang server with --max-running-requests and --cuda-graph-max-bs equal to the batch size, so a
 # speculative step runs every request of the batch, not SGLang's default 48.
-RUNS_WHOLE_BATCH = {
-    "Tencent/AngelSlim issue #163 (Qwen3-30B-A3B EAGLE3 reproduction)":
-        "benchmark via SpecForge code (bench_eagle3.py sets --max-running-requests to the batch size)",
-    "SpecForge issue #339 (Qwen3-30B-A3B EAGLE3 throughput degradation)":
-        "SpecForge bench_eagle3.py (it sets --max-running-requests to the batch size)",
-}
+RUNS_WHOLE_BATCH = frozenset({
+    "Tencent/AngelSlim issue #163 (Qwen3-30B-A3B EAGLE3 reproduction)",  # "benchmark via SpecForge code"
+    "SpecForge issue #339 (Qwen3-30B-A3B EAGLE3 throughput degradation)",  # "SpecForge bench_eagle3.py"
+})
 
 
 @dataclass

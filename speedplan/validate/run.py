@@ -54,7 +54,7 @@ from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
 from speedplan.engine.calibrate import Setting
-from speedplan.validate.timing import paired_ratio, points_to_confirm, timed_rounds  # noqa: F401
+from speedplan.validate.timing import measured_ratio, points_to_confirm, timed_rounds
 from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
                                             calibration_runs, fit_runtime, interleave, predicted_parts, spread)
 
@@ -222,20 +222,18 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     # ---- 4. time each batch's pick and measured best again (points_to_confirm) -------
     label_of = {m.name: m.label for m in mechs}
 
-    def pred_row(name: str, batch: int, d: int):
-        label = label_of.get(name, name)
+    def pred_row(label: str, batch: int, d: int):
         return pred[(pred.mechanism == label) & (pred.batch == batch) & (pred.draft_len == d)].iloc[0]
 
     def measured_speedup(item) -> float:
         if item[0] == "none":
             return 1.0
         first, _, seconds = timed_all[("evaluation", *item)]
-        pairs = paired.get(item)
         base = min(timed_all[("evaluation", "none", item[1], 0)][2])
-        ratio = paired_ratio(pairs, seconds)[0] if pairs else base / min(seconds)
-        return first.acceptance_length * ratio
+        return first.acceptance_length * measured_ratio(paired.get(item), seconds, base)[0]
 
-    picks = {b: max((x for x in eval_plan if x[1] == b), key=lambda x: float(pred_row(*x).tokens_per_s_per_gpu))
+    picks = {b: max((x for x in eval_plan if x[1] == b),
+                    key=lambda x: float(pred_row(label_of.get(x[0], x[0]), *x[1:]).tokens_per_s_per_gpu))
              for b in grid.batches}
     confirmed: set = set()
     for _ in range(grid.confirm_passes):
@@ -265,9 +263,9 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         # drifts by tens of percent over minutes), in the round whose pair ran fastest; without
         # pairing, against the batch's one plain point
         pairs = paired.get((label, batch, d))
-        plain_ratio, pair_round = paired_ratio(pairs, seconds) if pairs else (base_meas[batch] / min(seconds), None)
+        plain_ratio, pair_round = measured_ratio(pairs, seconds, base_meas[batch])
         t_step = min(seconds)
-        p = pred[(pred.mechanism == label) & (pred.batch == batch) & (pred.draft_len == d)].iloc[0]
+        p = pred_row(label, batch, d)
         pred_verify, pred_draft = float(verify_s[i]), float(draft_s[i])
         al = first.acceptance_length
         rows.append({

@@ -21,6 +21,13 @@ def paired_ratio(plain_s: list[float], spec_s: list[float]) -> tuple[float, int]
     return float(plain_s[r] / spec_s[r]), r
 
 
+def measured_ratio(plain_s: list[float] | None, spec_s: list[float], plain_base_s: float) -> tuple[float, int | None]:
+    """A speculative point's plain step time over its own (its speedup per accepted token) and the
+    round it came from: `paired_ratio` where plain runs were paired with it, else the batch's one
+    plain step time (`plain_base_s`) over the point's fastest round (round None)."""
+    return paired_ratio(plain_s, spec_s) if plain_s else (plain_base_s / min(spec_s), None)
+
+
 def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describe=str) -> list[tuple]:
     """Run `measure(item) -> (result, seconds)` for every item of `plan` in `rounds` rounds, round
     r in the plan's order rotated by r/rounds of its length. Per item: (first round's result,

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from speedplan.validate.calibration import attended_context, attended_measured, spread
-from speedplan.validate.run import summarize, timed_rounds
+from speedplan.validate.run import summarize
+from speedplan.validate.timing import timed_rounds
 
 pytest.importorskip("torch")
 
@@ -112,7 +113,7 @@ def test_validate_quick_end_to_end(cli, tmp_path):
 def test_each_batchs_pick_and_measured_best_are_timed_again_until_the_best_was():
     """The winner's curse: the highest of many noisy speedups is biased up, so the point that
     measured best and the planner's pick are timed again before regret is read."""
-    from speedplan.validate.run import points_to_confirm
+    from speedplan.validate.timing import points_to_confirm
 
     speedup = {("none", 1, 0): 1.0, ("ngram", 1, 7): 1.40, ("ngram", 1, 6): 1.05, ("eagle-tree", 1, 1): 1.01,
                ("none", 2, 0): 1.0, ("eagle", 2, 1): 1.2, ("eagle", 2, 2): 1.1}
@@ -238,7 +239,7 @@ def test_a_speedup_takes_the_round_whose_pair_ran_fastest():
     """Plain decoding 72 ms a step, the speculative point 95 ms; in round 1 the plain run was
     slowed to 113 ms (another process). Averaging the rounds' ratios gives 0.95 (plain step
     time over speculative step time); the undisturbed round gives 0.76."""
-    from speedplan.validate.run import paired_ratio
+    from speedplan.validate.timing import measured_ratio, paired_ratio
 
     ratio, r = paired_ratio([0.113, 0.072], [0.099, 0.095])
     assert r == 1 and ratio == pytest.approx(0.072 / 0.095)
@@ -246,3 +247,6 @@ def test_a_speedup_takes_the_round_whose_pair_ran_fastest():
     # a slow spell over a whole pair cancels in the ratio; either round then gives the same
     ratio, r = paired_ratio([0.108, 0.072], [0.1425, 0.095])
     assert r == 1 and ratio == pytest.approx(0.072 / 0.095)
+    # unpaired: the batch's one plain step over the point's fastest round
+    assert measured_ratio(None, [0.110, 0.095], 0.072) == (pytest.approx(0.072 / 0.095), None)
+    assert measured_ratio([0.113, 0.072], [0.099, 0.095], 0.5) == (pytest.approx(0.072 / 0.095), 1)
