@@ -41,6 +41,9 @@ def validate(
     typer.echo(f"step time error: median {pct(summary['step_time_median_error'])}, p90 {pct(summary['step_time_p90_error'])}")
     typer.echo(f"AL error: median {pct(summary['al_median_error'])}; speedup error: median {pct(summary['speedup_median_error'])}")
     typer.echo(f"max regret: {pct(summary['max_regret'])}  ({summary['points']} points, {summary['wall_s']} s)")
+    typer.echo(f"machine noise: a point's first two rounds {pct(summary['round_spread_median'])} apart (median); "
+               f"{summary['settled_again']} timed again until two rounds agreed within "
+               f"{pct(summary['grid']['settle_tolerance'])}, {pct(summary['settle_spread_median'])} apart after")
     typer.echo(f"report: {out / 'report.html'}")
 
 

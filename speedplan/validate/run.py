@@ -16,7 +16,8 @@ the same machine (DESIGN.md, "Validation protocol").
    minutes at a time (other tenants), and slowing is all it does: so every point is timed in
    `rounds` rounds, the second in an order rotated by half the plan (a point's two timings are
    minutes apart), and the faster round is kept (`round_spread` says how far apart they were;
-   `meas_t_step_first` is the first round alone). A point's prompts are spread evenly through
+   `meas_t_step_first` is the first round alone). A point whose two fastest rounds differ by
+   more than `settle_tolerance` is timed in more rounds, up to `max_timings` (`settle_rounds`). A point's prompts are spread evenly through
    the split (`spread`), not its first few. Greedy decoding makes the rounds' tokens
    identical, so AL comes from the first. A measured speedup divides by plain decoding timed
    right before the point at the same batch and on the same prompts, in each round
@@ -54,7 +55,7 @@ from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
 from speedplan.engine.calibrate import Setting
-from speedplan.validate.timing import measured_ratio, points_to_confirm, timed_rounds
+from speedplan.validate.timing import measured_ratio, points_to_confirm, settle_rounds, settle_spread, timed_rounds
 from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
                                             calibration_runs, fit_runtime, interleave, predicted_parts, spread)
 
@@ -76,6 +77,8 @@ class ValidationGrid:
     rounds: int = 2  # timings per point; the fastest is kept (the VM only ever slows down)
     paired_plain: bool = True  # time plain decoding at the same batch right before every speculative point
     confirm_passes: int = 3  # passes re-timing each batch's pick and measured best (`points_to_confirm`); 0 = none
+    settle_tolerance: float = 0.05  # time a point again while its two fastest rounds differ by more (`settle_rounds`)
+    max_timings: int = 3  # ... up to this many timings a point (rounds included); <= rounds: never
 
     def tree_nodes(self, depth: int) -> int:
         """Nodes verified by the runtime's tree at this depth (root excluded)."""
@@ -200,7 +203,10 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
                 if item[0] == "calibration" else f"{item[1]} B={item[2]} D={item[3]}")
 
     plan = interleave([("evaluation", *x) for x in eval_plan], [("calibration", *x) for x in cal_plan])
-    timed_all = dict(zip(plan, timed_rounds(plan, measure, grid.rounds, say, describe)))
+    timed_list = timed_rounds(plan, measure, grid.rounds, say, describe)
+    timed_list = settle_rounds(plan, timed_list, measure, grid.settle_tolerance, grid.max_timings, say, describe)
+    timed_all = dict(zip(plan, timed_list))
+    settled_again = sum(len(ts) > grid.rounds for _, _, ts in timed_list)  # points `settle_rounds` timed again
     cal_timed = [timed_all[("calibration", *x)] for x in cal_plan]
 
     # ---- 3. calibrate on the calibration runs, then predict -------------------------
@@ -276,7 +282,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
             "pred_t_overhead": float(p.t_step_s) - pred_verify - pred_draft,
             "meas_t_overhead": (_full_batch_mean(res.steps, batch, "t_overhead_s")
                                 + _full_batch_mean(res.steps, batch, "t_accept_s")),
-            "round_spread": max(seconds) / t_step - 1.0, "meas_t_step_first": seconds[0],
+            "round_spread": max(seconds[:grid.rounds]) / min(seconds[:grid.rounds]) - 1.0,  # the first rounds
+            "settle_spread": settle_spread(seconds), "meas_t_step_first": seconds[0],
             "pred_acceptance_length": float(p.acceptance_length), "meas_acceptance_length": al,
             "pred_speedup": float(p.speedup), "meas_speedup": al * plain_ratio,
             "meas_t_plain_paired": float(pairs[pair_round]) if pairs else float("nan"),
@@ -298,6 +305,12 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         "timed_again": sorted([list(k) for k in timed_again]),  # points_to_confirm: two more rounds each
         "round_spread_median": float(table["round_spread"].median()),
         "round_spread_max": float(table["round_spread"].max()),
+        "settled_again": int(settled_again),  # timed again by settle_rounds (of every point and calibration run)
+        # every timing of every point (seconds per step, in the order taken) and the plain runs paired with them
+        "timings": [{"point": [label, b, d], "step_s": [round(t, 6) for t in ts],
+                     "plain_s": [round(t, 6) for t in paired.get((label, b, d), [])]}
+                    for (label, b, d), (_, _, ts) in zip(plan, timed)],
+        "settle_spread_median": float(table["settle_spread"].median()),
         "step_time_median_error_first_round": float(np.median(_err(table.pred_t_step, table.meas_t_step_first))),
         "layer_overhead_us_measured": engine.launch_us * engine.layer_launches,  # µs per layer, for speedplan.reprice
         **reprice_facts,

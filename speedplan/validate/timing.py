@@ -1,7 +1,7 @@
 """How `speedplan validate` times the runtime on a VM whose speed drifts: rounds in rotated
-order (`timed_rounds`), a speedup from the round whose plain + speculative pair ran fastest
-(`paired_ratio`), and each batch's pick and measured best timed again before regret is read
-(`points_to_confirm`). Times are seconds."""
+order (`timed_rounds`), more rounds for the points whose rounds disagree (`settle_rounds`), a
+speedup from one round's plain + speculative pair (`paired_ratio`), and each batch's pick and
+measured best timed again before regret is read (`points_to_confirm`). Times are seconds."""
 
 from __future__ import annotations
 
@@ -9,15 +9,26 @@ import numpy as np
 
 
 def paired_ratio(plain_s: list[float], spec_s: list[float]) -> tuple[float, int]:
-    """Plain step time over speculative step time (the speedup per accepted token) from the
-    round whose pair (plain run + speculative run, seconds) took least, and that round.
+    """Plain step time over speculative step time (the speedup per accepted token) from one
+    round's pair (plain run + speculative run, seconds), and that round: with one or two rounds
+    the round whose pair took least, with three or more the round whose ratio is the median
+    (of the two middle ones, the pair that took less).
 
-    The VM only ever slows down, for seconds to minutes: a pair slowed in either half shows a
-    larger sum, and its ratio is off by the slow-down. Averaging the rounds' ratios let one
-    slowed plain run inflate a speedup (2026-12-02: plain runs 72 ms a step at B = 8, one of them about 110 ms,
+    The VM slows down for seconds to minutes: a pair slowed in either half shows a larger sum,
+    and its ratio is off by the slow-down. Averaging the rounds' ratios let one slowed plain run
+    inflate a speedup (2026-12-02: plain runs 72 ms a step at B = 8, one of them about 110 ms,
     put n-gram at D = 2 at a measured 1.31x, the planner's pick 11.6% behind it; its step time
-    and a 72 ms plain run give 1.04x)."""
-    r = int(np.argmin([p + s for p, s in zip(plain_s, spec_s)]))
+    and a 72 ms plain run give 1.04x). A pair can also straddle a change of pace, its plain run
+    fast and its speculative run slow, and still take least: on 2026-12-02 at 17:00 (AMD EPYC)
+    the EAGLE tree at B = 1, D = 1 kept a pair whose plain run took 30.8 ms a step, where the
+    batch's plain runs took 34-42 ms, and measured 0.93x against a predicted 1.19x. The median
+    of three or more rounds' ratios passes over one such pair."""
+    if len(plain_s) < 3:
+        r = int(np.argmin([p + s for p, s in zip(plain_s, spec_s)]))
+        return float(plain_s[r] / spec_s[r]), r
+    order = sorted(range(len(plain_s)), key=lambda i: plain_s[i] / spec_s[i])
+    middle = order[(len(order) - 1) // 2: len(order) // 2 + 1]
+    r = min(middle, key=lambda i: plain_s[i] + spec_s[i])
     return float(plain_s[r] / spec_s[r]), r
 
 
@@ -28,10 +39,11 @@ def measured_ratio(plain_s: list[float] | None, spec_s: list[float], plain_base_
     return paired_ratio(plain_s, spec_s) if plain_s else (plain_base_s / min(spec_s), None)
 
 
-def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describe=str) -> list[tuple]:
-    """Run `measure(item) -> (result, seconds)` for every item of `plan` in `rounds` rounds, round
-    r in the plan's order rotated by r/rounds of its length. Per item: (first round's result,
-    fastest round's result, every round's seconds in plan order of rounds)."""
+def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describe=str,
+                 first_round: int = 0) -> list[tuple]:
+    """Run `measure(item, r) -> (result, seconds)` for every item of `plan` in `rounds` rounds, round
+    r in the plan's order rotated by r/rounds of its length (`measure` is told r + `first_round`).
+    Per item: (first round's result, fastest round's result, every round's seconds in order)."""
     n = len(plan)
     first: dict[int, object] = {}
     fastest: dict[int, tuple] = {}
@@ -40,7 +52,7 @@ def timed_rounds(plan: list, measure, rounds: int, say=lambda msg: None, describ
         shift = (r * n) // rounds
         for k, i in enumerate([*range(shift, n), *range(shift)], 1):
             say(f"[{k + r * n}/{n * rounds}] {describe(plan[i])}" + (f" (round {r + 1} of {rounds})" if rounds > 1 else ""))
-            res, t = measure(plan[i], r)
+            res, t = measure(plan[i], r + first_round)
             first.setdefault(i, res)
             seconds[i].append(t)
             if i not in fastest or t < fastest[i][1]:
@@ -68,3 +80,37 @@ def points_to_confirm(speedup: dict, picks: dict, confirmed: set) -> list:
             if k[2] > 0 and k not in confirmed and k not in out:
                 out.append(k)
     return out
+
+
+def settle_spread(seconds: list[float]) -> float:
+    """How far an item's second-fastest timing lies above its fastest (0.05 = 5%); 0 for one timing."""
+    fast = sorted(seconds)[:2]
+    return fast[1] / fast[0] - 1.0 if len(fast) == 2 else 0.0
+
+
+def unsettled(seconds: list[list[float]], tolerance: float) -> list[int]:
+    """Indices of the items whose two fastest timings differ by more than `tolerance` (0.05 = 5%)
+    of the fastest (`settle_spread`): their fastest may still carry a slowed spell."""
+    return [i for i, ts in enumerate(seconds) if settle_spread(ts) > tolerance]
+
+
+def settle_rounds(plan: list, timed: list[tuple], measure, tolerance: float, max_timings: int,
+                  say=lambda msg: None, describe=str) -> list[tuple]:
+    """`timed` (as `timed_rounds` returns it) with more rounds for the items not yet settled: a
+    round of every `unsettled` item, in plan order, until each item's two fastest timings agree
+    within `tolerance` or it has been timed `max_timings` times.
+
+    Why: the VM only ever slows down, so an item's fastest timing is its best estimate, and
+    two timings that agree say neither was slowed much. On 2026-12-02 (AMD EPYC) a point's two
+    rounds differed by a median of 9-11%: the faster of two still carried part of a slowed
+    spell at about half the points, and the step-time error read 5.7-7.7% (median)."""
+    timed = list(timed)
+    while True:
+        todo = [i for i in unsettled([ts for _, _, ts in timed], tolerance) if len(timed[i][2]) < max_timings]
+        if not todo:
+            return timed
+        more = timed_rounds([plan[i] for i in todo], measure, 1, say, lambda it: "settle: " + describe(it),
+                            first_round=min(len(timed[i][2]) for i in todo))
+        for i, (_, fast, seconds) in zip(todo, more):
+            first, kept, before = timed[i]
+            timed[i] = (first, fast if min(seconds) < min(before) else kept, before + seconds)

@@ -8,7 +8,7 @@ import pytest
 
 from speedplan.validate.calibration import attended_context, attended_measured, spread
 from speedplan.validate.run import summarize
-from speedplan.validate.timing import timed_rounds
+from speedplan.validate.timing import settle_rounds, settle_spread, timed_rounds
 
 pytest.importorskip("torch")
 
@@ -52,6 +52,28 @@ def test_timed_rounds_keep_the_fastest_and_rotate_the_order():
     assert [fast for _, fast, _ in out] == ["a0", "b1", "c0", "d0"]
     assert [min(ts) for _, _, ts in out] == [1.0] * 4 and out[1][2] == [2.0, 1.0]
     assert [fast for _, fast, _ in timed_rounds(["a"], lambda i, r: (r, 1.0), 1)] == [0]
+
+
+def test_points_whose_fastest_rounds_disagree_are_timed_again_until_they_agree_or_run_out():
+    """settle_rounds: a point whose two fastest timings differ by more than the tolerance gets
+    another round (told its round number, so a calibration run's first-round work is not
+    repeated), and keeps the result of its fastest; one that agrees is left alone."""
+    times = {"a": [1.00, 1.02], "b": [1.30, 1.00, 1.20, 1.01], "c": [1.5, 1.0, 1.4, 1.3, 1.2]}
+    calls = []
+
+    def measure(item, r):
+        calls.append((item, r))
+        return f"{item}{r}", times[item][r]
+
+    out = timed_rounds(["a", "b", "c"], measure, 2)
+    out = settle_rounds(["a", "b", "c"], out, measure, tolerance=0.05, max_timings=4)
+    assert calls[6:] == [("b", 2), ("c", 2), ("b", 3), ("c", 3)]  # a agreed (2%); b agrees at 1.00/1.01
+    assert [len(ts) for _, _, ts in out] == [2, 4, 4]  # c ran out of timings, still 30% apart
+    assert [fast for _, fast, _ in out] == ["a0", "b1", "c1"]
+    assert settle_spread(out[1][2]) == pytest.approx(0.01) and settle_spread([2.0]) == 0.0
+    # a tolerance no pair can miss, or no timings left: nothing more runs
+    assert settle_rounds(["a", "b", "c"], out, measure, tolerance=1.0, max_timings=9) == out
+    assert settle_rounds(["a", "b", "c"], out, measure, tolerance=0.0, max_timings=2) == out
 
 
 def test_points_take_prompts_from_the_whole_split_not_its_first_modules():
@@ -98,6 +120,10 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     again = {tuple(k) for k in summary["timed_again"]}
     assert all(tuple(r) in again for r in spec[spec.timed_again][["mechanism", "batch", "draft_len"]].values.tolist())
     assert (spec.timings == np.where(spec.timed_again, 3, 1)).all() and len(again) == int(spec.timed_again.sum())
+    # every timing is kept, each speculative one with its paired plain run; one round settles nothing
+    assert [len(t["step_s"]) for t in summary["timings"]] == table.timings.tolist()
+    assert all(len(t["plain_s"]) == (len(t["step_s"]) if t["point"][2] else 0) for t in summary["timings"])
+    assert summary["settled_again"] == 0
     from speedplan.validate.reprice import load_validation, reprice_verify
 
     # priced again with the profile it ran with: the run's predictions moved by one constant (reprice
@@ -250,3 +276,19 @@ def test_a_speedup_takes_the_round_whose_pair_ran_fastest():
     # unpaired: the batch's one plain step over the point's fastest round
     assert measured_ratio(None, [0.110, 0.095], 0.072) == (pytest.approx(0.072 / 0.095), None)
     assert measured_ratio([0.113, 0.072], [0.099, 0.095], 0.5) == (pytest.approx(0.072 / 0.095), 1)
+
+
+def test_with_three_rounds_or_more_a_speedup_takes_the_median_rounds_ratio():
+    """A pair that straddles a change of pace (plain run fast, speculative run slow) can take
+    least and still be wrong: plain 40 ms and speculative 50 ms a step at the machine's usual
+    pace, one pair 31 ms + 54 ms. The least sum takes it (ratio 0.57); the median of three
+    rounds' ratios does not (0.80)."""
+    from speedplan.validate.timing import paired_ratio
+
+    plain, spec = [0.040, 0.031, 0.041], [0.050, 0.054, 0.051]
+    assert paired_ratio(plain[1:2], spec[1:2])[1] == 0 and paired_ratio(plain[:2], spec[:2])[1] == 1  # least sum
+    ratio, r = paired_ratio(plain, spec)
+    assert r == 0 and ratio == pytest.approx(0.80)
+    # four rounds: of the two middle ratios, the pair that took less
+    ratio, r = paired_ratio([0.040, 0.031, 0.041, 0.036], [0.050, 0.054, 0.051, 0.044])
+    assert r == 0 and ratio == pytest.approx(0.80)
