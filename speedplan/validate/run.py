@@ -55,7 +55,8 @@ from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
 from speedplan.engine.calibrate import Setting
-from speedplan.validate.timing import measured_ratio, points_to_confirm, settle_rounds, settle_spread, timed_rounds
+from speedplan.validate.timing import (measured_ratio, merge_timed, points_to_confirm, settle_rounds, settle_spread,
+                                      timed_rounds)
 from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
                                             calibration_runs, fit_runtime, interleave, predicted_parts, spread)
 
@@ -247,10 +248,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         if not todo:
             break
         items = [("evaluation", *x) for x in todo]
-        for item, (_, fast, seconds) in zip(items, timed_rounds(items, measure, 2, say,
-                                                                lambda it: "again: " + describe(it))):
-            first, kept, before = timed_all[item]
-            timed_all[item] = (first, fast if min(seconds) < min(before) else kept, before + seconds)
+        for item, again in zip(items, timed_rounds(items, measure, 2, say, lambda it: "again: " + describe(it))):
+            timed_all[item] = merge_timed(timed_all[item], again)
         confirmed |= set(todo)
     timed = [timed_all[("evaluation", *x)] for x in eval_plan]
 

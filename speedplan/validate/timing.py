@@ -111,6 +111,13 @@ def settle_rounds(plan: list, timed: list[tuple], measure, tolerance: float, max
             return timed
         more = timed_rounds([plan[i] for i in todo], measure, 1, say, lambda it: "settle: " + describe(it),
                             first_round=min(len(timed[i][2]) for i in todo))
-        for i, (_, fast, seconds) in zip(todo, more):
-            first, kept, before = timed[i]
-            timed[i] = (first, fast if min(seconds) < min(before) else kept, before + seconds)
+        for i, again in zip(todo, more):
+            timed[i] = merge_timed(timed[i], again)
+
+
+def merge_timed(before: tuple, again: tuple) -> tuple:
+    """One item's (first result, fastest result, seconds) from `timed_rounds` with more rounds of it
+    added: the first result stays, the fastest of all rounds is kept, the seconds are appended."""
+    first, kept, seconds = before
+    _, fast, more = again
+    return first, fast if min(more) < min(seconds) else kept, seconds + more
