@@ -7,6 +7,10 @@
    three batch sizes (smallest, middle, largest) and the others are predicted. The fit starts
    from the documented, unfitted profile (benchmarks/fit_engine_profiles.py BASES), so the
    held-out rows are never seen.
+   The same on the cases' B x D throughput grid (SGLang PR #22246, below): each draft length's
+   seven batch sizes are one sweep of tokens/s, fitted on B = 1, 8, 64 and predicted at 2, 4,
+   16, 32. Its rows give no acceptance length; the mechanism's published acceptance is assumed
+   (one value per draft length, the same at every batch size, as acceptance does not depend on B).
 2. Schedule regret. On the cases' B × D throughput grid (SGLang PR #22246, Qwen3-235B-A22B
    EAGLE-3 chains, steps 1..6, B 1..64), the per-batch draft length speedplan picks from 0
    measurements (documented profile, published acceptance) and from 3 measurements (calibrated
@@ -67,6 +71,47 @@ def held_out_batches() -> list[dict]:
     return out
 
 
+def _grid_setting():
+    """The grid's target, mechanism label, acceptance and setting (H100, TP 8 assumed)."""
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.plan.mechanisms import REGISTRY, parse_mechanism
+    from speedplan.specs.model import get_model
+
+    target = get_model(GRID_MODEL)
+    label = "eagle3" if "eagle3" in REGISTRY else "eagle:vocab=32000"
+    acc = parse_mechanism(label, target).acceptance
+    setting = type("S", (), {"base": Setting(target, load_cost_model(GRID_HW), GRID_TP, "grid"), "mech_label": label})
+    return acc, setting
+
+
+def _grid_rows(grid: pd.DataFrame, setting, acc) -> list[tuple[Measurement, Setting]]:
+    return [(Measurement(setting.mech_label, int(b), int(d), 1024, "tokens_per_s", float(t), float(acc.chain_al(int(d))),
+                         f"grid B={b} D={d}"), setting.base)
+            for b, d, t in zip(grid.batch, grid.draft_len, grid.tokens_per_s)]
+
+
+def held_out_grid() -> list[dict]:
+    """Held-out batch sizes on the throughput grid: one sweep per draft length (see the docstring)."""
+    grid = _grid()
+    acc, setting = _grid_setting()
+    base = base_profile("sglang")
+    out = []
+    for d, g in grid.groupby("draft_len"):
+        batches = sorted(g.batch)
+        train_b = {batches[0], batches[len(batches) // 2], batches[-1]}
+        pairs = _grid_rows(g.sort_values("batch"), setting, acc)
+        train = [p for p in pairs if p[0].batch in train_b]
+        test = [p for p in pairs if p[0].batch not in train_b]
+        fitted = calibrate(base, train, name="held-out").profile
+        meas = np.array([m.value for m, _ in test])
+        for label, profile in (("documented profile", base), ("fitted on 3 batch sizes", fitted)):
+            err = np.abs(predict(profile.values(), price(test, profile.spec_max_running)) / meas - 1)
+            out.append({"sweep": f"{GRID_SOURCE} D={d} (AL {acc.chain_al(int(d)):.2f} assumed)", "profile": label,
+                        "train B": sorted(train_b), "test B": [m.batch for m, _ in test], "errors": err,
+                        "median error": float(np.median(err)), "max error": float(err.max())})
+    return out
+
+
 def _grid() -> pd.DataFrame:
     frame = pd.read_csv(CASES)
     g = frame[(frame.source == GRID_SOURCE) & (frame.target_model == "Qwen3-235B-A22B")]
@@ -81,16 +126,9 @@ def _predicted_tokens(profile, setting, acc, grid: pd.DataFrame) -> np.ndarray:
 
 
 def schedule_regret() -> pd.DataFrame:
-    from speedplan.cost.ops import load_cost_model
-    from speedplan.plan.mechanisms import REGISTRY, parse_mechanism
-    from speedplan.specs.model import get_model
-
     grid = _grid()
-    target = get_model(GRID_MODEL)
-    label = "eagle3" if "eagle3" in REGISTRY else "eagle:vocab=32000"
-    mech = parse_mechanism(label, target)
-    acc = mech.acceptance
-    setting = type("S", (), {"base": Setting(target, load_cost_model(GRID_HW), GRID_TP, "grid"), "mech_label": label})
+    acc, setting = _grid_setting()
+    label = setting.mech_label
     base = base_profile("sglang")
     points = {(1, 2), (8, 4), (64, 6)}
     cal_points = grid[[(b, d) in points for b, d in zip(grid.batch, grid.draft_len)]]
@@ -143,6 +181,14 @@ def main() -> None:
     for r in held_out_batches():
         print(f"  {r['sweep']}\n    {r['profile']:<24} train B {r['train B']}, test B {r['test B']}: "
               f"median {r['median error']:.1%}, max {r['max error']:.1%}")
+    print(f"\n1b. held-out batch sizes on the throughput grid of {GRID_SOURCE}")
+    grid_rows = held_out_grid()
+    for r in grid_rows:
+        print(f"  {r['sweep']}\n    {r['profile']:<24} train B {r['train B']}, test B {r['test B']}: "
+              f"median {r['median error']:.1%}, max {r['max error']:.1%}")
+    for label in ("documented profile", "fitted on 3 batch sizes"):
+        err = np.concatenate([r["errors"] for r in grid_rows if r["profile"] == label])
+        print(f"  all draft lengths, {label}: {len(err)} held-out rows, median {np.median(err):.1%}, max {err.max():.1%}")
     print(f"\n2. schedule regret on {GRID_SOURCE} (Qwen3-235B-A22B, H100 TP{GRID_TP} assumed)")
     regret = schedule_regret()
     print(regret.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
