@@ -71,42 +71,41 @@ def held_out_batches() -> list[dict]:
     return out
 
 
-def _grid_setting():
-    """The grid's target, mechanism label, acceptance and setting (H100, TP 8 assumed)."""
+def _grid_setting() -> tuple[str, object, Setting]:
+    """The grid's mechanism label, its published acceptance and the setting (H100, TP 8 assumed)."""
     from speedplan.cost.ops import load_cost_model
     from speedplan.plan.mechanisms import REGISTRY, parse_mechanism
     from speedplan.specs.model import get_model
 
     target = get_model(GRID_MODEL)
     label = "eagle3" if "eagle3" in REGISTRY else "eagle:vocab=32000"
-    acc = parse_mechanism(label, target).acceptance
-    setting = type("S", (), {"base": Setting(target, load_cost_model(GRID_HW), GRID_TP, "grid"), "mech_label": label})
-    return acc, setting
+    return label, parse_mechanism(label, target).acceptance, Setting(target, load_cost_model(GRID_HW), GRID_TP, "grid")
 
 
-def _grid_rows(grid: pd.DataFrame, setting, acc) -> list[tuple[Measurement, Setting]]:
-    return [(Measurement(setting.mech_label, int(b), int(d), 1024, "tokens_per_s", float(t), float(acc.chain_al(int(d))),
-                         f"grid B={b} D={d}"), setting.base)
+def _grid_rows(grid: pd.DataFrame, label: str, acc, setting: Setting) -> list[tuple[Measurement, Setting]]:
+    """The grid's rows as tokens/s measurements, each with the published AL of its draft length."""
+    return [(Measurement(label, int(b), int(d), 1024, "tokens_per_s", float(t), float(acc.chain_al(int(d))),
+                         f"grid B={b} D={d}"), setting)
             for b, d, t in zip(grid.batch, grid.draft_len, grid.tokens_per_s)]
 
 
 def held_out_grid() -> list[dict]:
     """Held-out batch sizes on the throughput grid: one sweep per draft length (see the docstring)."""
     grid = _grid()
-    acc, setting = _grid_setting()
+    label, acc, setting = _grid_setting()
     base = base_profile("sglang")
     out = []
     for d, g in grid.groupby("draft_len"):
         batches = sorted(g.batch)
         train_b = {batches[0], batches[len(batches) // 2], batches[-1]}
-        pairs = _grid_rows(g.sort_values("batch"), setting, acc)
+        pairs = _grid_rows(g.sort_values("batch"), label, acc, setting)
         train = [p for p in pairs if p[0].batch in train_b]
         test = [p for p in pairs if p[0].batch not in train_b]
         fitted = calibrate(base, train, name="held-out").profile
         meas = np.array([m.value for m, _ in test])
-        for label, profile in (("documented profile", base), ("fitted on 3 batch sizes", fitted)):
+        for name, profile in (("documented profile", base), ("fitted on 3 batch sizes", fitted)):
             err = np.abs(predict(profile.values(), price(test, profile.spec_max_running)) / meas - 1)
-            out.append({"sweep": f"{GRID_SOURCE} D={d} (AL {acc.chain_al(int(d)):.2f} assumed)", "profile": label,
+            out.append({"sweep": f"{GRID_SOURCE} D={d} (AL {acc.chain_al(int(d)):.2f} assumed)", "profile": name,
                         "train B": sorted(train_b), "test B": [m.batch for m, _ in test], "errors": err,
                         "median error": float(np.median(err)), "max error": float(err.max())})
     return out
@@ -119,24 +118,19 @@ def _grid() -> pd.DataFrame:
         columns={"batch_or_concurrency": "batch"}).astype({"batch": int, "draft_len": int})
 
 
-def _predicted_tokens(profile, setting, acc, grid: pd.DataFrame) -> np.ndarray:
-    rows = [Measurement(setting.mech_label, int(b), int(d), 1024, "tokens_per_s", 1.0,
-                        float(acc.chain_al(int(d))), "grid") for b, d in zip(grid.batch, grid.draft_len)]
-    return predict(profile.values(), price([(m, setting.base) for m in rows], profile.spec_max_running))
+def _predicted_tokens(profile, rows: list[tuple[Measurement, Setting]]) -> np.ndarray:
+    return predict(profile.values(), price(rows, profile.spec_max_running))
 
 
 def schedule_regret() -> pd.DataFrame:
     grid = _grid()
-    acc, setting = _grid_setting()
-    label = setting.mech_label
+    label, acc, setting = _grid_setting()
     base = base_profile("sglang")
     points = {(1, 2), (8, 4), (64, 6)}
     cal_points = grid[[(b, d) in points for b, d in zip(grid.batch, grid.draft_len)]]
-    measured = [Measurement(label, int(b), int(d), 1024, "tokens_per_s", float(t), float(acc.chain_al(int(d))),
-                            f"grid B={b} D={d}") for b, d, t in zip(cal_points.batch, cal_points.draft_len,
-                                                                     cal_points.tokens_per_s)]
-    fitted = calibrate(base, [(m, setting.base) for m in measured], name="three-points").profile
-    grid = grid.assign(pred0=_predicted_tokens(base, setting, acc, grid), pred3=_predicted_tokens(fitted, setting, acc, grid))
+    fitted = calibrate(base, _grid_rows(cal_points, label, acc, setting), name="three-points").profile
+    rows = _grid_rows(grid, label, acc, setting)
+    grid = grid.assign(pred0=_predicted_tokens(base, rows), pred3=_predicted_tokens(fitted, rows))
     best = grid.groupby("batch").tokens_per_s.max()
     rows = []
     measured_b = [b for b in GENERATOR_B if b in set(grid.batch)]

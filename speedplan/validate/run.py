@@ -17,8 +17,8 @@ the same machine (DESIGN.md, "Validation protocol").
    `rounds` rounds, the second in an order rotated by half the plan (a point's two timings are
    minutes apart), and the faster round is kept (`round_spread` says how far apart they were;
    `meas_t_step_first` is the first round alone). A point whose two fastest rounds differ by
-   more than `settle_tolerance` is timed in more rounds, up to `max_timings` (`settle_rounds`). A point's prompts are spread evenly through
-   the split (`spread`), not its first few. Greedy decoding makes the rounds' tokens
+   more than `settle_tolerance` is timed in more rounds, up to `max_timings` (`settle_rounds`).
+   A point's prompts are spread evenly through the split (`spread`), not its first few. Greedy decoding makes the rounds' tokens
    identical, so AL comes from the first. A measured speedup divides by plain decoding timed
    right before the point at the same batch and on the same prompts, in each round
    (`paired_plain`), so drift cannot put the two in different spells; the round whose pair ran
@@ -255,15 +255,15 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
 
     # ---- 5. compare ----------------------------------------------------------------
     rows = []
-    plan = [(label_of.get(name, name), b, d) for name, b, d in eval_plan]
+    labelled = [(label_of.get(name, name), b, d) for name, b, d in eval_plan]  # eval_plan by mechanism label
     timed_again = {(label_of.get(name, name), b, d) for name, b, d in confirmed}
     paired = {(label_of.get(name, name), b, d): ts for (name, b, d), ts in paired.items()}
-    base_meas = {b: min(ts) for (label, b, _), (_, _, ts) in zip(plan, timed) if label == "none"}
+    base_meas = {b: min(ts) for (label, b, _), (_, _, ts) in zip(labelled, timed) if label == "none"}
     setting = Setting(target_spec, cost, 1, mechanisms={m.label: m for m in mechs})
     verify_s, draft_s = predicted_parts(engine, setting, [
         (label, b, d, contexts[b], grid.tree_nodes(d) if label in TREE_MECHANISMS and d else None)
-        for label, b, d in plan])
-    for i, ((label, batch, d), (first, res, seconds)) in enumerate(zip(plan, timed)):
+        for label, b, d in labelled])
+    for i, ((label, batch, d), (first, res, seconds)) in enumerate(zip(labelled, timed)):
         # measured speedup: against the plain run timed right before this point (the VM's speed
         # drifts by tens of percent over minutes), in the round whose pair ran fastest; without
         # pairing, against the batch's one plain point
@@ -308,7 +308,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         # every timing of every point (seconds per step, in the order taken) and the plain runs paired with them
         "timings": [{"point": [label, b, d], "step_s": [round(t, 6) for t in ts],
                      "plain_s": [round(t, 6) for t in paired.get((label, b, d), [])]}
-                    for (label, b, d), (_, _, ts) in zip(plan, timed)],
+                    for (label, b, d), (_, _, ts) in zip(labelled, timed)],
         "settle_spread_median": float(table["settle_spread"].median()),
         "step_time_median_error_first_round": float(np.median(_err(table.pred_t_step, table.meas_t_step_first))),
         "layer_overhead_us_measured": engine.launch_us * engine.layer_launches,  # µs per layer, for speedplan.reprice
