@@ -118,4 +118,10 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from speedplan.errors import SpeedplanInputError
+
+    try:
+        main()
+    except SpeedplanInputError as exc:  # aiconfigurator-core missing: one line, exit 2, like the CLI
+        print(f"bench_profiles_vs_aic: {exc}", file=sys.stderr)
+        sys.exit(2)

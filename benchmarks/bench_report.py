@@ -4,7 +4,7 @@
     flock /tmp/speedplan-cpu.lock python benchmarks/bench_report.py --rows 10000
     flock /tmp/speedplan-cpu.lock python benchmarks/bench_report.py --processes 5 --repeats 3
 
-Sweeps with the real planner (`speedplan.planner.sweep`), then prints one line per stage in
+Sweeps with the real planner (`speedplan.plan.sweep.sweep`), then prints one line per stage in
 milliseconds (wall clock unless marked CPU time).
 """
 
@@ -41,8 +41,9 @@ def _ms(fn, clock=time.perf_counter) -> float:
 def run(rows: int, repeats: int) -> None:
     result = make_result(rows)
     t_import = _ms(lambda: (__import__("matplotlib.figure"), __import__("matplotlib.backends.backend_agg")))
-    from speedplan.report import summary as report
     from speedplan.report import figures as rf
+    from speedplan.report import html
+    from speedplan.report import summary as report
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
@@ -62,10 +63,10 @@ def run(rows: int, repeats: int) -> None:
             "render_summary": lambda: report.render_summary(result),
         }
         first_cpu = time.process_time()
-        first = _ms(lambda: report.write_report(result, out, ["sweep.csv"]))
+        first = _ms(lambda: html.write_report(result, out, ["sweep.csv"]))
         first_cpu = (time.process_time() - first_cpu) * 1e3
-        totals = [_ms(lambda: report.write_report(result, out, ["sweep.csv"])) for _ in range(repeats)]
-        cpu = [_ms(lambda: report.write_report(result, out, ["sweep.csv"]), time.process_time)
+        totals = [_ms(lambda: html.write_report(result, out, ["sweep.csv"])) for _ in range(repeats)]
+        cpu = [_ms(lambda: html.write_report(result, out, ["sweep.csv"]), time.process_time)
                for _ in range(repeats)]
         times = {name: sorted(_ms(fn) for _ in range(repeats)) for name, fn in stages.items()}
     med = lambda v: sorted(v)[len(v) // 2]

@@ -1,0 +1,59 @@
+"""The benchmark scripts still run against the library they measure.
+
+They are not imported by anything else, so a renamed function breaks them silently
+(bench_report.py called `summary.write_report` for days after it moved to `report.html`).
+Only the cheap ones run here; each is asserted to print its figures, not timed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCHMARKS / args[0]), *args[1:]], capture_output=True, text=True,
+                          timeout=300, cwd=BENCHMARKS.parent)
+
+
+def test_bench_report_times_every_stage():
+    done = _run("bench_report.py", "--rows", "100", "--repeats", "1", "--inline")
+    assert done.returncode == 0, done.stderr[-2000:]
+    for stage in ("import matplotlib", "write_report, first call", "pareto", "heatmap", "best_d", "breakdown",
+                  "roofline", "render_summary"):
+        assert stage in done.stdout
+
+
+def test_bench_engine_shape_prints_each_engine():
+    done = _run("bench_engine_shape.py")
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
+    for engine in ("vllm", "sglang", "trtllm"):
+        assert engine in lines
+        ratios = [float(x) for x in lines[engine].split()[10:12]]  # B56/B2, B64/B2
+        assert all(0.0 < r < 2.0 for r in ratios)
+
+
+def test_fit_engine_profiles_matches_the_shipped_files():
+    done = _run("fit_engine_profiles.py", "--check")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for name in ("vllm.json", "sglang.json"):
+        assert f"{name}: matches the fit" in done.stdout
+
+
+@pytest.mark.parametrize("script", ["bench_profiles_vs_aic.py"])
+def test_optional_dependency_missing_is_one_line(script):
+    pytest.importorskip("pyarrow")
+    try:
+        import aiconfigurator  # noqa: F401
+    except ImportError:
+        done = _run(script, "--points", "10")
+        assert done.returncode == 2
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    else:
+        pytest.skip("aiconfigurator-core is installed: the benchmark runs for real")
