@@ -117,6 +117,10 @@ def import_aic(
     out: str = typer.Option(..., "--out", help="profile folder to write (a profile folder there is replaced)"),
     all_heads: bool = typer.Option(False, "--all-heads", help="every measured attention head shape and MoE shape, "
                                    "not only those the model presets need"),
+    moe_routing: str = typer.Option("balanced", "--moe-routing", help="the fused-MoE rows' routing: balanced "
+                                    "(converted to random routing when priced) or a skewed one AIConfigurator "
+                                    "measured, used as measured: power_law_1.01 (its default for DeepSeek), "
+                                    "power_law_1.2 (Qwen3-MoE, Mixtral)"),
 ) -> None:
     """Convert AIConfigurator's measured kernel tables (aiconfigurator-core, Apache-2.0) into a
     profile folder with their provenance and licence notice. Needs `pip install 'speedplan[aic]'`.
@@ -125,5 +129,5 @@ def import_aic(
     """
     from speedplan.profile.import_aic import import_aic as convert
 
-    path = convert(system, backend, version, out, all_heads)
+    path = convert(system, backend, version, out, all_heads, moe_routing=moe_routing)
     typer.echo(f"{path}: imported {system} {backend} tables")

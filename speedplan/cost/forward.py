@@ -233,10 +233,13 @@ def forward_cost(
     if model.moe is not None and model.moe_layers:
         layer_us = experts["random"]
         if fused_moe_us is not None:
-            # The measured fused kernel, less the weight reads its balanced routing makes and
-            # the model's random routing does not (priced as grouped GEMMs on this profile).
-            saving = experts["balanced"] - experts["random"]
-            layer_us = np.maximum(fused_moe_us - saving, fused_moe_us * experts["random"] / experts["balanced"])
+            if getattr(cost, "moe_routing", "balanced") == "balanced":
+                # The measured fused kernel, less the weight reads its balanced routing makes and
+                # the model's random routing does not (priced as grouped GEMMs on this profile).
+                saving = experts["balanced"] - experts["random"]
+                layer_us = np.maximum(fused_moe_us - saving, fused_moe_us * experts["random"] / experts["balanced"])
+            else:  # measured with a skewed routing (import-aic --moe-routing): the kernel as measured
+                layer_us = fused_moe_us
             share = {"profile": np.ones_like(tokens), "outside": fused_moe_outside.astype(float)}
         else:
             share = {k: experts[k] / np.maximum(experts["random"], 1e-30) for k in ("profile", "outside")}

@@ -108,6 +108,14 @@ class CostModel:
     def _label(self) -> str:
         return self.profile.source_label if self.profile is not None else "roofline"
 
+    @property
+    def moe_routing(self) -> str:
+        """The routing the profile's fused-MoE table was measured with ("balanced", which the
+        forward op list converts to random routing, or a skewed one used as measured; see
+        `speedplan.profile.moe`); "balanced" without such a table."""
+        table = self.profile.table("moe") if hasattr(self.profile, "table") else None
+        return str(getattr(table, "routing", "balanced"))
+
     def gemm(self, m, n, k, dtype: str) -> OpCost:
         m, n, k = (np.asarray(v, float) for v in (m, n, k))  # not broadcast: one (N, K) is computed once
         if m.size > 256 and n.size == 1 and k.size == 1:  # a sweep's M = B(1+D) repeats: price each M once

@@ -39,8 +39,8 @@ LICENSE_FILE = "LICENSE.aiconfigurator-core.txt"
 LICENSE_TEXT = Path(__file__).resolve().parent.parent / "data" / "licenses" / LICENSE_FILE
 COPYRIGHT = "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES. All rights reserved."
 MODIFICATIONS = ("rows filtered to a subset (GEMM bf16 and per-tensor fp8; attention with window 0, beam 1 and "
-                 "bf16 compute for the model presets' head shapes; custom all-reduce CUDA-graph rows; balanced "
-                 "MoE for the model presets' expert shapes), duplicate keys reduced to the first row, columns "
+                 "bf16 compute for the model presets' head shapes; custom all-reduce CUDA-graph rows; MoE of one "
+                 "routing (default balanced) for the model presets' expert shapes), duplicate keys reduced to the first row, columns "
                  "renamed, dtype names mapped (bfloat16 -> bf16), latency converted from ms to us and rounded to "
                  "5 significant digits, decode kv_len = isl + step, all-reduce size converted from elements to bytes")
 TP_DEGREES = (1, 2, 4, 8)
@@ -173,13 +173,18 @@ def _allreduce(r: _Reader):
         ["num_gpus", "nbytes"])
 
 
-def _moe(r: _Reader, experts):
+def _moe(r: _Reader, experts, routing: str = "balanced"):
+    """The fused-MoE rows of one routing (`distribution`): "balanced" by default, or a skewed
+    one such as "power_law_1.2" (`speedplan.profile.moe` uses it as measured)."""
     m = r.read("moe", "moe_perf")
     if m is None:
         return None
     _require(m, ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "num_experts", "topk", "moe_tp_size",
                  "moe_ep_size", "distribution", "latency"), "moe_perf")
-    m = m[m["moe_dtype"].isin(["bfloat16", "fp8"]) & (m["distribution"] == "balanced")]
+    have = sorted(str(d) for d in m["distribution"].unique())
+    if routing != "balanced" and routing not in have:
+        raise SpeedplanInputError(f"--moe-routing {routing!r}: the moe_perf table has {', '.join(have)}")
+    m = m[m["moe_dtype"].isin(["bfloat16", "fp8"]) & (m["distribution"] == routing)]
     if experts is not None:
         key = zip(m["hidden_size"], m["inter_size"], m["num_experts"], m["topk"])
         m = m[np.array([k in experts for k in key], dtype=bool)]
@@ -193,7 +198,8 @@ def _moe(r: _Reader, experts):
     return m.drop_duplicates(cols)[cols + ["latency_us"]].sort_values(cols) if len(m) else None
 
 
-def convert(src: AicSource, system: str, backend: str, version: str | None, all_heads: bool = False):
+def convert(src: AicSource, system: str, backend: str, version: str | None, all_heads: bool = False,
+            moe_routing: str = "balanced"):
     """The speedplan tables (pandas DataFrames by family) and meta.json of one system."""
     import pandas as pd
 
@@ -206,7 +212,7 @@ def convert(src: AicSource, system: str, backend: str, version: str | None, all_
     r = _Reader(src, system, backend, version)
     heads = None if all_heads else model_heads()
     tables = {"gemm": _gemm(r), "attention": _attention(r, heads), "prefill": _prefill(r, heads),
-              "allreduce": _allreduce(r), "moe": _moe(r, None if all_heads else model_experts())}
+              "allreduce": _allreduce(r), "moe": _moe(r, None if all_heads else model_experts(), moe_routing)}
     tables = {k: v for k, v in tables.items() if v is not None and len(v)}
     bf16 = tables["gemm"][tables["gemm"]["dtype"] == "bf16"]["latency_us"]
     if len(bf16):
@@ -228,6 +234,7 @@ def convert(src: AicSource, system: str, backend: str, version: str | None, all_
                    "backend_version": version, "files": r.files},
         "units": "latency_us: microseconds per call (AIConfigurator: mean of CUDA-graph replays, ms); "
                  "attention and MoE rows are one layer on one GPU",
+        "moe_routing": moe_routing if "moe" in tables else None,
         "heads": "all measured" if heads is None else sorted(found),
         "heads_not_measured": [] if heads is None else sorted(heads - found),
         "license": "Apache-2.0",
@@ -280,12 +287,13 @@ def write_profile(tables: dict, meta: dict, out: str | Path) -> Path:
 
 
 def import_aic(system: str, backend: str = "vllm", version: str | None = None, out: str | Path = "",
-               all_heads: bool = False, root: str | Path | None = None, package_version: str | None = None) -> Path:
+               all_heads: bool = False, root: str | Path | None = None, package_version: str | None = None,
+               moe_routing: str = "balanced") -> Path:
     """Convert one system's tables into the profile folder `out` (see the module docstring).
     `root`/`package_version` point at a tree laid out like the package (tests)."""
     if not str(out):
         raise SpeedplanInputError("--out is required")
     src = AicSource(root, package_version)
-    tables, meta = convert(src, system, backend, version, all_heads)
+    tables, meta = convert(src, system, backend, version, all_heads, moe_routing)
     meta["device_name"] = _device_names(src, meta)
     return write_profile(tables, meta, out)

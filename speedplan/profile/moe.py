@@ -4,8 +4,17 @@ the number of tokens entering it.
 A row of `moe.csv` (AIConfigurator's `moe_perf`, `speedplan profile import-aic`) is one call of
 the engine's fused expert kernel (vLLM's `fused_experts`: token-to-expert alignment, the
 gate/up GEMM, SiLU·up, the down GEMM and the weighted sum over each token's top-k experts) for
-`tokens` tokens, with the router's choice given ("balanced": every token's top-k experts
-spread over distinct experts). The router's own GEMM and top-k are not in it.
+`tokens` tokens, with the router's choice given by `distribution`. The router's own GEMM and
+top-k are not in it. Two kinds of routing:
+
+- "balanced" (what the shipped profiles hold): every token's top-k experts spread over
+  distinct experts, so 16 tokens × 8 of 128 experts read all 128. The forward op list takes
+  off the weight reads random routing would not make (`speedplan.cost.forward`).
+- a measured skewed routing, e.g. AIConfigurator's "power_law_1.2" (experts drawn from a power
+  law of exponent 1.2, its default for Qwen3-MoE and Mixtral; 1.01 for DeepSeek), imported with
+  `speedplan profile import-aic --moe-routing`: used as measured.
+
+A table uses its balanced rows where it has them, else the one routing it holds (`routing`).
 
 A series is one (hidden, inter, experts, topk, tp, ep, dtype); a query interpolates log
 latency linearly in log tokens between the series' measured token counts, answers the end
@@ -18,16 +27,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from speedplan.errors import SpeedplanInputError
 from speedplan.profile.dense import _SNAP, EXTRAPOLATED, INTERPOLATED, MEASURED, NONE
 from speedplan.specs.hardware import Hardware
 
 
+BALANCED = "balanced"
+
+
 class MoeTable:
-    """Fused-MoE latency series, one per (hidden, inter, experts, topk, tp, ep, dtype);
-    only the "balanced" routing rows are used."""
+    """Fused-MoE latency series, one per (hidden, inter, experts, topk, tp, ep, dtype), of one
+    routing (`routing`: "balanced" where the table has it, else the only one it holds)."""
 
     def __init__(self, rows: dict, hw: Hardware):  # hw: the builders' common signature; latency needs no SOL
-        keep = rows["distribution"] == "balanced"
+        names = sorted({str(d) for d in rows["distribution"]})
+        if BALANCED not in names and len(names) > 1:
+            raise SpeedplanInputError(f"moe.csv: routings {', '.join(names)} without 'balanced' rows: "
+                                      "keep one (speedplan profile import-aic --moe-routing writes one)")
+        self.routing = BALANCED if BALANCED in names or not names else names[0]
+        keep = rows["distribution"].astype(str) == self.routing
         keys = ("hidden", "inter", "experts", "topk", "tp", "ep")
         self.series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         for dtype in np.unique(rows["dtype"][keep]):

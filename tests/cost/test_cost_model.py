@@ -238,3 +238,42 @@ def test_a_moe_series_the_profile_lacks_falls_back_to_grouped_gemms():
     a, b = forward_cost(cost, m, 8, 4, 1024, tp=8), forward_cost(_without_moe_table(cost), m, 8, 4, 1024, tp=8)
     assert float(a.total_s) == float(b.total_s)
     assert ROOFLINE.moe([1.0], 2048, 768, 128, 8, 1, 1, "bf16") == (None, None)
+
+
+def test_moe_measured_with_skewed_routing_is_priced_as_measured(tmp_path):
+    """The same Qwen3-30B-A3B series relabelled as AIConfigurator's power-law routing
+    (`import-aic --moe-routing power_law_1.2`): no conversion to random routing, so each MoE
+    layer at 16 tokens costs the table's value, where the balanced table is priced lower."""
+    import shutil
+
+    folder = tmp_path / "h100-power-law"
+    shutil.copytree(PROFILE_DIR / "h100-sxm", folder)
+    text = (folder / "moe.csv").read_text().replace(",balanced,", ",power_law_1.2,")
+    (folder / "moe.csv").write_text(text)
+    skewed, balanced = load_cost_model(folder), load_cost_model("h100-sxm")
+    assert (skewed.moe_routing, balanced.moe_routing) == ("power_law_1.2", "balanced")
+    assert ROOFLINE.moe_routing == "balanced"
+    m = get_model("qwen3-30b-a3b")
+    measured = _moe_rows(m.hidden, m.moe.expert_intermediate, 4)
+    bare = _without_moe_table(balanced)
+    t = np.array([16.0])
+    moe_s = lambda cost: (forward_cost(cost, m, t, 1, 1024, tp=4).gemm_s - forward_cost(bare, m, t, 1, 1024, tp=4).gemm_s).item()
+    layer_skewed = moe_s(skewed) * 1e6 / m.moe_layers + _grouped_expert_gemms_us(bare, m, t, 4).item()
+    layer_balanced = moe_s(balanced) * 1e6 / m.moe_layers + _grouped_expert_gemms_us(bare, m, t, 4).item()
+    assert layer_skewed == pytest.approx(measured[16], rel=1e-9)
+    assert layer_balanced < 0.85 * layer_skewed
+
+
+def test_a_moe_table_of_two_skewed_routings_is_refused(tmp_path):
+    import shutil
+
+    from speedplan.errors import SpeedplanInputError
+
+    folder = tmp_path / "mixed"
+    shutil.copytree(PROFILE_DIR / "h100-sxm", folder)
+    lines = (folder / "moe.csv").read_text().splitlines()
+    body = [l.replace(",balanced,", ",power_law_1.2,") for l in lines[1:]]
+    body += [l.replace(",power_law_1.2,", ",power_law_1.01,") for l in body]
+    (folder / "moe.csv").write_text("\n".join([lines[0], *body]) + "\n")
+    with pytest.raises(SpeedplanInputError, match="power_law_1.01, power_law_1.2 without 'balanced'"):
+        forward_cost(load_cost_model(folder), get_model("qwen3-30b-a3b"), 1, 1, 1024, tp=4)

@@ -163,6 +163,22 @@ def test_too_old_or_missing_package_is_exit_2(tree, tmp_path, capsys, monkeypatc
     assert not (tmp_path / "out").exists()
 
 
+def test_moe_routing_picks_the_rows_of_one_measured_routing(tree, tmp_path):
+    """--moe-routing power_law_1.01 keeps the rows this table measured with it (the default,
+    balanced, keeps none here), and the profile prices them as measured; a routing the table
+    lacks is refused, naming the ones it has."""
+    from speedplan.cost.ops import load_cost_model
+
+    out = import_aic("h100_sxm", "vllm", None, tmp_path / "skewed", moe_routing="power_law_1.01")
+    rows = _csv(out / "moe.csv")
+    assert len(rows) == 3 and {r["distribution"] for r in rows} == {"power_law_1.01"}
+    assert json.loads((out / "meta.json").read_text())["moe_routing"] == "power_law_1.01"
+    assert load_cost_model(out).moe_routing == "power_law_1.01"
+    with pytest.raises(SpeedplanInputError, match="--moe-routing 'power_law_9': the moe_perf table has power_law_1.01"):
+        import_aic("h100_sxm", "vllm", None, tmp_path / "none", moe_routing="power_law_9")
+    assert not (tmp_path / "none").exists()
+
+
 def test_an_out_folder_that_is_not_a_profile_is_refused(tree, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me\n")
