@@ -39,6 +39,8 @@ def test_bench_engine_shape_prints_each_engine():
         assert all(0.0 < r < 2.0 for r in ratios)
 
 
+@pytest.mark.skipif(not (BENCHMARKS.parents[1] / "shared" / "cases" / "engine_measurements.csv").exists(),
+                    reason="../shared/cases (the fit's rows) is not next to this checkout")
 def test_fit_engine_profiles_matches_the_shipped_files():
     done = _run("fit_engine_profiles.py", "--check")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
