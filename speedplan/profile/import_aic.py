@@ -39,18 +39,23 @@ LICENSE_FILE = "LICENSE.aiconfigurator-core.txt"
 LICENSE_TEXT = Path(__file__).resolve().parent.parent / "data" / "licenses" / LICENSE_FILE
 COPYRIGHT = "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES. All rights reserved."
 MODIFICATIONS = ("rows filtered to a subset (GEMM bf16 and per-tensor fp8; attention with window 0, beam 1 and "
-                 "bf16 compute for the model presets' head shapes; custom all-reduce CUDA-graph rows; MoE of one "
-                 "routing (default balanced) for the model presets' expert shapes), duplicate keys reduced to the first row, columns "
+                 "bf16 compute for the model presets' head shapes; custom all-reduce CUDA-graph rows; {routing} "
+                 "MoE for the model presets' expert shapes), duplicate keys reduced to the first row, columns "
                  "renamed, dtype names mapped (bfloat16 -> bf16), latency converted from ms to us and rounded to "
                  "5 significant digits, decode kv_len = isl + step, all-reduce size converted from elements to bytes")
 TP_DEGREES = (1, 2, 4, 8)
 
 
-def notice(version: str) -> str:
+def modifications(moe_routing: str = "balanced") -> str:
+    """What import-aic changes in the tables (Apache-2.0 section 4(b)), naming the MoE routing kept."""
+    return MODIFICATIONS.format(routing=moe_routing)
+
+
+def notice(version: str, moe_routing: str = "balanced") -> str:
     return (f"Derived from the measured performance tables of {DISTRIBUTION} {version} (NVIDIA, "
             f"https://github.com/ai-dynamo/aiconfigurator), {COPYRIGHT} Licensed under the Apache License, "
             f"Version 2.0 (SPDX-License-Identifier: Apache-2.0); a copy is in {LICENSE_FILE}. "
-            f"Modified by speedplan's import-aic: {MODIFICATIONS}.")
+            f"Modified by speedplan's import-aic: {modifications(moe_routing)}.")
 
 
 def origin_label(package_version: str, backend: str, backend_version: str) -> str:
@@ -239,8 +244,8 @@ def convert(src: AicSource, system: str, backend: str, version: str | None, all_
         "heads_not_measured": [] if heads is None else sorted(heads - found),
         "license": "Apache-2.0",
         "copyright": COPYRIGHT,
-        "notice": notice(src.version),
-        "modifications": MODIFICATIONS,
+        "notice": notice(src.version, moe_routing),
+        "modifications": modifications(moe_routing),
     }
     return tables, meta
 

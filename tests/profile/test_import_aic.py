@@ -173,6 +173,7 @@ def test_moe_routing_picks_the_rows_of_one_measured_routing(tree, tmp_path):
     rows = _csv(out / "moe.csv")
     assert len(rows) == 3 and {r["distribution"] for r in rows} == {"power_law_1.01"}
     assert json.loads((out / "meta.json").read_text())["moe_routing"] == "power_law_1.01"
+    assert "power_law_1.01 MoE for the model presets' expert shapes" in (out / "NOTICE.md").read_text()
     assert load_cost_model(out).moe_routing == "power_law_1.01"
     with pytest.raises(SpeedplanInputError, match="--moe-routing 'power_law_9': the moe_perf table has power_law_1.01"):
         import_aic("h100_sxm", "vllm", None, tmp_path / "none", moe_routing="power_law_9")
