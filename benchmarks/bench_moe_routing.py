@@ -13,7 +13,7 @@ for this process only, and prints:
 2. the SGLang engine profile fitted to its 20 rows of ../shared/cases (fit_engine_profiles.py):
    |residual| and leave-one-out error;
 3. held-out batch sizes (bench_calibration.py): AngelSlim #163 and the SGLang #22246 grid,
-   fitted on three batch sizes.
+   fitted on three batch sizes, and the grid's B = 4 row of each draft length.
 
 AIConfigurator's own estimates route Qwen3-MoE and Mixtral with power_law_1.2 and DeepSeek
 with power_law_1.01 (aiconfigurator_core/sdk/models/moe.py and deepseek.py, 0.12.0); balanced
@@ -46,16 +46,13 @@ TOKENS = np.array([1, 2, 4, 8, 16, 32, 64, 128, 512], dtype=float)
 LAYERS = (("qwen3-30b-a3b", 4), ("qwen3-235b-a22b", 8))
 
 
+_SHIPPED = ops.shipped_profile  # the package's own lookup of a preset's folder
+
+
 def use_profiles(folders: dict[str, Path]) -> None:
     """Make the preset names resolve to `folders` in this process (load_cost_model asks
-    ops.shipped_profile for a preset's folder)."""
-    shipped = ops.shipped_profile.__wrapped__ if hasattr(ops.shipped_profile, "__wrapped__") else ops.shipped_profile
-
-    def patched(name: str):
-        return folders.get(name.strip().lower()) or shipped(name)
-
-    patched.__wrapped__ = shipped
-    ops.shipped_profile = patched
+    ops.shipped_profile for a preset's folder); the shipped folders for the others."""
+    ops.shipped_profile = lambda name: folders.get(name.strip().lower()) or _SHIPPED(name)
 
 
 def forward_gemm_us(model: str, tp: int) -> np.ndarray:
@@ -72,8 +69,10 @@ def report() -> dict:
     out = {"fit": (f["median_abs_residual"], f["max_abs_residual"], f["loo_median_error"], f["loo_max_error"])}
     batches = [r for r in bench_calibration.held_out_batches() if r["profile"].startswith("fitted")]
     out["angelslim"] = (batches[0]["median error"], batches[0]["max error"]) if batches else None
-    grid = np.concatenate([r["errors"] for r in bench_calibration.held_out_grid() if r["profile"].startswith("fitted")])
+    fitted = [r for r in bench_calibration.held_out_grid() if r["profile"].startswith("fitted")]
+    grid = np.concatenate([r["errors"] for r in fitted])
     out["grid"] = (float(np.median(grid)), float(grid.max()))
+    out["grid_b4"] = [float(r["errors"][r["test B"].index(4)]) for r in fitted]  # one per draft length
     out["layers"] = {model: forward_gemm_us(model, tp) for model, tp in LAYERS}
     return out
 
@@ -106,7 +105,8 @@ def main() -> int:
     for routing, r in results.items():
         a = " / ".join(f"{v:.1%}" for v in r["angelslim"]) if r["angelslim"] else "-"
         g = " / ".join(f"{v:.1%}" for v in r["grid"])
-        print(f"  {routing:16s} AngelSlim #163 {a}   SGLang #22246 grid (24 rows) {g}")
+        b4 = " ".join(f"{v:.1%}" for v in r["grid_b4"])
+        print(f"  {routing:16s} AngelSlim #163 {a}   SGLang #22246 grid (24 rows) {g}; its B = 4 rows, D = 1..6: {b4}")
     return 0
 
 

@@ -233,7 +233,9 @@ def forward_cost(
     if model.moe is not None and model.moe_layers:
         layer_us = experts["random"]
         if fused_moe_us is not None:
-            if getattr(cost, "moe_routing", "balanced") == "balanced":
+            from speedplan.profile.moe import BALANCED  # only once a profile's MoE table answered
+
+            if getattr(cost, "moe_routing", BALANCED) == BALANCED:
                 # The measured fused kernel, less the weight reads its balanced routing makes and
                 # the model's random routing does not (priced as grouped GEMMs on this profile).
                 saving = experts["balanced"] - experts["random"]

@@ -113,8 +113,10 @@ class CostModel:
         """The routing the profile's fused-MoE table was measured with ("balanced", which the
         forward op list converts to random routing, or a skewed one used as measured; see
         `speedplan.profile.moe`); "balanced" without such a table."""
+        from speedplan.profile.moe import BALANCED
+
         table = self.profile.table("moe") if hasattr(self.profile, "table") else None
-        return str(getattr(table, "routing", "balanced"))
+        return str(getattr(table, "routing", BALANCED))
 
     def gemm(self, m, n, k, dtype: str) -> OpCost:
         m, n, k = (np.asarray(v, float) for v in (m, n, k))  # not broadcast: one (N, K) is computed once

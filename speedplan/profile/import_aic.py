@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.profile.moe import BALANCED
 from speedplan.profile.aic import BACKENDS, DISTRIBUTION, DTYPES, SYSTEM_PRESETS, AicSource, sha256
 
 LICENSE_FILE = "LICENSE.aiconfigurator-core.txt"
@@ -46,12 +47,12 @@ MODIFICATIONS = ("rows filtered to a subset (GEMM bf16 and per-tensor fp8; atten
 TP_DEGREES = (1, 2, 4, 8)
 
 
-def modifications(moe_routing: str = "balanced") -> str:
+def modifications(moe_routing: str = BALANCED) -> str:
     """What import-aic changes in the tables (Apache-2.0 section 4(b)), naming the MoE routing kept."""
     return MODIFICATIONS.format(routing=moe_routing)
 
 
-def notice(version: str, moe_routing: str = "balanced") -> str:
+def notice(version: str, moe_routing: str = BALANCED) -> str:
     return (f"Derived from the measured performance tables of {DISTRIBUTION} {version} (NVIDIA, "
             f"https://github.com/ai-dynamo/aiconfigurator), {COPYRIGHT} Licensed under the Apache License, "
             f"Version 2.0 (SPDX-License-Identifier: Apache-2.0); a copy is in {LICENSE_FILE}. "
@@ -178,7 +179,7 @@ def _allreduce(r: _Reader):
         ["num_gpus", "nbytes"])
 
 
-def _moe(r: _Reader, experts, routing: str = "balanced"):
+def _moe(r: _Reader, experts, routing: str = BALANCED):
     """The fused-MoE rows of one routing (`distribution`): "balanced" by default, or a skewed
     one such as "power_law_1.2" (`speedplan.profile.moe` uses it as measured)."""
     m = r.read("moe", "moe_perf")
@@ -187,7 +188,7 @@ def _moe(r: _Reader, experts, routing: str = "balanced"):
     _require(m, ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "num_experts", "topk", "moe_tp_size",
                  "moe_ep_size", "distribution", "latency"), "moe_perf")
     have = sorted(str(d) for d in m["distribution"].unique())
-    if routing != "balanced" and routing not in have:
+    if routing != BALANCED and routing not in have:
         raise SpeedplanInputError(f"--moe-routing {routing!r}: the moe_perf table has {', '.join(have)}")
     m = m[m["moe_dtype"].isin(["bfloat16", "fp8"]) & (m["distribution"] == routing)]
     if experts is not None:
@@ -204,7 +205,7 @@ def _moe(r: _Reader, experts, routing: str = "balanced"):
 
 
 def convert(src: AicSource, system: str, backend: str, version: str | None, all_heads: bool = False,
-            moe_routing: str = "balanced"):
+            moe_routing: str = BALANCED):
     """The speedplan tables (pandas DataFrames by family) and meta.json of one system."""
     import pandas as pd
 
@@ -293,7 +294,7 @@ def write_profile(tables: dict, meta: dict, out: str | Path) -> Path:
 
 def import_aic(system: str, backend: str = "vllm", version: str | None = None, out: str | Path = "",
                all_heads: bool = False, root: str | Path | None = None, package_version: str | None = None,
-               moe_routing: str = "balanced") -> Path:
+               moe_routing: str = BALANCED) -> Path:
     """Convert one system's tables into the profile folder `out` (see the module docstring).
     `root`/`package_version` point at a tree laid out like the package (tests)."""
     if not str(out):

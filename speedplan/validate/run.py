@@ -18,11 +18,11 @@ the same machine (DESIGN.md, "Validation protocol").
    minutes apart), and the faster round is kept (`round_spread` says how far apart they were;
    `meas_t_step_first` is the first round alone). A point whose two fastest rounds differ by
    more than `settle_tolerance` is timed in more rounds, up to `max_timings` (`settle_rounds`).
-   A point's prompts are spread evenly through the split (`spread`), not its first few. Greedy decoding makes the rounds' tokens
-   identical, so AL comes from the first. A measured speedup divides by plain decoding timed
-   right before the point at the same batch and on the same prompts, in each round
-   (`paired_plain`), so drift cannot put the two in different spells; the round whose pair ran
-   fastest gives the ratio (`paired_ratio`).
+   A point's prompts are spread evenly through the split (`spread`), not its first few. Greedy
+   decoding makes the rounds' tokens identical, so AL comes from the first. A measured speedup
+   divides by plain decoding timed right before the point at the same batch and on the same
+   prompts, in each round (`paired_plain`), so drift cannot put the two in different spells; the
+   round whose pair ran fastest gives the ratio (`paired_ratio`).
    The calibration runs are timed in the same rounds, spread evenly through the evaluation
    runs (`interleave`), and the fit and the predictions come after all timing: the fit sees
    calibration prompts only, but the machine at the same pace as the evaluation (until
