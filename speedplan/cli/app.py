@@ -7,6 +7,8 @@ call. None of the command modules imports torch, pandas or matplotlib at import 
 
 from __future__ import annotations
 
+import errno
+
 import typer
 
 from speedplan.cli import calibrate, catalog, predict, profile, run as run_cmd, sweep, validate
@@ -37,6 +39,11 @@ except ImportError:  # older typer depends on click and raises click's exception
     from click import ClickException as _UsageError  # type: ignore[no-redef]
 
 
+# A disk that fills up, a read-only file system or a refused permission while a command writes:
+# the user's environment, told in one line like bad input (outputs are written all or nothing).
+_FULL_OR_FORBIDDEN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the command line (sys.argv by default); return the exit status. Bad input (ours or
     Typer's usage errors) is one line on stderr and status 2, never a traceback."""
@@ -44,6 +51,11 @@ def run(argv: list[str] | None = None) -> int:
         rv = app(args=argv, standalone_mode=False)
     except SpeedplanInputError as e:
         typer.echo(f"speedplan: error: {e}", err=True)
+        return 2
+    except OSError as e:
+        if e.errno not in _FULL_OR_FORBIDDEN:
+            raise  # anything else is a bug to see whole
+        typer.echo(f"speedplan: error: {e.filename or 'writing output'}: {e.strerror}", err=True)
         return 2
     except typer.Exit as e:
         return e.exit_code

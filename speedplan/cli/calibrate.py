@@ -28,8 +28,10 @@ def calibrate(
     Example: speedplan calibrate --model llama-3.1-8b --hardware h100-sxm --engine vllm
     --measurements my_runs.csv --out my-vllm.json
     """
+    from speedplan.cli.options import check_output
     from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
 
+    check_output(out, folder=False)
     result = calibrate_files(model, hardware, tp, engine, measurements, mechanism,
                              fit.split(",") if fit else None, name or out.stem)
     write_profile(result.profile, out)

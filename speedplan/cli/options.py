@@ -24,3 +24,24 @@ def parse_int_list(text: str, option: str) -> list[int]:
     if len(values) > 100_000:
         raise SpeedplanInputError(f"{option} {text!r}: too many values")
     return sorted(values)
+
+
+def check_output(path, option: str = "--out", folder: bool = True) -> None:
+    """Fail now, in one line, where `path` cannot be written: a folder on its way is a file, the
+    nearest existing folder is not writable, or `path` is a file where a folder goes (or the other
+    way round). Commands call this before their work, so an hour of `validate` or `bench` is not
+    lost to a typo in --out. Nothing is created here (the writers make missing folders)."""
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    if path.exists() and path.is_dir() != folder:
+        raise SpeedplanInputError(f"{option} {path}: " + ("exists and is not a folder" if folder else
+                                                          "is a folder; give a file name"))
+    above = path.absolute().parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise SpeedplanInputError(f"{option} {path}: {above} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise SpeedplanInputError(f"{option} {path}: cannot write in {above} (permission denied)")

@@ -16,8 +16,10 @@ def ops(
     out: Path = typer.Option(..., help="pred.csv: the input plus latency_us, source, bound, out_of_range."),
 ) -> None:
     """Predict op latencies: speedplan predict ops --hardware h100-sxm --in ops.csv --out pred.csv"""
+    from speedplan.cli.options import check_output
     from speedplan.cost.ops import load_cost_model
     from speedplan.cost.predict import predict_ops_file
 
+    check_output(out, folder=False)
     n = predict_ops_file(load_cost_model(hardware), input, out)
     typer.echo(f"{n} ops -> {out}")

@@ -12,6 +12,8 @@ from typing import Optional
 
 import typer
 
+from speedplan.cli.options import check_output
+
 app = typer.Typer(help="Check, generate, import or derive profile folders.", no_args_is_help=True,
                           rich_markup_mode=None)
 
@@ -40,6 +42,7 @@ def bench(
     """
     from speedplan.profile.grid import run_bench
 
+    check_output(out)
     result = run_bench(grid, device, out, tp, hardware_preset, dtype, min_time_ms, threads, cupy,
                        stop_after, progress, quiet_tries, visits, interleave)
     state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"
@@ -89,6 +92,7 @@ def roofline(
     from speedplan.profile.grid import build_grid
     from speedplan.profile.tools import write_roofline_profile
 
+    check_output(out)
     path = write_roofline_profile(hardware, build_grid(grid, device, 1, None, fp8=True), out)
     typer.echo(f"{path}: datasheet roofline of {hardware} (not measured)")
 
@@ -106,6 +110,7 @@ def derive(
     """
     from speedplan.profile.tools import derive_profile
 
+    check_output(out)
     typer.echo(f"{derive_profile(source, hardware, out)}: derived from {source} for {hardware}")
 
 
@@ -129,5 +134,6 @@ def import_aic(
     """
     from speedplan.profile.import_aic import import_aic as convert
 
+    check_output(out)
     path = convert(system, backend, version, out, all_heads, moe_routing=moe_routing)
     typer.echo(f"{path}: imported {system} {backend} tables")

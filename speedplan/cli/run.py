@@ -67,6 +67,10 @@ def run(
     spec = RunOptions(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
                    not raw, not no_compare, str(trace) if trace else None, device, options, matmul)
     spec.check()  # bad input fails here, before torch is imported
+    if trace:
+        from speedplan.cli.options import check_output
+
+        check_output(trace, "--trace", folder=False)
 
     from speedplan.runtime.api import run
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from speedplan.cli.options import parse_int_list
+from speedplan.cli.options import check_output, parse_int_list
 
 
 def sweep(
@@ -34,10 +34,11 @@ def sweep(
     --mechanism draft-model:llama-3.2-1b --mechanism eagle3 --batch 1-256 --draft-len 0-8
     """
     from speedplan import entry
+    from speedplan.errors import SpeedplanInputError
     from speedplan.plan.acceptance_sources import parse_acceptance_options
     from speedplan.plan.engine_plan import parse_batch_weights, plan_engines
     from speedplan.plan.mechanisms import MECHANISMS
-    from speedplan.plan.sweep import sweep as run_sweep
+    from speedplan.plan.sweep import memory_shortfall, sweep as run_sweep
     from speedplan.report.folder import write_outputs
     from speedplan.report.summary import render_summary
 
@@ -51,10 +52,14 @@ def sweep(
             acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
             min_tokens_per_user=min_tokens_per_user, command=_command(locals()), engine=engine,
         )
+        shortfall = memory_shortfall(result)
+        if shortfall:
+            raise SpeedplanInputError(shortfall)
         engines = plan_for.split(",") if plan_for else None
         # computed while the figures draw; an unknown engine or bad weights fail before anything is written
         plans = functools.cache(lambda: plan_engines(result, weights, engines))
         out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}-{result.meta['engine']}"
+        check_output(out)
         write_outputs(result, out, worker, plans=plans)
     finally:
         if worker is not None:

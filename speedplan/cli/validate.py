@@ -25,6 +25,7 @@ def validate(
     Compare two profiles on the same measurements (no drift between runs):
     speedplan validate --reprice reports/validation-cpu --hardware profiles/new
     """
+    from speedplan.cli.options import check_output
     from speedplan.errors import SpeedplanInputError
     from speedplan.validate.run import FULL, QUICK, run_validation, write_validation
 
@@ -34,6 +35,7 @@ def validate(
     if device != "cpu":
         raise SpeedplanInputError("validate runs on --device cpu here; for CUDA use microbench/campaign.sh")
     out = out or Path("reports") / ("validation-cpu-quick" if quick else "validation-cpu")
+    check_output(out)
     table, summary = run_validation(QUICK if quick else FULL, hardware,
                                     progress=lambda m: typer.echo(m, err=True))
     write_validation(table, summary, out)

@@ -10,9 +10,10 @@ import numpy as np
 
 from speedplan.engine.calibrate import Calibration, Setting, calibrate
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
-from speedplan.engine.readers.measurements import read_measurements
+from speedplan.engine.readers.measurements import check_consistent, read_measurements
 from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
+from speedplan.plan.mechanisms import MECHANISMS
 
 
 def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list, mechanism: str = "eagle3",
@@ -23,10 +24,13 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
 
     target = get_model(model)
     target.check_tp(tp)
+    if mechanism.split(":")[0] not in MECHANISMS:  # named for SGLang bench rows; wrong even where unused
+        raise SpeedplanInputError(f"--mechanism {mechanism!r}: unknown mechanism; use one of {', '.join(sorted(MECHANISMS))}")
     setting = Setting(target, load_cost_model(hardware), tp, f"{target.name} on {hardware}, TP={tp}")
     scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
     acceptance = _scrape_acceptance([read_vllm_metrics(f) for f in scrapes])
     rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
+    check_consistent(rows)
     if not rows:
         raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
     base = get_engine(engine)

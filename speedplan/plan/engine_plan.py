@@ -67,6 +67,8 @@ class EnginePlan:
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
         """Inclusive [first_batch, last_batch, D] ranges over the planned batches, equal D merged."""
+        if self.rows.empty:  # nothing fits in memory: no batch to schedule
+            return []
         per_b = self.rows.drop_duplicates("batch").sort_values("batch")
         out: list[list[int]] = []
         for b, d in zip(per_b["batch"], per_b["draft_len"]):
@@ -367,7 +369,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         common = dict(model=meta["model"]["model"], tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
                       per_batch=per_batch, context=context, priced_by=plan.engine_profile)
         if plan.mechanism == "none":
-            out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), **common)
+            out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0, **common)
             continue
         extra = _extras(result, plan)
         schedule = tuple((int(b), int(d)) for b, d in zip(at["batch"], at["draft_len"]))

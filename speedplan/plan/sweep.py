@@ -193,6 +193,30 @@ def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: Model
     return frame[FRAME_COLUMNS]
 
 
+def memory_shortfall(result: SweepResult) -> str | None:
+    """Why nothing can be served, when plain decoding fits in memory at no swept (batch,
+    context): the smallest such configuration's bytes per GPU against the usable memory. None
+    when some plain configuration fits. The CLI makes this an input error (a TP or a context
+    the model cannot run); library callers still get a report that says so."""
+    frame = result.frame
+    plain = frame[frame["mechanism"] == "none"]
+    if plain.empty or plain["fits_memory"].any():
+        return None
+    row = plain.loc[plain["memory_bytes"].idxmin()]
+    meta = result.meta
+    model, weights = meta.get("model") or {}, meta.get("weight_bytes_per_gpu")
+    usable, total = meta.get("memory_usable_bytes"), meta.get("memory_bytes")
+    room = (f"{usable / 1e9:.1f} GB are usable ({MEMORY_UTILIZATION:.0%} of {total / 1e9:.0f} GB)"
+            if usable and total else "more than the device holds")
+    return (f"{model.get('model', 'the model')} on {meta.get('hardware', 'this hardware')} at TP {meta.get('tp', 1)} "
+            f"fits in memory at no swept batch and context: plain decoding at B={int(row['batch'])}, "
+            f"context {int(row['context'])} needs {row['memory_bytes'] / 1e9:.1f} GB per GPU"
+            + (f" (weights {weights / 1e9:.1f} GB)" if weights else "")
+            + f" and {room}; "
+            + ("the weights alone do not fit: try a larger --tp" if weights and usable and weights > usable
+               else "try smaller --batch, a shorter --context or a larger --tp"))
+
+
 def _engine_meta(engine: EngineProfile) -> dict:
     return {"engine": engine.name, "engine_family": engine.engine, "engine_label": engine.label(),
             "engine_source": engine.origin, "engine_fit": engine.provenance(),
@@ -342,6 +366,9 @@ def sweep(
         "ridge_flops_per_byte": hw.ridge_flops_per_byte(target.dtype),
         "peak_flops_per_s": hw.flops_per_s(target.dtype),
         "bytes_per_s": hw.bytes_per_s,
+        "memory_bytes": hw.memory_bytes,  # per GPU
+        "memory_usable_bytes": hw.memory_bytes * MEMORY_UTILIZATION,  # what weights + KV may use
+        "weight_bytes_per_gpu": target.weight_bytes() / tp,
         "min_tokens_per_user": min_tokens_per_user,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "version": __version__,

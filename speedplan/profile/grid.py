@@ -159,6 +159,10 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
         raise SpeedplanInputError(f"--visits must be >= 1, got {visits}")
     if min_time_ms <= 0:
         raise SpeedplanInputError(f"--min-time-ms must be > 0, got {min_time_ms}")
+    for option, value, low in (("--threads", threads, 1), ("--tp", tp, 1), ("--quiet-tries", quiet_tries, 1),
+                               ("--stop-after", stop_after, 1)):
+        if value is not None and value < low:
+            raise SpeedplanInputError(f"{option} must be >= {low}, got {value}")
     try:
         from microbench.runner import run
     except ImportError as e:

@@ -79,7 +79,11 @@ class Profile:
             elif family == "attention":
                 self._built[family] = AttentionTable(self.tables["attention"], self.hardware, self.table("prefill"))
             else:
-                self._built[family] = _BUILDERS[family](self.tables[family], self.hardware)
+                try:
+                    self._built[family] = _BUILDERS[family](self.tables[family], self.hardware)
+                except SpeedplanInputError as e:  # a builder names its table ("moe.csv: ..."): add the folder
+                    text = str(e)
+                    raise SpeedplanInputError(f"{self.path / text}" if text.startswith(f"{family}.csv:") else text) from None
         return self._built[family]
 
     def _ask(self, family: str, args: tuple):

@@ -11,7 +11,10 @@ from speedplan.serving.plan import OFF, ServingPlan, hf_repo, segments
 
 def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) -> str:
     """Comment block at the top of every file: provenance, the plan's schedule, engine limits."""
-    if plan.mechanism == OFF:
+    if plan.mechanism == OFF and not plan.fits_memory:
+        what = ("Mechanism: none: plain decoding fits in memory at no swept batch size and context "
+                "(see the report), so this configuration will not start.")
+    elif plan.mechanism == OFF:
         what = "Mechanism: none: speculation loses at every planned batch size, so it is off."
     else:
         what = (f"Mechanism: {plan.mechanism}; draft length D = {plan.draft_len} at the reference batch size"

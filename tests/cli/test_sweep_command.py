@@ -52,6 +52,8 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     (["--batch-weights", "1=-1"], "--batch-weights"),
     (["--batch-weights", "3=1"], "batch 3 was not swept"),
     (["--batch-weights", "256=1"], "does not fit"),
+    (["--model", "llama-3.1-405b", "--batch", "1,8"], "the weights alone do not fit: try a larger --tp"),
+    (["--context", "10000000", "--batch", "1"], "fits in memory at no swept batch and context"),
 ])
 def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, word):
     out = tmp_path / "rep"
@@ -123,3 +125,51 @@ def test_planner_cli_does_not_import_torch():
     import subprocess, sys
     code = "import sys, speedplan.cli; print(sorted(m for m in ('torch','cupy','gguf','transformers') if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_model_that_fits_nowhere_names_its_memory(cli, tmp_path):
+    """A TP the model cannot run in memory is bad input: the line says what one GPU would need."""
+    proc = cli("sweep", "--model", "llama-3.1-405b", "--tp", "8", "--batch", "1,8", "--out", str(tmp_path / "rep"))
+    _one_line_error(proc, "llama-3.1-405b on h100-sxm at TP 8 fits in memory at no swept batch")
+    assert "needs 101.7 GB per GPU (weights 101.5 GB) and 72.0 GB are usable (90% of 80 GB)" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [
+    ["sweep", "--batch", "1", "--draft-len", "0-1", "--out", "{file}/rep"],
+    ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements", "{csv}", "--out", "{file}/x.json"],
+    ["predict", "ops", "--hardware", "h100-sxm", "--in", "{csv}", "--out", "{file}/pred.csv"],
+    ["profile", "roofline", "--hardware", "h100-sxm", "--out", "{file}/prof"],
+    ["bench", "--device", "cpu", "--grid", "quick", "--out", "{file}/prof"],
+    ["validate", "--quick", "--out", "{file}/val"],
+])
+def test_an_output_path_under_a_file_is_refused_first(tmp_path, command):
+    """--out below a file: one line before any work (validate and bench would run for minutes)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    csv = tmp_path / "m.csv"
+    csv.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,5\n")
+    args = [a.format(file=blocker, csv=csv) for a in command]
+    proc = runner.invoke(app, args)
+    assert isinstance(proc.exception, SpeedplanInputError), proc.output
+    assert f"{blocker} is a file, not a folder" in str(proc.exception)
+
+
+def test_a_full_disk_is_one_line(tmp_path, monkeypatch, capsys):
+    """An OSError of the environment (disk full, read-only, permission) while writing: exit 2, one
+    line naming the file; other OSErrors stay tracebacks (bugs)."""
+    import errno
+
+    from speedplan.cli import app as app_module
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "rep" / "sweep.csv"))
+
+    monkeypatch.setattr("speedplan.report.folder.write_outputs", full)
+    assert app_module.run(["sweep", "--batch", "1", "--draft-len", "0-1", "--out", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"speedplan: error: {tmp_path / 'rep' / 'sweep.csv'}: No space left on device\n"
+    monkeypatch.setattr("speedplan.report.folder.write_outputs",
+                        lambda *a, **k: (_ for _ in ()).throw(OSError(errno.EBADF, "Bad file descriptor")))
+    with pytest.raises(OSError):
+        app_module.run(["sweep", "--batch", "1", "--draft-len", "0-1", "--out", str(tmp_path / "rep")])

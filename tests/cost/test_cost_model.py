@@ -275,5 +275,6 @@ def test_a_moe_table_of_two_skewed_routings_is_refused(tmp_path):
     body = [l.replace(",balanced,", ",power_law_1.2,") for l in lines[1:]]
     body += [l.replace(",power_law_1.2,", ",power_law_1.01,") for l in body]
     (folder / "moe.csv").write_text("\n".join([lines[0], *body]) + "\n")
-    with pytest.raises(SpeedplanInputError, match="power_law_1.01, power_law_1.2 without 'balanced'"):
+    with pytest.raises(SpeedplanInputError, match="power_law_1.01, power_law_1.2 without 'balanced'") as e:
         forward_cost(load_cost_model(folder), get_model("qwen3-30b-a3b"), 1, 1, 1024, tp=4)
+    assert str(e.value).startswith(f"{folder / 'moe.csv'}: routings")  # the folder is named, not only the file

@@ -195,3 +195,12 @@ def test_timed_parts_of_a_step_tell_slow_kernels_from_host_work():
 def test_draft_ms_of_plain_decoding_is_refused():
     with pytest.raises(SpeedplanInputError, match="draft_ms"):
         Measurement("none", 1, 0, 512, "draft_ms", 3.0, None, "x.csv:2")
+
+
+def test_an_unknown_mechanism_for_sglang_rows_is_refused_even_where_unused(tmp_path):
+    from speedplan.engine.run_calibration import calibrate_files
+
+    f = tmp_path / "m.csv"
+    f.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,7.5\n")
+    with pytest.raises(SpeedplanInputError, match="--mechanism 'eagle4': unknown mechanism"):
+        calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism="eagle4")

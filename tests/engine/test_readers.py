@@ -104,3 +104,17 @@ def test_metrics_scrape_gives_acceptance_to_rows_without_it(tmp_path):
     assert len(result.rows) == 3
     with pytest.raises(SpeedplanInputError, match="draft positions"):
         _scrape_acceptance([read_vllm_metrics(scrape)])("eagle3", 5)
+
+
+def test_repeated_rows_that_contradict_each_other_are_refused(tmp_path):
+    """The same configuration measured 3x apart is a mislabelled row, not noise: exit 2 naming both
+    rows; repeats a few percent apart, or rows with another acceptance length, are kept."""
+    from speedplan.engine.readers.measurements import check_consistent, read_measurements
+
+    f = tmp_path / "m.csv"
+    f.write_text("mechanism,batch,draft_len,context,speedup,acceptance_length\n"
+                 "eagle3,1,3,1024,1.5,2.5\neagle3,1,3,1024,1.4,2.52\neagle3,1,3,1024,0.9,1.4\n")
+    check_consistent(read_measurements(f))
+    f.write_text(f.read_text() + "eagle3,1,3,1024,0.5,2.5\n")
+    with pytest.raises(SpeedplanInputError, match=r"m.csv:5: field 'speedup' 0.5 contradicts .*m.csv:2 \(1.5\)"):
+        check_consistent(read_measurements(f))

@@ -240,7 +240,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     folder = synthetic_profile(tmp_path / "p")
     (folder / "gemm.csv").write_text("m,n\n")
     for args in (["profile", "check", str(folder)],
-                 ["bench", "--device", "cpu", "--grid", "model:no-such-model", "--out", str(tmp_path / "new")]):
+                 ["bench", "--device", "cpu", "--grid", "model:no-such-model", "--out", str(tmp_path / "new")],
+                 ["bench", "--device", "cpu", "--threads", "0", "--out", str(tmp_path / "new")]):
         r = subprocess.run([sys.executable, "-m", "speedplan.cli", *args], cwd=ROOT, capture_output=True, text=True)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "new").exists()  # no half-written output folder

@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -343,6 +344,8 @@ def test_off_everywhere_is_a_plain_launch(render):
     (script,) = [t for name, t in files.items() if name.endswith(".sh")]
     argv = shell_command(script)
     assert argv[0] in ("vllm", "python", "trtllm-serve") and not any("speculative" in a for a in argv)
+    nothing_fits = "".join(render(replace(p, fits_memory=False)).values())
+    assert "fits in memory at no swept batch size" in nothing_fits and "speculation loses" not in nothing_fits
 
 
 def test_per_engine_plans_are_written_per_engine(tmp_path):

@@ -206,6 +206,9 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
             mech, nodes = f"eagle-tree:topk={topk}", draft_tokens - 1
         else:
             mech, nodes = mechanism, None
+        if _number(rec, "step_time", where) <= 0:
+            raise SpeedplanInputError(f"{where}: field 'step_time' must be a positive number of seconds, "
+                                      f"got {rec['step_time']!r}")
         out.append(Measurement(
             mechanism=mech, batch=_number(rec, "batch_size", where, True), draft_len=steps,
             context=_number(rec, "context", where, True, required=False) or DEFAULT_CONTEXT,
@@ -213,6 +216,32 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
             acceptance_length=_number(rec, "acc_length", where) if steps else None, where=where, tree_nodes=nodes,
             max_running=_number(rec, "batch_size", where, True)))
     return out
+
+
+REPEAT_SPREAD = 1.5  # repeated runs of one configuration further apart than this factor contradict each other
+
+
+def check_consistent(rows: list[Measurement]) -> None:
+    """Refuse rows that contradict each other: the same configuration (mechanism, batch,
+    draft_len, context, tree_nodes, cap on running requests, quantity, and acceptance length
+    within 5%) measured twice with values more than `REPEAT_SPREAD` apart. Repeated runs of an
+    engine differ by a few percent; 1.5x is a mislabelled row (a unit, a batch, another model),
+    which a fit would split the difference of. Rows with other acceptance lengths may differ:
+    another dataset drafts better."""
+    seen: dict[tuple, Measurement] = {}
+    for m in rows:
+        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, m.max_running, m.quantity)
+        first = seen.setdefault(key, m)
+        if first is m:
+            continue
+        same_al = (m.acceptance_length is None and first.acceptance_length is None) or (
+            m.acceptance_length is not None and first.acceptance_length is not None
+            and abs(m.acceptance_length / first.acceptance_length - 1.0) <= 0.05)
+        if same_al and max(m.value, first.value) > REPEAT_SPREAD * min(m.value, first.value):
+            raise SpeedplanInputError(
+                f"{m.where}: field {m.quantity!r} {m.value:g} contradicts {first.where} ({first.value:g}): the same "
+                f"configuration ({m.mechanism}, batch {m.batch}, draft_len {m.draft_len}, context {m.context}) "
+                f"measured more than {REPEAT_SPREAD:g}x apart")
 
 
 def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=_no_acceptance) -> list[Measurement]:
