@@ -229,11 +229,19 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         expert_inter = _int(cfg, "moe_intermediate_size", where, intermediate)
         shared = cfg.get("n_shared_experts") or 0
         shared_inter = expert_inter if "n_shared_experts" in cfg else _int(cfg, "shared_expert_intermediate_size", where, 0)
+        llama4 = str(cfg.get("model_type", "")).startswith("llama4")
+        if llama4:  # every Llama-4 MoE layer adds one shared expert as wide as a routed one (Llama4TextMoe)
+            shared_inter = expert_inter
         if shared_inter and not shared:
             shared = 1
         first_dense = cfg.get("first_k_dense_replace") or 0
         if cfg.get("mlp_only_layers"):
             first_dense = len(cfg["mlp_only_layers"])
+        step = _int(cfg, "interleave_moe_layer_step", where, 1) if llama4 else 1
+        if step > 1:  # Llama-4 Maverick: every step-th layer is MoE, the others dense (order does not change cost)
+            first_dense = layers - layers // step
+        if llama4 and first_dense:
+            intermediate = _int(cfg, "intermediate_size_mlp", where, intermediate)  # the dense layers' width
         moe = MoESpec(
             num_experts=int(n_experts),
             top_k=top_k,
@@ -249,7 +257,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     mla = None
     if cfg.get("kv_lora_rank"):
         mla = MLASpec(
-            q_lora_rank=_int(cfg, "q_lora_rank", where, 0),
+            q_lora_rank=_int({"q_lora_rank": cfg.get("q_lora_rank") or 0}, "q_lora_rank", where),  # null: no Q LoRA (V2-Lite)
             kv_lora_rank=_int(cfg, "kv_lora_rank", where),
             qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where),
             qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where),
@@ -260,9 +268,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     dtype = _DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
     if dtype == "fp32":
         dtype = "bf16"  # served in bf16 unless the user says otherwise
-    quant = cfg.get("quantization_config") or {}
-    if isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "fp8":
-        dtype = "fp8"  # checkpoint ships FP8 weights (DeepSeek-V3)
+    dtype = _quantized_dtype(cfg.get("quantization_config"), dtype, where)
     return ModelSpec(
         name=name,
         hidden=hidden,
@@ -281,6 +287,43 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         source=str(cfg.get("_source", where)),
         published_params=cfg.get("_published_params"),
     )
+
+
+_FP8_METHODS = {"fp8", "fbgemm_fp8"}
+
+
+def _quantized_dtype(quant, dtype: str, where: str) -> str:
+    """The weight dtype a checkpoint's `quantization_config` ships: "fp8" for FP8 checkpoints
+    (DeepSeek-V3's "fp8"; compressed-tensors or ModelOpt with 8-bit float weights), else
+    `dtype`. Weights of another width (MXFP4 in gpt-oss, AWQ/GPTQ int4, NVFP4) are refused:
+    speedplan prices bf16, fp16 and fp8 GEMMs only, and pricing 4-bit weights as 16-bit ones
+    would overstate memory and time four-fold."""
+    if not quant:
+        return dtype
+    if not isinstance(quant, dict):
+        raise SpeedplanInputError(f"{where}: 'quantization_config' must be an object")
+    method = str(quant.get("quant_method", "")).lower()
+    if method in _FP8_METHODS:
+        return "fp8"
+    if method in ("compressed-tensors", "modelopt") and _fp8_weights(quant):
+        return "fp8"
+    raise SpeedplanInputError(
+        f"{where}: quantization {method or '?'!r} is not modelled (speedplan prices bf16, fp16 and fp8 weights); "
+        "to price the model with 16-bit weights, remove 'quantization_config' from a copy of the config")
+
+
+def _fp8_weights(node) -> bool:
+    """Whether a compressed-tensors or ModelOpt config states 8-bit float weights anywhere
+    ({"num_bits": 8, "type": "float"}, or a quant_algo / format naming FP8)."""
+    if isinstance(node, dict):
+        if node.get("num_bits") == 8 and str(node.get("type", "")).lower() == "float":
+            return True
+        if any("fp8" in str(node.get(k, "")).lower() for k in ("quant_algo", "format")):
+            return True
+        return any(_fp8_weights(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_fp8_weights(v) for v in node)
+    return False
 
 
 def preset_names() -> list[str]:

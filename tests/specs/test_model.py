@@ -61,3 +61,70 @@ def test_unknown_model_and_bad_json(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(SpeedplanInputError, match="malformed JSON"):
         get_model(str(bad))
+
+
+LLAMA4_SCOUT = {  # text_config of meta-llama/Llama-4-Scout-17B-16E (the vision tower is not priced)
+    "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+    "text_config": {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
+                    "intermediate_size_mlp": 16384, "num_attention_heads": 40, "num_hidden_layers": 48,
+                    "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 202048, "num_local_experts": 16,
+                    "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "torch_dtype": "bfloat16"}}
+
+
+@pytest.mark.parametrize("experts, step, total_b", [(16, 1, 109), (128, 2, 400)])
+def test_llama4_shared_expert_and_interleaved_moe_layers(experts, step, total_b):
+    """Scout (16 experts in every layer) and Maverick (128 experts every other layer, dense
+    layers 16384 wide): one shared expert per MoE layer; published 109B / 400B total with the
+    vision tower (about 1B), 17B active."""
+    cfg = json.loads(json.dumps(LLAMA4_SCOUT))
+    cfg["text_config"].update(num_local_experts=experts, interleave_moe_layer_step=step)
+    m = from_hf_config(cfg)
+    assert m.moe.shared_experts == 1 and m.moe.shared_intermediate == 8192
+    assert m.moe_layers == 48 // step and (step == 1 or m.dense_intermediate == 16384)
+    assert m.param_count() / 1e9 == pytest.approx(total_b, rel=0.02)
+    assert m.param_count(active=True) / 1e9 == pytest.approx(17, rel=0.02)
+
+
+def test_deepseek_v2_lite_has_no_q_lora():
+    """DeepSeek-V2-Lite states "q_lora_rank": null (Q projected directly): 15.7B total, 2.4B active
+    published (the active count here adds the attention's full Q projection: 2.66B)."""
+    cfg = {"model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+           "num_attention_heads": 16, "num_hidden_layers": 27, "num_key_value_heads": 16, "n_routed_experts": 64,
+           "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1, "kv_lora_rank": 512,
+           "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+           "vocab_size": 102400}
+    m = from_hf_config(cfg)
+    assert m.mla.q_lora_rank == 0 and m.param_count() / 1e9 == pytest.approx(15.7, rel=0.01)
+
+
+@pytest.mark.parametrize("quant, dtype", [
+    ({"quant_method": "fp8"}, "fp8"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}}}, "fp8"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}}}, None),
+    ({"quant_method": "mxfp4"}, None),
+    ({"quant_method": "awq", "bits": 4}, None),
+])
+def test_quantized_checkpoints_are_priced_at_their_width_or_refused(quant, dtype):
+    cfg = {"hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+           "num_key_value_heads": 8, "vocab_size": 128256, "torch_dtype": "bfloat16", "quantization_config": quant}
+    if dtype:
+        assert from_hf_config(cfg).dtype == dtype
+    else:
+        with pytest.raises(SpeedplanInputError, match=f"quantization '{quant['quant_method']}' is not modelled"):
+            from_hf_config(cfg)
+
+
+def _dense(hidden, inter, heads, kv, layers, vocab, **extra):
+    return {"hidden_size": hidden, "intermediate_size": inter, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "num_hidden_layers": layers, "vocab_size": vocab, **extra}
+
+
+@pytest.mark.parametrize("cfg, published_b", [
+    (_dense(3584, 14336, 16, 8, 42, 256000, head_dim=256, tie_word_embeddings=True), 9.24),  # google/gemma-2-9b
+    (_dense(3072, 8192, 32, 32, 32, 32064), 3.82),  # microsoft/Phi-3-mini-4k-instruct
+    (_dense(4096, 14336, 32, 8, 32, 32768, head_dim=None), 7.25),  # mistralai/Mistral-7B-v0.3
+    (_dense(3584, 18944, 28, 4, 28, 152064), 7.61),  # Qwen/Qwen2.5-7B
+])
+def test_other_dense_families_count_their_published_parameters(cfg, published_b):
+    assert from_hf_config(cfg).param_count() / 1e9 == pytest.approx(published_b, rel=0.01)
