@@ -253,16 +253,21 @@ def forward_cost(
 
     heads, kv_heads, head_dim = attention_shape(model, tp)
     kv_len = context + q_len
-    attn = cost.attention(batch, q_len, kv_len, heads, kv_heads, head_dim, "causal", dtype)
-    attention_us = n_layers * attn.latency_us
-    profile_us += attention_us * attn.from_profile
-    outside_us += attention_us * attn.out_of_range
-    tree_us = np.zeros_like(tokens)
-    if mask == "tree":
-        tree = cost.attention(batch, q_len, kv_len, heads, kv_heads, head_dim, "tree", dtype)
-        tree_us = n_layers * np.maximum(tree.latency_us - attn.latency_us, 0.0)
-        profile_us += tree_us * tree.from_profile
-        outside_us += tree_us * tree.out_of_range
+    local = model.local_layers  # sliding-window layers: q_len queries read at most window + q_len - 1 keys
+    groups = [(n_layers - local, kv_len)] + ([(local, np.minimum(kv_len, model.window + q_len - 1))] if local else [])
+    attention_us, tree_us = np.zeros_like(tokens), np.zeros_like(tokens)
+    for layers_in_group, group_kv in groups:
+        attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", dtype)
+        group_us = layers_in_group * attn.latency_us
+        attention_us = attention_us + group_us
+        profile_us += group_us * attn.from_profile
+        outside_us += group_us * attn.out_of_range
+        if mask == "tree":
+            tree = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "tree", dtype)
+            group_tree_us = layers_in_group * np.maximum(tree.latency_us - attn.latency_us, 0.0)
+            tree_us = tree_us + group_tree_us
+            profile_us += group_tree_us * tree.from_profile
+            outside_us += group_tree_us * tree.out_of_range
 
     h = model.hidden
     inter = model.dense_intermediate if model.moe is None else model.moe.expert_intermediate * model.moe.top_k

@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.config_families import quantized_dtype, sliding_window
 from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
 
@@ -59,6 +60,8 @@ class ModelSpec:
     mla: MLASpec | None = None
     mtp_layers: int = 0
     dtype: str = "bf16"
+    window: int = 0  # sliding-window attention: tokens a local layer attends to (0: none)
+    window_layers: int = 0  # how many layers attend within `window` (the rest attend to every token)
     source: str = ""
     published_params: float | None = None
 
@@ -157,6 +160,22 @@ class ModelSpec:
             return self.layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b
         return self.layers * 2 * self.kv_heads * self.head_dim * b
 
+    @property
+    def local_layers(self) -> int:
+        """Layers that attend within the sliding window (a spec cut to fewer layers keeps at most its own)."""
+        return min(self.window_layers, self.layers) if self.window else 0
+
+    def kv_bytes_per_rank(self, tokens, tp: int):
+        """KV-cache bytes one sequence of `tokens` tokens (array or number) holds on one of `tp`
+        ranks: full-attention layers keep every token, sliding-window layers at most `window`
+        (vLLM's hybrid KV cache manager and SGLang's SWA pool free what left the window)."""
+        import numpy as np
+
+        per_layer = self.kv_bytes_per_token_per_rank(tp) / self.layers
+        local = self.local_layers
+        return per_layer * ((self.layers - local) * np.asarray(tokens, float)
+                            + local * np.minimum(tokens, self.window or 0))
+
     def kv_bytes_per_token_per_rank(self, tp: int) -> float:
         """KV-cache bytes one token occupies on one of `tp` tensor-parallel ranks. Each rank
         holds ceil(kv_heads / tp) KV heads: with fewer KV heads than ranks, KV heads are
@@ -187,6 +206,8 @@ class ModelSpec:
             "experts": f"{self.moe.top_k}/{self.moe.num_experts}" if self.moe else "",
             "mtp_layers": self.mtp_layers,
             "kv_kib_per_token": round(self.kv_bytes_per_token() / 1024, 1),
+            **({"sliding_window": f"{self.window} tokens on {self.local_layers} of {self.layers} layers"}
+               if self.local_layers else {}),
         }
 
 
@@ -268,7 +289,8 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     dtype = _DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
     if dtype == "fp32":
         dtype = "bf16"  # served in bf16 unless the user says otherwise
-    dtype = _quantized_dtype(cfg.get("quantization_config"), dtype, where)
+    dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where)
+    window, window_layers = sliding_window(cfg, layers, where)
     return ModelSpec(
         name=name,
         hidden=hidden,
@@ -284,46 +306,11 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         mla=mla,
         mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
         dtype=dtype,
+        window=window,
+        window_layers=window_layers,
         source=str(cfg.get("_source", where)),
         published_params=cfg.get("_published_params"),
     )
-
-
-_FP8_METHODS = {"fp8", "fbgemm_fp8"}
-
-
-def _quantized_dtype(quant, dtype: str, where: str) -> str:
-    """The weight dtype a checkpoint's `quantization_config` ships: "fp8" for FP8 checkpoints
-    (DeepSeek-V3's "fp8"; compressed-tensors or ModelOpt with 8-bit float weights), else
-    `dtype`. Weights of another width (MXFP4 in gpt-oss, AWQ/GPTQ int4, NVFP4) are refused:
-    speedplan prices bf16, fp16 and fp8 GEMMs only, and pricing 4-bit weights as 16-bit ones
-    would overstate memory and time four-fold."""
-    if not quant:
-        return dtype
-    if not isinstance(quant, dict):
-        raise SpeedplanInputError(f"{where}: 'quantization_config' must be an object")
-    method = str(quant.get("quant_method", "")).lower()
-    if method in _FP8_METHODS:
-        return "fp8"
-    if method in ("compressed-tensors", "modelopt") and _fp8_weights(quant):
-        return "fp8"
-    raise SpeedplanInputError(
-        f"{where}: quantization {method or '?'!r} is not modelled (speedplan prices bf16, fp16 and fp8 weights); "
-        "to price the model with 16-bit weights, remove 'quantization_config' from a copy of the config")
-
-
-def _fp8_weights(node) -> bool:
-    """Whether a compressed-tensors or ModelOpt config states 8-bit float weights anywhere
-    ({"num_bits": 8, "type": "float"}, or a quant_algo / format naming FP8)."""
-    if isinstance(node, dict):
-        if node.get("num_bits") == 8 and str(node.get("type", "")).lower() == "float":
-            return True
-        if any("fp8" in str(node.get(k, "")).lower() for k in ("quant_algo", "format")):
-            return True
-        return any(_fp8_weights(v) for v in node.values())
-    if isinstance(node, list):
-        return any(_fp8_weights(v) for v in node)
-    return False
 
 
 def preset_names() -> list[str]:

@@ -278,3 +278,18 @@ def test_a_moe_table_of_two_skewed_routings_is_refused(tmp_path):
     with pytest.raises(SpeedplanInputError, match="power_law_1.01, power_law_1.2 without 'balanced'") as e:
         forward_cost(load_cost_model(folder), get_model("qwen3-30b-a3b"), 1, 1, 1024, tp=4)
     assert str(e.value).startswith(f"{folder / 'moe.csv'}: routings")  # the folder is named, not only the file
+
+
+def test_sliding_window_layers_read_at_most_the_window():
+    """A model whose every layer attends within 4096 tokens (Mistral-7B-v0.1's layout) prices
+    attention at 32k context as at the window (plus the verified tokens), and the sweep fits
+    more sequences in memory; below the window nothing changes."""
+    cost = load_cost_model("h100-sxm")
+    full = get_model("llama-3.1-8b")
+    local = replace(full, window=4096, window_layers=full.layers)
+    at = lambda m, ctx: forward_cost(cost, m, 16, 4, ctx, 1).attention_s.item()
+    assert at(local, 2048) == pytest.approx(at(full, 2048))
+    assert at(local, 32768) == pytest.approx(at(full, 4096 - 1), rel=1e-6)  # 4 queries read 4096 + 3 keys
+    assert at(local, 32768) < 0.25 * at(full, 32768)
+    fits = lambda m: sweep(m, "h100-sxm", ["eagle3"], [64, 128], [0, 2], contexts=[32768]).frame.query("feasible")
+    assert len(fits(full)) < len(fits(local))

@@ -128,3 +128,27 @@ def _dense(hidden, inter, heads, kv, layers, vocab, **extra):
 ])
 def test_other_dense_families_count_their_published_parameters(cfg, published_b):
     assert from_hf_config(cfg).param_count() / 1e9 == pytest.approx(published_b, rel=0.01)
+
+
+@pytest.mark.parametrize("extra, window, local", [
+    ({"model_type": "gemma2", "sliding_window": 4096}, 4096, 21),  # every other layer, from the first
+    ({"model_type": "gemma3_text", "sliding_window": 1024, "sliding_window_pattern": 6}, 1024, 35),
+    ({"sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 21}, 128, 21),
+    ({"model_type": "qwen2", "sliding_window": 131072, "use_sliding_window": False}, 0, 0),
+    ({"model_type": "mistral", "sliding_window": 4096}, 4096, 42),  # Mistral-7B-v0.1: every layer
+    ({"model_type": "mistral", "sliding_window": None}, 0, 0),
+])
+def test_sliding_window_layers_are_read_per_family(extra, window, local):
+    m = from_hf_config(_dense(3584, 14336, 16, 8, 42, 256000, head_dim=256, **extra))
+    assert (m.window, m.local_layers) == (window, local)
+
+
+def test_sliding_window_layers_hold_at_most_the_window_of_kv():
+    """Gemma-2: half the layers keep 4096 tokens; at 8192 tokens a sequence holds 3/4 of the KV
+    full attention would, at 4096 and below all of it."""
+    m = from_hf_config(_dense(3584, 14336, 16, 8, 42, 256000, head_dim=256, model_type="gemma2", sliding_window=4096))
+    full = m.kv_bytes_per_token_per_rank(1)
+    assert m.kv_bytes_per_rank(4096, 1) == pytest.approx(4096 * full)
+    assert m.kv_bytes_per_rank(8192, 1) == pytest.approx(0.75 * 8192 * full)
+    with pytest.raises(SpeedplanInputError, match="'sliding_window' must be a positive integer or null"):
+        from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, sliding_window="4k"))

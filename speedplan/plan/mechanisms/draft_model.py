@@ -51,7 +51,7 @@ class DraftModel(ChainDrafting, Mechanism):
         whole on one of the target's GPUs)."""
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         dtp = self._tp(tp)
-        return self.draft.weight_bytes() / dtp + batch * context * self.draft.kv_bytes_per_token_per_rank(dtp)
+        return self.draft.weight_bytes() / dtp + batch * self.draft.kv_bytes_per_rank(context, dtp)
 
     @classmethod
     def cannot_run(cls, target):

@@ -1,0 +1,74 @@
+"""What some model families' config.json says beyond the standard keys: the weight width a
+`quantization_config` ships, and which layers attend within a sliding window. Pure functions
+of the config dict; `speedplan.specs.model.from_hf_config` calls them."""
+
+from __future__ import annotations
+
+from speedplan.errors import SpeedplanInputError
+
+_FP8_METHODS = {"fp8", "fbgemm_fp8"}
+
+
+def quantized_dtype(quant, dtype: str, where: str) -> str:
+    """The weight dtype a checkpoint's `quantization_config` ships: "fp8" for FP8 checkpoints
+    (DeepSeek-V3's "fp8"; compressed-tensors or ModelOpt with 8-bit float weights), else
+    `dtype`. Weights of another width (MXFP4 in gpt-oss, AWQ/GPTQ int4, NVFP4) are refused:
+    speedplan prices bf16, fp16 and fp8 GEMMs only, and pricing 4-bit weights as 16-bit ones
+    would overstate memory and time four-fold."""
+    if not quant:
+        return dtype
+    if not isinstance(quant, dict):
+        raise SpeedplanInputError(f"{where}: 'quantization_config' must be an object")
+    method = str(quant.get("quant_method", "")).lower()
+    if method in _FP8_METHODS:
+        return "fp8"
+    if method in ("compressed-tensors", "modelopt") and _fp8_weights(quant):
+        return "fp8"
+    raise SpeedplanInputError(
+        f"{where}: quantization {method or '?'!r} is not modelled (speedplan prices bf16, fp16 and fp8 weights); "
+        "to price the model with 16-bit weights, remove 'quantization_config' from a copy of the config")
+
+
+def _fp8_weights(node) -> bool:
+    """Whether a compressed-tensors or ModelOpt config states 8-bit float weights anywhere
+    ({"num_bits": 8, "type": "float"}, or a quant_algo / format naming FP8)."""
+    if isinstance(node, dict):
+        if node.get("num_bits") == 8 and str(node.get("type", "")).lower() == "float":
+            return True
+        if any("fp8" in str(node.get(k, "")).lower() for k in ("quant_algo", "format")):
+            return True
+        return any(_fp8_weights(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_fp8_weights(v) for v in node)
+    return False
+
+
+def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int]:
+    """(window in tokens, how many of the `layers` attend only within it); (0, 0) for full
+    attention everywhere. Read, in this order:
+    - `layer_types` (transformers' per-layer list: Gemma-2/3, gpt-oss, newer Qwen): the
+      "sliding_attention" entries;
+    - `use_sliding_window: false` (Qwen2/Qwen3 state a window they do not use): none;
+    - Gemma-2: every other layer, starting with the first (`Gemma2DecoderLayer`);
+      Gemma-3: all but every `sliding_window_pattern`-th layer (6: five local, one global);
+    - else a numeric `sliding_window` applies to every layer (Mistral-7B-v0.1, Phi-3).
+    Llama-4's chunked attention (`attention_chunk_size`) is not a sliding window and is priced
+    as full attention."""
+    window = cfg.get("sliding_window")
+    if window is None or window is False:
+        return 0, 0
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise SpeedplanInputError(f"{where}: 'sliding_window' must be a positive integer or null, got {window!r}")
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        local = sum(1 for t in types if t == "sliding_attention")
+        return (window, local) if local else (0, 0)
+    if cfg.get("use_sliding_window") is False:
+        return 0, 0
+    family = str(cfg.get("model_type", ""))
+    if family == "gemma2":
+        return window, (layers + 1) // 2
+    if family.startswith("gemma3"):
+        pattern = cfg.get("sliding_window_pattern") or 6
+        return window, layers - layers // int(pattern)
+    return window, layers
