@@ -11,6 +11,8 @@ import typer
 
 from speedplan.cli.options import check_output, parse_int_list
 
+SAY_WRITING_FROM = 20_000  # rows: from here on, writing the report folder takes seconds (about 30 µs a row)
+
 
 def sweep(
     model: str = typer.Option("llama-3.1-8b", help="Model preset or path to a Hugging Face config.json (or its folder)."),
@@ -60,6 +62,9 @@ def sweep(
         plans = functools.cache(lambda: plan_engines(result, weights, engines))
         out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}-{result.meta['engine']}"
         check_output(out)
+        if len(result.frame) >= SAY_WRITING_FROM:  # seconds of CSV and figures ahead: say so
+            typer.echo(f"speedplan: {len(result.frame):,} configurations priced; writing {out} "
+                       "(sweep.csv, plans per engine, figures)...", err=True)
         write_outputs(result, out, worker, plans=plans)
     finally:
         if worker is not None:

@@ -173,3 +173,13 @@ def test_a_full_disk_is_one_line(tmp_path, monkeypatch, capsys):
                         lambda *a, **k: (_ for _ in ()).throw(OSError(errno.EBADF, "Bad file descriptor")))
     with pytest.raises(OSError):
         app_module.run(["sweep", "--batch", "1", "--draft-len", "0-1", "--out", str(tmp_path / "rep")])
+
+
+def test_a_big_sweep_says_it_is_writing(tmp_path, monkeypatch):
+    """Past SAY_WRITING_FROM rows the report takes seconds to write: one line on stderr says so."""
+    from speedplan.cli import sweep as sweep_cmd
+
+    monkeypatch.setattr(sweep_cmd, "SAY_WRITING_FROM", 10)
+    proc = CliRunner().invoke(app, ["sweep", "--batch", "1,2", "--draft-len", "0-1", "--out", str(tmp_path / "rep")])
+    assert proc.exit_code == 0, proc.output
+    assert "configurations priced; writing" in proc.stderr
