@@ -165,3 +165,11 @@ def test_report_folder_has_per_engine_schedule_and_configs(result, tmp_path):
         assert rows.draft_len.astype(int).tolist() == [x["draft_len"] for x in rec["per_batch"]]
         assert rec["engine_profile"].startswith(rows.engine_profile.iloc[0] + ":")  # the name, then its fit
     assert (out / "sensitivity.csv").exists() and (out / "vllm_serve.sh").exists()
+
+
+def test_a_sliding_window_model_says_so_in_the_header():
+    from speedplan.specs.model import get_model
+
+    windowed = replace(get_model("llama-3.1-8b"), name="windowed", window=4096, window_layers=16)
+    text = render_summary(sweep(windowed, "h100-sxm", ["ngram"], [1], [0, 1]))
+    assert text.splitlines()[0].startswith("speedplan: windowed on h100-sxm, TP=1, bf16, sliding window 4096 tokens on 16 of 32 layers")
