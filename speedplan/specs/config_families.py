@@ -70,5 +70,7 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int]:
         return window, (layers + 1) // 2
     if family.startswith("gemma3"):
         pattern = cfg.get("sliding_window_pattern") or 6
-        return window, layers - layers // int(pattern)
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+            raise SpeedplanInputError(f"{where}: 'sliding_window_pattern' must be a positive integer, got {pattern!r}")
+        return window, layers - layers // pattern
     return window, layers

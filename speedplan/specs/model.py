@@ -74,6 +74,9 @@ class ModelSpec:
             raise SpeedplanInputError(
                 f"model {self.name}: heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})"
             )
+        if not (isinstance(self.window, int) and isinstance(self.window_layers, int)
+                and self.window >= 0 and self.window_layers >= 0):
+            raise SpeedplanInputError(f"model {self.name}: sliding window and its layer count must be integers >= 0")
         if self.moe is None and self.intermediate <= 0:
             raise SpeedplanInputError(f"model {self.name}: intermediate_size must be > 0")
 
@@ -214,12 +217,32 @@ class ModelSpec:
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
 
 
+MAX_COUNT = 10_000_000  # no dimension, vocabulary or layer count of a real model comes near this
+
+
 def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
     value = cfg.get(key, default)
     if value is None:
         raise SpeedplanInputError(f"{where}: missing {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpeedplanInputError(f"{where}: {key!r} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise SpeedplanInputError(f"{where}: {key!r} must be an integer in 0..{MAX_COUNT:,}, got {value!r}")
+    return value
+
+
+def _optional(cfg: dict, key: str, where: str) -> int:
+    """A count the config may leave out or set to null: 0 then."""
+    return _int({key: cfg.get(key) or 0}, key, where)
+
+
+def _published(value) -> float | None:
+    """The shipped presets' published parameter count (a number), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _names(cfg: dict, key: str, where: str) -> list:
+    value = cfg.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpeedplanInputError(f"{where}: {key!r} must be a list of names, got {value!r}")
     return value
 
 
@@ -231,6 +254,8 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         raise SpeedplanInputError(f"{where}: expected a JSON object")
     if "text_config" in cfg and "hidden_size" not in cfg:
         cfg = cfg["text_config"]
+        if not isinstance(cfg, dict):
+            raise SpeedplanInputError(f"{where}: 'text_config' must be an object")
     hidden = _int(cfg, "hidden_size", where)
     heads = _int(cfg, "num_attention_heads", where)
     if hidden == 0 or heads == 0:
@@ -241,24 +266,29 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     layers = _int(cfg, "num_hidden_layers", where)
     vocab = _int(cfg, "vocab_size", where)
     intermediate = _int(cfg, "intermediate_size", where, 0)
-    arch = " ".join(cfg.get("architectures") or [])
+    arch = " ".join(_names(cfg, "architectures", where))
 
     moe = None
-    n_experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts")
+    experts_key = next((k for k in ("n_routed_experts", "num_local_experts", "num_experts") if cfg.get(k)), None)
+    n_experts = _int(cfg, experts_key, where) if experts_key else 0
     if n_experts:
         top_k = _int(cfg, "num_experts_per_tok", where)
         expert_inter = _int(cfg, "moe_intermediate_size", where, intermediate)
-        shared = cfg.get("n_shared_experts") or 0
+        shared = _optional(cfg, "n_shared_experts", where)
         shared_inter = expert_inter if "n_shared_experts" in cfg else _int(cfg, "shared_expert_intermediate_size", where, 0)
         llama4 = str(cfg.get("model_type", "")).startswith("llama4")
         if llama4:  # every Llama-4 MoE layer adds one shared expert as wide as a routed one (Llama4TextMoe)
             shared_inter = expert_inter
         if shared_inter and not shared:
             shared = 1
-        first_dense = cfg.get("first_k_dense_replace") or 0
+        first_dense = _optional(cfg, "first_k_dense_replace", where)
         if cfg.get("mlp_only_layers"):
+            if not isinstance(cfg["mlp_only_layers"], list):
+                raise SpeedplanInputError(f"{where}: 'mlp_only_layers' must be a list of layer indices")
             first_dense = len(cfg["mlp_only_layers"])
         step = _int(cfg, "interleave_moe_layer_step", where, 1) if llama4 else 1
+        if step < 1:
+            raise SpeedplanInputError(f"{where}: 'interleave_moe_layer_step' must be >= 1, got {step}")
         if step > 1:  # Llama-4 Maverick: every step-th layer is MoE, the others dense (order does not change cost)
             first_dense = layers - layers // step
         if llama4 and first_dense:
@@ -278,7 +308,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     mla = None
     if cfg.get("kv_lora_rank"):
         mla = MLASpec(
-            q_lora_rank=_int({"q_lora_rank": cfg.get("q_lora_rank") or 0}, "q_lora_rank", where),  # null: no Q LoRA (V2-Lite)
+            q_lora_rank=_optional(cfg, "q_lora_rank", where),  # null: no Q LoRA (DeepSeek-V2-Lite)
             kv_lora_rank=_int(cfg, "kv_lora_rank", where),
             qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where),
             qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where),
@@ -304,12 +334,12 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         qk_norm="Qwen3" in arch,
         moe=moe,
         mla=mla,
-        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        mtp_layers=_optional(cfg, "num_nextn_predict_layers", where),
         dtype=dtype,
         window=window,
         window_layers=window_layers,
         source=str(cfg.get("_source", where)),
-        published_params=cfg.get("_published_params"),
+        published_params=_published(cfg.get("_published_params")),
     )
 
 

@@ -152,3 +152,38 @@ def test_sliding_window_layers_hold_at_most_the_window_of_kv():
     assert m.kv_bytes_per_rank(8192, 1) == pytest.approx(0.75 * 8192 * full)
     with pytest.raises(SpeedplanInputError, match="'sliding_window' must be a positive integer or null"):
         from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, sliding_window="4k"))
+
+
+@pytest.mark.parametrize("extra, word", [
+    ({"model_type": "gemma3_text", "sliding_window": 1024, "sliding_window_pattern": "six"}, "sliding_window_pattern"),
+    ({"model_type": "llama4_text", "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 0},
+     "interleave_moe_layer_step"),
+])
+def test_malformed_family_keys_are_one_line(extra, word):
+    with pytest.raises(SpeedplanInputError, match=word):
+        from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, **extra))
+
+
+def test_mutated_configs_are_read_or_refused_in_one_line():
+    """Shipped presets with one or two keys set to odd values (null, strings, negatives, huge
+    numbers, lists, objects): each is either a model the planner can price or one input error,
+    never another exception (2026-12-03: 159 of 3,000 such configs raised TypeError or crashed
+    the sweep, e.g. a string for `architectures`, a list for `num_experts`, 1e12 for `vocab_size`)."""
+    import random
+
+    from speedplan.plan.sweep import sweep
+    from speedplan.specs.model import PRESET_DIR
+
+    rng = random.Random(0)
+    bases = [json.loads(p.read_text()) for p in sorted(PRESET_DIR.glob("*.json"))]
+    odd = [None, "x", -1, 0, [], {}, True, 1e9, 3.5, 10**12, "", [1, 2]]
+    for _ in range(150):
+        cfg = json.loads(json.dumps(rng.choice(bases)))
+        for _ in range(rng.randint(1, 2)):
+            cfg[rng.choice(sorted(cfg))] = rng.choice(odd)
+        try:
+            model = from_hf_config(cfg, name="mutated")
+        except SpeedplanInputError as e:
+            assert "\n" not in str(e)
+            continue
+        sweep(model, "h100-sxm", ["ngram"], [1, 8], [0, 2], contexts=[1024])
