@@ -195,6 +195,10 @@ def engine_from_json(data, where: str) -> EngineProfile:
     for key in ("name", "engine", "version", "terms"):
         if key not in data:
             raise SpeedplanInputError(f"{where}: missing field {key!r}")
+    for key in ("name", "engine", "version", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise SpeedplanInputError(f"{where}: field {key!r} must be text, got {data[key]!r}")
+    fit = _fit_record(data.get("fit") or {}, where)
     if not isinstance(data["terms"], dict):
         raise SpeedplanInputError(f"{where}: 'terms' must be an object of {{name: {{value, source}}}}")
     terms = {}
@@ -210,9 +214,22 @@ def engine_from_json(data, where: str) -> EngineProfile:
         raise SpeedplanInputError(f"{where}: 'fit_order' must list terms of {', '.join(TERMS)}")
     try:
         return EngineProfile(str(data["name"]), str(data["engine"]), str(data["version"]),
-                             str(data.get("description", "")), terms, where, data.get("fit") or {}, tuple(order))
+                             str(data.get("description", "")), terms, where, fit, tuple(order))
     except SpeedplanInputError as e:
         raise SpeedplanInputError(f"{where}: {e}") from None
+
+
+def _fit_record(fit, where: str) -> dict:
+    """The optional "fit" object as calibrate writes it: its figures numbers, its rows a list."""
+    if not isinstance(fit, dict):
+        raise SpeedplanInputError(f"{where}: 'fit' must be an object (what speedplan calibrate fitted)")
+    for key in ("median_abs_residual", "max_abs_residual", "loo_median_error", "loo_max_error"):
+        value = fit.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise SpeedplanInputError(f"{where}: fit.{key} must be a number, got {value!r}")
+    if not isinstance(fit.get("rows", []), list) or not isinstance(fit.get("described", ""), str):
+        raise SpeedplanInputError(f"{where}: fit.rows must be a list and fit.described text")
+    return fit
 
 
 def preset_names() -> list[str]:

@@ -122,9 +122,12 @@ def _from_file(text: str) -> Acceptance:
     value = obj[forms[0]]
     try:
         numbers = [float(value)] if forms[0] == "alpha" else [float(v) for v in value]
-        match = float(obj.get("match", 1.0))
     except (TypeError, ValueError):
         raise SpeedplanInputError(f"{path}: {forms[0]} must be numbers") from None
+    try:
+        match = float(obj.get("match", 1.0))
+    except (TypeError, ValueError):
+        raise SpeedplanInputError(f"{path}: match must be a number") from None
     return _build(forms[0], numbers, f"file: {path}", match, str(path))
 
 
@@ -176,14 +179,40 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
         kind = rec.get("type") if isinstance(rec, dict) else None
         if kind == "meta":
             meta = rec
+            tree = rec.get("tree")
+            if rec.get("draft_len") is not None and not _count(rec["draft_len"], 0):
+                raise SpeedplanInputError(f"{path}:{i}: meta 'draft_len' must be an integer in 0..{MAX_TRACE_DRAFT}")
+            if tree is not None and not (isinstance(tree, dict) and all(
+                    tree.get(k) is None or _count(tree[k], 1) for k in ("depth", "topk"))):
+                raise SpeedplanInputError(f"{path}:{i}: meta 'tree' must be an object with integer depth and topk")
         elif kind == "step":
             accepted = rec.get("accepted")
-            if not isinstance(accepted, list) or any(not isinstance(a, int) or a < 0 for a in accepted):
-                raise SpeedplanInputError(f"{path}:{i}: step without a list of non-negative 'accepted' counts")
+            if not isinstance(accepted, list) or not all(_count(a, 0) for a in accepted):
+                raise SpeedplanInputError(f"{path}:{i}: step without a list of 'accepted' counts in 0..{MAX_TRACE_DRAFT}")
+            for key, depth in (("accepted_ranks", 1), ("offered_ranks", 2)):
+                if key in rec and not _nested_ints(rec[key], depth + 1, len(accepted)):
+                    raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
+                                              "(docs/trace.md)")
             steps.append(rec)
     if not steps:
         raise SpeedplanInputError(f"{path}: trace has no step records")
     return meta, steps
+
+
+MAX_TRACE_DRAFT = 64  # the largest draft length or tree depth speedplan sweeps
+
+
+def _count(value, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_TRACE_DRAFT
+
+
+def _nested_ints(value, depth: int, length: int | None = None) -> bool:
+    """`value` is lists nested `depth` deep around integers (the outer one `length` long)."""
+    if not isinstance(value, list) or (length is not None and len(value) != length):
+        return False
+    if depth == 1:
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    return all(_nested_ints(v, depth - 1) for v in value)
 
 
 def accepted_histogram(path: Path) -> tuple[np.ndarray, dict]:

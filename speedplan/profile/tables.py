@@ -33,6 +33,7 @@ TABLES = {
     "floors": {"op": "str", "graph": "bool01", "dtype": "dtype", "latency_us": "pos"},
 }
 REQUIRED_TABLES = ("gemm",)
+MAX_POS = 1e15  # no shape, byte count or latency (µs: 30 years) of a real measurement comes near this
 
 
 def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
@@ -60,8 +61,8 @@ def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
             numeric = series.dtype.kind in "iuf"
             values = (series.to_numpy(dtype=float) if numeric else
                       pd.to_numeric(series.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float))
-            ok = np.isin(values, (0.0, 1.0)) if kind == "bool01" else np.isfinite(values) & (values > 0)
-            want = "0 or 1" if kind == "bool01" else "a positive number"
+            ok = np.isin(values, (0.0, 1.0)) if kind == "bool01" else np.isfinite(values) & (values > 0) & (values <= MAX_POS)
+            want = "0 or 1" if kind == "bool01" else f"a positive number up to {MAX_POS:g}"
             out[col] = values
         else:
             allowed = {"dtype": list(DTYPE_BYTES), "mask": ["causal", "tree"]}.get(kind)

@@ -32,6 +32,9 @@ def test_round_trip_through_json(tmp_path):
     (lambda d: d["terms"].__setitem__("overlap_spec", {"value": 3, "source": "x"}), "overlap_spec"),
     (lambda d: d["terms"].__setitem__("warp", {"value": 1, "source": "x"}), "warp"),
     (lambda d: d["terms"].__setitem__("host_seq_us", {"value": "many", "source": "x"}), "host_seq_us"),
+    (lambda d: d.__setitem__("fit", 3.5), "'fit' must be an object"),  # was an AttributeError
+    (lambda d: d["fit"].__setitem__("median_abs_residual", "small"), "fit.median_abs_residual"),
+    (lambda d: d.__setitem__("version", ["v1"]), "'version' must be text"),
 ])
 def test_malformed_profiles_name_the_field(tmp_path, damage, word):
     data = get_engine("vllm").to_json()

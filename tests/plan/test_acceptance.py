@@ -137,3 +137,19 @@ def test_tree_trace_fits_per_rank(tmp_path):
     acc = parse_acceptance(str(trace))
     assert acc.kind == "ranks"
     assert acc.ranks[0] == pytest.approx(1 / 3) and acc.ranks[1] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("lines, word", [
+    (['{"type":"step","accepted":[99999999]}'], "'accepted' counts in 0..64"),  # was a 800 MB bincount
+    (['{"type":"step","accepted":[1,2],"accepted_ranks":"x"}'], "'accepted_ranks' must hold one list per sequence"),
+    (['{"type":"step","accepted":[1],"offered_ranks":[[1]]}'], "'offered_ranks' must hold"),
+    (['{"type":"meta","draft_len":"x"}', '{"type":"step","accepted":[1]}'], "meta 'draft_len'"),  # was a ValueError
+    (['{"type":"meta","tree":5}', '{"type":"step","accepted":[1]}'], "meta 'tree'"),  # was an AttributeError
+])
+def test_malformed_traces_are_one_line(tmp_path, lines, word):
+    from speedplan.plan.acceptance_sources import fit_trace
+
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SpeedplanInputError, match=word):
+        fit_trace(path)
