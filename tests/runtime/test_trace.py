@@ -129,3 +129,15 @@ def test_hf_tokenizer_roundtrip(tmp_path):
     ids = tok.encode(text)
     assert 257 in ids and tok.decode(ids, skip_special=False) == text
     assert tok.eos_ids == [257]
+
+
+def test_unreadable_weights_and_prompts_exit_2(tmp_path):
+    """A file gguf cannot parse, and a prompts file that is not text: one line, not gguf's or
+    Python's traceback (2026-12-03: ValueError 'GGUF magic invalid', UnicodeDecodeError)."""
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(bytes(range(256)) * 4)
+    for args, word in ((["--prompt", "hi", "--weights", str(junk)], "not a readable GGUF file"),
+                       (["--prompts", str(junk)], "cannot read prompts")):
+        r = cli(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert word in r.stderr

