@@ -141,3 +141,32 @@ def test_unreadable_weights_and_prompts_exit_2(tmp_path):
         r = cli(*args)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert word in r.stderr
+
+
+def test_malformed_hf_folders_exit_2(tmp_path):
+    """--weights FOLDER: malformed config.json, a file that is not safetensors, tensors of other
+    shapes than the config gives: one line each (were JSONDecodeError, UnicodeDecodeError and
+    torch's RuntimeError tracebacks)."""
+    import torch
+
+    from speedplan.runtime.io.weights import write_safetensors
+
+    cfg = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "intermediate_size": 64, "vocab_size": 258}
+    cases = []
+    for name, config, weights in (
+            ("json", "{bad", None),
+            ("junk", json.dumps(cfg), b"\xf5" * 64),
+            ("shape", json.dumps(cfg), {"model.embed_tokens.weight": torch.zeros(258, 33)})):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(config)
+        if isinstance(weights, bytes):
+            (folder / "model.safetensors").write_bytes(weights)
+        elif weights is not None:
+            write_safetensors(folder / "model.safetensors", weights)
+        cases.append(folder)
+    for folder, word in zip(cases, ("malformed JSON", "not a readable safetensors file", "do not match the config")):
+        r = cli("--prompt", "hi", "--weights", str(folder))
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert word in r.stderr

@@ -145,6 +145,14 @@ def from_hf_state_dict(cfg: LlamaConfig, sd: dict[str, torch.Tensor], dtype=torc
             raise SpeedplanInputError(f"weights lack tensor {name}")
         return sd[name].to(dtype)
 
+    try:
+        _copy_hf_tensors(model, get)
+    except RuntimeError as e:  # a tensor of another shape than config.json gives
+        raise SpeedplanInputError(f"weights do not match the config ({str(e).splitlines()[0]})") from None
+    return model.eval().requires_grad_(False)
+
+
+def _copy_hf_tensors(model: Transformer, get) -> None:
     with torch.no_grad():
         model.embed.copy_(get("model.embed_tokens.weight"))
         model.norm.copy_(get("model.norm.weight"))
@@ -158,14 +166,24 @@ def from_hf_state_dict(cfg: LlamaConfig, sd: dict[str, torch.Tensor], dtype=torc
             block.mlp.w_down.copy_(get(q + "mlp.down_proj.weight"))
             block.attn_norm.copy_(get(q + "input_layernorm.weight"))
             block.mlp_norm.copy_(get(q + "post_attention_layernorm.weight"))
-    return model.eval().requires_grad_(False)
 
 
 _ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
 
 
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    """Minimal reader of the safetensors format (8-byte header length, JSON header, raw data)."""
+    """Minimal reader of the safetensors format (8-byte header length, JSON header, raw data);
+    a file that does not parse is one input error naming it."""
+    try:
+        return _read_safetensors(path)
+    except (struct.error, ValueError, UnicodeDecodeError, KeyError, TypeError, RuntimeError, OSError) as e:
+        if isinstance(e, SpeedplanInputError):
+            raise
+        raise SpeedplanInputError(f"{path}: not a readable safetensors file ({type(e).__name__}: "
+                                  f"{str(e).splitlines()[0] if str(e) else ''})") from None
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     raw = path.read_bytes()
     (header_len,) = struct.unpack("<Q", raw[:8])
     header = json.loads(raw[8 : 8 + header_len])
@@ -214,8 +232,12 @@ def load_hf_folder(folder: str | Path) -> Transformer:
     config_path = folder / "config.json"
     if not config_path.exists():
         raise SpeedplanInputError(f"no config.json in {folder}")
-    cfg_json = json.loads(config_path.read_text())
-    arch = (cfg_json.get("architectures") or ["LlamaForCausalLM"])[0]
+    from speedplan.specs.files import read_json
+
+    cfg_json = read_json(config_path)
+    if not isinstance(cfg_json, dict):
+        raise SpeedplanInputError(f"{config_path}: expected a JSON object")
+    arch = str((cfg_json.get("architectures") or ["LlamaForCausalLM"])[0])
     if cfg_json.get("model_type", "llama") not in ("llama", "mistral", "qwen2") and "Llama" not in arch:
         raise SpeedplanInputError(f"{folder}: model_type {cfg_json.get('model_type')!r} is not Llama-family")
     if cfg_json.get("rope_scaling"):
@@ -228,7 +250,11 @@ def load_hf_folder(folder: str | Path) -> Transformer:
         sd.update(read_safetensors(f))
     if any(k.endswith("_proj.bias") for k in sd):
         raise SpeedplanInputError(f"{folder}: attention/MLP biases are not supported")
-    return from_hf_state_dict(hf_config(cfg_json, folder.name), sd)
+    try:
+        cfg = hf_config(cfg_json, folder.name)
+    except (KeyError, TypeError, ValueError) as e:
+        raise SpeedplanInputError(f"{config_path}: missing or malformed field ({type(e).__name__}: {e})") from None
+    return from_hf_state_dict(cfg, sd)
 
 
 def random_model(cfg: LlamaConfig, seed: int = 0, dtype=torch.float32, device="cpu") -> Transformer:
