@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from typing import List, Optional
+
 import typer
 
 
-def models() -> None:
-    """List model presets with their key numbers: speedplan models"""
+def models(
+    configs: Optional[List[str]] = typer.Argument(
+        None, help="config.json files or folders to read instead of the presets (shows how speedplan reads them)"),
+) -> None:
+    """List model presets with their key numbers: speedplan models
+
+    Check how a Hugging Face config is read before sweeping it: speedplan models path/to/config.json
+    """
     from speedplan.specs.model import get_model, preset_names
 
-    typer.echo(table([get_model(n).summary() for n in preset_names()]))
+    rows = []
+    for name in configs or preset_names():
+        m = get_model(name)
+        row = m.summary()
+        window = row.pop("sliding_window", "")
+        rows.append({**row, "dtype": m.dtype, "sliding_window": window or "-"})
+    typer.echo(table(rows))
 
 
 def hardware() -> None:

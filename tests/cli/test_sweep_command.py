@@ -183,3 +183,21 @@ def test_a_big_sweep_says_it_is_writing(tmp_path, monkeypatch):
     proc = CliRunner().invoke(app, ["sweep", "--batch", "1,2", "--draft-len", "0-1", "--out", str(tmp_path / "rep")])
     assert proc.exit_code == 0, proc.output
     assert "configurations priced; writing" in proc.stderr
+
+
+def test_models_reads_a_users_config_as_the_sweep_would(tmp_path):
+    """`speedplan models CONFIG`: how speedplan reads a config before sweeping it (its sliding
+    window and dtype included); a config it cannot price is the sweep's one-line error."""
+    cfg = tmp_path / "gemma" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps({"model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336,
+                               "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                               "num_hidden_layers": 42, "vocab_size": 256000, "tie_word_embeddings": True,
+                               "sliding_window": 4096, "torch_dtype": "bfloat16"}))
+    proc = runner.invoke(app, ["models", str(cfg.parent)])
+    assert proc.exit_code == 0, proc.output
+    row = proc.stdout.splitlines()[1].split()
+    assert row[:3] == ["gemma", "9.241", "9.241"] and "bf16" in row and "4096 tokens on 21 of 42 layers" in proc.stdout
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "quantization_config": {"quant_method": "mxfp4"}}))
+    proc = runner.invoke(app, ["models", str(cfg)])
+    assert isinstance(proc.exception, SpeedplanInputError) and "quantization 'mxfp4' is not modelled" in str(proc.exception)
