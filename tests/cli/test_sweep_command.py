@@ -201,3 +201,16 @@ def test_models_reads_a_users_config_as_the_sweep_would(tmp_path):
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "quantization_config": {"quant_method": "mxfp4"}}))
     proc = runner.invoke(app, ["models", str(cfg)])
     assert isinstance(proc.exception, SpeedplanInputError) and "quantization 'mxfp4' is not modelled" in str(proc.exception)
+
+
+def test_an_unwritable_output_folder_is_refused_first(tmp_path, monkeypatch):
+    """Where the nearest existing folder of --out is not writable (os.access says so; this test
+    machine runs as root, which may write anywhere): one line naming that folder."""
+    import os
+
+    from speedplan.cli.options import check_output
+
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(SpeedplanInputError, match=f"cannot write in {tmp_path} \\(permission denied\\)"):
+        check_output(tmp_path / "new" / "rep")
+    assert not (tmp_path / "new").exists()  # nothing made on the way
