@@ -122,8 +122,8 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
             batch, weight = int(str(b)), float(str(w))
         except ValueError:
             raise SpeedplanInputError(f"{where}: batch must be an integer and weight a number") from None
-        if batch < 1 or not weight >= 0 or batch in out:
-            raise SpeedplanInputError(f"{where}: batch must be >= 1 and listed once, weight >= 0")
+        if batch < 1 or not 0 <= weight < float("inf") or batch in out:
+            raise SpeedplanInputError(f"{where}: batch must be >= 1 and listed once, weight a finite number >= 0")
         out[batch] = weight
     if not out or sum(out.values()) <= 0:
         raise SpeedplanInputError("--batch-weights: give at least one positive weight")
