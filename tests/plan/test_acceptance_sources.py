@@ -87,7 +87,10 @@ def test_sglang_log_gives_accept_length_and_its_draft_length(tmp_path):
 
 @pytest.mark.parametrize("line, words", [
     ("Decode batch, #running-req: 1, accept len: n/a, accept rate: 0.5", "server.log:1: accept len 'n/a' is not a number"),
-    ("Decode batch, #running-req: 1, accept len: 0.50, accept rate: 0.5", "server.log:1: accept len 0.5 is below 1"),
+    ("Decode batch, #running-req: 1, accept len: 0.50, accept rate: 0.5", "server.log:1: accept len 0.5 is not a number from 1"),
+    ("Decode batch, #running-req: 1, accept len: inf, accept rate: 0.5", "server.log:1: accept len inf is not a number from 1"),
+    ("Decode batch, #running-req: inf, accept len: 2.0, accept rate: 0.5", "#running-req inf is not a count"),  # OverflowError
+    ("Decode batch, #running-req: 2.5, accept len: 2.0, accept rate: 0.5", "#running-req 2.5 is not a count"),
     ("Decode batch, #running-req: 1, accept len: 2.0, accept rate: 1.5", "server.log:1: accept rate 1.5 is outside"),
     ("Prefill batch, #new-seq: 1", "no 'Decode batch ... accept len: X' lines"),
 ])

@@ -65,11 +65,14 @@ def read_sglang_log(path: Path) -> list[DecodeLogLine]:
                 values[field] = float(m.group(1))
             except ValueError:
                 raise SpeedplanInputError(f"{path}:{i}: {field.replace('_', ' ')} {m.group(1)!r} is not a number") from None
-        if not values["accept_len"] >= 1.0:
-            raise SpeedplanInputError(f"{path}:{i}: accept len {values['accept_len']:g} is below 1 (it counts the bonus token)")
+        running = values["running_req"]
+        if running is not None and not (0 <= running <= 1e7 and running == int(running)):
+            raise SpeedplanInputError(f"{path}:{i}: #running-req {running:g} is not a count of requests")
+        if not 1.0 <= values["accept_len"] <= 1e4:
+            raise SpeedplanInputError(f"{path}:{i}: accept len {values['accept_len']:g} is not a number from 1 (it counts "
+                                      "the bonus token) to the tokens a step can verify")
         if values["accept_rate"] is not None and not 0.0 <= values["accept_rate"] <= 1.0:
             raise SpeedplanInputError(f"{path}:{i}: accept rate {values['accept_rate']:g} is outside 0..1")
-        running = values["running_req"]
         out.append(DecodeLogLine(i, values["accept_len"], values["accept_rate"],
                                  int(running) if running is not None else None, values["gen_throughput"]))
     if not out:
