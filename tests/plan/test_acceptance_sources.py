@@ -61,6 +61,7 @@ def test_vllm_scrape_gives_per_position_acceptance(tmp_path):
     ("\n".join(l for l in SCRAPE.splitlines() if "num_drafts_total" not in l), "no vllm:spec_decode_num_drafts_total"),
     (SCRAPE.replace("} 60.0", "} 0").replace("} 40.0", "} 0"), "is 0"),
     (SCRAPE.replace('{engine="1",', '{engine="1,'), "metrics.txt:4: malformed labels"),
+    (SCRAPE.replace("} 60.0", "} +Inf"), "metrics.txt:3: vllm:spec_decode_num_drafts_total value must be a finite count"),
 ])
 def test_malformed_vllm_scrapes_name_file_line_and_field(tmp_path, text, words):
     path = _write(tmp_path, "metrics.txt", text)

@@ -91,8 +91,8 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
             value = float(m.group("value"))
         except ValueError:
             raise SpeedplanInputError(f"{where}: {name} value {m.group('value')!r} is not a number") from None
-        if not value >= 0:
-            raise SpeedplanInputError(f"{where}: {name} value must be a count >= 0, got {m.group('value')}")
+        if not 0 <= value < float("inf"):
+            raise SpeedplanInputError(f"{where}: {name} value must be a finite count >= 0, got {m.group('value')}")
         labels = _labels(m.group("labels") or "", where)
         if "model_name" in labels:
             models.add(labels["model_name"])
