@@ -265,6 +265,7 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
             else:
                 specs.append(name)
     mechs: list[Mechanism] = []
+    used: set[str] = set()
     for spec in specs:
         if isinstance(spec, Mechanism):  # built by the caller (e.g. validation's fitted drafters)
             mechs.append(spec)
@@ -273,6 +274,7 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
         if isinstance(acceptance, dict):
             family = REGISTRY[name].family_name() if name in REGISTRY else name
             keys = [k for k in (spec.strip().lower(), name, family, "*") if k in acceptance]
+            used.update(keys)
             user_acc = acceptance[keys[0]] if keys else None
         else:
             user_acc = acceptance
@@ -284,6 +286,12 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
             for draft_tp in sorted(draft_tp_choices(name, tp) - {tp}):
                 if mech.draft.heads % draft_tp == 0 and draft_tp <= mech.draft.heads:
                     mechs.append(replace(mech, draft_tp=draft_tp))
+    unused = sorted(set(acceptance) - used - {"*"}) if isinstance(acceptance, dict) else []
+    if unused and all(isinstance(s, str) for s in specs):
+        why = "; ".join(f"{k}: {skipped[k]}" for k in unused if k in skipped)
+        raise SpeedplanInputError(
+            f"--acceptance {unused[0]}:...: no swept mechanism uses it (swept: {', '.join(m.label for m in mechs)})"
+            + (f"; {why}" if why else ""))
     return mechs, skipped
 
 

@@ -51,6 +51,8 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     (["--batch-weights", "1=2,x"], "--batch-weights"),
     (["--batch-weights", "1=-1"], "--batch-weights"),
     (["--batch-weights", "1=inf"], "weight a finite number"),  # was a StopIteration traceback
+    (["--mechanism", "ngram", "--acceptance", "eagle3:alpha=0.8"], "no swept mechanism uses it (swept: ngram)"),
+    (["--acceptance", "mtp:alpha=0.8"], "mtp: the model has no MTP layers"),  # was silently unused
     (["--batch-weights", "3=1"], "batch 3 was not swept"),
     (["--batch-weights", "256=1"], "does not fit"),
     (["--model", "llama-3.1-405b", "--batch", "1,8"], "the weights alone do not fit: try a larger --tp"),
