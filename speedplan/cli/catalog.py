@@ -49,7 +49,8 @@ def engines() -> None:
     for name in preset_names():
         e = get_engine(name)
         fitted = sum(t.source.startswith("fitted") for t in e.terms.values())
-        rows.append({"engine": e.name, "describes": f"{e.engine} {e.version}"[:70],
+        describes = f"{e.engine} {e.version}"
+        rows.append({"engine": e.name, "describes": describes if len(describes) <= 70 else describes[:69] + "…",
                      "terms fitted": f"{fitted} of {len(e.terms)}"})
     typer.echo(table(rows))
 
