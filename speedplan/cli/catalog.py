@@ -17,13 +17,8 @@ def models(
     """
     from speedplan.specs.model import get_model, preset_names
 
-    rows = []
-    for name in configs or preset_names():
-        m = get_model(name)
-        row = m.summary()
-        window = row.pop("sliding_window", "")
-        rows.append({**row, "dtype": m.dtype, "sliding_window": window or "-"})
-    typer.echo(table(rows))
+    models = [get_model(name) for name in configs or preset_names()]
+    typer.echo(table([{**m.summary(), "dtype": m.dtype} for m in models]))
 
 
 def hardware() -> None:
@@ -36,7 +31,7 @@ def hardware() -> None:
         "hardware": h.name, "bf16_tflops": h.peak_flops_per_s.get("bf16", 0) / 1e12,
         "fp8_tflops": h.peak_flops_per_s.get("fp8", 0) / 1e12, "mem_tb_s": h.hbm_bytes_per_s / 1e12,
         "mem_gb": h.memory_bytes / 1e9, "link_gb_s": h.link_bytes_per_s / 1e9, "sms": str(h.sm_count or "-"),
-        "latency": latency_origin(h.name), "source": h.source[:60] + "...",
+        "latency": latency_origin(h.name), "source": _cut(h.source, 63),
     } for h in PRESETS.values()]
     typer.echo(table(rows))
 
@@ -49,10 +44,14 @@ def engines() -> None:
     for name in preset_names():
         e = get_engine(name)
         fitted = sum(t.source.startswith("fitted") for t in e.terms.values())
-        describes = f"{e.engine} {e.version}"
-        rows.append({"engine": e.name, "describes": describes if len(describes) <= 70 else describes[:69] + "…",
+        rows.append({"engine": e.name, "describes": _cut(f"{e.engine} {e.version}", 70),
                      "terms fitted": f"{fitted} of {len(e.terms)}"})
     typer.echo(table(rows))
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` in at most `width` characters, an ellipsis marking a cut."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def table(rows: list[dict]) -> str:

@@ -204,16 +204,13 @@ def memory_shortfall(result: SweepResult) -> str | None:
         return None
     row = plain.loc[plain["memory_bytes"].idxmin()]
     meta = result.meta
-    model, weights = meta.get("model") or {}, meta.get("weight_bytes_per_gpu")
-    usable, total = meta.get("memory_usable_bytes"), meta.get("memory_bytes")
-    room = (f"{usable / 1e9:.1f} GB are usable ({MEMORY_UTILIZATION:.0%} of {total / 1e9:.0f} GB)"
-            if usable and total else "more than the device holds")
-    return (f"{model.get('model', 'the model')} on {meta.get('hardware', 'this hardware')} at TP {meta.get('tp', 1)} "
-            f"fits in memory at no swept batch and context: plain decoding at B={int(row['batch'])}, "
-            f"context {int(row['context'])} needs {row['memory_bytes'] / 1e9:.1f} GB per GPU"
-            + (f" (weights {weights / 1e9:.1f} GB)" if weights else "")
-            + f" and {room}; "
-            + ("the weights alone do not fit: try a larger --tp" if weights and usable and weights > usable
+    weights, total = meta["weight_bytes_per_gpu"], meta["memory_bytes"]
+    usable = total * MEMORY_UTILIZATION
+    return (f"{meta['model']['model']} on {meta['hardware']} at TP {meta['tp']} fits in memory at no swept batch "
+            f"and context: plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs "
+            f"{row['memory_bytes'] / 1e9:.1f} GB per GPU (weights {weights / 1e9:.1f} GB) and {usable / 1e9:.1f} GB "
+            f"are usable ({MEMORY_UTILIZATION:.0%} of {total / 1e9:.0f} GB); "
+            + ("the weights alone do not fit: try a larger --tp" if weights > usable
                else "try smaller --batch, a shorter --context or a larger --tp"))
 
 
@@ -374,8 +371,7 @@ def sweep(
         "ridge_flops_per_byte": hw.ridge_flops_per_byte(target.dtype),
         "peak_flops_per_s": hw.flops_per_s(target.dtype),
         "bytes_per_s": hw.bytes_per_s,
-        "memory_bytes": hw.memory_bytes,  # per GPU
-        "memory_usable_bytes": hw.memory_bytes * MEMORY_UTILIZATION,  # what weights + KV may use
+        "memory_bytes": hw.memory_bytes,  # per GPU; weights + KV may use MEMORY_UTILIZATION of it
         "weight_bytes_per_gpu": target.weight_bytes() / tp,
         "min_tokens_per_user": min_tokens_per_user,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -202,7 +202,7 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         "<h2>Recommendation per batch size</h2>",
     ]
     if result.best.empty:
-        parts.append(f'<p class="warn">{_e(no_feasible_message(frame))}</p>')
+        parts.append(f'<p class="warn">{_e(no_feasible_message(result))}</p>')
     else:
         parts.append('<p class="note">At each batch size and context: the feasible configuration with the most '
                      'tokens/s per GPU, near-ties going to fewer verified tokens ("none": plain decoding '

@@ -94,11 +94,13 @@ def short_provenance(result: "SweepResult") -> str:
             f"acceptance: {'; '.join(parts) or 'not stated'}")
 
 
-def no_feasible_message(frame: pd.DataFrame) -> str:
-    if not frame.empty and "fits_memory" in frame and not frame["fits_memory"].any():
-        return ("no feasible configuration: no grid point fits in memory "
-                "(try smaller batches, a shorter context or more GPUs)")
-    return "no feasible configuration in the sweep grid"
+def no_feasible_message(result: "SweepResult") -> str:
+    """Why the sweep recommends nothing: `plan.sweep.memory_shortfall`'s line (the one the CLI
+    refuses such a sweep with) when plain decoding fits nowhere."""
+    from speedplan.plan.sweep import memory_shortfall
+
+    shortfall = memory_shortfall(result)
+    return f"no feasible configuration: {shortfall}" if shortfall else "no feasible configuration in the sweep grid"
 
 
 def slo_line(result: "SweepResult") -> str:
@@ -181,7 +183,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
              + (f", sliding window {window}" if window else "")]
     rows = table_rows(result.best)
     if not rows:
-        lines.append(no_feasible_message(result.frame))
+        lines.append(no_feasible_message(result))
     else:
         columns = list(rows[0])
         if len({r["context"] for r in rows}) == 1:

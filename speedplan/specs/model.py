@@ -209,8 +209,8 @@ class ModelSpec:
             "experts": f"{self.moe.top_k}/{self.moe.num_experts}" if self.moe else "",
             "mtp_layers": self.mtp_layers,
             "kv_kib_per_token": round(self.kv_bytes_per_token() / 1024, 1),
-            **({"sliding_window": f"{self.window} tokens on {self.local_layers} of {self.layers} layers"}
-               if self.local_layers else {}),
+            "sliding_window": (f"{self.window} tokens on {self.local_layers} of {self.layers} layers"
+                               if self.local_layers else ""),
         }
 
 

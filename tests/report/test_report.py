@@ -114,11 +114,11 @@ def test_nothing_feasible_still_renders(tmp_path):
     result = sweep(**{**SMALL, "model": "llama-3.1-405b", "batches": [1, 8]})
     assert not result.frame["feasible"].any() and result.best.empty and result.pareto.empty
     text = render_summary(result)
-    assert "no feasible configuration: no grid point fits in memory" in text
+    assert "no feasible configuration: llama-3.1-405b on h100-sxm at TP 1 fits in memory at no swept batch" in text
     assert f"latency: {MEASURED}" in text
     written = write_report(result, tmp_path, _files(tmp_path))
     _check_pngs(written)
-    assert "no feasible configuration: no grid point fits in memory" in (tmp_path / "report.html").read_text()
+    assert "the weights alone do not fit: try a larger --tp" in (tmp_path / "report.html").read_text()  # the CLI's line
 
 
 def test_import_is_cheap():

@@ -176,9 +176,9 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     a file that does not parse is one input error naming it."""
     try:
         return _read_safetensors(path)
-    except (struct.error, ValueError, UnicodeDecodeError, KeyError, TypeError, RuntimeError, OSError) as e:
-        if isinstance(e, SpeedplanInputError):
-            raise
+    except SpeedplanInputError:  # an unsupported dtype, named already
+        raise
+    except (struct.error, ValueError, KeyError, TypeError, RuntimeError, OSError) as e:  # ValueError: JSON, UTF-8
         raise SpeedplanInputError(f"{path}: not a readable safetensors file ({type(e).__name__}: "
                                   f"{str(e).splitlines()[0] if str(e) else ''})") from None
 
