@@ -180,7 +180,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     model = (meta.get("model") or {}).get("model", "?")
     window = (meta.get("model") or {}).get("sliding_window")
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
-             + (f", sliding window {window}" if window else "")]
+             + (f", attention {window}" if window else "")]
     rows = table_rows(result.best)
     if not rows:
         lines.append(no_feasible_message(result))

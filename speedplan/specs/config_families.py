@@ -1,5 +1,5 @@
 """What some model families' config.json says beyond the standard keys: the weight width a
-`quantization_config` ships, and which layers attend within a sliding window. Pure functions
+`quantization_config` ships, and which layers attend within a sliding window or a chunk. Pure functions
 of the config dict; `speedplan.specs.model.from_hf_config` calls them."""
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int]:
     - Gemma-2: every other layer, starting with the first (`Gemma2DecoderLayer`);
       Gemma-3: all but every `sliding_window_pattern`-th layer (6: five local, one global);
     - else a numeric `sliding_window` applies to every layer (Mistral-7B-v0.1, Phi-3).
-    Llama-4's chunked attention (`attention_chunk_size`) is not a sliding window and is priced
-    as full attention."""
+    Without a sliding window, Llama-4's chunked attention (`attention_chunk_size`) is read as
+    one: see `chunked_attention`."""
     window = cfg.get("sliding_window")
     if window is None or window is False:
-        return 0, 0
+        return chunked_attention(cfg, layers, where)
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise SpeedplanInputError(f"{where}: 'sliding_window' must be a positive integer or null, got {window!r}")
     types = cfg.get("layer_types")
@@ -74,3 +74,32 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int]:
             raise SpeedplanInputError(f"{where}: 'sliding_window_pattern' must be a positive integer, got {pattern!r}")
         return window, layers - layers // pattern
     return window, layers
+
+
+def chunked_attention(cfg: dict, layers: int, where: str) -> tuple[int, int]:
+    """(chunk in tokens, how many of the `layers` attend only within their chunk); (0, 0)
+    without `attention_chunk_size`. Llama-4's RoPE layers attend to the tokens of their own
+    chunk of `attention_chunk_size` positions; its NoPE layers (every 4th by default) to every
+    token. Which are which: `layer_types` ("chunked_attention"), else `no_rope_layers` (1 =
+    RoPE = chunked), else all but every `no_rope_layer_interval`-th layer (Llama4TextConfig).
+
+    A query at position p reads (p mod chunk) + 1 keys, between 1 and the chunk; speedplan
+    prices a chunked layer as a sliding window of one chunk, the upper bound (a query late in a
+    chunk; about twice the average over a long generation), and holds one chunk of its KV, as
+    vLLM's chunked local attention does."""
+    chunk = cfg.get("attention_chunk_size")
+    if chunk is None or chunk is False:
+        return 0, 0
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0:
+        raise SpeedplanInputError(f"{where}: 'attention_chunk_size' must be a positive integer or null, got {chunk!r}")
+    types, rope = cfg.get("layer_types"), cfg.get("no_rope_layers")
+    if isinstance(types, list) and types:
+        local = sum(1 for t in types if t == "chunked_attention")
+    elif isinstance(rope, list) and rope:
+        local = sum(1 for r in rope if r)
+    else:
+        interval = cfg.get("no_rope_layer_interval", 4)
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise SpeedplanInputError(f"{where}: 'no_rope_layer_interval' must be a positive integer, got {interval!r}")
+        local = layers - layers // interval
+    return (chunk, min(local, layers)) if local else (0, 0)

@@ -62,6 +62,7 @@ class ModelSpec:
     dtype: str = "bf16"
     window: int = 0  # sliding-window attention: tokens a local layer attends to (0: none)
     window_layers: int = 0  # how many layers attend within `window` (the rest attend to every token)
+    chunked: bool = False  # the window is Llama-4's attention chunk (priced as a window of one chunk)
     source: str = ""
     published_params: float | None = None
 
@@ -209,8 +210,8 @@ class ModelSpec:
             "experts": f"{self.moe.top_k}/{self.moe.num_experts}" if self.moe else "",
             "mtp_layers": self.mtp_layers,
             "kv_kib_per_token": round(self.kv_bytes_per_token() / 1024, 1),
-            "sliding_window": (f"{self.window} tokens on {self.local_layers} of {self.layers} layers"
-                               if self.local_layers else ""),
+            "sliding_window": (f"{self.window}-token {'chunks' if self.chunked else 'window'} on "
+                               f"{self.local_layers} of {self.layers} layers" if self.local_layers else ""),
         }
 
 
@@ -338,6 +339,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         dtype=dtype,
         window=window,
         window_layers=window_layers,
+        chunked=bool(window) and cfg.get("sliding_window") in (None, False),
         source=str(cfg.get("_source", where)),
         published_params=_published(cfg.get("_published_params")),
     )

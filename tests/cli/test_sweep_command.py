@@ -200,7 +200,7 @@ def test_models_reads_a_users_config_as_the_sweep_would(tmp_path):
     proc = runner.invoke(app, ["models", str(cfg.parent)])
     assert proc.exit_code == 0, proc.output
     row = proc.stdout.splitlines()[1].split()
-    assert row[:3] == ["gemma", "9.241", "9.241"] and "bf16" in row and "4096 tokens on 21 of 42 layers" in proc.stdout
+    assert row[:3] == ["gemma", "9.241", "9.241"] and "bf16" in row and "4096-token window on 21 of 42 layers" in proc.stdout
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "quantization_config": {"quant_method": "mxfp4"}}))
     proc = runner.invoke(app, ["models", str(cfg)])
     assert isinstance(proc.exception, SpeedplanInputError) and "quantization 'mxfp4' is not modelled" in str(proc.exception)

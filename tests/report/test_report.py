@@ -172,4 +172,4 @@ def test_a_sliding_window_model_says_so_in_the_header():
 
     windowed = replace(get_model("llama-3.1-8b"), name="windowed", window=4096, window_layers=16)
     text = render_summary(sweep(windowed, "h100-sxm", ["ngram"], [1], [0, 1]))
-    assert text.splitlines()[0].startswith("speedplan: windowed on h100-sxm, TP=1, bf16, sliding window 4096 tokens on 16 of 32 layers")
+    assert text.splitlines()[0].startswith("speedplan: windowed on h100-sxm, TP=1, bf16, attention 4096-token window on 16 of 32 layers")

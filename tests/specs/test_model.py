@@ -85,6 +85,42 @@ def test_llama4_shared_expert_and_interleaved_moe_layers(experts, step, total_b)
     assert m.param_count(active=True) / 1e9 == pytest.approx(17, rel=0.02)
 
 
+@pytest.mark.parametrize("extra, local", [
+    ({}, 36),  # Llama4TextConfig's default: every 4th layer (NoPE) attends to every token
+    ({"no_rope_layers": [1, 1, 0] * 16}, 32),  # 1 = RoPE = chunked
+    ({"layer_types": ["chunked_attention", "full_attention"] * 24}, 24),
+    ({"no_rope_layer_interval": 2}, 24),
+])
+def test_llama4_chunked_attention_layers_hold_and_read_one_chunk(extra, local):
+    """Llama-4's RoPE layers attend within their chunk of 8192 positions: priced as a window of
+    one chunk (the upper bound), their KV held for one chunk; the summary names it a chunk."""
+    cfg = json.loads(json.dumps(LLAMA4_SCOUT))
+    cfg["text_config"].update(attention_chunk_size=8192, **extra)
+    m = from_hf_config(cfg)
+    assert (m.window, m.local_layers, m.chunked) == (8192, local, True)
+    assert m.summary()["sliding_window"] == f"8192-token chunks on {local} of 48 layers"
+    full = m.kv_bytes_per_token_per_rank(1)
+    assert m.kv_bytes_per_rank(32768, 1) == pytest.approx(((48 - local) * 32768 + local * 8192) / 48 * full)
+    without = from_hf_config(LLAMA4_SCOUT)
+    assert (without.window, without.chunked) == (0, False)
+    from speedplan.cost.forward import attention_shape, forward_cost
+    from speedplan.cost.ops import CostModel
+    from speedplan.specs.hardware import get_hardware
+
+    cost = CostModel(get_hardware("h100-sxm"))
+
+    def layer_us(keys):  # one layer's decode attention of 8 sequences reading `keys` keys each
+        return float(cost.attention(8, 1, keys, *attention_shape(m, 8), "causal", "bf16").latency_us)
+
+    chunked_s = forward_cost(cost, m, batch=8, q_len=1, context=32768, tp=8).attention_s
+    full_s = forward_cost(cost, without, batch=8, q_len=1, context=32768, tp=8).attention_s
+    assert full_s == pytest.approx(48 * layer_us(32769) * 1e-6)
+    assert chunked_s == pytest.approx(((48 - local) * layer_us(32769) + local * layer_us(8192)) * 1e-6)
+    with pytest.raises(SpeedplanInputError, match="'attention_chunk_size' must be a positive integer"):
+        cfg["text_config"]["attention_chunk_size"] = "8k"
+        from_hf_config(cfg)
+
+
 def test_deepseek_v2_lite_has_no_q_lora():
     """DeepSeek-V2-Lite states "q_lora_rank": null (Q projected directly): 15.7B total, 2.4B active
     published (the active count here adds the attention's full Q projection: 2.66B)."""
