@@ -51,9 +51,15 @@ def linear_shapes(model: ModelSpec, tp: int = 1) -> list[LinearShape]:
         shapes.append(LinearShape("kv_b", _split(model.heads * (m.qk_nope_head_dim + m.v_head_dim), tp), m.kv_lora_rank, n_layers))
         shapes.append(LinearShape("o", h, _split(model.heads * m.v_head_dim, tp), n_layers))
     else:
-        qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
-        shapes.append(LinearShape("qkv", _split(qkv, tp), h, n_layers))
-        shapes.append(LinearShape("o", h, _split(model.heads * model.head_dim, tp), n_layers))
+        attn_layers = model.attention_layers
+        qkv = (model.heads * (2 if model.attn_gate else 1) + 2 * model.kv_heads) * model.head_dim
+        shapes.append(LinearShape("qkv", _split(qkv, tp), h, attn_layers))
+        shapes.append(LinearShape("o", h, _split(model.heads * model.head_dim, tp), attn_layers))
+    if model.linear:  # Gated DeltaNet: in_proj_qkvz and in_proj_ba in one GEMM, out_proj
+        lin = model.linear
+        shapes.append(LinearShape("linear_in", _split(2 * lin.key_dim + 2 * lin.value_dim + 2 * lin.value_heads, tp),
+                                  h, lin.layers))
+        shapes.append(LinearShape("linear_out", h, _split(lin.value_dim, tp), lin.layers))
     if model.dense_layers:
         inter = model.dense_intermediate
         shapes.append(LinearShape("gate_up", _split(2 * inter, tp), h, model.dense_layers))
@@ -254,7 +260,7 @@ def forward_cost(
     heads, kv_heads, head_dim = attention_shape(model, tp)
     kv_len = context + q_len
     local = model.local_layers  # sliding-window layers: q_len queries read at most window + q_len - 1 keys
-    groups = [(n_layers - local, kv_len)] + ([(local, np.minimum(kv_len, model.window + q_len - 1))] if local else [])
+    groups = [(model.attention_layers - local, kv_len)] + ([(local, np.minimum(kv_len, model.window + q_len - 1))] if local else [])
     attention_us, tree_us = np.zeros_like(tokens), np.zeros_like(tokens)
     for layers_in_group, group_kv in groups:
         attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", dtype)
@@ -269,6 +275,14 @@ def forward_cost(
             profile_us += group_tree_us * tree.from_profile
             outside_us += group_tree_us * tree.out_of_range
 
+    if model.linear:  # each sequence's state read once and written after each of its q_len tokens
+        state = model.linear.state_bytes_per_rank(b, tp)
+        op = cost.elementwise(batch * (1.0 + q_len) * state, dtype)
+        linear_us = model.linear.layers * op.latency_us
+        attention_us = attention_us + linear_us
+        profile_us += linear_us * op.from_profile
+        outside_us += linear_us * op.out_of_range
+
     h = model.hidden
     inter = model.dense_intermediate if model.moe is None else model.moe.expert_intermediate * model.moe.top_k
     qk_width = (heads + kv_heads) * head_dim
@@ -276,7 +290,7 @@ def forward_cost(
     silu_layers = n_layers - model.moe_layers if fused_moe_us is not None else n_layers
     per_layer_bytes = [
         (2 * tokens * h * b, n_layers),  # input RMSNorm
-        (2 * tokens * qk_width * b, n_layers),  # rotary on q and k
+        (2 * tokens * qk_width * b, model.attention_layers),  # rotary on q and k
         (3 * tokens * -(-inter // tp) * b, silu_layers),  # SiLU(gate) · up
         (3 * tokens * h * b, n_layers),  # residual add + post-attention RMSNorm
     ][:ELEMENTWISE_KERNELS_PER_LAYER]

@@ -15,6 +15,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.specs.config_families import quantized_dtype, sliding_window
 from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
+from speedplan.specs.linear_attention import LinearAttentionSpec, linear_attention
 
 PRESET_DIR = Path(__file__).parent / "presets" / "models"
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -31,6 +32,7 @@ class MoESpec:
     shared_intermediate: int = 0
     first_dense_layers: int = 0  # leading layers that keep a dense MLP (DeepSeek-V3: 3)
     dense_intermediate: int = 0
+    shared_gate: bool = False  # Qwen-MoE's sigmoid gate on the shared expert (hidden → 1)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class ModelSpec:
     window: int = 0  # sliding-window attention: tokens a local layer attends to (0: none)
     window_layers: int = 0  # how many layers attend within `window` (the rest attend to every token)
     chunked: bool = False  # the window is Llama-4's attention chunk (priced as a window of one chunk)
+    linear: LinearAttentionSpec | None = None  # Gated DeltaNet layers (no KV cache; a state per sequence)
+    attn_gate: bool = False  # q_proj also emits a sigmoid output gate (Qwen3-Next): twice its width
     source: str = ""
     published_params: float | None = None
 
@@ -99,6 +103,11 @@ class ModelSpec:
         return self.layers - self.moe_layers
 
     @property
+    def attention_layers(self) -> int:
+        """Layers with softmax attention over a KV cache (the rest, if any, are linear attention)."""
+        return self.layers - (min(self.linear.layers, self.layers) if self.linear else 0)
+
+    @property
     def dense_intermediate(self) -> int:
         if self.moe is not None and self.moe.dense_intermediate:
             return self.moe.dense_intermediate
@@ -114,7 +123,7 @@ class ModelSpec:
             kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
             kv += m.kv_lora_rank * self.heads * (m.qk_nope_head_dim + m.v_head_dim)
             return q + kv + self.heads * m.v_head_dim * h
-        q = h * self.heads * self.head_dim
+        q = h * self.heads * self.head_dim * (2 if self.attn_gate else 1)
         kv = 2 * h * self.kv_heads * self.head_dim
         o = self.heads * self.head_dim * h
         return q + kv + o + (2 * self.head_dim if self.qk_norm else 0)
@@ -125,7 +134,8 @@ class ModelSpec:
             return 3 * h * self.dense_intermediate
         m = self.moe
         experts = m.top_k if active else m.num_experts
-        return h * m.num_experts + experts * 3 * h * m.expert_intermediate + m.shared_experts * 3 * h * m.shared_intermediate
+        return (h * m.num_experts + experts * 3 * h * m.expert_intermediate
+                + m.shared_experts * 3 * h * m.shared_intermediate + (h if m.shared_gate else 0))
 
     def layer_params(self, moe_layer: bool, active: bool = False) -> int:
         return self.attention_params() + self.mlp_params(moe_layer, active) + 2 * self.hidden
@@ -139,6 +149,8 @@ class ModelSpec:
         n += self.dense_layers * self.layer_params(False, active)
         if self.moe is not None:
             n += self.moe_layers * self.layer_params(True, active)
+        if self.linear:  # their token mixer replaces softmax attention
+            n += self.linear.layers * (self.linear.layer_params(self.hidden) - self.attention_params())
         if include_mtp:
             n += self.mtp_layers * self.mtp_module_params(active)
         return n
@@ -161,24 +173,26 @@ class ModelSpec:
         """KV-cache bytes one token occupies over all layers (MLA: the compressed latent)."""
         b = dtype_bytes or self.dtype_bytes
         if self.mla:
-            return self.layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b
-        return self.layers * 2 * self.kv_heads * self.head_dim * b
+            return self.attention_layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b
+        return self.attention_layers * 2 * self.kv_heads * self.head_dim * b
 
     @property
     def local_layers(self) -> int:
         """Layers that attend within the sliding window (a spec cut to fewer layers keeps at most its own)."""
-        return min(self.window_layers, self.layers) if self.window else 0
+        return min(self.window_layers, self.attention_layers) if self.window else 0
 
     def kv_bytes_per_rank(self, tokens, tp: int):
         """KV-cache bytes one sequence of `tokens` tokens (array or number) holds on one of `tp`
         ranks: full-attention layers keep every token, sliding-window layers at most `window`
-        (vLLM's hybrid KV cache manager and SGLang's SWA pool free what left the window)."""
+        (vLLM's hybrid KV cache manager and SGLang's SWA pool free what left the window),
+        linear-attention layers their recurrent state whatever the length."""
         import numpy as np
 
-        per_layer = self.kv_bytes_per_token_per_rank(tp) / self.layers
+        per_layer = self.kv_bytes_per_token_per_rank(tp) / max(self.attention_layers, 1)
         local = self.local_layers
-        return per_layer * ((self.layers - local) * np.asarray(tokens, float)
-                            + local * np.minimum(tokens, self.window or 0))
+        state = self.linear.layers * self.linear.state_bytes_per_rank(self.dtype_bytes, tp) if self.linear else 0.0
+        return per_layer * ((self.attention_layers - local) * np.asarray(tokens, float)
+                            + local * np.minimum(tokens, self.window or 0)) + state
 
     def kv_bytes_per_token_per_rank(self, tp: int) -> float:
         """KV-cache bytes one token occupies on one of `tp` tensor-parallel ranks. Each rank
@@ -212,6 +226,9 @@ class ModelSpec:
             "kv_kib_per_token": round(self.kv_bytes_per_token() / 1024, 1),
             "sliding_window": (f"{self.window}-token {'chunks' if self.chunked else 'window'} on "
                                f"{self.local_layers} of {self.layers} layers" if self.local_layers else ""),
+            "linear_attention": (f"{self.linear.layers} of {self.layers} layers, "
+                                 f"{self.linear.layers * self.linear.state_bytes_per_rank(self.dtype_bytes, 1) / 2**20:.1f}"
+                                 " MiB/seq" if self.linear else ""),
         }
 
 
@@ -302,6 +319,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
             shared_intermediate=shared_inter,
             first_dense_layers=int(first_dense),
             dense_intermediate=intermediate if first_dense else 0,
+            shared_gate=bool(shared_inter) and "n_shared_experts" not in cfg and not llama4,
         )
         if not 0 < top_k <= moe.num_experts:
             raise SpeedplanInputError(f"{where}: num_experts_per_tok must be in 1..{moe.num_experts}")
@@ -322,6 +340,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         dtype = "bf16"  # served in bf16 unless the user says otherwise
     dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where)
     window, window_layers = sliding_window(cfg, layers, where)
+    linear = linear_attention(cfg, layers, where)
     return ModelSpec(
         name=name,
         hidden=hidden,
@@ -335,11 +354,14 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         qk_norm="Qwen3" in arch,
         moe=moe,
         mla=mla,
-        mtp_layers=_optional(cfg, "num_nextn_predict_layers", where),
+        mtp_layers=(_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
+                    or int(str(cfg.get("model_type", "")) == "qwen3_next")),  # its checkpoints ship one, unstated
         dtype=dtype,
         window=window,
         window_layers=window_layers,
         chunked=bool(window) and cfg.get("sliding_window") in (None, False),
+        linear=linear,
+        attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),
         source=str(cfg.get("_source", where)),
         published_params=_published(cfg.get("_published_params")),
     )

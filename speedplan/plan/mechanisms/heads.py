@@ -33,11 +33,13 @@ def head_spec(target: ModelSpec, name: str, draft_vocab: int | None = None) -> M
     included) drafter runs, as a ModelSpec of the target's dimensions."""
     if name == "mtp" and target.moe is not None:
         moe = replace(target.moe, first_dense_layers=0)
-        return replace(target, name=f"{target.name}-mtp", layers=1, moe=moe, mtp_layers=0, window=0, window_layers=0)
+        return replace(target, name=f"{target.name}-mtp", layers=1, moe=moe, mtp_layers=0, window=0, window_layers=0,
+                       linear=None)  # an MTP layer attends (Qwen3-Next's: gated full attention)
     inter = target.dense_intermediate if target.dense_intermediate > 0 else 4 * target.hidden
     return replace(
         target, name=f"{target.name}-{name}-head", layers=1, moe=None, intermediate=inter,
         vocab=draft_vocab or target.vocab, mtp_layers=0, window=0, window_layers=0,  # heads attend to every token
+        linear=None, attn_gate=False,  # a Llama decoder layer
     )
 
 
