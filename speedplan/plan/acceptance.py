@@ -32,7 +32,7 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 
-MAX_DRAFT = 64
+MAX_DRAFT = 64  # the largest draft length or tree depth speedplan sweeps, reads or calibrates on
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from speedplan.engine.readers.sglang_log import (draft_len_from_rates, looks_lik
                                                  read_sglang_log)
 from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.acceptance import (Acceptance, conditional_from_position_rates, fit_iid_alpha, fit_positions,
-                                       fit_ranks)
+from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
+                                       fit_positions, fit_ranks)
 
 _FORMS = ("alpha", "positions", "ranks")
 
@@ -181,14 +181,14 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
             meta = rec
             tree = rec.get("tree")
             if rec.get("draft_len") is not None and not _count(rec["draft_len"], 0):
-                raise SpeedplanInputError(f"{path}:{i}: meta 'draft_len' must be an integer in 0..{MAX_TRACE_DRAFT}")
+                raise SpeedplanInputError(f"{path}:{i}: meta 'draft_len' must be an integer in 0..{MAX_DRAFT}")
             if tree is not None and not (isinstance(tree, dict) and all(
                     tree.get(k) is None or _count(tree[k], 1) for k in ("depth", "topk"))):
                 raise SpeedplanInputError(f"{path}:{i}: meta 'tree' must be an object with integer depth and topk")
         elif kind == "step":
             accepted = rec.get("accepted")
             if not isinstance(accepted, list) or not all(_count(a, 0) for a in accepted):
-                raise SpeedplanInputError(f"{path}:{i}: step without a list of 'accepted' counts in 0..{MAX_TRACE_DRAFT}")
+                raise SpeedplanInputError(f"{path}:{i}: step without a list of 'accepted' counts in 0..{MAX_DRAFT}")
             for key, depth in (("accepted_ranks", 1), ("offered_ranks", 2)):
                 if key in rec and not _nested_ints(rec[key], depth + 1, len(accepted)):
                     raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
@@ -199,11 +199,10 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
     return meta, steps
 
 
-MAX_TRACE_DRAFT = 64  # the largest draft length or tree depth speedplan sweeps
 
 
 def _count(value, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_TRACE_DRAFT
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_DRAFT
 
 
 def _nested_ints(value, depth: int, length: int | None = None) -> bool:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from speedplan import __version__
-from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.acceptance import MAX_DRAFT, Acceptance
 from speedplan.cost.ops import CostModel, load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.cost.forward import ForwardCost, forward_cost
@@ -334,7 +334,7 @@ def sweep(
     hw = cost.hardware
     engine = get_engine(engine)
     batches = _check_axis("--batch", batches, 1, 65536)
-    draft_lens = _check_axis("--draft-len", draft_lens, 0, 64)
+    draft_lens = _check_axis("--draft-len", draft_lens, 0, MAX_DRAFT)
     contexts = _check_axis("--context", contexts, 1, 10_000_000)
     tree_nodes = _check_axis("tree nodes", tree_nodes, 1, 1024)
     if min_tokens_per_user is not None and not min_tokens_per_user > 0:

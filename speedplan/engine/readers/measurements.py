@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import MAX_DRAFT
 
 QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup", "verify_ms", "draft_ms")
 DEFAULT_CONTEXT = 1024  # tokens, when a benchmark file does not say (stated in the fit's output)
@@ -72,8 +73,8 @@ class Measurement:
         if speculative != (self.draft_len > 0):
             raise SpeedplanInputError(f"{self.where}: field 'draft_len' is {self.draft_len} for mechanism "
                                       f"{self.mechanism!r} (plain decoding is mechanism none with draft_len 0)")
-        if not 0 <= self.draft_len <= 64:
-            raise SpeedplanInputError(f"{self.where}: field 'draft_len' must be in 0..64, got {self.draft_len}")
+        if not 0 <= self.draft_len <= MAX_DRAFT:
+            raise SpeedplanInputError(f"{self.where}: field 'draft_len' must be in 0..{MAX_DRAFT}, got {self.draft_len}")
         if speculative:
             al = self.acceptance_length
             if al is None:
