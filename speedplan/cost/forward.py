@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from speedplan.cost.ops import OpCost
 from speedplan.specs.model import ModelSpec
 
 
@@ -163,13 +164,29 @@ def _fused_moe_lookup(cost, model: ModelSpec, tokens: np.ndarray, tp: int, dtype
     where that was beyond the measured token counts; (None, None) when the profile has no
     such series (`speedplan.profile.moe`)."""
     lookup = getattr(cost, "moe", None)
-    if model.moe is None or not model.moe_layers or lookup is None:
-        return None, None
+    if model.moe is None or not model.moe_layers or lookup is None or model.moe.expert_bits:
+        return None, None  # (a table of the model's dtype does not price narrower experts)
     e = model.moe
     latency, outside = lookup(tokens, model.hidden, e.expert_intermediate, e.num_experts, e.top_k, tp, 1, dtype)
     if latency is None or not np.isfinite(latency).all():
         return None, None
     return latency, outside
+
+
+def _narrow_weight_gemm(cost, m, n, k, dtype: str, ratio: float):
+    """A GEMM whose weights are stored at `ratio` of `dtype`'s width and widened in the kernel
+    (MXFP4 experts, W4A16). While the `dtype` GEMM is memory-bound it costs what a `dtype`
+    GEMM reading the same weight bytes costs (N · ratio columns); once it is compute-bound, the
+    full GEMM (the math runs in `dtype`). Between the two, where the narrow weights make a
+    memory-bound GEMM compute-bound, this is a lower bound."""
+    full = cost.gemm(m, n, k, dtype)
+    if ratio >= 1.0:
+        return full
+    narrow = cost.gemm(m, np.maximum(n * ratio, 1.0), k, dtype)
+    compute = full.bound == "compute"
+    pick = lambda a, b: np.where(compute, a, b)  # noqa: E731
+    return OpCost(pick(full.latency_us, narrow.latency_us), pick(full.source, narrow.source), full.bound,
+                  pick(full.out_of_range, narrow.out_of_range))
 
 
 def forward_cost(
@@ -220,7 +237,7 @@ def forward_cost(
             touched = e.num_experts * (1.0 - (1.0 - e.top_k / e.num_experts) ** tokens)
             m = tokens * e.top_k / np.maximum(touched, 1e-9)
             n = shape.n * touched
-            op = cost.gemm(m, n, shape.k, dtype)
+            op = _narrow_weight_gemm(cost, m, n, shape.k, dtype, e.expert_bits / 8 / b if e.expert_bits else 1.0)
             experts["random"] += op.latency_us
             experts["profile"] += op.latency_us * op.from_profile
             experts["outside"] += op.latency_us * op.out_of_range
@@ -235,7 +252,8 @@ def forward_cost(
             outside_us += count * op.latency_us * op.out_of_range
             compute_bound_us += count * op.latency_us * (op.bound == "compute")
         flops += count * 2.0 * m * n * shape.k
-        nbytes += count * (m * shape.k + n * shape.k + m * n) * b
+        weight_b = model.moe.expert_bits / 8 if shape.moe and model.moe.expert_bits else b
+        nbytes += count * ((m * shape.k + m * n) * b + n * shape.k * weight_b)
     if model.moe is not None and model.moe_layers:
         layer_us = experts["random"]
         if fused_moe_us is not None:

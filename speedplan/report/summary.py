@@ -179,8 +179,11 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     meta = result.meta
     model = (meta.get("model") or {}).get("model", "?")
     window = (meta.get("model") or {}).get("sliding_window")
+    linear = (meta.get("model") or {}).get("linear_attention")
+    narrow = str((meta.get("model") or {}).get("experts", "")).endswith("mxfp4")
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
-             + (f", attention {window}" if window else "")]
+             + (" (experts mxfp4)" if narrow else "") + (f", attention {window}" if window else "")
+             + (f", linear attention {linear}" if linear else "")]
     rows = table_rows(result.best)
     if not rows:
         lines.append(no_feasible_message(result))

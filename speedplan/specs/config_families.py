@@ -7,14 +7,16 @@ from __future__ import annotations
 from speedplan.errors import SpeedplanInputError
 
 _FP8_METHODS = {"fp8", "fbgemm_fp8"}
+MXFP4_BITS = 4.25  # OCP MXFP4: a 4-bit value per weight and one 8-bit scale per block of 32
 
 
-def quantized_dtype(quant, dtype: str, where: str) -> str:
+def quantized_dtype(quant, dtype: str, where: str, moe: bool = False) -> str:
     """The weight dtype a checkpoint's `quantization_config` ships: "fp8" for FP8 checkpoints
     (DeepSeek-V3's "fp8"; compressed-tensors or ModelOpt with 8-bit float weights), else
     `dtype`. Weights of another width (MXFP4 in gpt-oss, AWQ/GPTQ int4, NVFP4) are refused:
     speedplan prices bf16, fp16 and fp8 GEMMs only, and pricing 4-bit weights as 16-bit ones
-    would overstate memory and time four-fold."""
+    would overstate memory and time four-fold. MXFP4 on a MoE's routed experts only (gpt-oss)
+    is read by `expert_weight_bits`, and the rest of the model keeps `dtype`."""
     if not quant:
         return dtype
     if not isinstance(quant, dict):
@@ -24,9 +26,18 @@ def quantized_dtype(quant, dtype: str, where: str) -> str:
         return "fp8"
     if method in ("compressed-tensors", "modelopt") and _fp8_weights(quant):
         return "fp8"
+    if method == "mxfp4" and moe:
+        return dtype
     raise SpeedplanInputError(
         f"{where}: quantization {method or '?'!r} is not modelled (speedplan prices bf16, fp16 and fp8 weights); "
         "to price the model with 16-bit weights, remove 'quantization_config' from a copy of the config")
+
+
+def expert_weight_bits(quant) -> float:
+    """Bits per routed-expert weight when a MoE checkpoint ships its experts in MXFP4 (gpt-oss:
+    `quant_method` "mxfp4", attention, router, embeddings and head left in bf16 by
+    `modules_to_not_convert`); 0 otherwise (the model's dtype). Call after `quantized_dtype`."""
+    return MXFP4_BITS if isinstance(quant, dict) and str(quant.get("quant_method", "")).lower() == "mxfp4" else 0.0
 
 
 def _fp8_weights(node) -> bool:

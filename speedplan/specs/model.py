@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.config_families import quantized_dtype, sliding_window
+from speedplan.specs.config_families import expert_weight_bits, quantized_dtype, sliding_window
 from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
 from speedplan.specs.linear_attention import LinearAttentionSpec, linear_attention
@@ -33,6 +33,7 @@ class MoESpec:
     first_dense_layers: int = 0  # leading layers that keep a dense MLP (DeepSeek-V3: 3)
     dense_intermediate: int = 0
     shared_gate: bool = False  # Qwen-MoE's sigmoid gate on the shared expert (hidden → 1)
+    expert_bits: float = 0.0  # bits per routed-expert weight when they ship narrower than the model (gpt-oss: MXFP4)
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,10 @@ class ModelSpec:
         return DTYPE_BYTES[self.dtype]
 
     def weight_bytes(self, dtype_bytes: int | None = None) -> float:
-        return self.param_count() * (dtype_bytes or self.dtype_bytes)
+        b = dtype_bytes or self.dtype_bytes
+        narrow = self.moe.expert_bits / 8 if self.moe is not None and self.moe.expert_bits else b
+        experts = self.moe_layers * self.moe.num_experts * 3 * self.hidden * self.moe.expert_intermediate if self.moe else 0
+        return self.param_count() * b - experts * (b - narrow)
 
     def kv_bytes_per_token(self, dtype_bytes: int | None = None) -> float:
         """KV-cache bytes one token occupies over all layers (MLA: the compressed latent)."""
@@ -221,7 +225,8 @@ class ModelSpec:
             "hidden": self.hidden,
             "heads": self.heads,
             "kv_heads": self.kv_heads if not self.mla else 1,
-            "experts": f"{self.moe.top_k}/{self.moe.num_experts}" if self.moe else "",
+            "experts": (f"{self.moe.top_k}/{self.moe.num_experts}" + (" mxfp4" if self.moe.expert_bits else "")
+                        if self.moe else ""),
             "mtp_layers": self.mtp_layers,
             "kv_kib_per_token": round(self.kv_bytes_per_token() / 1024, 1),
             "sliding_window": (f"{self.window}-token {'chunks' if self.chunked else 'window'} on "
@@ -320,6 +325,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
             first_dense_layers=int(first_dense),
             dense_intermediate=intermediate if first_dense else 0,
             shared_gate=bool(shared_inter) and "n_shared_experts" not in cfg and not llama4,
+            expert_bits=expert_weight_bits(cfg.get("quantization_config")),
         )
         if not 0 < top_k <= moe.num_experts:
             raise SpeedplanInputError(f"{where}: num_experts_per_tok must be in 1..{moe.num_experts}")
@@ -338,7 +344,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     dtype = _DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
     if dtype == "fp32":
         dtype = "bf16"  # served in bf16 unless the user says otherwise
-    dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where)
+    dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
     window, window_layers = sliding_window(cfg, layers, where)
     linear = linear_attention(cfg, layers, where)
     return ModelSpec(

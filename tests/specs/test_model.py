@@ -287,3 +287,40 @@ def test_qwen35_state_width_and_mtp_layers_come_from_its_config():
     m = from_hf_config(cfg)
     assert m.linear.state_bytes_per_rank(2, 1) == 32 * 128 * 128 * 4 + 8192 * 3 * 2
     assert (m.mtp_layers, m.attn_gate) == (2, True)
+
+
+def test_gpt_oss_experts_ship_in_mxfp4():
+    """gpt-oss-120b: 116.83B parameters published (the input embedding included); its routed
+    experts are stored at 4.25 bits a weight (4-bit values, an 8-bit scale per 32), the rest in
+    bf16: about 65 GB of weights, the size of its checkpoint, where 16-bit experts gave 234 GB."""
+    m = get_model("gpt-oss-120b")
+    assert m.param_count() / 1e9 == pytest.approx(116.83, rel=0.001)
+    experts = 36 * 128 * 3 * 2880 * 2880
+    assert m.weight_bytes() == pytest.approx((m.param_count() - experts) * 2 + experts * 4.25 / 8)
+    assert m.weight_bytes() / 1e9 == pytest.approx(65.2, rel=0.01)
+    assert m.summary()["experts"] == "4/128 mxfp4" and m.dtype == "bf16"
+    dense = {k: v for k, v in json.loads((PRESET_DIR / "llama-3.1-8b.json").read_text()).items()}
+    dense["quantization_config"] = {"quant_method": "mxfp4"}
+    with pytest.raises(SpeedplanInputError, match="quantization 'mxfp4' is not modelled"):
+        from_hf_config(dense)
+
+
+def test_mxfp4_expert_gemms_read_their_narrow_weights():
+    """While memory-bound, an MXFP4 expert GEMM costs what a bf16 GEMM reading the same bytes
+    costs (N · 4.25/16 columns); once the bf16 GEMM is compute-bound, the full GEMM."""
+    import numpy as np
+
+    from speedplan.cost.forward import _narrow_weight_gemm, forward_cost
+    from speedplan.cost.ops import CostModel
+    from speedplan.specs.hardware import get_hardware
+
+    cost, ratio = CostModel(get_hardware("h100-sxm")), 4.25 / 16
+    m = np.array([1.0, 16.0, 4096.0])
+    op = _narrow_weight_gemm(cost, m, 2 * 2880 * 128, 2880, "bf16", ratio)
+    full, narrow = cost.gemm(m, 2 * 2880 * 128, 2880, "bf16"), cost.gemm(m, 2 * 2880 * 128 * ratio, 2880, "bf16")
+    assert list(full.bound) == ["memory", "memory", "compute"]
+    assert op.latency_us[:2] == pytest.approx(narrow.latency_us[:2]) and op.latency_us[2] == pytest.approx(full.latency_us[2])
+    model = get_model("gpt-oss-120b")
+    as_bf16 = replace(model, moe=replace(model.moe, expert_bits=0.0))
+    narrow_s, wide_s = (forward_cost(cost, spec, batch=8, q_len=1, context=4096).gemm_s for spec in (model, as_bf16))
+    assert narrow_s < 0.6 * wide_s
