@@ -51,6 +51,10 @@ def linear_shapes(model: ModelSpec, tp: int = 1) -> list[LinearShape]:
         # the kv_b up-projection, priced as one GEMM of that shape.
         shapes.append(LinearShape("kv_b", _split(model.heads * (m.qk_nope_head_dim + m.v_head_dim), tp), m.kv_lora_rank, n_layers))
         shapes.append(LinearShape("o", h, _split(model.heads * m.v_head_dim, tp), n_layers))
+        if model.sparse:  # the lightning indexer, whole on every rank: q from the Q latent; k and head weights
+            s = model.sparse
+            shapes.append(LinearShape("index_q", s.heads * s.head_dim, m.q_lora_rank or h, model.indexer_layers))
+            shapes.append(LinearShape("index_k_w", s.head_dim + s.heads, h, model.indexer_layers))
     else:
         attn_layers = model.attention_layers
         qkv = (model.heads * (2 if model.attn_gate else 1) + 2 * model.kv_heads) * model.head_dim
@@ -189,6 +193,26 @@ def _narrow_weight_gemm(cost, m, n, k, dtype: str, ratio: float):
                   pick(full.out_of_range, narrow.out_of_range))
 
 
+def _sparse_attention(cost, batch, q_len, kv_len, heads, head_dim, topk: int, dtype: str) -> OpCost:
+    """MLA attention under DeepSeek sparse attention: each of the batch · q_len queries gathers
+    its own min(cached, `topk`) latents (FlashMLA's sparse decode; the q_len verified tokens of a
+    sequence do not share their reads as dense attention's do)."""
+    return cost.attention(batch * q_len, 1, np.minimum(kv_len, topk), heads, 1, head_dim, "causal", dtype)
+
+
+def _indexer(cost, model: ModelSpec, batch, q_len, kv_len) -> OpCost:
+    """One layer's lightning indexer: every query's `heads` index heads against each cached fp8
+    index key, at the fp8 rate (DeepGEMM's fp8 MQA logits). Priced as attention over an fp8
+    cache with one KV head half the key's bytes wide: it reads the key's bytes per token and
+    does 4 · heads · (key bytes / 2) FLOPs per (query, key), the indexer's q · k products; such
+    attention computes at the bf16 rate, so the heads are scaled by bf16 peak / fp8 peak (½ on
+    H100). The top-k selection is not priced."""
+    s, peak = model.sparse, cost.hardware.peak_flops_per_s
+    dtype = "fp8" if "fp8" in peak else model.dtype
+    heads = s.heads * (peak["bf16"] / peak["fp8"] if "fp8" in peak and "bf16" in peak else 1.0)
+    return cost.attention(batch, q_len, kv_len, heads, 1, s.key_bytes // 2, "causal", dtype)
+
+
 def forward_cost(
     cost,
     model: ModelSpec,
@@ -281,7 +305,10 @@ def forward_cost(
     groups = [(model.attention_layers - local, kv_len)] + ([(local, np.minimum(kv_len, model.window + q_len - 1))] if local else [])
     attention_us, tree_us = np.zeros_like(tokens), np.zeros_like(tokens)
     for layers_in_group, group_kv in groups:
-        attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", dtype)
+        if model.sparse:  # each query reads its own top-k latents
+            attn = _sparse_attention(cost, batch, q_len, group_kv, heads, head_dim, model.sparse.topk, dtype)
+        else:
+            attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", dtype)
         group_us = layers_in_group * attn.latency_us
         attention_us = attention_us + group_us
         profile_us += group_us * attn.from_profile
@@ -292,6 +319,13 @@ def forward_cost(
             tree_us = tree_us + group_tree_us
             profile_us += group_tree_us * tree.from_profile
             outside_us += group_tree_us * tree.out_of_range
+
+    if model.sparse:  # the indexer scores every cached token for every query
+        index = _indexer(cost, model, batch, q_len, kv_len)
+        index_us = model.indexer_layers * index.latency_us
+        attention_us = attention_us + index_us
+        profile_us += index_us * index.from_profile
+        outside_us += index_us * index.out_of_range
 
     if model.linear:  # each sequence's state read once and written after each of its q_len tokens
         state = model.linear.state_bytes_per_rank(b, tp)

@@ -180,10 +180,11 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     model = (meta.get("model") or {}).get("model", "?")
     window = (meta.get("model") or {}).get("sliding_window")
     linear = (meta.get("model") or {}).get("linear_attention")
+    sparse = (meta.get("model") or {}).get("sparse_attention")
     narrow = str((meta.get("model") or {}).get("experts", "")).endswith("mxfp4")
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
              + (" (experts mxfp4)" if narrow else "") + (f", attention {window}" if window else "")
-             + (f", linear attention {linear}" if linear else "")]
+             + (f", linear attention {linear}" if linear else "") + (f", sparse attention {sparse}" if sparse else "")]
     rows = table_rows(result.best)
     if not rows:
         lines.append(no_feasible_message(result))

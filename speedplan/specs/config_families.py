@@ -1,6 +1,6 @@
 """What some model families' config.json says beyond the standard keys: the weight width a
 `quantization_config` ships, and which layers attend within a sliding window or a chunk. Pure functions
-of the config dict; `speedplan.specs.model.from_hf_config` calls them."""
+of the config dict; `speedplan.specs.hf_config.from_hf_config` calls them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Model architecture from a Hugging Face config.json, and the shipped presets.
+"""Model architecture, and the shipped presets (`speedplan.specs.hf_config` reads a Hugging
+Face config.json into one).
 
-`ModelSpec` holds what the cost model needs: layer shapes (dense GQA, MoE, MLA), vocabulary,
-MTP layers. Parameter counts are computed from the shapes (tests hold them within 1% of the
+`ModelSpec` holds what the cost model needs: layer shapes (dense GQA, MoE, MLA, sliding or
+chunked windows, linear and sparse attention), vocabulary, MTP layers. Parameter counts are computed from the shapes (tests hold them within 1% of the
 published totals), so weight bytes and KV bytes follow from the same numbers the op list uses.
 """
 
@@ -12,10 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.config_families import expert_weight_bits, quantized_dtype, sliding_window
 from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
-from speedplan.specs.linear_attention import LinearAttentionSpec, linear_attention
+from speedplan.specs.linear_attention import LinearAttentionSpec
+from speedplan.specs.sparse_attention import SparseIndexSpec
 
 PRESET_DIR = Path(__file__).parent / "presets" / "models"
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -68,6 +69,7 @@ class ModelSpec:
     chunked: bool = False  # the window is Llama-4's attention chunk (priced as a window of one chunk)
     linear: LinearAttentionSpec | None = None  # Gated DeltaNet layers (no KV cache; a state per sequence)
     attn_gate: bool = False  # q_proj also emits a sigmoid output gate (Qwen3-Next): twice its width
+    sparse: SparseIndexSpec | None = None  # DeepSeek sparse attention: each query reads the indexer's top-k
     source: str = ""
     published_params: float | None = None
 
@@ -107,6 +109,11 @@ class ModelSpec:
     def attention_layers(self) -> int:
         """Layers with softmax attention over a KV cache (the rest, if any, are linear attention)."""
         return self.layers - (min(self.linear.layers, self.layers) if self.linear else 0)
+
+    @property
+    def indexer_layers(self) -> int:
+        """Layers that compute the sparse-attention indexer (and cache its keys)."""
+        return min(self.sparse.indexer_layers, self.layers) if self.sparse else 0
 
     @property
     def dense_intermediate(self) -> int:
@@ -150,6 +157,8 @@ class ModelSpec:
         n += self.dense_layers * self.layer_params(False, active)
         if self.moe is not None:
             n += self.moe_layers * self.layer_params(True, active)
+        if self.sparse:
+            n += self.indexer_layers * self.sparse.layer_params(self.hidden, self.mla.q_lora_rank if self.mla else 0)
         if self.linear:  # their token mixer replaces softmax attention
             n += self.linear.layers * (self.linear.layer_params(self.hidden) - self.attention_params())
         if include_mtp:
@@ -177,7 +186,8 @@ class ModelSpec:
         """KV-cache bytes one token occupies over all layers (MLA: the compressed latent)."""
         b = dtype_bytes or self.dtype_bytes
         if self.mla:
-            return self.attention_layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b
+            index_keys = self.indexer_layers * self.sparse.key_bytes if self.sparse else 0
+            return self.attention_layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b + index_keys
         return self.attention_layers * 2 * self.kv_heads * self.head_dim * b
 
     @property
@@ -231,146 +241,12 @@ class ModelSpec:
             "kv_kib_per_token": round(self.kv_bytes_per_token() / 1024, 1),
             "sliding_window": (f"{self.window}-token {'chunks' if self.chunked else 'window'} on "
                                f"{self.local_layers} of {self.layers} layers" if self.local_layers else ""),
+            "sparse_attention": (f"top-{self.sparse.topk}, indexer on {self.indexer_layers} of {self.layers} layers"
+                                 if self.sparse else ""),
             "linear_attention": (f"{self.linear.layers} of {self.layers} layers, "
                                  f"{self.linear.layers * self.linear.state_bytes_per_rank(self.dtype_bytes, 1) / 2**20:.1f}"
                                  " MiB/seq" if self.linear else ""),
         }
-
-
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
-
-
-MAX_COUNT = 10_000_000  # no dimension, vocabulary or layer count of a real model comes near this
-
-
-def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
-    value = cfg.get(key, default)
-    if value is None:
-        raise SpeedplanInputError(f"{where}: missing {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
-        raise SpeedplanInputError(f"{where}: {key!r} must be an integer in 0..{MAX_COUNT:,}, got {value!r}")
-    return value
-
-
-def _optional(cfg: dict, key: str, where: str) -> int:
-    """A count the config may leave out or set to null: 0 then."""
-    return _int({key: cfg.get(key) or 0}, key, where)
-
-
-def _published(value) -> float | None:
-    """The shipped presets' published parameter count (a number), else None."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _names(cfg: dict, key: str, where: str) -> list:
-    value = cfg.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SpeedplanInputError(f"{where}: {key!r} must be a list of names, got {value!r}")
-    return value
-
-
-def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) -> ModelSpec:
-    """Build a ModelSpec from a Hugging Face config.json dict (Llama/Qwen/Mistral/Mixtral/
-    Qwen-MoE/DeepSeek-V3 families and anything with the standard keys)."""
-    where = where or f"config for {name}"
-    if not isinstance(cfg, dict):
-        raise SpeedplanInputError(f"{where}: expected a JSON object")
-    if "text_config" in cfg and "hidden_size" not in cfg:
-        cfg = cfg["text_config"]
-        if not isinstance(cfg, dict):
-            raise SpeedplanInputError(f"{where}: 'text_config' must be an object")
-    hidden = _int(cfg, "hidden_size", where)
-    heads = _int(cfg, "num_attention_heads", where)
-    if hidden == 0 or heads == 0:
-        raise SpeedplanInputError(f"{where}: hidden_size and num_attention_heads must be > 0")
-    kv_heads = _int(cfg, "num_key_value_heads", where, heads)
-    head_dim = cfg.get("head_dim") or hidden // heads
-    head_dim = _int({"head_dim": head_dim}, "head_dim", where)
-    layers = _int(cfg, "num_hidden_layers", where)
-    vocab = _int(cfg, "vocab_size", where)
-    intermediate = _int(cfg, "intermediate_size", where, 0)
-    arch = " ".join(_names(cfg, "architectures", where))
-
-    moe = None
-    experts_key = next((k for k in ("n_routed_experts", "num_local_experts", "num_experts") if cfg.get(k)), None)
-    n_experts = _int(cfg, experts_key, where) if experts_key else 0
-    if n_experts:
-        top_k = _int(cfg, "num_experts_per_tok", where)
-        expert_inter = _int(cfg, "moe_intermediate_size", where, intermediate)
-        shared = _optional(cfg, "n_shared_experts", where)
-        shared_inter = expert_inter if "n_shared_experts" in cfg else _int(cfg, "shared_expert_intermediate_size", where, 0)
-        llama4 = str(cfg.get("model_type", "")).startswith("llama4")
-        if llama4:  # every Llama-4 MoE layer adds one shared expert as wide as a routed one (Llama4TextMoe)
-            shared_inter = expert_inter
-        if shared_inter and not shared:
-            shared = 1
-        first_dense = _optional(cfg, "first_k_dense_replace", where)
-        if cfg.get("mlp_only_layers"):
-            if not isinstance(cfg["mlp_only_layers"], list):
-                raise SpeedplanInputError(f"{where}: 'mlp_only_layers' must be a list of layer indices")
-            first_dense = len(cfg["mlp_only_layers"])
-        step = _int(cfg, "interleave_moe_layer_step", where, 1) if llama4 else 1
-        if step < 1:
-            raise SpeedplanInputError(f"{where}: 'interleave_moe_layer_step' must be >= 1, got {step}")
-        if step > 1:  # Llama-4 Maverick: every step-th layer is MoE, the others dense (order does not change cost)
-            first_dense = layers - layers // step
-        if llama4 and first_dense:
-            intermediate = _int(cfg, "intermediate_size_mlp", where, intermediate)  # the dense layers' width
-        moe = MoESpec(
-            num_experts=int(n_experts),
-            top_k=top_k,
-            expert_intermediate=expert_inter,
-            shared_experts=int(shared),
-            shared_intermediate=shared_inter,
-            first_dense_layers=int(first_dense),
-            dense_intermediate=intermediate if first_dense else 0,
-            shared_gate=bool(shared_inter) and "n_shared_experts" not in cfg and not llama4,
-            expert_bits=expert_weight_bits(cfg.get("quantization_config")),
-        )
-        if not 0 < top_k <= moe.num_experts:
-            raise SpeedplanInputError(f"{where}: num_experts_per_tok must be in 1..{moe.num_experts}")
-
-    mla = None
-    if cfg.get("kv_lora_rank"):
-        mla = MLASpec(
-            q_lora_rank=_optional(cfg, "q_lora_rank", where),  # null: no Q LoRA (DeepSeek-V2-Lite)
-            kv_lora_rank=_int(cfg, "kv_lora_rank", where),
-            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where),
-            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where),
-            v_head_dim=_int(cfg, "v_head_dim", where),
-        )
-        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-
-    dtype = _DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
-    if dtype == "fp32":
-        dtype = "bf16"  # served in bf16 unless the user says otherwise
-    dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
-    window, window_layers = sliding_window(cfg, layers, where)
-    linear = linear_attention(cfg, layers, where)
-    return ModelSpec(
-        name=name,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        intermediate=intermediate,
-        vocab=vocab,
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        qk_norm="Qwen3" in arch,
-        moe=moe,
-        mla=mla,
-        mtp_layers=(_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
-                    or int(str(cfg.get("model_type", "")) == "qwen3_next")),  # its checkpoints ship one, unstated
-        dtype=dtype,
-        window=window,
-        window_layers=window_layers,
-        chunked=bool(window) and cfg.get("sliding_window") in (None, False),
-        linear=linear,
-        attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),
-        source=str(cfg.get("_source", where)),
-        published_params=_published(cfg.get("_published_params")),
-    )
 
 
 def preset_names() -> list[str]:
@@ -380,6 +256,8 @@ def preset_names() -> list[str]:
 @lru_cache(maxsize=64)
 def get_model(name_or_path: str) -> ModelSpec:
     """A preset name (`llama-3.1-8b`), a config.json path, or a folder holding config.json."""
+    from speedplan.specs.hf_config import from_hf_config  # it builds ModelSpecs: imported here, not at the top
+
     key = str(name_or_path).strip()
     preset = PRESET_DIR / f"{key.lower()}.json"
     if preset.exists():

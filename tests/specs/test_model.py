@@ -4,7 +4,8 @@ from dataclasses import replace
 import pytest
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.model import PRESET_DIR, from_hf_config, get_model, preset_names
+from speedplan.specs.hf_config import from_hf_config
+from speedplan.specs.model import PRESET_DIR, get_model, preset_names
 
 REQUIRED = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b", "qwen3-8b",
             "qwen3-32b", "smollm2-135m", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"}
@@ -324,3 +325,46 @@ def test_mxfp4_expert_gemms_read_their_narrow_weights():
     as_bf16 = replace(model, moe=replace(model.moe, expert_bits=0.0))
     narrow_s, wide_s = (forward_cost(cost, spec, batch=8, q_len=1, context=4096).gemm_s for spec in (model, as_bf16))
     assert narrow_s < 0.6 * wide_s
+
+
+def test_deepseek_v32_adds_the_lightning_indexer():
+    """DeepSeek-V3.2 is DeepSeek-V3 plus, on each of its 61 layers, an indexer of 64 heads of
+    128 (q from the 1536-wide Q latent; k and the head weights from the hidden state) whose fp8
+    keys (128 bytes and a 4-byte scale) are cached per token: 685B published with the MTP layer."""
+    m, v3 = get_model("deepseek-v3.2"), get_model("deepseek-v3")
+    indexer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert m.param_count() - v3.param_count() == 61 * indexer
+    assert m.param_count(include_mtp=True) / 1e9 == pytest.approx(685, rel=0.002)
+    assert m.kv_bytes_per_token() == v3.kv_bytes_per_token() + 61 * 132
+    assert m.summary()["sparse_attention"] == "top-2048, indexer on 61 of 61 layers"
+
+
+def test_glm5_computes_its_indexer_on_full_layers_only():
+    cfg = json.loads((PRESET_DIR / "deepseek-v3.2.json").read_text())
+    cfg["indexer_types"] = ["full" if i < 3 or (i - 2) % 4 == 0 else "shared" for i in range(61)]
+    m = from_hf_config(cfg)
+    assert m.indexer_layers == sum(1 for t in cfg["indexer_types"] if t == "full") == 17
+    cfg["index_topk"] = "2k"
+    with pytest.raises(SpeedplanInputError, match="'index_topk'"):
+        from_hf_config(cfg)
+
+
+def test_sparse_attention_reads_top_k_latents_per_query():
+    """Each verified query gathers its own min(cached, 2048) latents (so a pass of q tokens reads
+    q times what one decode token reads, where dense MLA shares the reads), and the indexer
+    reads every cached index key."""
+    from speedplan.cost.forward import _indexer, attention_shape, forward_cost
+    from speedplan.cost.ops import CostModel
+    from speedplan.specs.hardware import get_hardware
+
+    cost = CostModel(get_hardware("h200-sxm"))
+    m, v3 = get_model("deepseek-v3.2"), get_model("deepseek-v3")
+    heads, kv, dim = attention_shape(m, 8)
+    for batch, q_len, context in [(4, 4, 1024), (4, 4, 32768)]:
+        kv_len = context + q_len
+        index_us = float(_indexer(cost, m, batch, q_len, kv_len).latency_us)
+        mla_us = float(cost.attention(batch * q_len, 1, min(kv_len, 2048), heads, kv, dim, "causal", "fp8").latency_us)
+        priced = forward_cost(cost, m, batch, q_len, context, tp=8).attention_s
+        assert priced == pytest.approx(61 * (mla_us + index_us) * 1e-6)
+    long_v32 = forward_cost(cost, m, 16, 4, 65536, tp=8).attention_s
+    assert long_v32 < forward_cost(cost, v3, 16, 4, 65536, tp=8).attention_s

@@ -20,7 +20,8 @@ import numpy as np
 
 from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.model import ModelSpec, from_hf_config
+from speedplan.specs.hf_config import from_hf_config
+from speedplan.specs.model import ModelSpec
 
 # yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json: "draft_vocab_size": 32000 (the head vLLM's
 # and TensorRT-LLM's docs use); the default for a head whose config is not given.

@@ -1,0 +1,149 @@
+"""Reading a Hugging Face config.json into a `ModelSpec`: the standard keys (hidden size,
+layers, heads, KV heads, head_dim, vocabulary, MoE and MLA keys) here; what some families
+say beyond them in `config_families`, `linear_attention` and `sparse_attention`. Every
+malformed or missing key is one `SpeedplanInputError` naming the file and the key."""
+
+from __future__ import annotations
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.config_families import expert_weight_bits, quantized_dtype, sliding_window
+from speedplan.specs.linear_attention import linear_attention
+from speedplan.specs.model import MLASpec, MoESpec, ModelSpec
+from speedplan.specs.sparse_attention import sparse_index
+
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
+
+
+MAX_COUNT = 10_000_000  # no dimension, vocabulary or layer count of a real model comes near this
+
+
+def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise SpeedplanInputError(f"{where}: missing {key!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise SpeedplanInputError(f"{where}: {key!r} must be an integer in 0..{MAX_COUNT:,}, got {value!r}")
+    return value
+
+
+def _optional(cfg: dict, key: str, where: str) -> int:
+    """A count the config may leave out or set to null: 0 then."""
+    return _int({key: cfg.get(key) or 0}, key, where)
+
+
+def _published(value) -> float | None:
+    """The shipped presets' published parameter count (a number), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _names(cfg: dict, key: str, where: str) -> list:
+    value = cfg.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpeedplanInputError(f"{where}: {key!r} must be a list of names, got {value!r}")
+    return value
+
+
+def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) -> ModelSpec:
+    """Build a ModelSpec from a Hugging Face config.json dict (Llama/Qwen/Mistral/Mixtral/
+    Qwen-MoE/DeepSeek-V3 families and anything with the standard keys)."""
+    where = where or f"config for {name}"
+    if not isinstance(cfg, dict):
+        raise SpeedplanInputError(f"{where}: expected a JSON object")
+    if "text_config" in cfg and "hidden_size" not in cfg:
+        cfg = cfg["text_config"]
+        if not isinstance(cfg, dict):
+            raise SpeedplanInputError(f"{where}: 'text_config' must be an object")
+    hidden = _int(cfg, "hidden_size", where)
+    heads = _int(cfg, "num_attention_heads", where)
+    if hidden == 0 or heads == 0:
+        raise SpeedplanInputError(f"{where}: hidden_size and num_attention_heads must be > 0")
+    kv_heads = _int(cfg, "num_key_value_heads", where, heads)
+    head_dim = cfg.get("head_dim") or hidden // heads
+    head_dim = _int({"head_dim": head_dim}, "head_dim", where)
+    layers = _int(cfg, "num_hidden_layers", where)
+    vocab = _int(cfg, "vocab_size", where)
+    intermediate = _int(cfg, "intermediate_size", where, 0)
+    arch = " ".join(_names(cfg, "architectures", where))
+
+    moe = None
+    experts_key = next((k for k in ("n_routed_experts", "num_local_experts", "num_experts") if cfg.get(k)), None)
+    n_experts = _int(cfg, experts_key, where) if experts_key else 0
+    if n_experts:
+        top_k = _int(cfg, "num_experts_per_tok", where)
+        expert_inter = _int(cfg, "moe_intermediate_size", where, intermediate)
+        shared = _optional(cfg, "n_shared_experts", where)
+        shared_inter = expert_inter if "n_shared_experts" in cfg else _int(cfg, "shared_expert_intermediate_size", where, 0)
+        llama4 = str(cfg.get("model_type", "")).startswith("llama4")
+        if llama4:  # every Llama-4 MoE layer adds one shared expert as wide as a routed one (Llama4TextMoe)
+            shared_inter = expert_inter
+        if shared_inter and not shared:
+            shared = 1
+        first_dense = _optional(cfg, "first_k_dense_replace", where)
+        if cfg.get("mlp_only_layers"):
+            if not isinstance(cfg["mlp_only_layers"], list):
+                raise SpeedplanInputError(f"{where}: 'mlp_only_layers' must be a list of layer indices")
+            first_dense = len(cfg["mlp_only_layers"])
+        step = _int(cfg, "interleave_moe_layer_step", where, 1) if llama4 else 1
+        if step < 1:
+            raise SpeedplanInputError(f"{where}: 'interleave_moe_layer_step' must be >= 1, got {step}")
+        if step > 1:  # Llama-4 Maverick: every step-th layer is MoE, the others dense (order does not change cost)
+            first_dense = layers - layers // step
+        if llama4 and first_dense:
+            intermediate = _int(cfg, "intermediate_size_mlp", where, intermediate)  # the dense layers' width
+        moe = MoESpec(
+            num_experts=int(n_experts),
+            top_k=top_k,
+            expert_intermediate=expert_inter,
+            shared_experts=int(shared),
+            shared_intermediate=shared_inter,
+            first_dense_layers=int(first_dense),
+            dense_intermediate=intermediate if first_dense else 0,
+            shared_gate=bool(shared_inter) and "n_shared_experts" not in cfg and not llama4,
+            expert_bits=expert_weight_bits(cfg.get("quantization_config")),
+        )
+        if not 0 < top_k <= moe.num_experts:
+            raise SpeedplanInputError(f"{where}: num_experts_per_tok must be in 1..{moe.num_experts}")
+
+    mla = None
+    if cfg.get("kv_lora_rank"):
+        mla = MLASpec(
+            q_lora_rank=_optional(cfg, "q_lora_rank", where),  # null: no Q LoRA (DeepSeek-V2-Lite)
+            kv_lora_rank=_int(cfg, "kv_lora_rank", where),
+            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where),
+            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where),
+            v_head_dim=_int(cfg, "v_head_dim", where),
+        )
+        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+
+    dtype = _DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
+    if dtype == "fp32":
+        dtype = "bf16"  # served in bf16 unless the user says otherwise
+    dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
+    window, window_layers = sliding_window(cfg, layers, where)
+    linear = linear_attention(cfg, layers, where)
+    return ModelSpec(
+        name=name,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=intermediate,
+        vocab=vocab,
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        qk_norm="Qwen3" in arch,
+        moe=moe,
+        mla=mla,
+        mtp_layers=(_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
+                    or int(str(cfg.get("model_type", "")) == "qwen3_next")),  # its checkpoints ship one, unstated
+        dtype=dtype,
+        window=window,
+        window_layers=window_layers,
+        chunked=bool(window) and cfg.get("sliding_window") in (None, False),
+        linear=linear,
+        sparse=sparse_index(cfg, layers, where) if mla else None,
+        attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),
+        source=str(cfg.get("_source", where)),
+        published_params=_published(cfg.get("_published_params")),
+    )
