@@ -116,6 +116,12 @@ def test_predict_ops_contract(cli, tmp_path):
 def test_models_and_hardware_lists(cli):
     proc = cli("models")
     assert proc.returncode == 0 and "deepseek-v3" in proc.stdout and "smollm2-135m" in proc.stdout
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:]}
+    assert "attention" in proc.stdout.splitlines()[0]
+    assert rows["llama-3.1-8b"].split()[-2:] == ["full", "bf16"]
+    assert "sparse top-2048, indexer on 61 of 61 layers" in rows["deepseek-v3.2"]
+    assert "linear on 36 of 48 layers, 37.7 MiB/seq" in rows["qwen3-next-80b-a3b"]
+    assert "128-token window on 18 of 36 layers" in rows["gpt-oss-120b"] and "4/128 mxfp4" in rows["gpt-oss-120b"]
     proc = cli("hardware")
     assert proc.returncode == 0 and all(h in proc.stdout for h in ("h100-sxm", "h200-sxm", "a100-80gb", "b200", "mi300x", "l40s"))
     lines = {line.split()[0]: line for line in proc.stdout.splitlines()[1:]}
