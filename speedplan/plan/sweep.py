@@ -141,7 +141,7 @@ def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec,
         draft = mech.draft_cost(cost, target, B, D, L, N, tp)
         parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft)
         al, extra_mem = mech.acceptance_length(D, N), mech.extra_memory_bytes(target, B, L + q, tp)
-    memory = target.weight_bytes() / tp + B * target.kv_bytes_per_rank(L + q, tp) + extra_mem
+    memory = target.weight_bytes() / tp + B * target.kv_bytes_per_rank(L + q, tp, states=q) + extra_mem
     return _GpuPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory, B)
 
 

@@ -195,18 +195,20 @@ class ModelSpec:
         """Layers that attend within the sliding window (a spec cut to fewer layers keeps at most its own)."""
         return min(self.window_layers, self.attention_layers) if self.window else 0
 
-    def kv_bytes_per_rank(self, tokens, tp: int):
+    def kv_bytes_per_rank(self, tokens, tp: int, states=1):
         """KV-cache bytes one sequence of `tokens` tokens (array or number) holds on one of `tp`
         ranks: full-attention layers keep every token, sliding-window layers at most `window`
         (vLLM's hybrid KV cache manager and SGLang's SWA pool free what left the window),
-        linear-attention layers their recurrent state whatever the length."""
+        linear-attention layers `states` recurrent states whatever the length: one, or one per
+        verified position while speculating (vLLM's mamba cache holds 1 + num_speculative_tokens
+        blocks a request, SGLang an intermediate state per draft token)."""
         import numpy as np
 
         per_layer = self.kv_bytes_per_token_per_rank(tp) / max(self.attention_layers, 1)
         local = self.local_layers
         state = self.linear.layers * self.linear.state_bytes_per_rank(self.dtype_bytes, tp) if self.linear else 0.0
         return per_layer * ((self.attention_layers - local) * np.asarray(tokens, float)
-                            + local * np.minimum(tokens, self.window or 0)) + state
+                            + local * np.minimum(tokens, self.window or 0)) + state * np.asarray(states, float)
 
     def kv_bytes_per_token_per_rank(self, tp: int) -> float:
         """KV-cache bytes one token occupies on one of `tp` tensor-parallel ranks. Each rank

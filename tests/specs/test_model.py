@@ -368,3 +368,28 @@ def test_sparse_attention_reads_top_k_latents_per_query():
         assert priced == pytest.approx(61 * (mla_us + index_us) * 1e-6)
     long_v32 = forward_cost(cost, m, 16, 4, 65536, tp=8).attention_s
     assert long_v32 < forward_cost(cost, v3, 16, 4, 65536, tp=8).attention_s
+
+
+def test_speculating_hybrid_models_hold_a_state_per_verified_position():
+    """While speculating, a linear-attention layer keeps one state per verified position (vLLM's
+    1 + num_speculative_tokens mamba blocks a request): Qwen3-Next at 4 positions holds 3 more
+    states per layer than plain decoding; attention-only models are unchanged."""
+    m = get_model("qwen3-next-80b-a3b")
+    extra = m.kv_bytes_per_rank(4096, 4, states=4) - m.kv_bytes_per_rank(4096, 4)
+    assert extra == pytest.approx(3 * 36 * m.linear.state_bytes_per_rank(2, 4))
+    llama = get_model("llama-3.1-8b")
+    assert llama.kv_bytes_per_rank(4096, 1, states=4) == llama.kv_bytes_per_rank(4096, 1)
+
+
+def test_sweep_memory_counts_the_speculative_states_of_a_hybrid_model():
+    """MTP at D = 3 against D = 1 on Qwen3-Next, B = 8: two more states per sequence in each of
+    the 36 linear layers (about 4.7 MB a sequence on one of 4 ranks), next to two more tokens of
+    KV (a few KiB) and of the MTP layer's KV."""
+    from speedplan.plan.sweep import sweep
+
+    frame = sweep("qwen3-next-80b-a3b", "h100-sxm", ["mtp"], [8], [1, 3], contexts=[4096], tp=4).frame
+    mtp = frame[frame["mechanism"] == "mtp"].set_index("draft_len")["memory_bytes"]
+    m = get_model("qwen3-next-80b-a3b")
+    states = 8 * 2 * 36 * m.linear.state_bytes_per_rank(2, 4)
+    kv = 8 * (m.kv_bytes_per_rank(4096 + 4, 4) - m.kv_bytes_per_rank(4096 + 2, 4))
+    assert mtp[3] - mtp[1] == pytest.approx(states + kv, rel=0.02)
