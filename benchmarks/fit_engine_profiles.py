@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_cases import CASES, as_pairs, load_cases  # noqa: E402
+from engine_cases import CASES, HELD_OUT, as_pairs, load_cases, split_held_out  # noqa: E402
 
-from speedplan.engine.calibrate import calibrate  # noqa: E402
+from speedplan.engine.calibrate import calibrate, predict, price  # noqa: E402
 from speedplan.engine.profile import PRESET_DIR, EngineProfile, Term  # noqa: E402
 from speedplan.engine.run_calibration import render_calibration  # noqa: E402
 
@@ -54,12 +54,26 @@ def fit(name: str, cases) -> tuple[EngineProfile, str]:
                             + f"\n  speculate-or-not (speedup >= 1) agrees at {agree} of {len(speedups)} speedup rows\n")
 
 
+def held_out_check(profile: EngineProfile, held) -> str:
+    """How `profile` predicts the usable rows kept out of its fit (HELD_OUT), one line each."""
+    rows = [c for c in held if c.engine == profile.name]
+    if not rows:
+        return ""
+    predicted = predict(profile.values(), price(as_pairs(rows), profile.spec_max_running))
+    lines = [f"  held out of the fit (out-of-sample): {HELD_OUT[rows[0].source]}"]
+    for c, p in zip(rows, predicted):
+        lines.append(f"  {c.mechanism} B={c.batch} D={c.draft_len}".ljust(39) + f"{c.quantity:12} {c.value:10.4g} "
+                     f"{p:11.4g} {100 * (p / c.value - 1):+8.1f}%")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped profiles instead of writing")
     args = ap.parse_args(argv)
     cases, skipped = load_cases()
-    print(f"{len(cases)} usable rows of {CASES}; {len(skipped)} left out:")
+    cases, held = split_held_out(cases)
+    print(f"{len(cases)} usable rows of {CASES} fitted, {len(held)} held out; {len(skipped)} left out:")
     reasons: dict[str, int] = {}
     for _, _, why in skipped:
         reasons[why] = reasons.get(why, 0) + 1
@@ -68,9 +82,12 @@ def main(argv=None) -> int:
     status = 0
     for name in BASES:
         profile, text = fit(name, cases)
-        print(text)
+        print(text + held_out_check(profile, held))
         data = profile.to_json()
         data["fit_left_out"] = reasons
+        kept_out = {c.source: HELD_OUT[c.source] for c in held if c.engine == name}
+        if kept_out:
+            data["fit_held_out"] = kept_out  # usable rows kept out of the fit, printed as an out-of-sample check
         path = PRESET_DIR / f"{name}.json"
         if args.check:
             shipped = json.loads(path.read_text())

@@ -393,3 +393,13 @@ def test_sweep_memory_counts_the_speculative_states_of_a_hybrid_model():
     states = 8 * 2 * 36 * m.linear.state_bytes_per_rank(2, 4)
     kv = 8 * (m.kv_bytes_per_rank(4096 + 4, 4) - m.kv_bytes_per_rank(4096 + 2, 4))
     assert mtp[3] - mtp[1] == pytest.approx(states + kv, rel=0.02)
+
+
+def test_glm47_flash_preset_is_mla_with_64_experts():
+    """GLM-4.7-Flash (Glm4MoeLiteForCausalLM): MLA with a 768-wide Q latent, 192 + 64 query/key
+    dims and 256-wide values, 64 routed experts (4 a token) and a shared one after one dense
+    layer; its cache is 47 layers of a 576-wide latent in bf16."""
+    m = get_model("glm-4.7-flash")
+    assert (m.mla.q_lora_rank, m.mla.qk_nope_head_dim, m.mla.qk_rope_head_dim, m.mla.v_head_dim) == (768, 192, 64, 256)
+    assert (m.moe.num_experts, m.moe.top_k, m.moe.shared_experts, m.moe.first_dense_layers, m.mtp_layers) == (64, 4, 1, 1, 1)
+    assert m.kv_bytes_per_token() == 47 * 576 * 2
