@@ -29,7 +29,7 @@ MODELS = {
     "NousResearch/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b", "Llama-3-8B-Instruct": "llama-3.1-8b",
     "meta-llama/Llama-3.3-70B-Instruct": "llama-3.1-70b", "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
     "Qwen3-235B-A22B": "qwen3-235b-a22b", "deepseek-ai/DeepSeek-R1": "deepseek-v3", "DeepSeek-V3": "deepseek-v3",
-    "zai-org/GLM-4.7-Flash": "glm-4.7-flash",
+    "zai-org/GLM-4.7-Flash": "glm-4.7-flash", "openai/gpt-oss-120b": "gpt-oss-120b",
 }
 DRAFTS = {"meta-llama/Llama-3.2-1B-Instruct": "llama-3.2-1b"}
 DEFAULT_CONTEXT = 1024  # tokens, where a source gives no input/output lengths (MT-Bench-like chat)
