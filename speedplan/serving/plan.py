@@ -72,6 +72,10 @@ HF_REPOS: dict[str, str] = {
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
     "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "deepseek-v3.2": "deepseek-ai/DeepSeek-V3.2",
+    "qwen3-next-80b-a3b": "Qwen/Qwen3-Next-80B-A3B-Instruct",
+    "gpt-oss-120b": "openai/gpt-oss-120b",
+    "glm-4.7-flash": "zai-org/GLM-4.7-Flash",
 }
 
 # Public EAGLE-1/2 heads per engine, only where that engine's own PRs/docs ran it for that target
