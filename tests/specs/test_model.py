@@ -403,3 +403,20 @@ def test_glm47_flash_preset_is_mla_with_64_experts():
     assert (m.mla.q_lora_rank, m.mla.qk_nope_head_dim, m.mla.qk_rope_head_dim, m.mla.v_head_dim) == (768, 192, 64, 256)
     assert (m.moe.num_experts, m.moe.top_k, m.moe.shared_experts, m.moe.first_dense_layers, m.mtp_layers) == (64, 4, 1, 1, 1)
     assert m.kv_bytes_per_token() == 47 * 576 * 2
+
+
+def test_glm5_dsa_config_counts_its_published_parameters():
+    """GLM-5 (GlmMoeDsaForCausalLM, keys as public GLM-5.x configs state them): MLA with DeepSeek
+    sparse attention whose indexer runs on 21 of 78 layers ("full" in indexer_types), 256 experts;
+    744B total published."""
+    types = ["full" if i < 3 or (i - 2) % 4 == 0 else "shared" for i in range(78)]
+    cfg = {"architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa", "vocab_size": 154880,
+           "hidden_size": 6144, "intermediate_size": 12288, "num_hidden_layers": 78, "num_attention_heads": 64,
+           "num_key_value_heads": 64, "head_dim": 192, "q_lora_rank": 2048, "kv_lora_rank": 512,
+           "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256, "index_n_heads": 32,
+           "index_head_dim": 128, "index_topk": 2048, "index_topk_freq": 4, "indexer_types": types,
+           "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
+           "first_k_dense_replace": 3, "num_nextn_predict_layers": 1, "torch_dtype": "bfloat16"}
+    m = from_hf_config(cfg, name="glm-5")
+    assert m.indexer_layers == 21 and m.sparse.topk == 2048
+    assert m.param_count() / 1e9 == pytest.approx(744, rel=0.005)
