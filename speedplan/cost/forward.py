@@ -313,7 +313,7 @@ def forward_cost(
         attention_us = attention_us + group_us
         profile_us += group_us * attn.from_profile
         outside_us += group_us * attn.out_of_range
-        if mask == "tree":
+        if mask == "tree" and not model.sparse:  # (a sparse query's gather list holds its tree mask: no extra)
             tree = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "tree", dtype)
             group_tree_us = layers_in_group * np.maximum(tree.latency_us - attn.latency_us, 0.0)
             tree_us = tree_us + group_tree_us

@@ -368,6 +368,8 @@ def test_sparse_attention_reads_top_k_latents_per_query():
         assert priced == pytest.approx(61 * (mla_us + index_us) * 1e-6)
     long_v32 = forward_cost(cost, m, 16, 4, 65536, tp=8).attention_s
     assert long_v32 < forward_cost(cost, v3, 16, 4, 65536, tp=8).attention_s
+    tree = forward_cost(cost, m, 16, 8, 32768, tp=8, mask="tree")  # each query's gather list holds its mask
+    assert tree.tree_mask_s == 0 and tree.attention_s == forward_cost(cost, m, 16, 8, 32768, tp=8).attention_s
 
 
 def test_speculating_hybrid_models_hold_a_state_per_verified_position():
