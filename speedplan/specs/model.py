@@ -275,3 +275,12 @@ def get_model(name_or_path: str) -> ModelSpec:
         name = path.parent.name if path.name == "config.json" else path.stem
         return from_hf_config(read_json(path), name=name or "custom", where=str(path))
     raise SpeedplanInputError(f"unknown model {key!r}; presets: {', '.join(preset_names())} (or a config.json path)")
+
+
+def __getattr__(name: str):
+    """`speedplan.specs.model.from_hf_config`, where it lived before `speedplan.specs.hf_config`."""
+    if name == "from_hf_config":
+        from speedplan.specs.hf_config import from_hf_config
+
+        return from_hf_config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
