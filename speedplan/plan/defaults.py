@@ -94,6 +94,25 @@ HEADS: tuple[Published, ...] = (
               ("chain", 3, 1.86),
               "chain alpha 0.495 fitted to D=3; lower-rank share 0.682 fitted to the same source's tree",
               EAGLE3_LOWER_RANK_SHARE),
+    Published("eagle3", "qwen3-next-80b-a3b", 0.7146,
+              f'{EM}: "sglang PR #14607", Qwen3-Next-80B-A3B-Instruct-FP8 (the same model in fp8), '
+              "lukeysong/qwen3-next-draft, H20 TP4, bs 1, steps 3, topk 1 (a chain), mtbench: AL 2.59 "
+              "(gsm8k 3.13, humaneval 3.45, math500 3.52)",
+              ("chain", 3, 2.59),
+              "chain alpha 0.715 fitted to D=3 (MT-Bench); lower-rank share 0.682 (SpecForge #339)",
+              EAGLE3_LOWER_RANK_SHARE),
+    Published("eagle3", "gpt-oss-120b", 0.6815,
+              f'{EM}: "vllm PR #32628", openai/gpt-oss-120b, vanilla EAGLE-3 head, HumanEval, per-position '
+              "acceptance at K = 3..8 (K = 8: 71%, 49%, 32%, 21%, 14%, 9%, 5%, 3%): AL 3.04 at K = 8",
+              ("chain", 8, 3.04),
+              "chain alpha 0.681 fitted to K=8 (the same head's K = 3..7 within 6%); a code dataset; lower-rank "
+              "share 0.682 (SpecForge #339)", EAGLE3_LOWER_RANK_SHARE),
+    Published("eagle3", "glm-4.7-flash", 0.5882,
+              f'{EM}: "SafeAILab/EAGLE PR #330", zai-org/GLM-4.7-Flash, thoughtworks/GLM-4.7-Flash-Eagle3, H100 TP1, '
+              "steps 3, topk 4, 6 draft tokens, MT-Bench: AL 2.4",
+              ("tree", 3, 5, 4, 2.4),
+              "rank-1 alpha 0.588 fitted to that depth-3, 5-node, top-4 tree with the EAGLE-3 lower-rank share "
+              "0.682 (SpecForge #339)", EAGLE3_LOWER_RANK_SHARE),
     Published("eagle3", None, 0.8298,
               f'{PC}: "EAGLE-3 paper Tab.1", LLaMA-3.1-8B-Instruct, EAGLE-3 head and tree, MT-bench, T=0: AL 6.13',
               ("tree", 7, 60, 10, 6.13),
