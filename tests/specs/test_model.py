@@ -293,7 +293,7 @@ def test_qwen35_state_width_and_mtp_layers_come_from_its_config():
 def test_gpt_oss_experts_ship_in_mxfp4():
     """gpt-oss-120b: 116.83B parameters published (the input embedding included); its routed
     experts are stored at 4.25 bits a weight (4-bit values, an 8-bit scale per 32), the rest in
-    bf16: about 65 GB of weights, the size of its checkpoint, where 16-bit experts gave 234 GB."""
+    bf16: about 65 GB of weights (OpenAI: it runs on one 80 GB GPU), where 16-bit experts gave 234 GB."""
     m = get_model("gpt-oss-120b")
     assert m.param_count() / 1e9 == pytest.approx(116.83, rel=0.001)
     experts = 36 * 128 * 3 * 2880 * 2880
