@@ -46,6 +46,9 @@ def test_fit_engine_profiles_matches_the_shipped_files():
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for name in ("vllm.json", "sglang.json"):
         assert f"{name}: matches the fit" in done.stdout
+    # GLM-4.7-Flash's SGLang rows are held out and predicted out of sample, with the reason
+    assert "held out of the fit (out-of-sample): a later SGLang" in done.stdout
+    assert done.stdout.count("eagle-tree:topk=4 B=32 D=3") == 1
 
 
 @pytest.mark.parametrize("script", ["bench_profiles_vs_aic.py", "bench_moe_routing.py"])
