@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.acceptance import Acceptance, conditional_from_position_rates
 from speedplan.specs.model import ModelSpec
 
 PC = "published_cases.csv"
@@ -194,7 +194,22 @@ def draft_size_alpha(draft_params: float, target_params: float) -> float:
     return float(np.clip(alpha, *DRAFT_ALPHA_RANGE))
 
 
+# (target, draft) pairs with a published per-position acceptance (unconditional rates r_i, as
+# vLLM counts them): rule 1 of the module docstring, before the draft-size rule.
+DRAFT_PAIRS = {
+    ("gpt-oss-120b", "gpt-oss-20b"): (
+        (0.775, 0.619, 0.490),
+        f'published: {EM}: "vllm PR #33318 benchmark summary", openai/gpt-oss-120b with openai/gpt-oss-20b, '
+        "K = 3, mt-bench, T=0: per-position acceptance 77.5%, 61.9%, 49.0% (AL 2.88); positions past 3 "
+        "repeat the third's conditional rate",
+    ),
+}
+
+
 def draft_model_default(target: ModelSpec, draft: ModelSpec) -> tuple[Acceptance, str]:
+    pair = DRAFT_PAIRS.get((target.name, draft.name))
+    if pair is not None:
+        return Acceptance.positional(conditional_from_position_rates(pair[0]), "published"), pair[1]
     ratio = draft.param_count() / target.param_count()
     alpha = draft_size_alpha(draft.param_count(), target.param_count())
     rows = ", ".join(f"{name} {a}" for _, a, name in DRAFT_SIZE_ROWS)

@@ -75,6 +75,7 @@ HF_REPOS: dict[str, str] = {
     "deepseek-v3.2": "deepseek-ai/DeepSeek-V3.2",
     "qwen3-next-80b-a3b": "Qwen/Qwen3-Next-80B-A3B-Instruct",
     "gpt-oss-120b": "openai/gpt-oss-120b",
+    "gpt-oss-20b": "openai/gpt-oss-20b",
     "glm-4.7-flash": "zai-org/GLM-4.7-Flash",
 }
 

@@ -106,3 +106,12 @@ def test_gpt_oss_head_default_reproduces_its_other_draft_lengths():
     assert "no row for" not in source
     for k, al in zip(range(3, 8), (2.61, 2.81, 2.93, 3.00, 3.05)):
         assert float(acc.chain_al(k)) == pytest.approx(al, rel=0.06), k
+
+
+def test_a_published_target_draft_pair_comes_before_the_size_rule():
+    """gpt-oss-120b with its gpt-oss-20b draft: vLLM PR #33318's per-position rates, AL 2.88 at
+    K = 3; another pair still gets the draft-size rule."""
+    acc, source = draft_model_default(get_model("gpt-oss-120b"), get_model("gpt-oss-20b"))
+    assert float(acc.chain_al(3)) == pytest.approx(2.884) and "vllm PR #33318" in source
+    _, other = draft_model_default(get_model("llama-3.1-8b"), get_model("llama-3.2-1b"))
+    assert "alpha from the draft's size" in other

@@ -21,7 +21,7 @@ from speedplan.specs.model import ModelSpec, get_model
 
 # The target's usual small sibling, used when the spec names no draft ("draft-model").
 DEFAULT_DRAFT_FOR = {"llama-3.1-8b": "llama-3.2-1b", "llama-3.1-70b": "llama-3.2-1b", "llama-3.1-405b": "llama-3.2-1b",
-                     "qwen3-32b": "qwen3-8b", "qwen3-235b-a22b": "qwen3-8b"}
+                     "qwen3-32b": "qwen3-8b", "qwen3-235b-a22b": "qwen3-8b", "gpt-oss-120b": "gpt-oss-20b"}
 
 
 @dataclass(frozen=True)
