@@ -35,7 +35,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_cases import CASES, as_pairs, load_cases, split_held_out  # noqa: E402
+from engine_cases import CASES, as_pairs, load_cases  # noqa: E402
 from fit_engine_profiles import base_profile  # noqa: E402
 
 from speedplan.engine.calibrate import Setting, calibrate, predict, price  # noqa: E402
@@ -47,7 +47,7 @@ GENERATOR_B, GENERATOR_K = (1, 4, 16, 64, 256), (1, 3, 5)
 
 
 def held_out_batches() -> list[dict]:
-    cases = split_held_out(load_cases()[0])[0]  # the rows the shipped profiles were fitted to
+    cases, _ = load_cases()
     out = []
     by_sweep: dict[str, list] = {}
     for c in cases:

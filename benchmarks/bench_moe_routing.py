@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_calibration  # noqa: E402
 import fit_engine_profiles  # noqa: E402
-from engine_cases import load_cases, split_held_out  # noqa: E402
+from engine_cases import load_cases  # noqa: E402
 
 import speedplan.cost.ops as ops  # noqa: E402
 from speedplan.cost.forward import forward_cost  # noqa: E402
@@ -63,7 +63,7 @@ def forward_gemm_us(model: str, tp: int) -> np.ndarray:
 
 
 def report() -> dict:
-    cases = split_held_out(load_cases()[0])[0]
+    cases, _ = load_cases()
     profile, _ = fit_engine_profiles.fit("sglang", cases)
     f = profile.fit
     out = {"fit": (f["median_abs_residual"], f["max_abs_residual"], f["loo_median_error"], f["loo_max_error"])}

@@ -160,9 +160,10 @@ def _plain_cases(r, i: int, engine: str, gpu: str, model: str, tp: float, assume
     return out
 
 
-def load_cases(path: Path = CASES) -> tuple[list[Case], list[tuple[int, str, str]]]:
+def load_cases(path: Path = CASES, held_out: bool = False) -> tuple[list[Case], list[tuple[int, str, str]]]:
     """(usable cases, [(row, source, why left out)]): speculative rows with a speedup, and the
-    plain-decoding runs their sources state (one per source, setting, batch and value)."""
+    plain-decoding runs their sources state (one per source, setting, batch and value). The
+    cases of HELD_OUT sources only with `held_out` (fit_engine_profiles prints them apart)."""
     frame = pd.read_csv(path)
     cases, skipped, plain = [], [], {}
     for i, r in enumerate(frame.itertuples(index=False)):
@@ -214,12 +215,7 @@ def load_cases(path: Path = CASES) -> tuple[list[Case], list[tuple[int, str, str
         cases.append(Case(engine, str(r.source), i, model, gpu, int(tp), mech, int(batch), draft_len, nodes,
                           _context(r.context_or_isl_osl), "speedup", speedup, al, sweep, "; ".join(assumed),
                           _max_running(r, batch)))
-    return cases + list(plain.values()), skipped
-
-
-def split_held_out(cases: list[Case]) -> tuple[list[Case], list[Case]]:
-    """(cases to fit, cases of HELD_OUT sources)."""
-    return [c for c in cases if c.source not in HELD_OUT], [c for c in cases if c.source in HELD_OUT]
+    return [c for c in cases + list(plain.values()) if held_out or c.source not in HELD_OUT], skipped
 
 
 def as_pairs(cases: list[Case]):

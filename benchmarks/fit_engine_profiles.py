@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_cases import CASES, HELD_OUT, as_pairs, load_cases, split_held_out  # noqa: E402
+from engine_cases import CASES, HELD_OUT, as_pairs, load_cases  # noqa: E402
 
 from speedplan.engine.calibrate import calibrate, predict, price  # noqa: E402
 from speedplan.engine.profile import PRESET_DIR, EngineProfile, Term  # noqa: E402
@@ -71,8 +71,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped profiles instead of writing")
     args = ap.parse_args(argv)
-    cases, skipped = load_cases()
-    cases, held = split_held_out(cases)
+    cases, skipped = load_cases(held_out=True)
+    held = [c for c in cases if c.source in HELD_OUT]
+    cases = [c for c in cases if c.source not in HELD_OUT]
     print(f"{len(cases)} usable rows of {CASES} fitted, {len(held)} held out; {len(skipped)} left out:")
     reasons: dict[str, int] = {}
     for _, _, why in skipped:

@@ -15,20 +15,12 @@ def models(
 
     Check how a Hugging Face config is read before sweeping it: speedplan models path/to/config.json
     """
-    from speedplan.specs.model import get_model, preset_names
+    from speedplan.specs.model import attention_label, get_model, preset_names
 
     models = [get_model(name) for name in configs or preset_names()]
-    typer.echo(table([_model_row(m.summary(), m.dtype) for m in models]))
-
-
-def _model_row(summary: dict, dtype: str) -> dict:
-    """A model's summary with its attention variants (sliding or chunked window, linear,
-    sparse) in one column: "full" where it has none."""
-    parts = {key: summary.pop(key, "") for key in ("sliding_window", "linear_attention", "sparse_attention")}
-    linear, sparse = parts["linear_attention"], parts["sparse_attention"]
-    attention = "; ".join(filter(None, [parts["sliding_window"], linear and f"linear on {linear}",
-                                        sparse and f"sparse {sparse}"]))
-    return {**summary, "attention": attention or "full", "dtype": dtype}
+    variants = ("sliding_window", "linear_attention", "sparse_attention")  # one "attention" column instead
+    typer.echo(table([{**{k: v for k, v in m.summary().items() if k not in variants},
+                       "attention": attention_label(m.summary()) or "full", "dtype": m.dtype} for m in models]))
 
 
 def hardware() -> None:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from speedplan.specs.model import attention_label
+
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
 
@@ -178,13 +180,10 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     where latencies and acceptance came from, and the SLO pick if any."""
     meta = result.meta
     model = (meta.get("model") or {}).get("model", "?")
-    window = (meta.get("model") or {}).get("sliding_window")
-    linear = (meta.get("model") or {}).get("linear_attention")
-    sparse = (meta.get("model") or {}).get("sparse_attention")
+    attention = attention_label(meta.get("model") or {})
     narrow = str((meta.get("model") or {}).get("experts", "")).endswith("mxfp4")
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
-             + (" (experts mxfp4)" if narrow else "") + (f", attention {window}" if window else "")
-             + (f", linear attention {linear}" if linear else "") + (f", sparse attention {sparse}" if sparse else "")]
+             + (" (experts mxfp4)" if narrow else "") + (f", attention {attention}" if attention else "")]
     rows = table_rows(result.best)
     if not rows:
         lines.append(no_feasible_message(result))

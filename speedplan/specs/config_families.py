@@ -54,9 +54,9 @@ def _fp8_weights(node) -> bool:
     return False
 
 
-def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int]:
-    """(window in tokens, how many of the `layers` attend only within it); (0, 0) for full
-    attention everywhere. Read, in this order:
+def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int, bool]:
+    """(window in tokens, how many of the `layers` attend only within it, whether the window is
+    Llama-4's attention chunk); (0, 0, False) for full attention everywhere. Read, in this order:
     - `layer_types` (transformers' per-layer list: Gemma-2/3, gpt-oss, newer Qwen): the
       "sliding_attention" entries;
     - `use_sliding_window: false` (Qwen2/Qwen3 state a window they do not use): none;
@@ -67,24 +67,25 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int]:
     one: see `chunked_attention`."""
     window = cfg.get("sliding_window")
     if window is None or window is False:
-        return chunked_attention(cfg, layers, where)
+        chunk, local = chunked_attention(cfg, layers, where)
+        return chunk, local, bool(local)
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         raise SpeedplanInputError(f"{where}: 'sliding_window' must be a positive integer or null, got {window!r}")
     types = cfg.get("layer_types")
     if isinstance(types, list) and types:
         local = sum(1 for t in types if t == "sliding_attention")
-        return (window, local) if local else (0, 0)
+        return (window, local, False) if local else (0, 0, False)
     if cfg.get("use_sliding_window") is False:
-        return 0, 0
+        return 0, 0, False
     family = str(cfg.get("model_type", ""))
     if family == "gemma2":
-        return window, (layers + 1) // 2
+        return window, (layers + 1) // 2, False
     if family.startswith("gemma3"):
         pattern = cfg.get("sliding_window_pattern") or 6
         if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
             raise SpeedplanInputError(f"{where}: 'sliding_window_pattern' must be a positive integer, got {pattern!r}")
-        return window, layers - layers // pattern
-    return window, layers
+        return window, layers - layers // pattern, False
+    return window, layers, False
 
 
 def chunked_attention(cfg: dict, layers: int, where: str) -> tuple[int, int]:

@@ -120,7 +120,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     if dtype == "fp32":
         dtype = "bf16"  # served in bf16 unless the user says otherwise
     dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
-    window, window_layers = sliding_window(cfg, layers, where)
+    window, window_layers, chunked = sliding_window(cfg, layers, where)
     linear = linear_attention(cfg, layers, where)
     return ModelSpec(
         name=name,
@@ -140,7 +140,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         dtype=dtype,
         window=window,
         window_layers=window_layers,
-        chunked=bool(window) and cfg.get("sliding_window") in (None, False),
+        chunked=chunked,
         linear=linear,
         sparse=sparse_index(cfg, layers, where) if mla else None,
         attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),

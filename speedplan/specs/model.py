@@ -178,9 +178,10 @@ class ModelSpec:
 
     def weight_bytes(self, dtype_bytes: int | None = None) -> float:
         b = dtype_bytes or self.dtype_bytes
-        narrow = self.moe.expert_bits / 8 if self.moe is not None and self.moe.expert_bits else b
-        experts = self.moe_layers * self.moe.num_experts * 3 * self.hidden * self.moe.expert_intermediate if self.moe else 0
-        return self.param_count() * b - experts * (b - narrow)
+        if self.moe is None or not self.moe.expert_bits:
+            return self.param_count() * b
+        routed = self.moe_layers * self.moe.num_experts * 3 * self.hidden * self.moe.expert_intermediate
+        return self.param_count() * b - routed * (b - self.moe.expert_bits / 8)
 
     def kv_bytes_per_token(self, dtype_bytes: int | None = None) -> float:
         """KV-cache bytes one token occupies over all layers (MLA: the compressed latent)."""
@@ -275,6 +276,14 @@ def get_model(name_or_path: str) -> ModelSpec:
         name = path.parent.name if path.name == "config.json" else path.stem
         return from_hf_config(read_json(path), name=name or "custom", where=str(path))
     raise SpeedplanInputError(f"unknown model {key!r}; presets: {', '.join(preset_names())} (or a config.json path)")
+
+
+def attention_label(summary: dict) -> str:
+    """A model's attention variants in one phrase, from its `ModelSpec.summary()` (or meta.json's
+    "model"): sliding or chunked window, linear layers, sparse attention; "" for full attention."""
+    linear, sparse = summary.get("linear_attention"), summary.get("sparse_attention")
+    return "; ".join(filter(None, [summary.get("sliding_window"), linear and f"linear on {linear}",
+                                   sparse and f"sparse {sparse}"]))
 
 
 def __getattr__(name: str):
