@@ -16,6 +16,7 @@ import numpy as np
 
 from speedplan.cost.ops import CostModel
 from speedplan.errors import SpeedplanInputError
+from speedplan.outputs import writing
 from speedplan.specs.hardware import DTYPE_BYTES
 
 GEMM_COLUMNS = ("m", "n", "k")
@@ -98,11 +99,12 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
         raise SpeedplanInputError(f"{in_path}: no rows")
     answered = predict_ops(cost, rows, str(in_path))
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fieldnames + OUTPUT_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(answered)
-    os.replace(tmp, out_path)
+    with writing(out_path):
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out_path.with_name(f".{out_path.name}.tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fieldnames + OUTPUT_COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(answered)
+        os.replace(tmp, out_path)
     return len(answered)

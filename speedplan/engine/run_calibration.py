@@ -13,6 +13,7 @@ from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import check_consistent, read_measurements
 from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
+from speedplan.outputs import writing
 from speedplan.plan.mechanisms import MECHANISMS
 
 
@@ -75,6 +76,9 @@ def render_calibration(result: Calibration) -> str:
         lines.append(f"  fitted {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}")
     for term, why in result.kept.items():
         lines.append(f"  kept   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  ({why})")
+    for term, why in result.not_tried.items():
+        lines.append(f"  base   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  "
+                     f"({why}; not tried unless named in --fit)")
     lines.append("  row                                  quantity      measured   predicted  residual  leave-one-out")
     for r in result.rows:
         loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
@@ -94,8 +98,9 @@ def write_profile(profile: EngineProfile, out: Path) -> Path:
     out = Path(out)
     if out.exists() and out.is_dir():
         raise SpeedplanInputError(f"--out {out}: is a folder; give a .json file name")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(profile.to_json(), indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, out)
+    with writing(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(json.dumps(profile.to_json(), indent=1, ensure_ascii=False) + "\n")
+        os.replace(tmp, out)
     return out

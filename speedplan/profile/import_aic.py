@@ -27,12 +27,12 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.outputs import check_replaceable, move_into_place, staging_folder
 from speedplan.profile.moe import BALANCED
 from speedplan.profile.aic import BACKENDS, DISTRIBUTION, DTYPES, SYSTEM_PRESETS, AicSource, sha256
 
@@ -266,26 +266,16 @@ def write_profile(tables: dict, meta: dict, out: str | Path) -> Path:
     """Write the folder beside `out`, then move it into place (replacing a profile folder
     there, refusing anything else)."""
     out = Path(out)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "meta.json").exists())):
-        raise SpeedplanInputError(f"--out {out}: exists and is not a profile folder; use another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    check_replaceable(out, "profile folder", ("meta.json",))
+    tmp = staging_folder(out)
     try:
-        tmp.chmod(0o755)
         for name, frame in tables.items():
             frame.to_csv(tmp / f"{name}.csv", index=False, float_format="%.5g", lineterminator="\n")
         meta["tables"] = {name: len(frame) for name, frame in tables.items()}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         shutil.copyfile(LICENSE_TEXT, tmp / LICENSE_FILE)
         (tmp / "NOTICE.md").write_text(f"# Notice\n\n{meta['notice']}\n")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(out)
+        move_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.outputs import check_replaceable, move_into_place, staging_folder
 from speedplan.specs.hardware import get_hardware
 from speedplan.profile.attention import AttentionTable
 from speedplan.profile.dense import ANSWERS
@@ -97,6 +98,23 @@ def _cupy_cross_check(path: Path, profile) -> dict | None:
     return {"median_ratio": float(np.median(ratios)), "p90_ratio": float(np.percentile(ratios, 90)), "points": len(ratios)}
 
 
+def _write_profile_folder(out: Path, tables: dict[str, list[dict]], meta: dict, readme: str) -> Path:
+    """Write a profile folder (one CSV per table, meta.json, README.md) beside `out` and move
+    it into place, replacing a profile folder there and refusing anything else."""
+    check_replaceable(out, "profile folder", ("meta.json",))
+    tmp = staging_folder(out)
+    try:
+        for family, rows in tables.items():
+            _write_csv(tmp / f"{family}.csv", list(rows[0]), rows)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        (tmp / "README.md").write_text(readme)
+        move_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
 def _write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
@@ -137,11 +155,6 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
             order = np.arange(len(rows))
             lat = elementwise_roofline(hw, cols["nbytes"])
         tables[family] = [rows[i] | {"latency_us": f"{v:.4f}"} for i, v in zip(order, lat)]
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    for family, rows in tables.items():
-        _write_csv(out / f"{family}.csv", list(rows[0]), rows)
     meta = {
         "origin": "datasheet-roofline", "hardware_preset": hw.name, "device_name": hw.description,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -151,13 +164,11 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
                 f"kernel floor {hw.kernel_floor_us} us, tree-mask penalty {hw.tree_mask_penalty} assumed). "
                 "Replace with `speedplan bench --device cuda` output.",
     }
-    (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    (out / "README.md").write_text(
+    return _write_profile_folder(out, tables, meta, readme=(
         f"# {hw.name}: datasheet roofline, not measured\n\nThese tables are the datasheet roofline of the "
         f"`{hw.name}` preset ({hw.source}) evaluated at the benchmark grid's points; no GPU was measured. "
         "Regenerate with `speedplan profile roofline`; replace with a measured profile from "
-        f"`speedplan bench --device cuda --grid gpu --out profiles/{hw.name}`.\n")
-    return out
+        f"`speedplan bench --device cuda --grid gpu --out profiles/{hw.name}`.\n"))
 
 
 def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
@@ -180,11 +191,8 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
         "elementwise": lambda hw, t, dt: elementwise_sol_us(hw, t["nbytes"]),
         "allreduce": lambda hw, t, dt: allreduce_sol_us(hw, t["nbytes"], t["num_gpus"]),
     }
-    out = Path(out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    for family, spec in TABLES.items():
+    tables = {}
+    for family in TABLES:
         if not (Path(source) / f"{family}.csv").exists() or family == "moe":
             continue
         with (Path(source) / f"{family}.csv").open(newline="") as f:
@@ -200,11 +208,9 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
                 for col in ("latency_us", "min_us", "p90_us"):
                     if row.get(col):
                         row[col] = f"{float(row[col]) * r:.4f}"
-        _write_csv(out / f"{family}.csv", list(rows[0]), rows)
+        tables[family] = rows
     meta = {**target_meta, "origin": "derived", "derived_from": str(source),
             "device_name": f"{get_hardware(hardware).description} (derived from {src.meta.get('device_name')})",
             "note": f"DERIVED, not measured: latencies of {source} scaled point by point by the ratio of the "
                     f"{hardware} and {src.hardware.name} datasheet rooflines (same efficiency per shape)."}
-    (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    (out / "README.md").write_text(f"# {hardware}: derived from {source}, not measured\n\n{meta['note']}\n")
-    return out
+    return _write_profile_folder(Path(out), tables, meta, f"# {hardware}: derived from {source}, not measured\n\n{meta['note']}\n")

@@ -1,34 +1,34 @@
 """Writing a sweep's report folder, all or nothing.
 
 Everything goes into a temporary sibling folder that replaces `out_dir` only once every file
-is written, so a failure never leaves a half-written report behind.
+is written, so a failure never leaves a half-written report behind; a folder at `out_dir` is
+replaced only if it is empty or a previous report (`speedplan.outputs`).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.outputs import check_replaceable, move_into_place, staging_folder
 from speedplan.plan.engine_plan import plan_engines, schedule_frame, serving_plans
 from speedplan.plan.pick import recommendations, sensitivity
 from speedplan.plan.sweep import SweepResult
+
+REPORT_MARKERS = ("meta.json", "sweep.csv")  # every report folder holds these; a folder without them is not ours
 
 
 def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, batch_weights=None) -> list[Path]:
     """Write sweep.csv, pareto.csv, recommendations.json, schedule.csv (each engine's plan per
     batch), sensitivity.csv, the serving configs (one plan per engine), report.html and its
-    figures into `out_dir` (replacing it). `plans` are `plan_engines(result, batch_weights)`
+    figures into `out_dir` (replacing a previous report there). `plans` are `plan_engines(result, batch_weights)`
     unless given, either as the dict or as a function of no arguments that returns it (called
     once the figures are sent, so that planning overlaps drawing). A started
     `speedplan.entry.FigureWorker` draws the figures if given. Returns the final paths."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise SpeedplanInputError(f"--out {out_dir}: exists and is not a folder")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    check_replaceable(out_dir, "speedplan report", REPORT_MARKERS)
+    tmp = staging_folder(out_dir)
     try:
         from speedplan.report.html import send_figures, write_report
 
@@ -53,9 +53,7 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
         files.append("meta.json")
         write_report(result, tmp, files, worker=worker, figures=figures, plans=plans,
                      sensitivity_table=al_sensitivity)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
+        move_into_place(tmp, out_dir)
     except BaseException:
         if worker is not None:
             worker.cancel()

@@ -2,6 +2,7 @@
 meets by subprocess (exit code 2, one line, no traceback, no partial folder)."""
 
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -223,3 +224,50 @@ def test_an_unwritable_output_folder_is_refused_first(tmp_path, monkeypatch):
     with pytest.raises(SpeedplanInputError, match=f"cannot write in {tmp_path} \\(permission denied\\)"):
         check_output(tmp_path / "new" / "rep")
     assert not (tmp_path / "new").exists()  # nothing made on the way
+
+
+def test_a_folder_that_is_not_a_report_is_never_replaced(tmp_path, monkeypatch):
+    """--out naming a user's folder (or the current one) is refused in one line and its files
+    stay (until 2026-12-03 `--out .` deleted the current folder's files and `--out DIR` replaced
+    any folder); a previous report is replaced whole, with plain folder permissions."""
+    import os
+    import stat
+
+    from speedplan.cli.app import run
+
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep me")
+    (mine / "sub" / "more.txt").write_text("and me")
+    monkeypatch.chdir(mine / "sub")
+    for out in (str(mine), ".", "..", ""):
+        with pytest.raises(SpeedplanInputError, match="not a speedplan report|current folder"):
+            runner.invoke(app, ["sweep", "--batch", "1", "--draft-len", "0-1", "--out", out], catch_exceptions=False)
+    assert run(["profile", "roofline", "--hardware", "h100-sxm", "--out", str(mine)]) == 2  # profiles: the same rule
+    assert (mine / "notes.txt").read_text() == "keep me" and (mine / "sub" / "more.txt").read_text() == "and me"
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt", "sub"]
+
+    rep = tmp_path / "rep"
+    assert run(["sweep", "--batch", "1", "--draft-len", "0-1", "--out", str(rep)]) == 0
+    (rep / "old-figure.png").write_text("from an older run")
+    assert run(["sweep", "--batch", "1,2", "--draft-len", "0-1", "--out", str(rep)]) == 0
+    assert not (rep / "old-figure.png").exists() and "2" in (rep / "schedule.csv").read_text()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(rep.stat().st_mode) == 0o777 & ~mask
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "rep"]  # nothing left beside them
+
+
+def test_a_path_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    """A folder inside a file, or a file system that takes no files: exit 2, one line."""
+    from speedplan.cli.app import run
+
+    (tmp_path / "f").write_text("")
+    for args in (["sweep", "--batch", "1", "--out", str(tmp_path / "f" / "rep")],
+                 ["profile", "roofline", "--hardware", "h100-sxm", "--out", str(tmp_path / "f" / "prof")]):
+        assert run(args) == 2
+        err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+        assert len(err) == 1 and "is a file" in err[0], err
+    if os.path.isdir("/proc/self"):  # Linux: /proc takes no new files, whoever runs the test
+        assert run(["sweep", "--batch", "1", "--out", "/proc/speedplan-report"]) == 2
+        assert "cannot write" in capsys.readouterr().err
