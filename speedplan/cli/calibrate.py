@@ -13,7 +13,7 @@ def calibrate(
     hardware: str = typer.Option(..., help="Hardware preset or profile folder they ran on."),
     tp: int = typer.Option(1, help="Tensor-parallel size they ran at."),
     engine: str = typer.Option("vllm", help="Base engine profile (name or JSON): its values stand where the data cannot fit."),
-    measurements: List[Path] = typer.Option(..., help="Repeatable: a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
+    measurements: List[Path] = typer.Option(..., help="A file, and more after it or repeated (--measurements a.csv b.csv, or runs/*.csv): a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
                                             "tokens_per_s|speedup|verify_ms|draft_ms,acceptance_length; optional tree_nodes, "
                                             "max_running_requests), a vllm bench serve --save-result JSON, "
                                             "SGLang bench_speculative.py output, or a vLLM /metrics scrape (text) giving the "
@@ -22,17 +22,19 @@ def calibrate(
     mechanism: str = typer.Option("eagle3", help="The drafter of SGLang bench_speculative chain rows (the file does not say)."),
     fit: Optional[str] = typer.Option(None, help="Comma-separated terms to fit (default: every term the rows identify)."),
     name: Optional[str] = typer.Option(None, help="Name of the fitted profile (default: the output file's stem)."),
+    more: Optional[List[Path]] = typer.Argument(None, metavar="[FILE]...", show_default=False,
+                                                help="More measurement files (those a shell glob after --measurements gives)."),
 ) -> None:
     """Fit engine terms to measured step times, TPOT, throughput or speedups (bounded least squares).
 
     Example: speedplan calibrate --model llama-3.1-8b --hardware h100-sxm --engine vllm
-    --measurements my_runs.csv --out my-vllm.json
+    --measurements runs/*.csv --out my-vllm.json
     """
     from speedplan.cli.options import check_output
     from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
 
     check_output(out, folder=False)
-    result = calibrate_files(model, hardware, tp, engine, measurements, mechanism,
+    result = calibrate_files(model, hardware, tp, engine, [*measurements, *(more or [])], mechanism,
                              fit.split(",") if fit else None, name or out.stem)
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))

@@ -125,6 +125,7 @@ class Calibration:
     measured: np.ndarray
     loo_error: np.ndarray  # |pred / meas − 1| of each row predicted by a fit without it
     rows: list = field(default_factory=list)
+    not_tried: dict[str, str] = field(default_factory=dict)  # term -> where its (base) value comes from
 
     @property
     def residual(self) -> np.ndarray:
@@ -196,6 +197,12 @@ def _select(base: dict, ok: list[str], most: int, priced: Priced) -> tuple[list[
     return chosen, {t: why for t in ok if t not in chosen}
 
 
+def _origin(source: str) -> str:
+    """The kind of a term's source, in a word or two: document, assumption, fitted, measured."""
+    word = source.split(":")[0].split(" (")[0].strip()
+    return "fitted before" if word.startswith("fitted") else word or "base profile"
+
+
 def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], free: list[str] | None = None,
               name: str | None = None, described: str = "") -> Calibration:
     """Fit `free` terms (default: FIT_ORDER) of `base` to measurements with their settings."""
@@ -208,6 +215,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     if unknown:
         raise SpeedplanInputError(f"calibrate: unknown term {unknown[0]!r}; terms: {', '.join(TERMS)}")
     ok, kept = _identifiable(values, candidates, priced)
+    not_tried = {t: _origin(base.terms[t].source) for t in TERMS if t not in candidates}
     n = len(pairs)
     most = n if free is not None else max(1, (n + 1) // 2)
     if len(ok) > most:
@@ -233,9 +241,10 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or base.name,
                               fit={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                                    "base": base.name, "described": described, "fitted": ok, "kept": kept,
+                                   "not_tried": not_tried,
                                    "median_abs_residual": float(np.median(resid)), "max_abs_residual": float(resid.max()),
                                    "loo_median_error": float(np.nanmedian(loo)) if np.isfinite(loo).any() else None,
                                    "loo_max_error": float(np.nanmax(loo)) if np.isfinite(loo).any() else None,
                                    "rows": rows})
-    return Calibration(profile, ok, kept, pred, meas, loo, rows)
+    return Calibration(profile, ok, kept, pred, meas, loo, rows, not_tried)
 

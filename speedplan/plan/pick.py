@@ -124,6 +124,7 @@ def _per_batch_records(best: pd.DataFrame) -> list[dict]:
             "tokens_per_s_per_user": round(float(r.tokens_per_s_per_user), 3),
             "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
             "t_step_s": float(r.t_step_s),
+            "engine_profile": r.engine,
             "cost_source": r.cost_source,
             "acceptance_source": r.acceptance_source,
         })
@@ -149,11 +150,11 @@ def sensitivity(frame: pd.DataFrame, mechanisms, factor: float = 0.1) -> pd.Data
     scales by the one factor k that moves the best one's AL by ±10%, so longer drafts gain or
     lose more tokens than short ones, while step times stay (they do not depend on AL):
     speedup' = AL' · t_plain / t_step. Worked example: best AL 3.0 → 3.3 needs k = 1.15, so a
-    D = 1 row with AL 1.8 becomes 1.92. Columns: mechanism, batch, context, draft_len_low/mid/high,
-    speedup_low/mid/high."""
+    D = 1 row with AL 1.8 becomes 1.92. Columns: engine (the profile that priced the steps),
+    mechanism, batch, context, draft_len_low/mid/high, speedup_low/mid/high."""
     rows = frame[frame["feasible"] & frame["mechanism"].isin(list(mechanisms))]
     if rows.empty:
-        return pd.DataFrame(columns=["mechanism", "batch", "context"])
+        return pd.DataFrame(columns=["engine", "mechanism", "batch", "context"])
     keys = ["mechanism", "batch", "context"]
     order = rows.sort_values(["speedup", "verify_tokens"], ascending=[False, True])
     best_al = order.drop_duplicates(keys).set_index(keys)["acceptance_length"]
@@ -166,4 +167,6 @@ def sensitivity(frame: pd.DataFrame, mechanisms, factor: float = 0.1) -> pd.Data
         pick = sp.sort_values(["speedup", "verify_tokens"], ascending=[False, True]).drop_duplicates(keys).set_index(keys)
         parts[f"draft_len_{tag}"] = pick["draft_len"].astype(int)
         parts[f"speedup_{tag}"] = pick["speedup"]
-    return pd.DataFrame(parts).reset_index().sort_values(["mechanism", "context", "batch"]).reset_index(drop=True)
+    table = pd.DataFrame(parts).reset_index().sort_values(["mechanism", "context", "batch"]).reset_index(drop=True)
+    table.insert(0, "engine", rows["engine"].iloc[0])
+    return table

@@ -257,14 +257,22 @@ def preset_names() -> list[str]:
 
 
 @lru_cache(maxsize=64)
-def get_model(name_or_path: str) -> ModelSpec:
-    """A preset name (`llama-3.1-8b`), a config.json path, or a folder holding config.json."""
+def _preset_model(name: str) -> ModelSpec:
+    """A shipped preset, read once per process (package data does not change under us)."""
     from speedplan.specs.hf_config import from_hf_config  # it builds ModelSpecs: imported here, not at the top
 
+    preset = PRESET_DIR / f"{name}.json"
+    return from_hf_config(read_json(preset), name=name, where=str(preset))
+
+
+def get_model(name_or_path: str) -> ModelSpec:
+    """A preset name (`llama-3.1-8b`), a config.json path, or a folder holding config.json.
+    A user's file is read at every call (it may have been edited since); presets once."""
+    from speedplan.specs.hf_config import from_hf_config
+
     key = str(name_or_path).strip()
-    preset = PRESET_DIR / f"{key.lower()}.json"
-    if preset.exists():
-        return from_hf_config(read_json(preset), name=key.lower(), where=str(preset))
+    if (PRESET_DIR / f"{key.lower()}.json").exists():
+        return _preset_model(key.lower())
     path = Path(key)
     if path.is_dir():
         path = path / "config.json"

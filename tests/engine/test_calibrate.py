@@ -4,6 +4,7 @@ would produce, keeps what the rows cannot identify, and refuses bad files with o
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -132,21 +133,32 @@ def test_contradictory_rows_are_refused():
 def test_cli_writes_a_profile_sweep_can_use(tmp_path):
     base = get_engine("vllm")
     rows = _measured(_grid(batches=(1, 4, 16, 64)), {**base.values(), **TRUE})
-    csv = tmp_path / "runs.csv"
-    csv.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\n" + "".join(
-        f"{m.mechanism},{m.batch},{m.draft_len},{m.context},{m.value},{m.acceptance_length or ''}\n" for m in rows))
+    files = [tmp_path / "runs-a.csv", tmp_path / "runs-b.csv"]  # two files after one --measurements, as a glob gives
+    for f, part in zip(files, (rows[::2], rows[1::2])):
+        f.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\n" + "".join(
+            f"{m.mechanism},{m.batch},{m.draft_len},{m.context},{m.value},{m.acceptance_length or ''}\n" for m in part))
     out = tmp_path / "mine.json"
     runner = CliRunner()
     r = runner.invoke(app, ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm",
-                            "--measurements", str(csv), "--out", str(out)])
+                            "--measurements", *map(str, files), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "fitted" in r.output and "leave-one-out" in r.output
     profile = json.loads(out.read_text())
-    assert profile["name"] == "mine" and profile["fit"]["rows"]
-    s = runner.invoke(app, ["sweep", "--engine", str(out), "--mechanism", "eagle", "--batch", "1,16",
-                            "--out", str(tmp_path / "rep")])
+    assert profile["name"] == "mine" and len(profile["fit"]["rows"]) == len(rows)
+    # every term is accounted for: fitted, kept (and why), or not tried (and where its value comes from)
+    fit = profile["fit"]
+    assert set(fit["fitted"]) | set(fit["kept"]) | set(fit["not_tried"]) == set(profile["terms"])
+    assert fit["not_tried"]["launch_us"] == "document" and "launch_us" in r.output
+    rep = tmp_path / "rep"
+    s = runner.invoke(app, ["sweep", "--engine", str(out), "--mechanism", "eagle", "--batch", "1,16", "--out", str(rep)])
     assert s.exit_code == 0, s.output
     assert "engine profile mine" in s.output
+    # every output file names the engine profile that priced it
+    assert set(pd.read_csv(rep / "sweep.csv")["engine"]) == {"mine"}
+    assert set(pd.read_csv(rep / "sensitivity.csv")["engine"]) == {"mine"}
+    recs = json.loads((rep / "recommendations.json").read_text())
+    assert {r["engine_profile"] for r in recs["per_batch"]} == {"mine"}
+    assert "mine" in (rep / "report.html").read_text() and "mine" in (rep / "vllm_serve.sh").read_text()
 
 
 @pytest.mark.parametrize("text, word", [

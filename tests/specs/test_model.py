@@ -45,6 +45,19 @@ def test_config_json_file_and_folder(tmp_path):
     assert get_model(str(tmp_path / "config.json")).param_count() == expected
 
 
+
+def test_an_edited_config_is_read_again(tmp_path):
+    """A notebook user edits config.json between calls: the second call prices the new model
+    (until 2026-12-03 get_model cached paths too and returned the first file's model)."""
+    cfg = {"hidden_size": 256, "num_attention_heads": 4, "num_hidden_layers": 3,
+           "intermediate_size": 512, "vocab_size": 1000}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert get_model(str(path)).layers == 3
+    path.write_text(json.dumps({**cfg, "num_hidden_layers": 5}))
+    assert get_model(str(path)).layers == 5
+    assert get_model("llama-3.1-8b") is get_model("LLAMA-3.1-8B")  # presets: read once
+
 @pytest.mark.parametrize("cfg, word", [
     ({"num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 10}, "hidden_size"),
     ({"hidden_size": "big", "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 10}, "hidden_size"),
