@@ -38,7 +38,8 @@ def sweep(
     from speedplan import entry
     from speedplan.errors import SpeedplanInputError
     from speedplan.plan.acceptance_sources import parse_acceptance_options
-    from speedplan.plan.engine_plan import parse_batch_weights, plan_engines
+    from speedplan.plan.batch_weights import parse_batch_weights
+    from speedplan.plan.engine_plan import plan_engines
     from speedplan.plan.mechanisms import MECHANISMS
     from speedplan.plan.sweep import memory_shortfall, sweep as run_sweep
     from speedplan.report.folder import write_outputs

@@ -18,9 +18,11 @@ tokens/s (B = 64 makes 10-20x the tokens of B = 1):
     J = Σ_(B, L) w(B, L) · tokens/s/GPU(B, L, D_B) / best tokens/s/GPU of this engine at (B, L)
 
 J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of
-the candidates. Within 1% of a batch's best, the choice with fewer verified tokens wins (as in
-`best_per_batch`); among whole plans within 0.5% of the best J, the simplest (off, then fixed,
-then a schedule).
+the candidates. A schedule ("any", "first-max") falls with B wherever that costs no batch more
+than 1% of its best (the non-increasing schedule the best-D figure draws, `pick.non_increasing`);
+it rises only where a longer draft gains more than 1% at that batch. Among settings within 1% of
+each other the one with fewer verified tokens wins (as in `best_per_batch`); among whole plans
+within 0.5% of the best J, the simplest (off, then fixed, then a schedule).
 
 Each plan's rows give, per (batch, context), its D, speedup and `loss_vs_best`: 1 − its
 tokens/s/GPU over the best any setting of that engine reaches at that batch and context (a
@@ -38,15 +40,13 @@ the D_1 with the largest J.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from speedplan.errors import SpeedplanInputError
-from speedplan.plan.pick import TIE_TOLERANCE
+from speedplan.plan.batch_weights import serving_weights
+from speedplan.plan.pick import TIE_TOLERANCE, non_increasing
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
 _SIMPLE = {"off": 0, "fixed": 1}
@@ -79,74 +79,6 @@ class EnginePlan:
         for i in range(len(out) - 1):
             out[i][1] = out[i + 1][0] - 1
         return [tuple(x) for x in out]
-
-
-def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
-    """`1=4,8=2,64=1`, or a file: JSON {"1": 4, ...} or CSV with columns batch,weight."""
-    if spec is None or not str(spec).strip():
-        return None
-    text = str(spec).strip()
-    path = Path(text)
-    pairs: list[tuple[str, object, str]] = []
-    if path.is_file():
-        try:
-            body = path.read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise SpeedplanInputError(f"--batch-weights {path}: cannot read ({e})") from None
-        if path.suffix == ".json":
-            try:
-                obj = json.loads(body)
-            except json.JSONDecodeError as e:
-                raise SpeedplanInputError(f"--batch-weights {path}: malformed JSON ({e.msg} at line {e.lineno})") from None
-            if not isinstance(obj, dict):
-                raise SpeedplanInputError(f"--batch-weights {path}: expected an object {{\"batch\": weight}}")
-            pairs = [(k, v, f"{path}: key {k!r}") for k, v in obj.items()]
-        else:
-            lines = [l for l in body.splitlines() if l.strip()]
-            if not lines or [c.strip() for c in lines[0].split(",")][:2] != ["batch", "weight"]:
-                raise SpeedplanInputError(f"--batch-weights {path}:1: expected a header 'batch,weight'")
-            for i, line in enumerate(lines[1:], 2):
-                cells = [c.strip() for c in line.split(",")]
-                if len(cells) < 2:
-                    raise SpeedplanInputError(f"--batch-weights {path}:{i}: expected 'batch,weight'")
-                pairs.append((cells[0], cells[1], f"{path}:{i}"))
-    else:
-        for item in filter(None, (x.strip() for x in text.split(","))):
-            b, eq, w = item.partition("=")
-            if not eq:
-                raise SpeedplanInputError(f"--batch-weights {text!r}: expected BATCH=WEIGHT pairs like 1=4,8=2 or a file")
-            pairs.append((b, w, f"--batch-weights {item!r}"))
-    out: dict[int, float] = {}
-    for b, w, where in pairs:
-        try:
-            batch, weight = int(str(b)), float(str(w))
-        except ValueError:
-            raise SpeedplanInputError(f"{where}: batch must be an integer and weight a number") from None
-        if batch < 1 or not 0 <= weight < float("inf") or batch in out:
-            raise SpeedplanInputError(f"{where}: batch must be >= 1 and listed once, weight a finite number >= 0")
-        out[batch] = weight
-    if not out or sum(out.values()) <= 0:
-        raise SpeedplanInputError("--batch-weights: give at least one positive weight")
-    return out
-
-
-def _weights(servable: pd.DataFrame, batch_weights: dict[int, float] | None) -> pd.Series:
-    """w(B, L) over servable (batch, context) cells: w_B split evenly over B's contexts, Σ = 1."""
-    batches = sorted(servable["batch"].unique())
-    if batch_weights is None:
-        wb = {b: 1.0 for b in batches}
-    else:
-        unknown = sorted(set(batch_weights) - set(batches))
-        positive = [b for b in unknown if batch_weights[b] > 0]
-        if positive:
-            raise SpeedplanInputError(f"--batch-weights: batch {positive[0]} was not swept or does not fit in memory "
-                                      f"with plain decoding (planned batches: {', '.join(map(str, batches))})")
-        wb = {b: float(batch_weights.get(b, 0.0)) for b in batches}
-        if sum(wb.values()) <= 0:
-            raise SpeedplanInputError("--batch-weights: every planned batch has weight 0")
-    n_ctx = servable.groupby("batch")["context"].transform("count")
-    w = servable["batch"].map(wb) / n_ctx
-    return pd.Series((w / w.sum()).to_numpy(), index=pd.MultiIndex.from_frame(servable[["batch", "context"]]))
 
 
 class _Table:
@@ -198,21 +130,37 @@ def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray
     s = {k: table.score(k, norm) for k in keys + [OFF_KEY]}
     nb = len(table.batches)
     total = lambda picks: float(sum(s[k][i] for i, k in enumerate(picks)))
-    pick = lambda i, allowed: _best_of({k: s[k][i] for k in allowed}, allowed)
     if mode.shape == "fixed":
         picks = [_best_of({k: s[k].sum() for k in keys}, keys)] * nb
     elif mode.shape == "any":
-        allowed = ([OFF_KEY] if mode.off else []) + keys
-        picks = [pick(i, allowed) for i in range(nb)]
+        allowed = ([OFF_KEY] if mode.off else []) + keys  # ascending verified tokens
+        picks = _falling(s, allowed, nb)
     else:  # first-max: D at the smallest batch caps every other batch's D
         best = None
         for first in keys:
             allowed = ([OFF_KEY] if mode.off else []) + [k for k in keys if k[1] <= first[1]]
-            choice = [first] + [pick(i, allowed) for i in range(1, nb)]
+            choice = [first] + (_falling({k: v[1:] for k, v in s.items()}, allowed, nb - 1) if nb > 1 else [])
             if best is None or total(choice) > best[0] * (1 + 1e-12):
                 best = (total(choice), choice)
         picks = best[1]
     return total(picks), picks
+
+
+def _falling(s: dict, allowed: list, nb: int) -> list:
+    """An "any" plan: the non-increasing schedule (in verified tokens) that keeps every batch
+    within TIE_TOLERANCE of its best where it can (`pick.non_increasing`, as the best-D figure
+    draws it), except at a batch where a longer draft beats it by more than TIE_TOLERANCE (the
+    engine can express a rise; a rise within the tolerance is noise of the tile grid, and a
+    schedule that goes 8, 6, 7 reads as one)."""
+    score = np.array([[s[k][i] for k in allowed] for i in range(nb)])
+    top = score.max(axis=1, keepdims=True)
+    rel = np.minimum(np.divide(score, top, out=np.zeros_like(score), where=top > 0), 1.0 - TIE_TOLERANCE)
+    picks = [allowed[j] for j in non_increasing(rel)]
+    for i in range(nb):
+        best = _best_of({k: s[k][i] for k in allowed}, allowed)
+        if s[best][i] > (1.0 + TIE_TOLERANCE) * s[picks[i]][i]:
+            picks[i] = best
+    return picks
 
 
 def _runnable(engine, labels: list[str], meta: dict) -> dict:
@@ -259,10 +207,10 @@ def plan_engines(result, batch_weights: dict[int, float] | None = None, engines=
     servable = servable.drop_duplicates().sort_values(["batch", "context"]).reset_index(drop=True)
     if servable.empty:
         if batch_weights:
-            _weights(frame[plain][["batch", "context"]].drop_duplicates(), batch_weights)
+            serving_weights(frame[plain][["batch", "context"]].drop_duplicates(), batch_weights)
         return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame(),
                               _profile_text(result.meta)) for n in names}
-    weights = _weights(servable, batch_weights)  # memory feasibility does not depend on the engine
+    weights = serving_weights(servable, batch_weights)  # memory feasibility does not depend on the engine
     return {name: _plan_one(name, engine, engine_pricing(result, name), weights) for name, engine in modules.items()}
 
 

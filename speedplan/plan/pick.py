@@ -71,23 +71,7 @@ def best_draft_len(frame: pd.DataFrame, mechanism: str, context: int | None = No
     # ties go to the smaller D (argmax takes the first, and D ascends), as in best_per_batch
     rel = np.where(np.isfinite(value), value / np.nanmax(value, axis=1, keepdims=True), -1e9)
     rel = np.minimum(rel, 1.0 - TIE_TOLERANCE)
-    # score[i, j]: best total over batches i.. with D_i = ds[j] and later D's ≤ ds[j]
-    n, m = rel.shape
-    score = np.zeros((n, m))
-    choice = np.zeros((n, m), dtype=int)
-    for i in range(n - 1, -1, -1):
-        if i == n - 1:
-            score[i] = rel[i]
-            continue
-        running = np.maximum.accumulate(score[i + 1])  # best continuation with D ≤ ds[j]
-        arg = np.array([int(np.argmax(score[i + 1][: j + 1])) for j in range(m)])
-        score[i] = rel[i] + running
-        choice[i] = arg
-    j = int(np.argmax(score[0]))
-    picks = []
-    for i in range(n):
-        picks.append(j)
-        j = choice[i][j] if i < n - 1 else j
+    picks = non_increasing(rel)
     out = []
     for i, j in enumerate(picks):
         b, d = batches[i], ds[j]
@@ -98,6 +82,25 @@ def best_draft_len(frame: pd.DataFrame, mechanism: str, context: int | None = No
             "pointwise_draft_len": int(ds[k]), "pointwise_speedup": float(value[i][k]),
         })
     return pd.DataFrame(out)
+
+
+def non_increasing(rel: np.ndarray) -> list[int]:
+    """The column index per row (rows: batches ascending; columns: settings ascending, e.g. D)
+    that never rises from one row to the next and maximises the summed `rel` (a dynamic
+    program); among equal totals the smaller column."""
+    n, m = rel.shape
+    score = np.zeros((n, m))  # score[i, j]: best total over rows i.. with column j at row i, later ≤ j
+    choice = np.zeros((n, m), dtype=int)
+    score[n - 1] = rel[n - 1]
+    for i in range(n - 2, -1, -1):
+        score[i] = rel[i] + np.maximum.accumulate(score[i + 1])
+        choice[i] = [int(np.argmax(score[i + 1][: j + 1])) for j in range(m)]
+    j = int(np.argmax(score[0]))
+    picks = []
+    for i in range(n):
+        picks.append(j)
+        j = choice[i][j] if i < n - 1 else j
+    return picks
 
 
 def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | None:

@@ -1,0 +1,79 @@
+"""Batch-size weights: the share of serving time at each batch size (`--batch-weights`), and
+w(B, L) over the (batch, context) cells a plan covers (`plan.engine_plan`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from speedplan.errors import SpeedplanInputError
+
+
+def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
+    """`1=4,8=2,64=1`, or a file: JSON {"1": 4, ...} or CSV with columns batch,weight."""
+    if spec is None or not str(spec).strip():
+        return None
+    text = str(spec).strip()
+    path = Path(text)
+    pairs: list[tuple[str, object, str]] = []
+    if path.is_file():
+        try:
+            body = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpeedplanInputError(f"--batch-weights {path}: cannot read ({e})") from None
+        if path.suffix == ".json":
+            try:
+                obj = json.loads(body)
+            except json.JSONDecodeError as e:
+                raise SpeedplanInputError(f"--batch-weights {path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+            if not isinstance(obj, dict):
+                raise SpeedplanInputError(f"--batch-weights {path}: expected an object {{\"batch\": weight}}")
+            pairs = [(k, v, f"{path}: key {k!r}") for k, v in obj.items()]
+        else:
+            lines = [l for l in body.splitlines() if l.strip()]
+            if not lines or [c.strip() for c in lines[0].split(",")][:2] != ["batch", "weight"]:
+                raise SpeedplanInputError(f"--batch-weights {path}:1: expected a header 'batch,weight'")
+            for i, line in enumerate(lines[1:], 2):
+                cells = [c.strip() for c in line.split(",")]
+                if len(cells) < 2:
+                    raise SpeedplanInputError(f"--batch-weights {path}:{i}: expected 'batch,weight'")
+                pairs.append((cells[0], cells[1], f"{path}:{i}"))
+    else:
+        for item in filter(None, (x.strip() for x in text.split(","))):
+            b, eq, w = item.partition("=")
+            if not eq:
+                raise SpeedplanInputError(f"--batch-weights {text!r}: expected BATCH=WEIGHT pairs like 1=4,8=2 or a file")
+            pairs.append((b, w, f"--batch-weights {item!r}"))
+    out: dict[int, float] = {}
+    for b, w, where in pairs:
+        try:
+            batch, weight = int(str(b)), float(str(w))
+        except ValueError:
+            raise SpeedplanInputError(f"{where}: batch must be an integer and weight a number") from None
+        if batch < 1 or not 0 <= weight < float("inf") or batch in out:
+            raise SpeedplanInputError(f"{where}: batch must be >= 1 and listed once, weight a finite number >= 0")
+        out[batch] = weight
+    if not out or sum(out.values()) <= 0:
+        raise SpeedplanInputError("--batch-weights: give at least one positive weight")
+    return out
+
+
+def serving_weights(servable: pd.DataFrame, batch_weights: dict[int, float] | None) -> pd.Series:
+    """w(B, L) over servable (batch, context) cells: w_B split evenly over B's contexts, Σ = 1."""
+    batches = sorted(servable["batch"].unique())
+    if batch_weights is None:
+        wb = {b: 1.0 for b in batches}
+    else:
+        unknown = sorted(set(batch_weights) - set(batches))
+        positive = [b for b in unknown if batch_weights[b] > 0]
+        if positive:
+            raise SpeedplanInputError(f"--batch-weights: batch {positive[0]} was not swept or does not fit in memory "
+                                      f"with plain decoding (planned batches: {', '.join(map(str, batches))})")
+        wb = {b: float(batch_weights.get(b, 0.0)) for b in batches}
+        if sum(wb.values()) <= 0:
+            raise SpeedplanInputError("--batch-weights: every planned batch has weight 0")
+    n_ctx = servable.groupby("batch")["context"].transform("count")
+    w = servable["batch"].map(wb) / n_ctx
+    return pd.Series((w / w.sum()).to_numpy(), index=pd.MultiIndex.from_frame(servable[["batch", "context"]]))
