@@ -44,8 +44,11 @@ def fit(name: str, cases) -> tuple[EngineProfile, str]:
     rows = [c for c in cases if c.engine == name]
     if not rows:
         return base, f"{name}: no usable rows; every term documented or assumed\n"
-    result = calibrate(base, as_pairs(rows), BASES[name]["free"], name=name,
-                       described=f"{CASES.name}: {len({c.source for c in rows})} sources")
+    sources = sorted({c.source.split(" (")[0] for c in rows})
+    assumed = sum(bool(c.assumed) for c in rows)
+    described = (f"{CASES.name}: {'; '.join(sources)}"
+                 + (f"; GPU or TP assumed for {assumed} of {len(rows)} rows" if assumed else ""))
+    result = calibrate(base, as_pairs(rows), BASES[name]["free"], name=name, described=described)
     result.profile.fit["sources"] = sorted({c.source for c in rows})
     speedups = [(r["measured"], r["predicted"]) for r in result.rows if r["quantity"] == "speedup"]
     agree = sum((m >= 1) == (p >= 1) for m, p in speedups)

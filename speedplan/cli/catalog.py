@@ -29,10 +29,11 @@ def hardware() -> None:
     from speedplan.cost.ops import latency_origin
     from speedplan.specs.hardware import PRESETS
 
+    peak = lambda h, dtype: round(h.peak_flops_per_s[dtype] / 1e12, 2) if h.peak_flops_per_s.get(dtype) else "-"
     rows = [{
-        "hardware": h.name, "bf16_tflops": h.peak_flops_per_s.get("bf16", 0) / 1e12,
-        "fp8_tflops": h.peak_flops_per_s.get("fp8", 0) / 1e12, "mem_tb_s": h.hbm_bytes_per_s / 1e12,
-        "mem_gb": h.memory_bytes / 1e9, "link_gb_s": h.link_bytes_per_s / 1e9, "sms": str(h.sm_count or "-"),
+        "hardware": h.name, "bf16_tflops": peak(h, "bf16"), "fp8_tflops": peak(h, "fp8"),
+        "mem_tb_s": round(h.hbm_bytes_per_s / 1e12, 3), "mem_gb": round(h.memory_bytes / 1e9, 1),
+        "link_gb_s": round(h.link_bytes_per_s / 1e9, 1), "sms": str(h.sm_count or "-"),
         "latency": latency_origin(h.name), "source": _cut(h.source, 63),
     } for h in PRESETS.values()]
     typer.echo(table(rows))
@@ -46,8 +47,11 @@ def engines() -> None:
     for name in preset_names():
         e = get_engine(name)
         fitted = sum(t.source.startswith("fitted") for t in e.terms.values())
-        rows.append({"engine": e.name, "describes": _cut(f"{e.engine} {e.version}", 70),
-                     "terms fitted": f"{fitted} of {len(e.terms)}"})
+        fit = e.fit or {}
+        to = (f" to {len(fit.get('rows', []))} rows ({fit['described']}), |residual| median "
+              f"{fit['median_abs_residual']:.1%}" if fitted and fit.get("described") else "")
+        rows.append({"engine": e.name, "describes": _cut(f"{e.engine} {e.version}", 60),
+                     "terms fitted": f"{fitted} of {len(e.terms)}{to}"})
     typer.echo(table(rows))
 
 

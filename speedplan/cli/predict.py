@@ -20,6 +20,11 @@ def ops(
     from speedplan.cost.ops import load_cost_model
     from speedplan.cost.predict import predict_ops_file
 
+    from speedplan.specs.fallback import describe_fit
+
     check_output(out, folder=False)
-    n = predict_ops_file(load_cost_model(hardware), input, out)
-    typer.echo(f"{n} ops -> {out}")
+    cost = load_cost_model(hardware)
+    n = predict_ops_file(cost, input, out)
+    profile = (f"source 'profile': {cost.profile.origin_label} {cost.profile.path.name}; " if cost.profile else "")
+    typer.echo(f"{n} ops -> {out} ({profile}source 'roofline': the {cost.hardware.name} preset's peaks with "
+               f"{describe_fit(cost.hardware.roofline_fit)})")

@@ -194,7 +194,10 @@ def latency_origin(name: str) -> str:
 
     folder = shipped_profile(name)
     if folder is None:
-        return "datasheet roofline"
+        from speedplan.specs.fallback import describe_fit
+        from speedplan.specs.hardware import get_hardware
+
+        return f"datasheet roofline ({describe_fit(get_hardware(name).roofline_fit)})"
     meta = json.loads((folder / "meta.json").read_text())
     return str(meta.get("origin_label") or f"{meta.get('origin', 'measured')} profile")
 

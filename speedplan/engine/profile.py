@@ -161,14 +161,18 @@ class EngineProfile:
         if not fitted:
             return "no term fitted: documents and stated assumptions (see the profile's sources)"
         fit = self.fit or {}
-        parts = [f"{len(fitted)} of {len(self.terms)} terms fitted"]
+        latest = [n for n in fit.get("fitted", fitted) if n in fitted]  # this fit's; the rest came with its base
+        before = [n for n in fitted if n not in latest]
+        parts = [f"{len(latest)} of {len(self.terms)} terms fitted"]
         if fit.get("described"):
             parts[0] += f" to {len(fit.get('rows', []))} rows ({fit['described']})"
         if fit.get("median_abs_residual") is not None:
             parts.append(f"median |residual| {fit['median_abs_residual']:.1%}")
         if fit.get("loo_median_error") is not None:
             parts.append(f"leave-one-out {fit['loo_median_error']:.1%}")
-        return ", ".join(parts) + "; the others from documents or stated assumptions"
+        earlier = (f"; {', '.join(before)} fitted earlier (base {fit.get('base')}: see its source)"
+                   if before else "")
+        return ", ".join(parts) + earlier + "; the others from documents or stated assumptions"
 
     def running(self, batch, speculative) -> np.ndarray:
         """Requests one step of this engine runs (`running_requests` with its spec_max_running)."""

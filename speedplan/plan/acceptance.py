@@ -125,6 +125,20 @@ class Acceptance:
         table = _sequoia_table(ranks, nmax, dmax)
         return 1.0 + self.match * table[np.minimum(nodes, nmax), depth]
 
+    def extension(self, tree: bool) -> str:
+        """How a chain or a tree extends the numbers given, in words for the acceptance source
+        ("" where nothing is assumed beyond them)."""
+        if tree:
+            if self.kind == "ranks":
+                return "the same per-rank rates at every depth (assumed)"
+            return (f"a tree's lower ranks assumed geometric from the first rate, α(1−α)^(r−1) with "
+                    f"α = {self.positions[0]:.3g}, at every depth; give ranks= or a trace to replace them")
+        if self.kind == "positions" and len(self.positions) > 1:
+            return f"positions past {len(self.positions)} repeat the last rate (assumed)"
+        if self.kind == "ranks":
+            return f"a chain accepts the rank-1 rate {self.positions[0]:.3g} at every depth (assumed)"
+        return ""
+
     def describe(self) -> str:
         if self.kind == "iid":
             text = f"alpha={self.positions[0]:.3g}"

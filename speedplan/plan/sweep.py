@@ -34,6 +34,7 @@ from speedplan.engine.step import StepParts, plain_parts, speculative_parts, ste
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.specs.model import ModelSpec, get_model
+from speedplan.specs.fallback import describe_fit
 
 # Fraction of device memory usable for weights + KV (the rest: activations, CUDA graphs,
 # allocator slack); vLLM's default gpu_memory_utilization is 0.9.
@@ -362,13 +363,16 @@ def sweep(
         "hardware_description": hw.description,
         "hardware_source": hw.source,
         "cost_origin": cost.origin,
+        "roofline_fit": describe_fit(hw.roofline_fit),  # what the roofline fallback was fitted to
         # the profile folder's name, which reports print: cpu-local-xeon prices the cpu-local preset
         "profile": getattr(getattr(cost, "profile", None), "path", Path("")).name or None,  # cost models without a profile: None
+        "profile_tables": sorted(getattr(getattr(cost, "profile", None), "tables", {}) or {}),
         **_engine_meta(engine),
         "tp": tp,
         "dtype": target.dtype,
         "acceptance": {m.label: m.acceptance_source for m in mechs},
         "ridge_flops_per_byte": hw.ridge_flops_per_byte(target.dtype),
+        "roofline_basis": hw.roofline_basis(target.dtype),  # the roof reports draw, and where it comes from
         "peak_flops_per_s": hw.flops_per_s(target.dtype),
         "bytes_per_s": hw.bytes_per_s,
         "memory_bytes": hw.memory_bytes,  # per GPU; weights + KV may use MEMORY_UTILIZATION of it

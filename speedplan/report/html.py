@@ -87,11 +87,13 @@ _FIGURE_TEXT = {
                            "per mechanism; grey cells are infeasible, stars mark the best D per B where it "
                            "beats plain decoding.",
     "best_draft_len.png": "Per mechanism, the planner's draft-length schedule over batch size (non-increasing; "
-                          "crosses where the pointwise best D differs), and the overall pick at each batch size.",
+                          "crosses where the pointwise best D differs; an engine's plan takes the cross where it "
+                          "gains more than 1%), and the overall pick at each batch size.",
     "step_breakdown.png": "Where the time of one target step goes for the picked configuration at each batch "
                           "size (the black tick is the plain-decoding step).",
-    "roofline.png": "The verify step's linear layers against the achievable roofline: memory-bound left of "
-                    "the ridge point (draft tokens nearly free), compute-bound right of it.",
+    "roofline.png": "The verify step's linear layers against the achievable roofline (its numbers and where "
+                    "they come from: 'roofline' in the table above): memory-bound left of the ridge point (draft "
+                    "tokens nearly free), compute-bound right of it.",
 }
 
 
@@ -180,7 +182,8 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         ("dtype", meta.get("dtype", "")),
         ("latency from", latency_source(result)),
         ("engine", engine_source(result)),
-        ("roofline", f"{float(meta.get('peak_flops_per_s') or 0) / 1e12:,.0f} TFLOP/s achievable, "
+        ("roofline", meta.get("roofline_basis") or
+                     f"{float(meta.get('peak_flops_per_s') or 0) / 1e12:,.0f} TFLOP/s achievable, "
                      f"{float(meta.get('bytes_per_s') or 0) / 1e9:,.0f} GB/s, ridge "
                      f"{float(meta.get('ridge_flops_per_byte') or 0):,.0f} FLOP/byte"),
         ("grid", f"{len(frame)} points ({int(frame['feasible'].sum()) if len(frame) else 0} feasible): "

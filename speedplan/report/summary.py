@@ -5,6 +5,7 @@ came from. `speedplan.report.html` builds the page from the same pieces.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -41,6 +42,8 @@ def latency_source(result: "SweepResult", notes: bool = True) -> str:
     origin = meta.get("cost_origin", "datasheet")
     name = meta.get("profile") or meta.get("hardware", "?")
     text = f"{LATENCY_ORIGINS.get(origin, origin)} {name}"
+    if origin == "datasheet" and meta.get("roofline_fit"):
+        text += f" ({meta['roofline_fit']})"
     frame = result.frame
     if origin in ("datasheet", "datasheet-roofline") or not notes:
         return text
@@ -48,12 +51,24 @@ def latency_source(result: "SweepResult", notes: bool = True) -> str:
     sources = frame["cost_source"].value_counts() if "cost_source" in frame else {}
     fallback = int(sources.get("roofline", 0)) + int(sources.get("mixed", 0))
     if fallback:
-        notes.append(f"roofline fallback for some ops in {fallback} of {len(frame)} rows")
+        notes.append(f"roofline fallback for some ops in {fallback} of {len(frame)} rows{_no_table(meta)}")
     if "out_of_range_share" in frame and len(frame) and frame["out_of_range_share"].max() > 0.001:
         share = frame["out_of_range_share"]
         notes.append(f"verify pass priced outside the measured range: median {share.median():.0%}, "
                      f"max {share.max():.0%} (sweep.csv out_of_range_share)")
     return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _no_table(meta: dict) -> str:
+    """", the profile has no elementwise table": the op families the verify pass uses that the
+    profile holds no table for (they are what the roofline fallback prices)."""
+    tables = set(meta.get("profile_tables") or [])
+    if not tables:
+        return ""
+    used = ["gemm", "attention", "elementwise"] + (["allreduce"] if int(meta.get("tp", 1)) > 1 else []) \
+        + (["moe"] if (meta.get("model") or {}).get("experts") else [])
+    missing = [f for f in used if f not in tables]
+    return f": the profile has no {', '.join(missing)} table" if missing else ""
 
 
 def engine_source(result: "SweepResult") -> str:
@@ -83,15 +98,18 @@ def provenance(result: "SweepResult") -> str:
 
 def short_provenance(result: "SweepResult") -> str:
     """The caption inside every figure: the same facts with each acceptance source cut to its
-    kind and first clause ("eagle: published: Spec-Bench leaderboard (A100)"); text is the
-    costliest thing to draw, and report.html carries the full line."""
+    kind and the row it came from ('eagle3: published: "EAGLE-3 paper Tab.1"'; a draft model
+    with no row of its own adds "extrapolated"); text is the costliest thing to draw, and
+    report.html carries the full line."""
     acceptance = result.meta.get("acceptance") or {}
     parts = []
     for mech, source in acceptance.items():
-        kind, _, rest = str(source).split(";")[0].partition(": ")
-        first = rest.split(", ")[0] if rest else ""
-        text = f"{kind}: {first}" if first else kind
-        parts.append(f"{mech}: {text if len(text) <= 48 else text[:47] + '…'}")
+        source = str(source)
+        kind, _, rest = source.split(";")[0].partition(": ")
+        title = re.search(r'"[^"]+"', rest)  # the row's source, as the cases files quote it
+        first = title.group(0) if title else rest.split(", ")[0]
+        text = (f"{kind}: {first}" if first else kind) + (" (extrapolated)" if "no row for" in source else "")
+        parts.append(f"{mech}: {text if len(text) <= 60 else text[:59] + '…'}")
     return (f"latency: {latency_source(result, notes=False)}; engine profile {result.meta.get('engine', '?')}; "
             f"acceptance: {'; '.join(parts) or 'not stated'}")
 
@@ -150,28 +168,60 @@ def _pick_rows(rows: list, max_rows: int) -> list:
     return [rows[round(i * step)] for i in range(max_rows)]
 
 
-def engine_plan_lines(plans: dict) -> list[str]:
-    """One line per engine: its mechanism, how it sets D, D at each planned batch, worst loss."""
+def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
+    """One line per engine: its mechanism, how it sets D, D at each planned batch (at most
+    `max_batches` of them, evenly spaced, the whole schedule being in schedule.csv), worst loss."""
     rows = [p.rows for p in plans.values() if len(p.rows)]
     if not rows:
         return ["plan per engine: nothing fits in memory"]
     batches = sorted(rows[0]["batch"].unique())
-    lines = [f"plan per engine (D at B = {', '.join(map(str, batches))}; each priced with its own engine "
+    shown = _pick_rows(batches, max_batches)
+    some = f" of {len(batches)}; every one in schedule.csv" if len(shown) < len(batches) else ""
+    lines = [f"plan per engine (D at B = {', '.join(map(str, shown))}{some}; each priced with its own engine "
              "profile; loss against the best that engine reaches at each B):"]
     width = max(len(p.mechanism) for p in plans.values())
+    several_contexts = rows[0]["context"].nunique() > 1
     for name, p in plans.items():
         if not len(p.rows):
             continue
         per_b = p.rows.groupby("batch").agg(d=("draft_len", "first"), loss=("loss_vs_best", "max"))
         worst = per_b["loss"].idxmax()
         at = p.rows[p.rows["batch"] == worst].sort_values("loss_vs_best").iloc[-1]
-        tail = (f"worst loss {100 * per_b['loss'].max():.1f}% (B={worst}: {at.best_mechanism} D={at.best_draft_len} "
-                f"reaches {at.best_speedup:.2f}x)" if per_b["loss"].max() > 0.0005 else "worst loss 0.0%")
-        ds = " ".join(str(int(d)) for d in per_b["d"])
+        where = f"B={worst}" + (f", context {at.context}" if several_contexts else "")
+        best = "plain decoding" if at.best_mechanism == "none" else f"{at.best_mechanism} D={at.best_draft_len}"
+        if per_b["loss"].max() >= 0.9995:  # the plan's own setting does not fit there
+            setting = f"{p.mechanism} D={at.draft_len}" if at.draft_len else "plain decoding"
+            tail = f"worst loss 100% ({where}: {setting} does not fit in memory; {best} does)"
+        elif per_b["loss"].max() > 0.0005:
+            tail = f"worst loss {100 * per_b['loss'].max():.1f}% ({where}: {best} reaches {at.best_speedup:.2f}x)"
+        else:
+            tail = "worst loss 0.0%"
+        ds = " ".join(str(int(per_b["d"][b])) for b in shown)
         profile = p.engine_profile.split(":")[0]
         lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}"
                      + (f"  [engine profile {profile}]" if profile != name else ""))
     return lines
+
+
+def unplanned_line(result: "SweepResult") -> str | None:
+    """The swept batch sizes at which nothing fits in memory, or None: they drop out of every
+    table, and the terminal says so (with what the smallest of them needs) instead of leaving
+    them out in silence."""
+    from speedplan.plan.sweep import MEMORY_UTILIZATION
+
+    frame = result.frame
+    fits = set(frame.loc[frame["feasible"], "batch"])
+    missing = sorted(set(frame["batch"]) - fits)
+    if not missing or not fits:
+        return None
+    plain = frame[(frame["batch"] == missing[0]) & (frame["mechanism"] == "none")]
+    if plain.empty:
+        return f"not planned: at B = {', '.join(map(str, missing))} nothing fits in memory"
+    row = plain.loc[plain["memory_bytes"].idxmin()]
+    usable = result.meta.get("memory_bytes", 0) * MEMORY_UTILIZATION
+    return (f"not planned: at B = {', '.join(map(str, missing))} nothing fits in memory (plain decoding at "
+            f"B={missing[0]}, context {int(row['context'])} needs {row['memory_bytes'] / 1e9:.1f} GB per GPU; "
+            f"{usable / 1e9:.1f} GB usable)")
 
 
 def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None = None) -> str:
@@ -183,7 +233,8 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     attention = attention_label(meta.get("model") or {})
     narrow = str((meta.get("model") or {}).get("experts", "")).endswith("mxfp4")
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
-             + (" (experts mxfp4)" if narrow else "") + (f", attention {attention}" if attention else "")]
+             + (" (experts mxfp4)" if narrow else "") + (f", attention {attention}" if attention else "")
+             + f", engine profile {meta.get('engine', '?')}"]
     rows = table_rows(result.best)
     if not rows:
         lines.append(no_feasible_message(result))
@@ -200,6 +251,8 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         lines.extend(fmt(r) for r in shown)
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
+        if unplanned_line(result):
+            lines.append(unplanned_line(result))
     if plans:
         lines.extend(engine_plan_lines(plans))
     lines.append(f"latency: {latency_source(result)}")

@@ -104,5 +104,13 @@ def get_fit(name: str) -> FallbackFit:
     return _fit(name, fits[name])
 
 
+def describe_fit(name: str) -> str:
+    """What a hardware preset's `roofline_fit` prices with, as reports print it, e.g. "roofline
+    efficiencies fitted to h100-sxm, h200-sxm, b200"; "" names the plain datasheet roofline."""
+    if not name:
+        return "plain datasheet peaks"
+    return f"roofline efficiencies fitted to {', '.join(get_fit(name).fitted_to)}"
+
+
 def fit_names() -> list[str]:
     return list(_all_fits())

@@ -110,6 +110,9 @@ def test_predict_ops_contract(cli, tmp_path):
     # h100-sxm ships a measured profile (AIConfigurator's vLLM tables): every op answered from it, in range
     assert all(r["source"] == "profile" and r["out_of_range"] == "0" and float(r["latency_us"]) > 0 for r in rows)
     assert float(rows[3]["latency_us"]) > float(rows[2]["latency_us"])  # tree mask costs more
+    # the terminal says what each source value stands for: whose profile, which roofline fit
+    assert "source 'profile': measured (AIConfigurator 0.12, vLLM 0.24 kernels) h100-sxm" in proc.stdout
+    assert "source 'roofline': the h100-sxm preset's peaks with roofline efficiencies fitted to" in proc.stdout
     ops.write_text("op,m,n,k,dtype\ngemm,8,-3,4096,bf16\n")
     _one_line_error(cli("predict", "ops", "--hardware", "h100-sxm", "--in", str(ops), "--out", str(pred)), "'n'")
 
@@ -129,6 +132,10 @@ def test_models_and_hardware_lists(cli):
     for name in ("h100-sxm", "h200-sxm", "b200"):
         assert "measured (AIConfigurator 0.12, vLLM 0.24 kernels)" in lines[name]
     assert "datasheet roofline" in lines["mi300x"] and "datasheet roofline" in lines["l40s"]
+    assert "efficiencies fitted to h100-sxm, h200-sxm, b200" in lines["a100-80gb"]  # not the bare datasheet
+    assert lines["a100-80gb"].split()[1:3] == ["312", "-"]  # no FP8 peak: "-", not 0
+    proc = cli("engines")
+    assert "rows (engine_measurements.csv" in {l.split()[0]: l for l in proc.stdout.splitlines()[1:]}["sglang"]
 
 
 def test_planner_cli_does_not_import_torch():

@@ -153,6 +153,10 @@ def test_cli_writes_a_profile_sweep_can_use(tmp_path):
     s = runner.invoke(app, ["sweep", "--engine", str(out), "--mechanism", "eagle", "--batch", "1,16", "--out", str(rep)])
     assert s.exit_code == 0, s.output
     assert "engine profile mine" in s.output
+    # the terms this fit set are counted as fitted to these rows; those the base had fitted are named apart
+    earlier = [t for t, v in profile["terms"].items() if v["source"].startswith("fitted") and t not in fit["fitted"]]
+    assert f"{len(fit['fitted'])} of {len(profile['terms'])} terms fitted to {len(rows)} rows" in s.output
+    assert earlier and f"{', '.join(earlier)} fitted earlier (base vllm" in s.output
     # every output file names the engine profile that priced it
     assert set(pd.read_csv(rep / "sweep.csv")["engine"]) == {"mine"}
     assert set(pd.read_csv(rep / "sensitivity.csv")["engine"]) == {"mine"}

@@ -153,3 +153,18 @@ def test_malformed_traces_are_one_line(tmp_path, lines, word):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(SpeedplanInputError, match=word):
         fit_trace(path)
+
+
+def test_what_a_chain_or_tree_assumes_beyond_the_given_numbers_is_stated():
+    """positions=0.9,0.8 gives a chain two rates and a tree one rank-1 rate: the rows say how
+    each fills in the rest (a tree's lower ranks, a chain's later positions)."""
+    from speedplan.plan.acceptance_sources import parse_acceptance_options
+    from speedplan.plan.sweep import sweep
+
+    opts = parse_acceptance_options(["eagle:positions=0.9,0.8"], ("eagle", "eagle-tree"))
+    r = sweep(mechanisms=["eagle", "eagle-tree"], batches=[1], draft_lens=[3], acceptance=opts)
+    src = dict(zip(r.frame.mechanism, r.frame.acceptance_source))
+    assert src["eagle"].startswith("user: positions=0.9,0.8") and "past 2 repeat the last" in src["eagle"]
+    assert "lower ranks assumed geometric" in src["eagle-tree"] and "α = 0.9" in src["eagle-tree"]
+    assert Acceptance.iid(0.7).extension(tree=False) == ""  # α at every position is what alpha= says
+    assert "every depth" in Acceptance.per_rank([0.6, 0.2]).extension(tree=True)

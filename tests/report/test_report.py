@@ -71,8 +71,10 @@ def test_report_writes_pngs_and_html_linking_everything(result, tmp_path):
 
 def test_every_figure_says_where_numbers_came_from(result, tmp_path):
     caption = short_provenance(result)
-    assert caption.startswith(f"latency: {MEASURED}; engine profile vllm; acceptance: eagle: published: published_cases.csv")
-    assert "ngram: published:" in caption
+    # each acceptance names the row it came from, whole (until 2026-12-03 the cut fell inside
+    # "published_cases.csv: ...", so that no caption named its paper or table)
+    assert caption.startswith(f'latency: {MEASURED}; engine profile vllm; acceptance: eagle: published: "EAGLE-3 paper Tab.1"')
+    assert 'ngram: published: "' in caption and "…" not in caption
     page = write_report(result, tmp_path, [])[-1].read_text()
     assert page.count(html.escape(caption)) == len(FIGURES)  # under each figure, as inside it
     assert page.count(html.escape(provenance(result))) == 1
@@ -173,3 +175,45 @@ def test_a_sliding_window_model_says_so_in_the_header():
     windowed = replace(get_model("llama-3.1-8b"), name="windowed", window=4096, window_layers=16)
     text = render_summary(sweep(windowed, "h100-sxm", ["ngram"], [1], [0, 1]))
     assert text.splitlines()[0].startswith("speedplan: windowed on h100-sxm, TP=1, bf16, attention 4096-token window on 16 of 32 layers")
+
+
+def test_summary_says_which_batches_fit_nowhere_and_why_a_plan_loses_everything():
+    """Batch sizes at which nothing fits drop out of every table: the terminal names them. A
+    plan whose own setting does not fit at some batch says so, not "reaches 1.00x"; the header
+    names the engine profile that priced the table; a long batch list is sampled."""
+    from dataclasses import replace
+
+    from speedplan.plan.engine_plan import plan_engines
+    from speedplan.plan.sweep import sweep
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 256], [0, 2, 7], contexts=[32768])
+    plans = plan_engines(r, engines=["sglang"])
+    text = render_summary(r, plans=plans)
+    assert text.splitlines()[0].startswith("speedplan: llama-3.1-8b on h100-sxm, TP=1, bf16, engine profile vllm")
+    assert "not planned: at B = 256 nothing fits in memory (plain decoding at B=256, context 32768 needs" in text
+    plan = plans["sglang"]
+    rows = plan.rows.copy()
+    rows.loc[rows.batch == 8, ["loss_vs_best", "best_mechanism", "best_draft_len"]] = [1.0, "none", 0]
+    text = render_summary(r, plans={"sglang": replace(plan, rows=rows)})
+    assert "worst loss 100% (B=8: " in text and "does not fit in memory; plain decoding does)" in text
+    many = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], list(range(1, 41)), [0, 2], contexts=[1024])
+    line = next(l for l in render_summary(many, plans=plan_engines(many, engines=["vllm"])).splitlines()
+                if l.startswith("plan per engine"))
+    assert "of 40; every one in schedule.csv" in line and len(line.split("B = ")[1].split(";")[0].split(",")) == 12
+
+
+def test_the_roof_and_the_fallback_say_where_they_come_from(result, tmp_path):
+    """The report's roofline numbers name their basis (the profile's fastest measured GEMM, an
+    assumed copy bandwidth), and the terminal names the op families the roofline fallback prices
+    (the H100 profile has no elementwise table); a GPU without a profile names what its fallback
+    was fitted to."""
+    basis = result.meta["roofline_basis"]
+    assert basis.startswith("956 TFLOP/s bf16 (fastest measured GEMM of the profile: 97% of the preset's 989")
+    assert "(assumption: 88% of the preset's 3,350 GB/s)" in basis
+    page = write_report(result, tmp_path, [])[-1].read_text()
+    assert html.escape(basis) in page
+    assert "roofline fallback for some ops in" in render_summary(result) and "the profile has no elementwise table" in \
+        render_summary(result)
+    a100 = sweep("llama-3.1-8b", "a100-80gb", ["eagle"], [1], [0, 2], contexts=[1024])
+    assert "datasheet roofline a100-80gb (roofline efficiencies fitted to h100-sxm, h200-sxm, b200)" in render_summary(a100)
+    assert a100.meta["roofline_basis"].startswith("234 TFLOP/s bf16 (assumption: 75% of the preset's 312 TFLOP/s peak)")

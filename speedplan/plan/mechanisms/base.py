@@ -122,7 +122,8 @@ class Mechanism:
     def resolve_acceptance(cls, acceptance: Acceptance | None, target: ModelSpec, **context) -> tuple[Acceptance, str]:
         """The user's (or a trace's) acceptance, else the published default with its row."""
         if acceptance is not None:
-            return acceptance, acceptance.source
+            extension = acceptance.extension(cls.is_tree)
+            return acceptance, acceptance.source + (f" ({extension})" if extension else "")
         return cls.default(target, **context)
 
 

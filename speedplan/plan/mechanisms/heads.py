@@ -107,7 +107,11 @@ def eagle3_head(target: ModelSpec, config: str | None = None, draft_vocab: int |
     32000-token draft vocabulary."""
     if config is None:
         base = head_spec(target, "eagle3", min(draft_vocab or EAGLE3_DRAFT_VOCAB, target.vocab))
-        return Eagle3Head(base, EAGLE3_AUX_STATES, target.hidden, "target's dimensions; no head config given")
+        vocab = (f"draft vocabulary {base.vocab} (eagle3:vocab=N)" if draft_vocab else
+                 f"the draft vocabulary of yuhuili/EAGLE3-LLaMA3.1-Instruct-8B ({EAGLE3_DRAFT_VOCAB})")
+        return Eagle3Head(base, EAGLE3_AUX_STATES, target.hidden,
+                          f"no head config given: the target's layer dimensions, {vocab}; "
+                          "eagle3:config=PATH prices your head")
     path = Path(config)
     path = path / "config.json" if path.is_dir() else path
     try:
