@@ -42,7 +42,7 @@ BREAKDOWN = (
     ("communication", ("t_comm_s",), "#9467bd"),
     ("elementwise", ("t_elementwise_s",), "#8c564b"),
     ("drafting", ("t_draft_s",), "#2ca02c"),
-    ("sampling, launches, drafting loop", ("t_sample_s", "t_launch_s", "t_draft_host_s"), "#bcbd22"),
+    ("sampling, launches,\ndrafting loop", ("t_sample_s", "t_launch_s", "t_draft_host_s"), "#bcbd22"),
     ("exposed host work", ("t_host_exposed_s",), "#7f7f7f"),
 )
 
@@ -231,7 +231,7 @@ def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, tit
     from matplotlib.collections import PolyCollection
 
     n = len(pick["batch"])
-    fig, ax, _ = figure_with_axes(max(7.5, 0.5 * n + 3.2), 5.0, caption, below_in=0.7)
+    fig, ax, _ = figure_with_axes(max(7.5, 0.85 * n + 2.8), 5.0, caption, below_in=0.7)  # room for "eagle3-tree"
     set_title(ax, title)
     if not n:
         empty_note(ax)
