@@ -18,7 +18,9 @@ tokens/s (B = 64 makes 10-20x the tokens of B = 1):
     J = Σ_(B, L) w(B, L) · tokens/s/GPU(B, L, D_B) / best tokens/s/GPU of this engine at (B, L)
 
 J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of
-the candidates. A schedule ("any", "first-max") falls with B wherever that costs no batch more
+the candidates. A plan that loads a drafter keeps its weights and cache at every batch size, D = 0
+included: where the drafter does not fit beside the KV cache, such a plan loses that (batch,
+context) whatever D it sets there (`_Table.with_drafter`). A schedule ("any", "first-max") falls with B wherever that costs no batch more
 than 1% of its best (the non-increasing schedule the best-D figure draws, `pick.non_increasing`);
 it rises only where a longer draft gains more than 1% at that batch. Among settings within 1% of
 each other the one with fewer verified tokens wins (as in `best_per_batch`); among whole plans
@@ -101,6 +103,20 @@ class _Table:
             key = OFF_KEY if key[0] == "none" or key[1] == 0 else (key[0], int(key[1]), int(key[2]))
             self.rows.setdefault(key, np.full(len(cell), np.nan))[i] = thr
         self.plain = self.rows[OFF_KEY]
+
+    def with_drafter(self, label: str) -> "_Table":
+        """The table as a plan that loads `label`'s drafter sees it: plain decoding (D = 0 in a
+        schedule) only where some setting of that drafter fits in memory. Its weights and cache
+        stay loaded whatever D a batch size gets, so D = 0 does not bring back the memory they
+        take (a batch and context that fit plain decoding alone are lost to such a plan)."""
+        out = object.__new__(_Table)
+        out.__dict__.update(self.__dict__)
+        loaded = np.zeros(len(self.cells), dtype=bool)
+        for key, row in self.rows.items():
+            if key[0] == label:
+                loaded |= np.isfinite(row)
+        out.rows = {**self.rows, OFF_KEY: np.where(loaded, self.plain, np.nan)}
+        return out
 
     def score(self, key, norm: np.ndarray) -> np.ndarray:
         """S[B] = Σ_L w(B, L) · thr / norm (infeasible cells count 0)."""
@@ -227,26 +243,27 @@ def _plan_one(name: str, engine, result, weights: pd.Series) -> EnginePlan:
     reach = list(dict.fromkeys(reach))
     norm = np.nanmax(np.vstack([table.rows[k] for k in reach]), axis=0)  # the engine's best per cell
     cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
-              "no speculative options")]
+              "no speculative options", table)]
     for label, support in runnable.items():
+        loaded = table.with_drafter(label)
         for mode in support.modes:
-            c = _candidates(table, label, mode, label.split(":")[0] in TREE_MECHANISMS, norm)
+            c = _candidates(loaded, label, mode, label.split(":")[0] in TREE_MECHANISMS, norm)
             if c is not None:
-                cands.append((c[0], mode.name, label, c[1], mode.how))
+                cands.append((c[0], mode.name, label, c[1], mode.how, loaded))
     top = max(c[0] for c in cands)
     near = [c for c in cands if c[0] >= (1.0 - PLAN_TIE) * top]
-    j, mode, label, picks, how = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))
-    rows = _rows(table, frame, picks, reach)
+    j, mode, label, picks, how, seen = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))
+    rows = _rows(seen, frame, picks, reach, table.plain)
     thr = float((rows["tokens_per_s_per_gpu"] * rows["weight"]).sum())
     return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta))
 
 
-def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list) -> pd.DataFrame:
-    """Per planned (batch, context): the plan's setting and its loss against the engine's best."""
+def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list, plain: np.ndarray) -> pd.DataFrame:
+    """Per planned (batch, context): the plan's setting (as `table`, the plan's view, prices it)
+    and its loss against the engine's best, plain decoding without a drafter included."""
     cell_key = [picks[i] for i in table.cell_batch]
     thr = np.array([table.rows[k][c] for c, k in enumerate(cell_key)], dtype=float)
-    plain = table.plain
-    reach_thr = np.vstack([table.rows[k] for k in reach])
+    reach_thr = np.vstack([plain if k == OFF_KEY else table.rows[k] for k in reach])
     best_i = np.nanargmax(np.nan_to_num(reach_thr, nan=-1.0), axis=0)
     best = reach_thr[best_i, np.arange(len(plain))]
     feasible = frame[frame["feasible"]]

@@ -227,3 +227,17 @@ def test_reprice_equals_a_sweep_priced_with_that_engine():
     assert engine_pricing(direct, "vllm").meta["engine"] == "vllm"
     plans = plan_engines(direct)
     assert plans["sglang"].engine_profile.startswith("sglang") and plans["vllm"].engine_profile.startswith("vllm")
+
+
+def test_a_loaded_drafter_keeps_its_memory_at_d_0():
+    """At B = 13 plain decoding of llama-3.1-8b fits 32k-token contexts on one H100 and EAGLE-3
+    does not (its head and cache take the last GB). Setting D = 0 at B = 13 does not unload the
+    head, so a schedule cannot win that cell back by switching off there (until 2026-12-03 the
+    vLLM plan went D 7 7 0 7 for B = 1, 8, 13, 16 to do just that); the plan says it loses it."""
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 13, 16], [0, 3, 7], contexts=[1024, 32768])
+    f = r.frame.set_index(["mechanism", "batch", "context"])
+    assert f.loc[("none", 13, 32768), "feasible"].all() and not f.loc[("eagle3", 13, 32768), "feasible"].any()
+    plan = plan_engines(r, engines=["vllm"])["vllm"]
+    rows = plan.rows.set_index(["batch", "context"])
+    assert plan.mechanism == "eagle3" and rows.loc[(13, 1024), "draft_len"] > 0
+    assert not rows.loc[(13, 32768), "feasible"] and rows.loc[(13, 32768), "loss_vs_best"] == 1.0
