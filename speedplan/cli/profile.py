@@ -33,7 +33,7 @@ def bench(
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a point timed while other processes ran"),
     visits: Optional[int] = typer.Option(None, "--visits", help="visits per block of points (fresh buffers each), median of their medians (default 1)"),
-    interleave: bool = typer.Option(True, "--interleave/--one-by-one", help="CPU: time the points that share weights / KV cache together, repeats taking turns (default; see speedplan/data/speedplan/data/profiles/cpu-local/README.md), or each point on its own"),
+    interleave: bool = typer.Option(True, "--interleave/--one-by-one", help="CPU: time the points that share weights / KV cache together, repeats taking turns (default; see speedplan/data/profiles/cpu-local/README.md), or each point on its own"),
 ) -> None:
     """Measure GEMM, attention and small-op latencies into a profile folder.
 

@@ -60,8 +60,12 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
     return out
 
 
+UNWEIGHTED = 1e-6  # weight of a planned batch size --batch-weights leaves out, relative to the largest given
+
+
 def serving_weights(servable: pd.DataFrame, batch_weights: dict[int, float] | None) -> pd.Series:
-    """w(B, L) over servable (batch, context) cells: w_B split evenly over B's contexts, Σ = 1."""
+    """w(B, L) over servable (batch, context) cells: w_B split evenly over B's contexts, Σ = 1.
+    Batch sizes `batch_weights` leaves out (or weights 0) get UNWEIGHTED of the largest weight."""
     batches = sorted(servable["batch"].unique())
     if batch_weights is None:
         wb = {b: 1.0 for b in batches}
@@ -74,6 +78,10 @@ def serving_weights(servable: pd.DataFrame, batch_weights: dict[int, float] | No
         wb = {b: float(batch_weights.get(b, 0.0)) for b in batches}
         if sum(wb.values()) <= 0:
             raise SpeedplanInputError("--batch-weights: every planned batch has weight 0")
+        # a batch size left out (or weighted 0) still gets its own best D, but counts for nothing
+        # in the objective: without this its D would be arbitrary (plain decoding, the first key)
+        floor = UNWEIGHTED * max(wb.values())
+        wb = {b: max(w, floor) for b, w in wb.items()}
     n_ctx = servable.groupby("batch")["context"].transform("count")
     w = servable["batch"].map(wb) / n_ctx
     return pd.Series((w / w.sum()).to_numpy(), index=pd.MultiIndex.from_frame(servable[["batch", "context"]]))

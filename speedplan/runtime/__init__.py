@@ -14,7 +14,9 @@ _EXPORTS = {
     "DrafterOptions": "options", "RunOptions": "options",
     "RunReport": "api", "Target": "api", "encode_prompts": "api", "load_target": "api", "make_drafter": "api",
     "run": "api",
-    "RunResult": "generate", "StepRecord": "generate", "generate": "generate", "speculative_step": "generate",
+    # not `generate` itself: the submodule of that name shadows it once imported (use
+    # `from speedplan.runtime.generate import generate`)
+    "RunResult": "generate", "StepRecord": "generate", "speculative_step": "generate",
     "SamplingParams": "accept",
 }
 

@@ -55,7 +55,11 @@ def draft_tp_options(mechanism: str, tp: int) -> set[int]:
 
 
 def _adaptive(plan: ServingPlan) -> bool:
-    return plan.mode == "adaptive" and plan.mechanism in ("eagle", "eagle3") and bool(plan.schedule)
+    """The plan runs through --speculative-adaptive: the planner chose that mode, or a hand-made
+    plan (no mode) of an EAGLE/EAGLE3 chain whose D changes with the batch size."""
+    chain = plan.mechanism in ("eagle", "eagle3") and plan.tree is None and bool(plan.schedule)
+    varies = len({d for _, _, d in segments(plan)}) > 1
+    return chain and (plan.mode == "adaptive" or (plan.mode == "" and varies))
 
 
 def adaptive_config(plan: ServingPlan) -> dict:
@@ -107,13 +111,16 @@ def _expressed(plan: ServingPlan) -> tuple[str, list[str]]:
         return "per batch-size bucket, through --speculative-adaptive (see the notes).", notes
     used = plan.tree["depth"] if plan.tree else plan.draft_len
     expressed = f"one fixed setting: D = {used} at every batch size."
-    if len({d for _, _, d in segments(plan)}) > 1:
-        expressed = (f"it cannot here: this mechanism has no per-batch-size option in SGLang, so D = {used} "
-                     "(the reference batch size's D) at every batch size.")
+    chain = plan.mechanism in ("eagle", "eagle3") and plan.tree is None
+    varies = len({d for _, _, d in segments(plan)}) > 1
+    if varies:
+        why = ("this plan is the fixed launch (--speculative-adaptive could vary it per bucket)" if chain else
+               "this mechanism has no per-batch-size option in SGLang")
+        expressed = f"it cannot here: {why}, so D = {used} (the reference batch size's D) at every batch size."
     if any(d == 0 for _, _, d in segments(plan)):
         notes.append("speculation cannot be turned off for some batch sizes in a fixed launch; the plan's D = 0 "
                      "ranges run with the fixed D instead.")
-    if plan.mechanism in ("eagle", "eagle3") and plan.tree is None:
+    if chain and not varies:
         notes.append("--speculative-adaptive (topk 1) could vary D per batch-size bucket; this plan does not need it.")
     return expressed, notes
 

@@ -52,7 +52,8 @@ def test_sglang_bench_speculative_lines(tmp_path):
     plain, chain, tree = read_measurements(f, mechanism="eagle3")
     assert plain.mechanism == "none" and plain.value == pytest.approx(7.1) and plain.quantity == "step_ms"
     assert chain.mechanism == "eagle3" and chain.draft_len == 3 and chain.acceptance_length == 2.6
-    assert tree.mechanism == "eagle-tree:topk=4" and tree.tree_nodes == 15
+    assert tree.mechanism == "eagle3-tree:topk=4" and tree.tree_nodes == 15  # the tree of the head named
+    assert read_measurements(f, mechanism="eagle")[2].mechanism == "eagle-tree:topk=4"
     # the script launches each server with --max-running-requests equal to the batch size
     assert {m.max_running for m in (plain, chain, tree)} == {4}
 

@@ -177,7 +177,18 @@ def test_batch_weights_change_the_plan():
     high = plan_engines(r, {1: 0.0, 64: 1.0}, ["sglang"])["sglang"]
     assert low.mode == high.mode == "fixed"
     assert low.rows.draft_len.iloc[0] > high.rows.draft_len.iloc[0]
-    assert low.rows.set_index("batch").weight.to_dict() == {1: 1.0, 64: 0.0}
+    weights = low.rows.set_index("batch").weight
+    assert weights[1] == pytest.approx(1.0) and 0 < weights[64] < 1e-5  # left out: planned, not counted
+
+
+def test_batch_sizes_left_out_of_the_weights_still_get_their_own_d():
+    """--batch-weights 1=4,8=2 on the default: B = 16..64 count for nothing, but the schedule
+    still gives them the D they would get anyway (until 2026-12-03: D = 0 there, "worst loss 65%")."""
+    r = sweep()
+    weighted = plan_engines(r, {1: 4.0, 8: 2.0}, ["vllm"])["vllm"]
+    uniform = plan_engines(r, None, ["vllm"])["vllm"]
+    d = lambda p: p.rows.drop_duplicates("batch").set_index("batch").draft_len
+    assert (d(weighted) > 0).all() and d(weighted).to_dict() == d(uniform).to_dict()
 
 
 def test_batch_weights_parse_and_refuse(tmp_path):

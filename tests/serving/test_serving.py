@@ -192,7 +192,8 @@ def test_unknown_target_gets_placeholder_head():
 # ---- SGLang ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "eagle3", "eagle-tree", "eagle3-tree", "mtp"])
 def test_sglang_flags_are_checked_names(mechanism):
-    text = render_sglang(plan(mechanism))["sglang_launch.sh"]
+    chain_head = mechanism in ("eagle", "eagle3")  # a hand-made plan of these goes adaptive (next test)
+    text = render_sglang(plan(mechanism, mode="fixed") if chain_head else plan(mechanism))["sglang_launch.sh"]
     argv = shell_command(text)
     assert argv[:3] == ["python", "-m", "sglang.launch_server"]
     flags = flag_values(argv)
@@ -206,7 +207,11 @@ def test_sglang_flags_are_checked_names(mechanism):
         assert (steps, topk, tokens) == (5, 4, 17)
     else:
         assert tokens == 4 + 1  # the reference D plus the root token
-    assert "no per-batch-size option" in text  # a fixed launch of a varying plan says so
+    # a fixed launch of a varying plan says so, and why
+    assert ("this plan is the fixed launch (--speculative-adaptive could vary it" if chain_head
+            else "no per-batch-size option") in text
+    if chain_head:  # the same plan made by hand (no mode) runs adaptive, since its D varies
+        assert "sglang_adaptive_config.json" in render_sglang(plan(mechanism))
 
 
 def test_sglang_adaptive_config_pins_the_plan_per_bucket():

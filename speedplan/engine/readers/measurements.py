@@ -186,7 +186,8 @@ def read_vllm_bench(path: Path, data, acceptance=_no_acceptance) -> list[Measure
 
 def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Measurement]:
     """JSON lines of SGLang's bench_speculative.py; steps = 0 rows are plain decoding. The
-    file does not say which drafter ran: `mechanism` (eagle or eagle3) does."""
+    file does not say which drafter ran: `mechanism` (eagle or eagle3) does, and a row with
+    topk > 1 (or more draft tokens than steps + 1) is that head's tree (eagle3-tree:topk=K)."""
     out = []
     for i, line in enumerate(lines, start=1):
         if not line.strip():
@@ -203,8 +204,8 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
         draft_tokens = _number(rec, "num_draft_tokens", where, True, required=False) or (steps + 1)
         if steps == 0:
             mech, nodes = "none", None
-        elif topk > 1 or draft_tokens > steps + 1:
-            mech, nodes = f"eagle-tree:topk={topk}", draft_tokens - 1
+        elif topk > 1 or draft_tokens > steps + 1:  # the tree of the head `mechanism` names
+            mech, nodes = f"{mechanism.split(':')[0].removesuffix('-tree')}-tree:topk={topk}", draft_tokens - 1
         else:
             mech, nodes = mechanism, None
         if _number(rec, "step_time", where) <= 0:
