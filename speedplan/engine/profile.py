@@ -253,5 +253,6 @@ def get_engine(name_or_path: str | EngineProfile) -> EngineProfile:
             raise SpeedplanInputError(f"unknown engine {key!r}; engine profiles: {', '.join(preset_names())} "
                                       "(or a JSON file from speedplan calibrate)")
         if not path.is_file():
-            raise SpeedplanInputError(f"{key}: no such engine profile file")
+            raise SpeedplanInputError(f"{key}: " + ("is a folder; give the engine profile's JSON file" if path.is_dir()
+                                                    else "no such engine profile file"))
     return engine_from_json(read_json(path), str(path))

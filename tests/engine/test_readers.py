@@ -119,3 +119,12 @@ def test_repeated_rows_that_contradict_each_other_are_refused(tmp_path):
     f.write_text(f.read_text() + "eagle3,1,3,1024,0.5,2.5\n")
     with pytest.raises(SpeedplanInputError, match=r"m.csv:5: field 'speedup' 0.5 contradicts .*m.csv:2 \(1.5\)"):
         check_consistent(read_measurements(f))
+
+
+def test_a_folder_given_for_a_file_says_so(tmp_path):
+    from speedplan.engine.profile import get_engine
+
+    with pytest.raises(SpeedplanInputError, match="is a folder; give its files"):
+        read_measurements(tmp_path)
+    with pytest.raises(SpeedplanInputError, match="is a folder; give the engine profile's JSON file"):
+        get_engine(str(tmp_path))

@@ -170,3 +170,16 @@ def test_malformed_hf_folders_exit_2(tmp_path):
         r = cli("--prompt", "hi", "--weights", str(folder))
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert word in r.stderr
+
+
+def test_a_trace_path_that_cannot_be_written_fails_before_generating(tmp_path):
+    """--trace inside a file, or on /proc: one line and exit 2 before any weights load (until
+    2026-12-03 the /proc case generated first, then died with a traceback)."""
+    import os
+
+    from speedplan.cli.app import run
+
+    (tmp_path / "f").write_text("")
+    assert run(["run", "--prompt", "hi", "--trace", str(tmp_path / "f" / "t.jsonl")]) == 2
+    if os.path.isdir("/proc/self"):
+        assert run(["run", "--prompt", "hi", "--trace", "/proc/speedplan-trace.jsonl"]) == 2

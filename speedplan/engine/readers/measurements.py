@@ -253,6 +253,8 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=_n
     gives the acceptance length of speculative rows that state none (e.g. from a vLLM /metrics
     scrape)."""
     path = Path(path)
+    if path.is_dir():
+        raise SpeedplanInputError(f"{path}: is a folder; give its files (--measurements {path}/*.csv)")
     if not path.is_file():
         raise SpeedplanInputError(f"{path}: no such measurements file")
     try:
