@@ -42,6 +42,7 @@ the D_1 with the largest J.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,8 +110,7 @@ class _Table:
         schedule) only where some setting of that drafter fits in memory. Its weights and cache
         stay loaded whatever D a batch size gets, so D = 0 does not bring back the memory they
         take (a batch and context that fit plain decoding alone are lost to such a plan)."""
-        out = object.__new__(_Table)
-        out.__dict__.update(self.__dict__)
+        out = copy.copy(self)
         loaded = np.zeros(len(self.cells), dtype=bool)
         for key, row in self.rows.items():
             if key[0] == label:

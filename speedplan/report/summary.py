@@ -190,7 +190,8 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
         where = f"B={worst}" + (f", context {at.context}" if several_contexts else "")
         best = "plain decoding" if at.best_mechanism == "none" else f"{at.best_mechanism} D={at.best_draft_len}"
         if per_b["loss"].max() >= 0.9995:  # the plan's own setting does not fit there
-            setting = f"{p.mechanism} D={at.draft_len}" if at.draft_len else "plain decoding"
+            setting = (f"{p.mechanism} D={at.draft_len}" if at.draft_len else
+                       f"D = 0 with the {p.mechanism} drafter loaded")  # D = 0 does not unload it
             tail = f"worst loss 100% ({where}: {setting} does not fit in memory; {best} does)"
         elif per_b["loss"].max() > 0.0005:
             tail = f"worst loss {100 * per_b['loss'].max():.1f}% ({where}: {best} reaches {at.best_speedup:.2f}x)"

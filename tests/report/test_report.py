@@ -196,6 +196,9 @@ def test_summary_says_which_batches_fit_nowhere_and_why_a_plan_loses_everything(
     rows.loc[rows.batch == 8, ["loss_vs_best", "best_mechanism", "best_draft_len"]] = [1.0, "none", 0]
     text = render_summary(r, plans={"sglang": replace(plan, rows=rows)})
     assert "worst loss 100% (B=8: " in text and "does not fit in memory; plain decoding does)" in text
+    rows.loc[rows.batch == 8, "draft_len"] = 0  # off at B = 8, the drafter still loaded
+    text = render_summary(r, plans={"sglang": replace(plan, rows=rows)})
+    assert f"D = 0 with the {plan.mechanism} drafter loaded does not fit in memory; plain decoding does" in text
     many = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], list(range(1, 41)), [0, 2], contexts=[1024])
     line = next(l for l in render_summary(many, plans=plan_engines(many, engines=["vllm"])).splitlines()
                 if l.startswith("plan per engine"))
