@@ -102,16 +102,28 @@ def short_provenance(result: "SweepResult") -> str:
     with no row of its own adds "extrapolated"); text is the costliest thing to draw, and
     report.html carries the full line."""
     acceptance = result.meta.get("acceptance") or {}
-    parts = []
-    for mech, source in acceptance.items():
-        source = str(source)
-        kind, _, rest = source.split(";")[0].partition(": ")
-        title = re.search(r'"[^"]+"', rest)  # the row's source, as the cases files quote it
-        first = title.group(0) if title else rest.split(", ")[0]
-        text = (f"{kind}: {first}" if first else kind) + (" (extrapolated)" if "no row for" in source else "")
-        parts.append(f"{mech}: {text if len(text) <= 60 else text[:59] + '…'}")
+    parts = [f"{mech}: {short_acceptance(source)}" for mech, source in acceptance.items()]
     return (f"latency: {latency_source(result, notes=False)}; engine profile {result.meta.get('engine', '?')}; "
             f"acceptance: {'; '.join(parts) or 'not stated'}")
+
+
+def short_acceptance(source) -> str:
+    """An acceptance source cut to its kind and the row it came from, e.g. 'published: "EAGLE-3
+    paper Tab.1"' (a draft model with no row of its own adds "extrapolated"), in 60 characters."""
+    source = str(source)
+    kind, _, rest = source.split(";")[0].partition(": ")
+    title = re.search(r'"[^"]+"', rest)  # the row's source, as the cases files quote it
+    first = title.group(0) if title else rest.split(", ")[0]
+    text = (f"{kind}: {first}" if first else kind) + (" (extrapolated)" if "no row for" in source else "")
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def serving_sources(result: "SweepResult", label: str) -> str:
+    """Where a serving config's speedups came from besides its engine profile: the latencies and
+    the acceptance of its mechanism (`label` as the sweep names it)."""
+    acceptance = (result.meta.get("acceptance") or {}).get(label)
+    return (f"latency {latency_source(result, notes=False)}"
+            + (f"; acceptance {short_acceptance(acceptance)}" if acceptance else ""))
 
 
 def no_feasible_message(result: "SweepResult") -> str:

@@ -117,6 +117,7 @@ class ServingPlan:
     per_batch: tuple = ()  # planner rows for the comment: (batch, D, speedup, loss_vs_best)
     context: int | None = None  # context length (tokens) the plan was made for, for comments
     priced_by: str = ""  # the engine profile that priced the plan (name: how its terms were set), for comments
+    sources: str = ""  # where the rest came from (latency, acceptance), for comments
     fits_memory: bool = True  # False: plain decoding fits at no planned batch size (OFF, said in the header)
 
     def __post_init__(self) -> None:

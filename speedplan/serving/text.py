@@ -29,6 +29,8 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
     ]
     if plan.priced_by:
         lines.append(f"Priced with engine profile {plan.priced_by}.")
+    if plan.sources:
+        lines.append(f"Speedups from {plan.sources}.")
     if plan.per_batch:
         lines.append("Planned for this engine" + (f" at context {plan.context} tokens" if plan.context else "")
                      + " (loss: against the best this engine could reach at that batch size):")

@@ -167,6 +167,12 @@ def test_report_folder_has_per_engine_schedule_and_configs(result, tmp_path):
         assert rows.draft_len.astype(int).tolist() == [x["draft_len"] for x in rec["per_batch"]]
         assert rec["engine_profile"].startswith(rows.engine_profile.iloc[0] + ":")  # the name, then its fit
     assert (out / "sensitivity.csv").exists() and (out / "vllm_serve.sh").exists()
+    # each config says where its speedups came from: engine profile, latencies, its mechanism's acceptance
+    for name, rec in recs["engines"].items():
+        text = next(p for p in out.iterdir() if p.name.startswith(name) and p.suffix in (".sh", ".yaml")).read_text()
+        assert f"# Speedups from latency {MEASURED}" in text
+        if rec["mechanism"] != "none":
+            assert 'acceptance published: "' in text
 
 
 def test_a_sliding_window_model_says_so_in_the_header():
