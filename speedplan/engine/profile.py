@@ -255,4 +255,6 @@ def get_engine(name_or_path: str | EngineProfile) -> EngineProfile:
         if not path.is_file():
             raise SpeedplanInputError(f"{key}: " + ("is a folder; give the engine profile's JSON file" if path.is_dir()
                                                     else "no such engine profile file"))
-    return engine_from_json(read_json(path), str(path))
+        return engine_from_json(read_json(path), str(path))
+    # a shipped profile is named by its place in the package, not this machine's install path
+    return engine_from_json(read_json(path), f"speedplan/specs/presets/engines/{path.name} (shipped)")
