@@ -292,8 +292,15 @@ def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridg
     if has_pick:
         ax.scatter(pick["gemm_flops_per_byte"], pick["gemm_flops_per_s"], s=34, marker="D", zorder=4,
                    color=[color(m) for m in pick["mechanism"]], edgecolors="black", linewidths=0.6)
+        groups: list[list] = []  # picks within 0.1 decade of each other share one label ("112, 130")
         for x, y, b, n in rows_of(pick, "gemm_flops_per_byte", "gemm_flops_per_s", "batch", "verify_tokens"):
-            ax.annotate(str(b * n), (x, y), xytext=(-4, 4),
+            near = next((g for g in groups if abs(np.log10(g[0] / x)) < 0.1 and abs(np.log10(g[1] / y)) < 0.1), None)
+            if near is None:
+                groups.append([x, y, [b * n]])
+            else:
+                near[2].append(b * n)
+        for x, y, tokens in groups:
+            ax.annotate(", ".join(map(str, sorted(set(tokens)))), (x, y), xytext=(-4, 4),
                         textcoords="offset points", fontsize=6.5, ha="right")
         entries.append(("◆", "#333333", "picked config (colour:\n   mechanism), label: tokens\n"
                                         "   verified B·(1+D), tree B·(N+1)"))
