@@ -1,21 +1,40 @@
 """Output folders and files, all or nothing, and never over a user's other files.
 
 A command writes a folder into a hidden sibling first and moves it into place once every file is
-there. A folder already at `--out` is replaced only when it is empty or is what the command
-itself writes (a previous report or profile, known by its marker files); anything else, and the
-current folder or one that holds it, is refused in one line before any work is done. A path that
-cannot be written (a read-only or virtual file system, a missing device) is one line too.
+there. A folder already at `--out` is replaced only when it is empty or holds nothing but what the
+command itself writes (a previous report or profile: its marker files, a meta.json of the kind
+the command writes, and only files of the kinds it writes); anything else, and the current folder
+or one that holds it, is refused in one line before any work is done. A symbolic link at `--out`
+is followed: the folder it points to is the one replaced. A path that cannot be written (a
+read-only or virtual file system, a missing device) is one line too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
+
+
+@dataclass(frozen=True)
+class FolderKind:
+    """What a command's output folder holds, so that a previous one can be told from a user's."""
+
+    name: str  # "speedplan report", "profile folder"
+    markers: tuple[str, ...]  # files every such folder holds
+    meta_keys: tuple[str, ...]  # keys its meta.json always has
+    suffixes: tuple[str, ...]  # the kinds of file the command writes there (no subfolders)
+
+
+REPORT = FolderKind("speedplan report", ("meta.json", "sweep.csv"), ("command", "version"),
+                    (".csv", ".json", ".html", ".png", ".sh", ".yaml"))
+PROFILE = FolderKind("profile folder", ("meta.json",), ("origin",), (".csv", ".json", ".md", ".txt"))
 
 
 @contextlib.contextmanager
@@ -29,28 +48,52 @@ def writing(path: str | Path, option: str = "--out"):
         raise SpeedplanInputError(f"{option} {path}: cannot write ({e.strerror or e})") from None
 
 
-def check_replaceable(out: str | Path, kind: str, markers: tuple[str, ...], option: str = "--out") -> None:
-    """Refuse `out` unless it is missing, an empty folder, or a folder holding every one of
-    `markers` (the files a `kind` folder always has). The current folder and its parents are
-    refused too: replacing them would pull the floor from under the shell."""
+def target(out: str | Path) -> Path:
+    """Where writing `out` lands: the folder a symbolic link points to, else `out`."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise SpeedplanInputError(f"{option} {out}: exists and is not a folder")
-    here = Path.cwd().resolve()
-    target = out.resolve()
-    if target == here or target in here.parents:
-        raise SpeedplanInputError(f"{option} {out}: is the current folder or holds it; give a new folder name")
-    if not out.is_dir():
-        return
-    entries = sorted(p.name for p in out.iterdir())
-    if entries and not all((out / m).is_file() for m in markers):
-        shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-        raise SpeedplanInputError(f"{option} {out}: folder exists and is not a {kind} (it holds {shown}); "
+    return out.resolve() if out.is_symlink() else out
+
+
+def _ours(out: Path, kind: FolderKind) -> str | None:
+    """Why `out` (an existing, non-empty folder) is not a previous `kind` folder, or None."""
+    entries = sorted(out.iterdir())
+    missing = [m for m in kind.markers if not (out / m).is_file()]
+    if missing:
+        return f"it has no {missing[0]}"
+    try:
+        meta = json.loads((out / "meta.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        meta = None
+    if not isinstance(meta, dict) or any(k not in meta for k in kind.meta_keys):
+        return "its meta.json is not one speedplan wrote"
+    foreign = [p.name for p in entries if not p.is_file() or p.suffix not in kind.suffixes]
+    if foreign:
+        return f"it holds {', '.join(foreign[:3])}{' and more' if len(foreign) > 3 else ''}, which speedplan does not write"
+    return None
+
+
+def check_replaceable(out: str | Path, kind: FolderKind, option: str = "--out") -> None:
+    """Refuse `out` unless it is missing, an empty folder, or a previous `kind` folder holding
+    nothing else (`_ours`). The current folder and its parents are refused too: replacing them
+    would pull the floor from under the shell."""
+    out = target(out)
+    with writing(out, option):
+        if out.exists() and not out.is_dir():
+            raise SpeedplanInputError(f"{option} {out}: exists and is not a folder")
+        here = Path.cwd().resolve()
+        if out.resolve() == here or out.resolve() in here.parents:
+            raise SpeedplanInputError(f"{option} {out}: is the current folder or holds it; give a new folder name")
+        if not out.is_dir() or not any(out.iterdir()):
+            return
+        why = _ours(out, kind)
+    if why:
+        raise SpeedplanInputError(f"{option} {out}: folder exists and is not a {kind.name} ({why}); "
                                   "give a new or empty folder")
 
 
 def staging_folder(out: Path, option: str = "--out") -> Path:
     """A new hidden folder beside `out`, with the permissions a plain mkdir would give."""
+    out = target(out)
     with writing(out, option):
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -61,8 +104,9 @@ def staging_folder(out: Path, option: str = "--out") -> Path:
 
 
 def move_into_place(tmp: Path, out: Path) -> None:
-    """Rename the finished `tmp` to `out`. An old `out` is moved aside first and removed only
-    once the new one is in place (put back if the move fails)."""
+    """Rename the finished `tmp` to `out` (a link's target). An old `out` is moved aside first
+    and removed only once the new one is in place (put back if the move fails)."""
+    out = target(out)
     if not out.exists():
         tmp.rename(out)
         return
@@ -75,3 +119,15 @@ def move_into_place(tmp: Path, out: Path) -> None:
         old.rename(out)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def probe_writable(path: str | Path, option: str) -> None:
+    """Fail now, in one line, if a file cannot be created where `path` will be written: a
+    uniquely named file is made and removed in the nearest existing folder above it (nothing
+    of the user's is touched, no folder is made)."""
+    above = Path(path).absolute().parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    with writing(path, option):
+        with tempfile.NamedTemporaryFile(dir=above, prefix=".speedplan-probe-"):
+            pass

@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from speedplan.cli.options import check_output
-from speedplan.outputs import check_replaceable
+from speedplan.outputs import PROFILE, check_replaceable
 
 app = typer.Typer(help="Check, generate, import or derive profile folders.", no_args_is_help=True,
                           rich_markup_mode=None)
@@ -94,7 +94,7 @@ def roofline(
     from speedplan.profile.tools import write_roofline_profile
 
     check_output(out)
-    check_replaceable(out, "profile folder", ("meta.json",))  # before the work, not after it
+    check_replaceable(out, PROFILE)  # before the work, not after it
     path = write_roofline_profile(hardware, build_grid(grid, device, 1, None, fp8=True), out)
     typer.echo(f"{path}: datasheet roofline of {hardware} (not measured)")
 
@@ -113,7 +113,7 @@ def derive(
     from speedplan.profile.tools import derive_profile
 
     check_output(out)
-    check_replaceable(out, "profile folder", ("meta.json",))  # before the work, not after it
+    check_replaceable(out, PROFILE)  # before the work, not after it
     typer.echo(f"{derive_profile(source, hardware, out)}: derived from {source} for {hardware}")
 
 
@@ -138,6 +138,6 @@ def import_aic(
     from speedplan.profile.import_aic import import_aic as convert
 
     check_output(out)
-    check_replaceable(out, "profile folder", ("meta.json",))  # before the work, not after it
+    check_replaceable(out, PROFILE)  # before the work, not after it
     path = convert(system, backend, version, out, all_heads, moe_routing=moe_routing)
     typer.echo(f"{path}: imported {system} {backend} tables")

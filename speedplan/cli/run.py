@@ -68,17 +68,11 @@ def run(
                    not raw, not no_compare, str(trace) if trace else None, device, options, matmul)
     spec.check()  # bad input fails here, before torch is imported
     if trace:
-        from pathlib import Path
-
         from speedplan.cli.options import check_output
-        from speedplan.outputs import writing
+        from speedplan.outputs import probe_writable
 
         check_output(trace, "--trace", folder=False)
-        with writing(trace, "--trace"):  # a real probe, before minutes of generation
-            probe = Path(trace).with_name(Path(trace).name + ".tmp")
-            Path(trace).parent.mkdir(parents=True, exist_ok=True)
-            probe.touch()
-            probe.unlink()
+        probe_writable(trace, "--trace")  # a real file made and removed, before minutes of generation
 
     from speedplan.runtime.api import run
 

@@ -30,6 +30,7 @@ from speedplan.specs.model import ModelSpec
 # best (`_select`), and the rest keep the base profile's values.
 FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "host_spec_seq_us", "overlap_spec", "overlap_plain",
              "host_token_us")
+SETTINGS = ("spec_max_running",)  # engine settings the pricing applies as given (a cap), never fitted
 IDENTIFIABLE = 1e-3  # smallest relative change of some prediction over a term's whole range
 
 
@@ -214,8 +215,13 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     unknown = [t for t in candidates if t not in TERMS]
     if unknown:
         raise SpeedplanInputError(f"calibrate: unknown term {unknown[0]!r}; terms: {', '.join(TERMS)}")
+    settings = [t for t in candidates if t in SETTINGS]
+    if settings:
+        raise SpeedplanInputError(f"calibrate: {settings[0]} is an engine setting, not fitted: state the server's "
+                                  "cap as a max_running_requests column of the measurements")
     ok, kept = _identifiable(values, candidates, priced)
-    not_tried = {t: _origin(base.terms[t].source) for t in TERMS if t not in candidates}
+    not_tried = {t: _origin(base.terms[t].source) if t not in SETTINGS else "an engine setting, never fitted"
+                 for t in TERMS if t not in candidates}
     n = len(pairs)
     most = n if free is not None else max(1, (n + 1) // 2)
     if len(ok) > most:

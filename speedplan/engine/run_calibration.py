@@ -78,7 +78,7 @@ def render_calibration(result: Calibration) -> str:
         lines.append(f"  kept   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  ({why})")
     for term, why in result.not_tried.items():
         lines.append(f"  base   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  "
-                     f"({why}; not tried unless named in --fit)")
+                     + (f"({why})" if "never fitted" in why else f"({why}; not tried unless named in --fit)"))
     lines.append("  row                                  quantity      measured   predicted  residual  leave-one-out")
     for r in result.rows:
         loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"

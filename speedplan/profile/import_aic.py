@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import check_replaceable, move_into_place, staging_folder
+from speedplan.outputs import PROFILE, check_replaceable, move_into_place, staging_folder
 from speedplan.profile.moe import BALANCED
 from speedplan.profile.aic import BACKENDS, DISTRIBUTION, DTYPES, SYSTEM_PRESETS, AicSource, sha256
 
@@ -266,7 +266,7 @@ def write_profile(tables: dict, meta: dict, out: str | Path) -> Path:
     """Write the folder beside `out`, then move it into place (replacing a profile folder
     there, refusing anything else)."""
     out = Path(out)
-    check_replaceable(out, "profile folder", ("meta.json",))
+    check_replaceable(out, PROFILE)
     tmp = staging_folder(out)
     try:
         for name, frame in tables.items():

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import check_replaceable, move_into_place, staging_folder
+from speedplan.outputs import PROFILE, check_replaceable, move_into_place, staging_folder
 from speedplan.specs.hardware import get_hardware
 from speedplan.profile.attention import AttentionTable
 from speedplan.profile.dense import ANSWERS
@@ -101,7 +101,7 @@ def _cupy_cross_check(path: Path, profile) -> dict | None:
 def _write_profile_folder(out: Path, tables: dict[str, list[dict]], meta: dict, readme: str) -> Path:
     """Write a profile folder (one CSV per table, meta.json, README.md) beside `out` and move
     it into place, replacing a profile folder there and refusing anything else."""
-    check_replaceable(out, "profile folder", ("meta.json",))
+    check_replaceable(out, PROFILE)
     tmp = staging_folder(out)
     try:
         for family, rows in tables.items():

@@ -11,12 +11,10 @@ import json
 import shutil
 from pathlib import Path
 
-from speedplan.outputs import check_replaceable, move_into_place, staging_folder
+from speedplan.outputs import REPORT, check_replaceable, move_into_place, staging_folder
 from speedplan.plan.engine_plan import plan_engines, schedule_frame, serving_plans
 from speedplan.plan.pick import recommendations, sensitivity
 from speedplan.plan.sweep import SweepResult
-
-REPORT_MARKERS = ("meta.json", "sweep.csv")  # every report folder holds these; a folder without them is not ours
 
 
 def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, batch_weights=None) -> list[Path]:
@@ -27,7 +25,7 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
     once the figures are sent, so that planning overlaps drawing). A started
     `speedplan.entry.FigureWorker` draws the figures if given. Returns the final paths."""
     out_dir = Path(out_dir)
-    check_replaceable(out_dir, "speedplan report", REPORT_MARKERS)
+    check_replaceable(out_dir, REPORT)
     tmp = staging_folder(out_dir)
     try:
         from speedplan.report.html import send_figures, write_report

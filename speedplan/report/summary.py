@@ -121,9 +121,8 @@ def short_acceptance(source) -> str:
 def serving_sources(result: "SweepResult", label: str) -> str:
     """Where a serving config's speedups came from besides its engine profile: the latencies and
     the acceptance of its mechanism (`label` as the sweep names it)."""
-    acceptance = (result.meta.get("acceptance") or {}).get(label)
-    return (f"latency {latency_source(result, notes=False)}"
-            + (f"; acceptance {short_acceptance(acceptance)}" if acceptance else ""))
+    acceptance = (result.meta.get("acceptance") or {}).get(label)  # whole: a comment has room for it
+    return f"latency {latency_source(result, notes=False)}" + (f"; acceptance {acceptance}" if acceptance else "")
 
 
 def no_feasible_message(result: "SweepResult") -> str:
@@ -231,10 +230,11 @@ def unplanned_line(result: "SweepResult") -> str | None:
     if plain.empty:
         return f"not planned: at B = {', '.join(map(str, missing))} nothing fits in memory"
     row = plain.loc[plain["memory_bytes"].idxmin()]
-    usable = result.meta.get("memory_bytes", 0) * MEMORY_UTILIZATION
+    need, usable = row["memory_bytes"] / 1e9, result.meta.get("memory_bytes", 0) * MEMORY_UTILIZATION / 1e9
+    digits = 1 if round(need, 1) > round(usable, 1) else 3  # enough digits to show the shortfall
     return (f"not planned: at B = {', '.join(map(str, missing))} nothing fits in memory (plain decoding at "
-            f"B={missing[0]}, context {int(row['context'])} needs {row['memory_bytes'] / 1e9:.1f} GB per GPU; "
-            f"{usable / 1e9:.1f} GB usable)")
+            f"B={missing[0]}, context {int(row['context'])} needs {need:.{digits}f} GB per GPU; "
+            f"{usable:.{digits}f} GB usable)")
 
 
 def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None = None) -> str:

@@ -278,3 +278,29 @@ def test_a_path_that_cannot_be_written_is_one_line(tmp_path, capsys):
     if os.path.isdir("/proc/self"):  # Linux: /proc takes no new files, whoever runs the test
         assert run(["sweep", "--batch", "1", "--out", "/proc/speedplan-report"]) == 2
         assert "cannot write" in capsys.readouterr().err
+
+
+def test_a_report_or_profile_holding_a_users_files_is_not_replaced(tmp_path, monkeypatch):
+    """A meta.json is not enough to make a folder ours: a folder with a user's meta.json and a
+    thesis, or a previous report a user added notes to, is refused whole; a link to a previous
+    report replaces the report it points to and stays a link."""
+    from speedplan.cli.app import run
+
+    monkeypatch.chdir(tmp_path)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "meta.json").write_text("{}")
+    (proj / "thesis.tex").write_text("chapter 1")
+    assert run(["profile", "roofline", "--hardware", "h100-sxm", "--grid", "tiny", "--out", str(proj)]) == 2
+    assert (proj / "thesis.tex").read_text() == "chapter 1"
+    rep = tmp_path / "rep"
+    assert run(["sweep", "--batch", "1", "--draft-len", "0-1", "--out", str(rep)]) == 0
+    (rep / "notes.txt").write_text("mine")
+    assert run(["sweep", "--batch", "1", "--draft-len", "0-1", "--out", str(rep)]) == 2
+    assert (rep / "notes.txt").read_text() == "mine"
+    (rep / "notes.txt").unlink()
+    link = tmp_path / "latest"
+    link.symlink_to(rep)
+    assert run(["sweep", "--batch", "1,2", "--draft-len", "0-1", "--out", str(link)]) == 0
+    assert link.is_symlink() and "2" in (rep / "schedule.csv").read_text().split("\n", 2)[2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "proj", "rep"]  # nothing hidden left behind

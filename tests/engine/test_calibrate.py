@@ -220,3 +220,14 @@ def test_an_unknown_mechanism_for_sglang_rows_is_refused_even_where_unused(tmp_p
     f.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,7.5\n")
     with pytest.raises(SpeedplanInputError, match="--mechanism 'eagle4': unknown mechanism"):
         calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism="eagle4")
+
+
+def test_an_engine_setting_is_never_fitted():
+    """spec_max_running is a cap the pricing applies, not a term a fit can move: naming it is an
+    input error that says how to state a server's cap, and the output calls it a setting."""
+    base = get_engine("sglang")
+    pairs = [(m, _setting()) for m in _measured(_grid(batches=(1, 4, 16)), base.values())]
+    with pytest.raises(SpeedplanInputError, match="spec_max_running is an engine setting"):
+        calibrate(base, pairs, free=["host_step_us", "spec_max_running"])
+    result = calibrate(base, pairs)
+    assert result.not_tried["spec_max_running"] == "an engine setting, never fitted"

@@ -183,3 +183,15 @@ def test_a_trace_path_that_cannot_be_written_fails_before_generating(tmp_path):
     assert run(["run", "--prompt", "hi", "--trace", str(tmp_path / "f" / "t.jsonl")]) == 2
     if os.path.isdir("/proc/self"):
         assert run(["run", "--prompt", "hi", "--trace", "/proc/speedplan-trace.jsonl"]) == 2
+
+
+def test_the_trace_probe_touches_nothing_of_the_users(tmp_path):
+    """The probe makes and removes a uniquely named file; a user's t.jsonl.tmp stays, and a run
+    that fails on another option leaves no folder behind."""
+    from speedplan.cli.app import run
+
+    (tmp_path / "t.jsonl.tmp").write_text("notes")
+    assert run(["run", "--prompt", "hi", "--weights", str(tmp_path / "none.gguf"), "--trace",
+                str(tmp_path / "new" / "t.jsonl")]) == 2
+    assert (tmp_path / "t.jsonl.tmp").read_text() == "notes" and not (tmp_path / "new").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl.tmp"]
