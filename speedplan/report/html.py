@@ -129,7 +129,8 @@ def _engine_sections(plans: dict) -> list[str]:
              '<p class="note">Each engine gets one mechanism and the draft lengths it can express (vLLM: any D per '
              "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3 chains; TensorRT-LLM: "
              "draft_len_schedule, no D above batch 1's), chosen for the largest weighted mean of tokens/s/GPU over "
-             "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: speculation off. Loss: against the best any setting of that engine reaches "
+             "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: speculation off "
+             "(a loaded drafter keeps its memory: where it leaves no room, the cell does not fit). Loss: against the best any setting of that engine reaches "
              "at that batch size; loss vs any: against the best row of the sweep under the same engine profile, whatever "
              "engine could run it. Each engine's plan is priced with its own engine profile (the sweep's --engine "
              "for the engine it describes, the shipped profile for the others).</p>"]
@@ -139,7 +140,8 @@ def _engine_sections(plans: dict) -> list[str]:
                      f"batch sizes; {plan.tokens_per_s_per_gpu:,.0f} tokens/s/GPU time-weighted; priced with engine "
                      f"profile {_e(plan.engine_profile)}</p>")
         rows = [{"B": str(int(r.batch)), "context": str(int(r.context)), "D": str(int(r.draft_len)),
-                 "verified/seq": str(int(r.verify_tokens)), "speedup": f"{r.speedup:.2f}x",
+                 "verified/seq": str(int(r.verify_tokens)),
+                 "speedup": f"{r.speedup:.2f}x" if r.feasible else "does not fit in memory",
                  "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
                  "best": f"{r.best_mechanism} D={int(r.best_draft_len)} {r.best_speedup:.2f}x",
                  "loss vs any": f"{100 * r.loss_vs_any:.1f}%"} for r in plan.rows.itertuples()]

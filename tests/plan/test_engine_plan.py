@@ -252,3 +252,6 @@ def test_a_loaded_drafter_keeps_its_memory_at_d_0():
     rows = plan.rows.set_index(["batch", "context"])
     assert plan.mechanism == "eagle3" and rows.loc[(13, 1024), "draft_len"] > 0
     assert not rows.loc[(13, 32768), "feasible"] and rows.loc[(13, 32768), "loss_vs_best"] == 1.0
+    from speedplan.report.html import _engine_sections  # the report says why, not "0.00x"
+
+    assert "does not fit in memory" in "".join(_engine_sections({"vllm": plan}))
