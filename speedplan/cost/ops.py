@@ -186,10 +186,26 @@ def shipped_profile(name: str) -> Path | None:
     return meta.parent if meta.exists() and _measured(meta) else None
 
 
+LATENCY_ORIGINS = {  # a cost model's origin as outputs name it (a measured profile's own label otherwise)
+    "measured": "measured profile",
+    "derived": "derived profile",
+    "datasheet-roofline": "datasheet roofline",
+    "datasheet": "datasheet roofline",
+}
+
+
+def latency_label(origin: str, name: str = "", roofline_fit: str = "") -> str:
+    """Where latencies come from, as every output says it: "measured (AIConfigurator 0.12, vLLM
+    0.24 kernels) h100-sxm", or "datasheet roofline a100-80gb (roofline efficiencies fitted to
+    h100-sxm, h200-sxm, b200)" (`roofline_fit`: `specs.fallback.describe_fit` of the preset)."""
+    text = f"{LATENCY_ORIGINS.get(origin, origin)} {name}".strip()
+    return text + (f" ({roofline_fit})" if origin == "datasheet" and roofline_fit else "")
+
+
 def latency_origin(name: str) -> str:
-    """What `speedplan sweep --hardware NAME` prices with, as reports print it: a shipped
-    profile's label ("measured (AIConfigurator 0.12, vLLM 0.24 kernels)", "measured profile")
-    or "datasheet roofline"."""
+    """What `speedplan sweep --hardware NAME` prices with, as the hardware table prints it: a
+    shipped profile's label ("measured (AIConfigurator 0.12, vLLM 0.24 kernels)") or the
+    datasheet roofline and what its fallback was fitted to."""
     import json
 
     folder = shipped_profile(name)
@@ -197,9 +213,9 @@ def latency_origin(name: str) -> str:
         from speedplan.specs.fallback import describe_fit
         from speedplan.specs.hardware import get_hardware
 
-        return f"datasheet roofline ({describe_fit(get_hardware(name).roofline_fit)})"
+        return latency_label("datasheet", "", describe_fit(get_hardware(name).roofline_fit))
     meta = json.loads((folder / "meta.json").read_text())
-    return str(meta.get("origin_label") or f"{meta.get('origin', 'measured')} profile")
+    return latency_label(str(meta.get("origin_label") or f"{meta.get('origin', 'measured')} profile"))
 
 
 def load_cost_model(hardware: str | Path) -> CostModel:

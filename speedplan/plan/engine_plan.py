@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from speedplan.cost.ops import latency_label
 from speedplan.plan.batch_weights import serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, non_increasing
 
@@ -324,15 +325,19 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
     from speedplan.serving import ServingPlan
 
     meta = result.meta
+    latency = latency_label(meta.get("cost_origin", "datasheet"), meta.get("profile") or meta.get("hardware", ""),
+                            meta.get("roofline_fit", ""))
     out = {}
     for name, plan in plans.items():
         rows = plan.rows
+        acceptance = (meta.get("acceptance") or {}).get(plan.mechanism)  # whole: a comment has room for it
+        sources = f"latency {latency}" + (f"; acceptance {acceptance}" if acceptance else "")
         context = int(rows["context"].min()) if len(rows) else None
         at = rows[rows["context"] == context].sort_values("batch") if len(rows) else rows
         per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best))
                           for r in at.itertuples())
         common = dict(model=meta["model"]["model"], tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
-                      per_batch=per_batch, context=context, priced_by=plan.engine_profile)
+                      per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources)
         if plan.mechanism == "none":
             out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0, **common)
             continue

@@ -46,13 +46,7 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
         files += ["sweep.csv", "pareto.csv", "recommendations.json", "schedule.csv", "sensitivity.csv"]
         from speedplan.serving import write_serving_configs
 
-        from dataclasses import replace
-
-        from speedplan.report.summary import serving_sources
-
-        serving = {name: replace(sp, sources=serving_sources(result, plans[name].mechanism))
-                   for name, sp in serving_plans(result, plans).items()}
-        files += [p.name for p in write_serving_configs(serving, tmp)]
+        files += [p.name for p in write_serving_configs(serving_plans(result, plans), tmp)]
         (tmp / "meta.json").write_text(json.dumps(result.meta, indent=1, default=str) + "\n")
         files.append("meta.json")
         write_report(result, tmp, files, worker=worker, figures=figures, plans=plans,

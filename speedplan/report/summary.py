@@ -10,17 +10,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from speedplan.cost.ops import latency_label
 from speedplan.specs.model import attention_label
 
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
 
-LATENCY_ORIGINS = {
-    "measured": "measured profile",
-    "derived": "derived profile",
-    "datasheet-roofline": "datasheet roofline",
-    "datasheet": "datasheet roofline",
-}
 
 
 def report_context(frame: pd.DataFrame) -> int | None:
@@ -40,10 +35,7 @@ def latency_source(result: "SweepResult", notes: bool = True) -> str:
     were priced partly outside the measured range, when a profile was used."""
     meta = result.meta
     origin = meta.get("cost_origin", "datasheet")
-    name = meta.get("profile") or meta.get("hardware", "?")
-    text = f"{LATENCY_ORIGINS.get(origin, origin)} {name}"
-    if origin == "datasheet" and meta.get("roofline_fit"):
-        text += f" ({meta['roofline_fit']})"
+    text = latency_label(origin, meta.get("profile") or meta.get("hardware", "?"), meta.get("roofline_fit", ""))
     frame = result.frame
     if origin in ("datasheet", "datasheet-roofline") or not notes:
         return text
@@ -116,13 +108,6 @@ def short_acceptance(source) -> str:
     first = title.group(0) if title else rest.split(", ")[0]
     text = (f"{kind}: {first}" if first else kind) + (" (extrapolated)" if "no row for" in source else "")
     return text if len(text) <= 60 else text[:59] + "…"
-
-
-def serving_sources(result: "SweepResult", label: str) -> str:
-    """Where a serving config's speedups came from besides its engine profile: the latencies and
-    the acceptance of its mechanism (`label` as the sweep names it)."""
-    acceptance = (result.meta.get("acceptance") or {}).get(label)  # whole: a comment has room for it
-    return f"latency {latency_source(result, notes=False)}" + (f"; acceptance {acceptance}" if acceptance else "")
 
 
 def no_feasible_message(result: "SweepResult") -> str:
@@ -219,22 +204,16 @@ def unplanned_line(result: "SweepResult") -> str | None:
     """The swept batch sizes at which nothing fits in memory, or None: they drop out of every
     table, and the terminal says so (with what the smallest of them needs) instead of leaving
     them out in silence."""
-    from speedplan.plan.sweep import MEMORY_UTILIZATION
+    from speedplan.plan.sweep import plain_memory_need
 
     frame = result.frame
     fits = set(frame.loc[frame["feasible"], "batch"])
     missing = sorted(set(frame["batch"]) - fits)
     if not missing or not fits:
         return None
-    plain = frame[(frame["batch"] == missing[0]) & (frame["mechanism"] == "none")]
-    if plain.empty:
-        return f"not planned: at B = {', '.join(map(str, missing))} nothing fits in memory"
-    row = plain.loc[plain["memory_bytes"].idxmin()]
-    need, usable = row["memory_bytes"] / 1e9, result.meta.get("memory_bytes", 0) * MEMORY_UTILIZATION / 1e9
-    digits = 1 if round(need, 1) > round(usable, 1) else 3  # enough digits to show the shortfall
-    return (f"not planned: at B = {', '.join(map(str, missing))} nothing fits in memory (plain decoding at "
-            f"B={missing[0]}, context {int(row['context'])} needs {need:.{digits}f} GB per GPU; "
-            f"{usable:.{digits}f} GB usable)")
+    need = (f" ({plain_memory_need(result, missing[0])})" if (frame.loc[frame["batch"] == missing[0], "mechanism"]
+                                                             == "none").any() else "")
+    return f"not planned: at B = {', '.join(map(str, missing))} nothing fits in memory{need}"
 
 
 def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None = None) -> str:

@@ -268,11 +268,11 @@ def _preset_model(name: str) -> ModelSpec:
 def get_model(name_or_path: str) -> ModelSpec:
     """A preset name (`llama-3.1-8b`), a config.json path, or a folder holding config.json.
     A user's file is read at every call (it may have been edited since); presets once."""
-    from speedplan.specs.hf_config import from_hf_config
-
     key = str(name_or_path).strip()
     if (PRESET_DIR / f"{key.lower()}.json").exists():
         return _preset_model(key.lower())
+    from speedplan.specs.hf_config import from_hf_config
+
     path = Path(key)
     if path.is_dir():
         path = path / "config.json"
