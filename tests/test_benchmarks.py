@@ -51,6 +51,38 @@ def test_fit_engine_profiles_matches_the_shipped_files():
     assert done.stdout.count("eagle-tree:topk=4 B=32 D=3") == 1
 
 
+@pytest.mark.skipif(not (BENCHMARKS.parents[1] / "shared" / "cases" / "engine_measurements.csv").exists(),
+                    reason="../shared/cases (the sweep's rows) is not next to this checkout")
+def test_bench_engine_sweeps_checks_the_vllm_sweep_under_each_gpu():
+    done = _run("bench_engine_sweeps.py")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for gpu in ("h100-sxm", "h200-sxm", "b200"):
+        assert f"vllm profile, GPU assumed {gpu}:" in done.stdout
+    assert done.stdout.count("best K per B") == 3
+    # 24 rows (B 1, 2, 4, 8 x K 3..8) priced under each GPU; their measured AL is 1 + the per-position rates
+    assert done.stdout.count("       1          3               2.61         336.0") == 3
+
+
+def test_bench_engine_sweeps_helpers():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import numpy as np
+        import pandas as pd
+        from bench_engine_sweeps import acceptance_length, best_k, per_draft_token_ms, shapes
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert acceptance_length("73%;52%;36%") == pytest.approx(2.61)
+    rows = pd.DataFrame({"batch": [1, 1, 2, 2], "draft_len": [3, 4, 3, 4], "acceptance_length": [2.0, 2.5, 2.0, 2.5]})
+    measured = np.array([100.0, 90.0, 150.0, 160.0])
+    predicted = np.array([80.0, 88.0, 120.0, 180.0])  # picks K = 4 at B = 1 (loses 10%), K = 4 at B = 2 (right)
+    assert best_k(rows, measured, predicted) == [(1, 3, 4, pytest.approx(0.1)), (2, 4, 4, 0.0)]
+    s = shapes(rows, measured)
+    assert list(s["in_b"]) == pytest.approx([1.0, 1.0, 1.5, 160 / 90])
+    assert list(s["in_k"]) == pytest.approx([1.0, 0.9, 1.0, 160 / 150])
+    # B = 1: step 1000·AL/tokens/s = 20 ms at K = 3, 27.8 ms at K = 4
+    assert per_draft_token_ms(rows, measured) == pytest.approx(1000 * 2.5 / 90 - 20.0)
+
+
 @pytest.mark.parametrize("script", ["bench_profiles_vs_aic.py", "bench_moe_routing.py"])
 def test_optional_dependency_missing_is_one_line(script):
     import importlib.util
