@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SHARED_CASES = BENCHMARKS.parents[1] / "shared" / "cases" / "engine_measurements.csv"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -39,8 +40,7 @@ def test_bench_engine_shape_prints_each_engine():
         assert all(0.0 < r < 2.0 for r in ratios)
 
 
-@pytest.mark.skipif(not (BENCHMARKS.parents[1] / "shared" / "cases" / "engine_measurements.csv").exists(),
-                    reason="../shared/cases (the fit's rows) is not next to this checkout")
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the fit's rows) is not next to this checkout")
 def test_fit_engine_profiles_matches_the_shipped_files():
     done = _run("fit_engine_profiles.py", "--check")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -51,36 +51,47 @@ def test_fit_engine_profiles_matches_the_shipped_files():
     assert done.stdout.count("eagle-tree:topk=4 B=32 D=3") == 1
 
 
-@pytest.mark.skipif(not (BENCHMARKS.parents[1] / "shared" / "cases" / "engine_measurements.csv").exists(),
-                    reason="../shared/cases (the sweep's rows) is not next to this checkout")
-def test_bench_engine_sweeps_checks_the_vllm_sweep_under_each_gpu():
-    done = _run("bench_engine_sweeps.py")
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the sweep's rows) is not next to this checkout")
+def test_bench_engine_sweeps_checks_and_refits_the_vllm_sweep_under_each_gpu(monkeypatch):
+    done = _run("bench_engine_sweeps.py", "--fit")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    for gpu in ("h100-sxm", "h200-sxm", "b200"):
-        assert f"vllm profile, GPU assumed {gpu}:" in done.stdout
-    assert done.stdout.count("best K per B") == 3
-    # 24 rows (B 1, 2, 4, 8 x K 3..8) priced under each GPU; their measured AL is 1 + the per-position rates
-    assert done.stdout.count("       1          3               2.61         336.0") == 3
+    gpus = ("h100-sxm", "h200-sxm", "b200", "mi300x", "a100-80gb")
+    blocks = {g: done.stdout.split(f"vllm profile, GPU assumed {g}:")[1].split("vllm profile, GPU assumed")[0] for g in gpus}
+    for gpu, block in blocks.items():
+        assert "best K per B" in block and f"refitted under {gpu}:" in block
+    # the README quotes these: the best K (3) right at every batch size under an H100 and an H200
+    assert "[4 of 4 right" in blocks["h100-sxm"] and "[4 of 4 right" in blocks["h200-sxm"]
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from bench_engine_sweeps import sweep_rows
+
+    rows = sweep_rows(SHARED_CASES)
+    assert len(rows) == 24 and sorted(rows.batch.unique()) == [1, 2, 4, 8] and sorted(rows.draft_len.unique()) == list(range(3, 9))
+    # AL = 1 + the per-position rates (73%, 52%, 36% at K = 3)
+    assert rows[(rows.batch == 1) & (rows.draft_len == 3)].acceptance_length.iloc[0] == pytest.approx(2.61)
 
 
-def test_bench_engine_sweeps_helpers():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import numpy as np
-        import pandas as pd
-        from bench_engine_sweeps import acceptance_length, best_k, per_draft_token_ms, shapes
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    assert acceptance_length("73%;52%;36%") == pytest.approx(2.61)
+def test_bench_engine_sweeps_helpers(monkeypatch):
+    import numpy as np
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from bench_engine_sweeps import best_k, per_draft_token_ms, ratio_to_smallest
+
     rows = pd.DataFrame({"batch": [1, 1, 2, 2], "draft_len": [3, 4, 3, 4], "acceptance_length": [2.0, 2.5, 2.0, 2.5]})
     measured = np.array([100.0, 90.0, 150.0, 160.0])
     predicted = np.array([80.0, 88.0, 120.0, 180.0])  # picks K = 4 at B = 1 (loses 10%), K = 4 at B = 2 (right)
     assert best_k(rows, measured, predicted) == [(1, 3, 4, pytest.approx(0.1)), (2, 4, 4, 0.0)]
-    s = shapes(rows, measured)
-    assert list(s["in_b"]) == pytest.approx([1.0, 1.0, 1.5, 160 / 90])
-    assert list(s["in_k"]) == pytest.approx([1.0, 0.9, 1.0, 160 / 150])
-    # B = 1: step 1000·AL/tokens/s = 20 ms at K = 3, 27.8 ms at K = 4
-    assert per_draft_token_ms(rows, measured) == pytest.approx(1000 * 2.5 / 90 - 20.0)
+    in_b, not_ref = ratio_to_smallest(rows, measured, "draft_len", "batch")
+    assert list(in_b) == pytest.approx([1.0, 1.0, 1.5, 160 / 90]) and list(not_ref) == [False, False, True, True]
+    in_k, not_ref = ratio_to_smallest(rows, measured, "batch", "draft_len")
+    assert list(in_k) == pytest.approx([1.0, 0.9, 1.0, 160 / 150]) and list(not_ref) == [False, True, False, True]
+    # rows in another order and with another index: the ratios follow their rows
+    shuffled = rows.iloc[[3, 1, 2, 0]].set_index(pd.Index([10, 5, 7, 1]))
+    in_b_shuffled, _ = ratio_to_smallest(shuffled, measured[[3, 1, 2, 0]], "draft_len", "batch")
+    assert list(in_b_shuffled) == pytest.approx([160 / 90, 1.0, 1.5, 1.0])
+    # B = 1: steps of 20 ms at K = 3 and 27.8 ms at K = 4 (B·AL / tokens/s)
+    step_s = (rows.batch * rows.acceptance_length).to_numpy() / measured
+    assert per_draft_token_ms(rows, step_s) == pytest.approx(1000 * 2.5 / 90 - 20.0)
 
 
 @pytest.mark.parametrize("script", ["bench_profiles_vs_aic.py", "bench_moe_routing.py"])
