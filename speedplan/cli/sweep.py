@@ -41,7 +41,8 @@ def sweep(
     from speedplan.plan.batch_weights import parse_batch_weights
     from speedplan.plan.engine_plan import plan_engines
     from speedplan.plan.mechanisms import MECHANISMS
-    from speedplan.plan.sweep import memory_shortfall, sweep as run_sweep
+    from speedplan.plan.shortfall import memory_shortfall
+    from speedplan.plan.sweep import sweep as run_sweep
     from speedplan.report.folder import write_outputs
     from speedplan.report.summary import render_summary
 

@@ -206,7 +206,8 @@ def _origin(source: str) -> str:
 
 def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], free: list[str] | None = None,
               name: str | None = None, described: str = "") -> Calibration:
-    """Fit `free` terms (default: FIT_ORDER) of `base` to measurements with their settings."""
+    """Fit `free` terms (default: FIT_ORDER) of `base` to measurements with their settings. The
+    profile is named `name` (default: the base's name + "-calibrated") and read from no file."""
     if not pairs:
         raise SpeedplanInputError("calibrate: no measurements")
     priced = price(pairs, base.terms["spec_max_running"].value)
@@ -244,7 +245,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
              "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
              "setting": s.label}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
-    profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or base.name,
+    profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or f"{base.name}-calibrated",
                               fit={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                                    "base": base.name, "described": described, "fitted": ok, "kept": kept,
                                    "not_tried": not_tried,

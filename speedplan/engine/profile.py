@@ -148,18 +148,22 @@ class EngineProfile:
         return {name: term.value for name, term in self.terms.items()}
 
     def with_terms(self, values: dict[str, float], source: str, **changes) -> "EngineProfile":
-        """A copy with some terms replaced, each marked with `source`."""
+        """A copy with some terms replaced, each marked with `source`. The copy is no longer the
+        file it was read from: its `origin` is "" unless `changes` give one."""
         terms = dict(self.terms)
         for name, value in values.items():
+            if name not in TERMS:
+                raise SpeedplanInputError(f"engine profile {self.name}: unknown term {name!r}; terms: {', '.join(TERMS)}")
             terms[name] = Term(float(value), source)
-        return replace(self, terms=terms, **changes)
+        return replace(self, terms=terms, **{"origin": "", **changes})
 
     def provenance(self) -> str:
         """How the terms were set, e.g. "4 of 10 terms fitted to 12 rows (...), median |residual| 8%;
         the others from documents or stated assumptions"."""
         fitted = [n for n, t in self.terms.items() if t.source.startswith("fitted")]
         if not fitted:
-            return "no term fitted: documents and stated assumptions (see the profile's sources)"
+            return ("no term fitted: documents and stated assumptions (see the profile's sources)"
+                    + self._by_hand())
         fit = self.fit or {}
         latest = [n for n in fit.get("fitted", fitted) if n in fitted]  # this fit's; the rest came with its base
         before = [n for n in fitted if n not in latest]
@@ -172,7 +176,14 @@ class EngineProfile:
             parts.append(f"leave-one-out {fit['loo_median_error']:.1%}")
         earlier = (f"; {', '.join(before)} fitted earlier (base {fit.get('base')}: see its source)"
                    if before else "")
-        return ", ".join(parts) + earlier + "; the others from documents or stated assumptions"
+        return ", ".join(parts) + earlier + self._by_hand() + "; the others from documents or stated assumptions"
+
+    def _by_hand(self) -> str:
+        """"; host_seq_us = 500 set by hand (my guess)" for terms whose source is none of the kinds
+        a shipped or calibrated profile uses (a `with_terms` override, a hand-edited file)."""
+        kinds = ("fitted", "document", "assumption", "measured", "starting point")
+        hand = [(n, t) for n, t in self.terms.items() if not t.source.startswith(kinds)]
+        return "".join(f"; {n} = {t.value:g} set by hand ({t.source})" for n, t in hand)
 
     def running(self, batch, speculative) -> np.ndarray:
         """Requests one step of this engine runs (`running_requests` with its spec_max_running)."""
@@ -240,11 +251,16 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
 
 
-def get_engine(name_or_path: str | EngineProfile) -> EngineProfile:
-    """A shipped engine profile by name (`vllm`, `sglang`, `trtllm`, `speedplan-runtime`) or a
-    JSON file written by `speedplan calibrate`."""
+def get_engine(name_or_path: str | Path | EngineProfile) -> EngineProfile:
+    """A shipped engine profile by name (`vllm`, `sglang`, `trtllm`, `speedplan-runtime`), a
+    JSON file written by `speedplan calibrate`, or a profile (or a Calibration's) as it is."""
     if isinstance(name_or_path, EngineProfile):
         return name_or_path
+    if hasattr(name_or_path, "profile") and isinstance(name_or_path.profile, EngineProfile):
+        return name_or_path.profile  # a Calibration: the profile it fitted
+    if not isinstance(name_or_path, (str, Path)):
+        raise SpeedplanInputError(f"engine: expected a profile name, a JSON file or an EngineProfile, "
+                                  f"got {type(name_or_path).__name__}")
     key = str(name_or_path).strip()
     path = PRESET_DIR / f"{key.lower()}.json"
     if not path.exists():

@@ -10,7 +10,7 @@ import numpy as np
 
 from speedplan.engine.calibrate import Calibration, Setting, calibrate
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
-from speedplan.engine.readers.measurements import check_consistent, read_measurements
+from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
 from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import writing
@@ -20,23 +20,56 @@ from speedplan.plan.mechanisms import MECHANISMS
 def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list, mechanism: str = "eagle3",
                     free: list[str] | None = None, name: str | None = None) -> Calibration:
     """Fit `engine`'s terms to every row of `files`, all run on (model, hardware, tp)."""
+    if mechanism.split(":")[0] not in MECHANISMS:  # named for SGLang bench rows; wrong even where unused
+        raise SpeedplanInputError(f"--mechanism {mechanism!r}: unknown mechanism; use one of {', '.join(sorted(MECHANISMS))}")
+    setting = _setting(model, hardware, tp)
+    scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
+    acceptance = _scrape_acceptance([read_vllm_metrics(f) for f in scrapes])
+    rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
+    if not rows:
+        raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
+    described = f"{', '.join(Path(f).name for f in files)}; {setting.label}"
+    return _fit(engine, rows, setting, free, name, described)
+
+
+def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineProfile = "vllm", rows=(),
+                   free: list[str] | None = None, name: str | None = None, described: str = "") -> Calibration:
+    """`speedplan calibrate` from Python: fit `engine`'s terms (a name, a JSON file or a profile)
+    to `rows` measured on (model, hardware, tp), with the same checks as the command (the TP the
+    model can run, rows that contradict each other). `rows`: Measurement records, dicts keyed
+    like the CSV's columns, or a DataFrame with those columns (docs/engine.md, "Calibrating").
+
+        cal = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", [
+            {"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "tpot_ms": 7.0},
+            {"mechanism": "eagle3", "batch": 8, "draft_len": 3, "context": 1024, "speedup": 1.8,
+             "acceptance_length": 2.8}], name="my-vllm")
+        sweep(engine=cal.profile)
+    """
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a DataFrame
+        rows = rows.to_dict("records")
+    rows = list(rows)
+    if not rows:
+        raise SpeedplanInputError("calibrate: no measurements")
+    records = [r for r in rows if isinstance(r, Measurement)]
+    if records and len(records) != len(rows):
+        raise SpeedplanInputError("calibrate: rows mix Measurement records and dicts; give one kind")
+    measured = records or measurements_from_rows(rows)
+    setting = _setting(model, hardware, tp)
+    return _fit(engine, measured, setting, free, name, f"{described or 'measurements given in Python'}; {setting.label}")
+
+
+def _setting(model: str, hardware: str, tp: int) -> Setting:
     from speedplan.cost.ops import load_cost_model
     from speedplan.specs.model import get_model
 
     target = get_model(model)
     target.check_tp(tp)
-    if mechanism.split(":")[0] not in MECHANISMS:  # named for SGLang bench rows; wrong even where unused
-        raise SpeedplanInputError(f"--mechanism {mechanism!r}: unknown mechanism; use one of {', '.join(sorted(MECHANISMS))}")
-    setting = Setting(target, load_cost_model(hardware), tp, f"{target.name} on {hardware}, TP={tp}")
-    scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
-    acceptance = _scrape_acceptance([read_vllm_metrics(f) for f in scrapes])
-    rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
+    return Setting(target, load_cost_model(hardware), tp, f"{target.name} on {hardware}, TP={tp}")
+
+
+def _fit(engine, rows: list[Measurement], setting: Setting, free, name, described: str) -> Calibration:
     check_consistent(rows)
-    if not rows:
-        raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
-    base = get_engine(engine)
-    described = f"{', '.join(Path(f).name for f in files)}; {setting.label}"
-    return calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
+    return calibrate(get_engine(engine), [(m, setting) for m in rows], free, name=name, described=described)
 
 
 def _is_metrics(path: Path) -> bool:

@@ -46,17 +46,32 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
             if not eq:
                 raise SpeedplanInputError(f"--batch-weights {text!r}: expected BATCH=WEIGHT pairs like 1=4,8=2 or a file")
             pairs.append((b, w, f"--batch-weights {item!r}"))
+    return _checked(pairs, "--batch-weights")
+
+
+def batch_weights_arg(value) -> dict[int, float] | None:
+    """What `plan_engines` takes from a Python caller: None, {batch: weight} (keys may be text,
+    as json.load gives them), or the CLI's text ("1=4,8=2" or a file), checked alike."""
+    if value is None or isinstance(value, (str, Path)):
+        return parse_batch_weights(None if value is None else str(value))
+    if not isinstance(value, dict):
+        raise SpeedplanInputError(f"batch_weights: expected {{batch: weight}} or text like '1=4,8=2', "
+                                  f"got {type(value).__name__}")
+    return _checked([(k, v, f"batch_weights[{k!r}]") for k, v in value.items()], "batch_weights")
+
+
+def _checked(pairs: list[tuple[object, object, str]], name: str) -> dict[int, float]:
     out: dict[int, float] = {}
     for b, w, where in pairs:
         try:
-            batch, weight = int(str(b)), float(str(w))
+            batch, weight = int(str(b).strip()), float(str(w).strip())
         except ValueError:
             raise SpeedplanInputError(f"{where}: batch must be an integer and weight a number") from None
         if batch < 1 or not 0 <= weight < float("inf") or batch in out:
             raise SpeedplanInputError(f"{where}: batch must be >= 1 and listed once, weight a finite number >= 0")
         out[batch] = weight
     if not out or sum(out.values()) <= 0:
-        raise SpeedplanInputError("--batch-weights: give at least one positive weight")
+        raise SpeedplanInputError(f"{name}: give at least one positive weight")
     return out
 
 

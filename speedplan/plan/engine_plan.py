@@ -49,10 +49,16 @@ import numpy as np
 import pandas as pd
 
 from speedplan.cost.ops import latency_label
-from speedplan.plan.batch_weights import serving_weights
+from speedplan.plan.batch_weights import batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, non_increasing
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
+# A schedule rises (a longer draft at a larger batch) only where that gains more than this: the
+# median error of interpolating a measured GEMM latency from its neighbours (2.6-3.3% on H100,
+# H200 and B200: benchmarks/bench_profiles_vs_aic.py). Smaller gains are the tile grid's steps
+# in the profile (B·(1+D) crossing 32, 64, 128 tokens), which the op model cannot price that
+# finely, and they made schedules zigzag (8, 7, 8, 7, ...) across neighbouring batch sizes.
+RISE_GAIN = 0.03
 _SIMPLE = {"off": 0, "fixed": 1}
 OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain decoding
 
@@ -166,16 +172,18 @@ def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray
 def _falling(s: dict, allowed: list, nb: int) -> list:
     """An "any" plan: the non-increasing schedule (in verified tokens) that keeps every batch
     within TIE_TOLERANCE of its best where it can (`pick.non_increasing`, as the best-D figure
-    draws it), except at a batch where a longer draft beats it by more than TIE_TOLERANCE (the
-    engine can express a rise; a rise within the tolerance is noise of the tile grid, and a
-    schedule that goes 8, 6, 7 reads as one)."""
+    draws it), except at a batch where a longer draft beats it by more than RISE_GAIN (the
+    engine can express a rise; a smaller gain is the tile grid's, and a schedule that goes
+    8, 6, 7 reads as one)."""
     score = np.array([[s[k][i] for k in allowed] for i in range(nb)])
     top = score.max(axis=1, keepdims=True)
     rel = np.minimum(np.divide(score, top, out=np.zeros_like(score), where=top > 0), 1.0 - TIE_TOLERANCE)
-    picks = [allowed[j] for j in non_increasing(rel)]
+    order = non_increasing(rel)
+    picks = [allowed[j] for j in order]
     for i in range(nb):
-        best = _best_of({k: s[k][i] for k in allowed}, allowed)
-        if s[best][i] > (1.0 + TIE_TOLERANCE) * s[picks[i]][i]:
+        longer = allowed[order[i] + 1:]  # a rise above the non-increasing schedule (a dip below it was weighed there)
+        best = _best_of({k: s[k][i] for k in longer}, longer) if longer else None
+        if best is not None and s[best][i] > (1.0 + RISE_GAIN) * s[picks[i]][i]:
             picks[i] = best
     return picks
 
@@ -211,12 +219,13 @@ def _profile_text(meta: dict) -> str:
     return f"{meta.get('engine', '?')}: {meta.get('engine_fit', '')}".rstrip(": ")
 
 
-def plan_engines(result, batch_weights: dict[int, float] | None = None, engines=None) -> dict[str, EnginePlan]:
+def plan_engines(result, batch_weights: dict[int, float] | str | None = None, engines=None) -> dict[str, EnginePlan]:
     """The plan of every serving engine (or of the `engines` named) for this sweep, each
     priced through its own engine profile (`engine_pricing`)."""
     from speedplan.serving import ENGINES, engine_module
 
-    names = list(engines) if engines else list(ENGINES)
+    batch_weights = batch_weights_arg(batch_weights)
+    names = ([engines] if isinstance(engines, str) else list(engines)) if engines else list(ENGINES)
     modules = {n: engine_module(n) for n in names}  # unknown names fail before any work
     frame = result.frame
     plain = (frame["mechanism"] == "none") | (frame["draft_len"] == 0)

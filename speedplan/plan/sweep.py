@@ -33,6 +33,7 @@ from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
+from speedplan.plan.sweep_inputs import acceptance_arg, axis, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
 from speedplan.specs.fallback import describe_fit
 
@@ -54,6 +55,13 @@ class SweepResult:
     # what `reprice` needs to price the same sweep through another engine: the engine-independent
     # pricing of each mechanism, the hardware, target and TP (not written to any file)
     pricing: tuple | None = field(default=None, repr=False, compare=False)
+    engine: EngineProfile | None = field(default=None, repr=False, compare=False)  # the profile that priced it
+
+    def __repr__(self) -> str:
+        m = self.meta
+        return (f"SweepResult({(m.get('model') or {}).get('model', '?')} on {m.get('hardware', '?')}, TP {m.get('tp', '?')}, "
+                f"engine profile {m.get('engine', '?')}: {len(self.frame)} rows, {int(self.frame['feasible'].sum())} "
+                f"feasible, {len(self.pareto)} on the Pareto frontier; .frame .pareto .best .meta)")
 
 
 def _grid(mech: Mechanism | None, batches, draft_lens, contexts, tree_nodes) -> dict[str, np.ndarray]:
@@ -79,15 +87,6 @@ def _grid(mech: Mechanism | None, batches, draft_lens, contexts, tree_nodes) -> 
         "batch": bb.ravel(),
         "context": cc.ravel(),
     }
-
-
-def _check_axis(name: str, values, low: int, high: int) -> list[int]:
-    values = sorted({int(v) for v in values})
-    if not values:
-        raise SpeedplanInputError(f"{name}: empty")
-    if values[0] < low or values[-1] > high:
-        raise SpeedplanInputError(f"{name}: values must be in {low}..{high}, got {values[0]}..{values[-1]}")
-    return values
 
 
 FRAME_COLUMNS = [
@@ -194,42 +193,15 @@ def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: Model
     return frame[FRAME_COLUMNS]
 
 
-def memory_shortfall(result: SweepResult) -> str | None:
-    """Why nothing can be served, when plain decoding fits in memory at no swept (batch,
-    context): the smallest such configuration's bytes per GPU against the usable memory. None
-    when some plain configuration fits. The CLI makes this an input error (a TP or a context
-    the model cannot run); library callers still get a report that says so."""
-    plain = result.frame[result.frame["mechanism"] == "none"]
-    if plain.empty or plain["fits_memory"].any():
-        return None
-    meta = result.meta
-    weights, usable = meta["weight_bytes_per_gpu"], meta["memory_bytes"] * MEMORY_UTILIZATION
-    return (f"{meta['model']['model']} on {meta['hardware']} at TP {meta['tp']} fits in memory at no swept batch "
-            f"and context: {plain_memory_need(result)}; "
-            + ("the weights alone do not fit: try a larger --tp" if weights > usable
-               else "try smaller --batch, a shorter --context or a larger --tp"))
-
-
-def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
-    """What the smallest plain-decoding configuration (at `batch`, if given) needs per GPU
-    against what is usable, with enough digits to show a shortfall, e.g. "plain decoding at
-    B=128, context 4096 needs 84.8 GB per GPU (weights 16.1 GB) and 72.0 GB are usable (90% of 80 GB)"."""
-    plain = result.frame[result.frame["mechanism"] == "none"]
-    if batch is not None:
-        plain = plain[plain["batch"] == batch]
-    row = plain.loc[plain["memory_bytes"].idxmin()]
-    meta = result.meta
-    need, weights, total = row["memory_bytes"] / 1e9, meta["weight_bytes_per_gpu"] / 1e9, meta["memory_bytes"] / 1e9
-    usable = total * MEMORY_UTILIZATION
-    digits = 1 if round(need, 1) > round(usable, 1) else 3
-    return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {need:.{digits}f} GB per GPU "
-            f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable ({MEMORY_UTILIZATION:.0%} of {total:.0f} GB)")
-
-
 def _engine_meta(engine: EngineProfile) -> dict:
     return {"engine": engine.name, "engine_family": engine.engine, "engine_label": engine.label(),
             "engine_source": engine.origin, "engine_fit": engine.provenance(),
             "engine_spec_max_running": engine.terms["spec_max_running"].value}
+
+
+def _same_engine(a: EngineProfile, b: EngineProfile) -> bool:
+    """Whether two profiles price alike and are labelled alike (name, file, every term's value)."""
+    return a.name == b.name and a.origin == b.origin and a.values() == b.values() and a.provenance() == b.provenance()
 
 
 def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
@@ -237,7 +209,7 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     memory are reused (they do not depend on the engine), only the step model is applied
     again. Frontier, best per batch and SLO pick are read off the new frame."""
     engine = get_engine(engine)
-    if engine.name == result.meta.get("engine") and engine.origin == result.meta.get("engine_source"):
+    if result.engine is not None and _same_engine(engine, result.engine):
         return result
     if result.pricing is None:
         raise ValueError("reprice needs a SweepResult made by sweep() in this process")
@@ -247,7 +219,7 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
         pricings = [p if p.mech is None else _gpu_pricing(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
     frame = _frame(pricings, engine, hw, target, tp)
     out = SweepResult(frame, pareto(frame), best_per_batch(frame), None, {**result.meta, **_engine_meta(engine)},
-                      result.pricing)
+                      result.pricing, engine)
     slo = result.meta.get("min_tokens_per_user")
     if slo is not None:
         out.slo_pick = slo_pick(frame, slo)
@@ -345,14 +317,15 @@ def sweep(
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
     hw = cost.hardware
     engine = get_engine(engine)
-    batches = _check_axis("--batch", batches, 1, 65536)
-    draft_lens = _check_axis("--draft-len", draft_lens, 0, MAX_DRAFT)
-    contexts = _check_axis("--context", contexts, 1, 10_000_000)
-    tree_nodes = _check_axis("tree nodes", tree_nodes, 1, 1024)
+    batches = axis("--batch", batches, 1, 65536)
+    draft_lens = axis("--draft-len", draft_lens, 0, MAX_DRAFT)
+    contexts = axis("--context", contexts, 1, 10_000_000)
+    tree_nodes = axis("tree nodes", tree_nodes, 1, 1024)
     if min_tokens_per_user is not None and not min_tokens_per_user > 0:
         raise SpeedplanInputError(f"--min-tokens-per-user must be > 0, got {min_tokens_per_user}")
 
-    mechs, skipped = _mechanisms(mechanisms, target, acceptance, tp)
+    acceptance = acceptance_arg(acceptance, tuple(REGISTRY))
+    mechs, skipped = _mechanisms(mechanism_specs(mechanisms), target, acceptance, tp)
     if target.dtype not in hw.peak_flops_per_s:  # e.g. a bf16 checkpoint priced on an fp32-only CPU
         target = replace(target, dtype=hw.default_dtype)
     mechs = [m if getattr(m, "draft", None) is None or m.draft.dtype in hw.peak_flops_per_s
@@ -365,7 +338,7 @@ def sweep(
     frame = _frame(pricings, engine, hw, target, tp)
 
     result = SweepResult(frame, pareto(frame), best_per_batch(frame), None,
-                         pricing=(pricings, hw, target, tp, cost))
+                         pricing=(pricings, hw, target, tp, cost), engine=engine)
     if min_tokens_per_user is not None:
         result.slo_pick = slo_pick(frame, min_tokens_per_user)
     result.meta = {

@@ -195,7 +195,7 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         *((f"draft of {label}", f"{d['model']} at tensor parallel {d['tp']}")
           for label, d in (meta.get("draft_models") or {}).items()),
         ("created", f"{meta.get('created', '')} by speedplan {meta.get('version', '')}"),
-        ("command", meta.get("command", "")),
+        ("command", meta.get("command") or "none: made from Python (speedplan.sweep)"),
     ]
     parts = [
         f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>",

@@ -113,7 +113,7 @@ def short_acceptance(source) -> str:
 def no_feasible_message(result: "SweepResult") -> str:
     """Why the sweep recommends nothing: `plan.sweep.memory_shortfall`'s line (the one the CLI
     refuses such a sweep with) when plain decoding fits nowhere."""
-    from speedplan.plan.sweep import memory_shortfall
+    from speedplan.plan.shortfall import memory_shortfall
 
     shortfall = memory_shortfall(result)
     return f"no feasible configuration: {shortfall}" if shortfall else "no feasible configuration in the sweep grid"
@@ -204,7 +204,7 @@ def unplanned_line(result: "SweepResult") -> str | None:
     """The swept batch sizes at which nothing fits in memory, or None: they drop out of every
     table, and the terminal says so (with what the smallest of them needs) instead of leaving
     them out in silence."""
-    from speedplan.plan.sweep import plain_memory_need
+    from speedplan.plan.shortfall import plain_memory_need
 
     frame = result.frame
     fits = set(frame.loc[frame["feasible"], "batch"])

@@ -36,6 +36,7 @@ ENGINE_VERSIONS: dict[str, str] = {name: module.VERSION for name, module in ENGI
 
 
 def engine_module(name: str) -> ModuleType:
+    """The serving module of engine `name` (vllm, sglang, trtllm): its render, support, VERSION."""
     key = str(name).strip().lower()
     if key not in ENGINES:
         raise SpeedplanInputError(f"unknown serving engine {name!r}; use one of {', '.join(ENGINES)}")
@@ -47,14 +48,22 @@ def draft_tp_choices(mechanism: str, tp: int) -> set[int]:
     return set().union(*(set(e.draft_tp_options(mechanism, tp)) for e in ENGINES.values()))
 
 
-def write_serving_configs(plan: ServingPlan | dict[str, ServingPlan], out_dir: Path) -> list[Path]:
-    """Render every engine first (bad input fails before anything is written), then write the
-    files. `plan` is one plan for every engine, or {engine name: its plan} (engines left out
-    get no files)."""
+def render_serving_configs(plan: ServingPlan | dict[str, ServingPlan]) -> dict[str, str]:
+    """{file name: text} of every engine's serving files, written nowhere. `plan` is one plan for
+    every engine, or {engine name: its plan} (engines left out get no files), e.g.
+    `render_serving_configs(serving_plans(result, plan_engines(result)))`."""
     plans = plan if isinstance(plan, dict) else {name: plan for name in ENGINES}
     files: dict[str, str] = {}
     for name, engine_plan in plans.items():
         files.update(engine_module(name).render(engine_plan))
+    return files
+
+
+def write_serving_configs(plan: ServingPlan | dict[str, ServingPlan], out_dir: Path) -> list[Path]:
+    """Render every engine first (bad input fails before anything is written), then write the
+    files into `out_dir` (files of the same names are replaced). `plan` as for
+    `render_serving_configs`."""
+    files = render_serving_configs(plan)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -68,4 +77,4 @@ def write_serving_configs(plan: ServingPlan | dict[str, ServingPlan], out_dir: P
 
 
 __all__ = ["ENGINES", "ENGINE_VERSIONS", "Mode", "ServingPlan", "Support", "draft_tp_choices", "engine_module",
-           "write_serving_configs"]
+           "render_serving_configs", "write_serving_configs"]

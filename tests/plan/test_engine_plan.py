@@ -9,7 +9,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.pick import TIE_TOLERANCE
 from speedplan.plan.batch_weights import parse_batch_weights
-from speedplan.plan.engine_plan import engine_pricing, plan_engines, serving_plans
+from speedplan.plan.engine_plan import RISE_GAIN, engine_pricing, plan_engines, serving_plans
 from speedplan.plan.sweep import sweep
 from speedplan.serving import ENGINES
 
@@ -100,20 +100,21 @@ def test_each_plan_is_within_its_engines_expressivity(default):
 
 
 def test_vllm_follows_any_shape_and_trtllm_caps_at_batch_1():
-    """qwen3-30b-a3b with eagle3: the best D rises and falls with B (MoE expert touches); vLLM takes
-    it as it is, TensorRT-LLM cannot go above its batch-1 D. SGLang's fitted host work makes
-    speculation lose there at every B (its measured Qwen3-30B-A3B speedups are 0.72-1.06), so
-    its adaptive buckets are checked on llama-3.1-8b with EAGLE, where its best D changes with B."""
-    r = sweep("qwen3-30b-a3b", "h100-sxm", ["eagle3"])
-    plans = plan_engines(r)
+    """gpt-oss-120b with eagle3: the best D rises and falls with B (MoE expert touches: from
+    B = 16 on, verification reads experts plain decoding reads anyway); vLLM takes it as it is,
+    TensorRT-LLM cannot go above its batch-1 D. On qwen3-30b-a3b, SGLang's fitted host work makes
+    speculation lose at every B (its measured Qwen3-30B-A3B speedups are 0.72-1.06), so its
+    adaptive buckets are checked on llama-3.1-8b with EAGLE, where its best D changes with B."""
+    r = sweep("gpt-oss-120b", "h100-sxm", ["eagle3"])
+    plans = plan_engines(r, engines=["vllm", "trtllm"])
     vllm = plans["vllm"].rows.drop_duplicates("batch").draft_len.tolist()
     trt = plans["trtllm"].rows.drop_duplicates("batch").draft_len.tolist()
     assert vllm != sorted(vllm, reverse=True)  # not non-increasing
-    assert plans["vllm"].rows.loss_vs_best.max() <= 0.03
+    assert plans["vllm"].rows.loss_vs_best.max() <= RISE_GAIN
     assert trt[0] >= 1 and max(trt) == trt[0]
     # SGLang adaptive follows the best D of its own pricing at every batch size (fewer verified
     # tokens win within pick.TIE_TOLERANCE)
-    assert plans["sglang"].mode == "off"
+    assert plan_engines(sweep("qwen3-30b-a3b", "h100-sxm", ["eagle3"]), engines="sglang")["sglang"].mode == "off"
     r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"])
     plans = plan_engines(r)
     own = engine_pricing(r, "sglang").frame
@@ -129,15 +130,28 @@ def test_vllm_follows_any_shape_and_trtllm_caps_at_batch_1():
     _falls_unless_a_rise_pays(own, rows.draft_len)
 
 
-def _falls_unless_a_rise_pays(own, draft_len):
+def _falls_unless_a_rise_pays(own, draft_len, gain=TIE_TOLERANCE):
     """A schedule's D rises from one batch to the next only where every D up to the one before
-    is more than TIE_TOLERANCE slower at that batch."""
+    is more than `gain` slower at that batch."""
     ds = draft_len.sort_index()
     for (b0, d0), (b, d) in zip(ds.items(), list(ds.items())[1:]):
         if d > d0:
             at = own[own.batch == b]
             kept = at[at.draft_len <= d0].tokens_per_s_per_gpu.max()
-            assert at[at.draft_len == d].tokens_per_s_per_gpu.max() > (1 + TIE_TOLERANCE) * kept, (b0, d0, b, d)
+            assert at[at.draft_len == d].tokens_per_s_per_gpu.max() > (1 + gain) * kept, (b0, d0, b, d)
+
+
+def test_a_schedule_rises_only_where_the_gain_beats_the_profiles_own_error():
+    """llama-3.1-70b, TP 4, every batch size from 1 to 64: B·(1+D) crosses the GEMM tile grid
+    (32, 64, 128 tokens) at many batch sizes, and with rises allowed at a 1% gain vLLM's and
+    TensorRT-LLM's schedules went 8, 7, 8, 7, 8, 7, 6, 7, 6, 7, ... (16 ranges to B = 109).
+    A rise now needs RISE_GAIN (3%), the median error of interpolating a measured GEMM."""
+    r = sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=range(1, 65), tp=4)
+    plans = plan_engines(r, engines=["vllm", "trtllm"])
+    for name, plan in plans.items():
+        rows = plan.rows.drop_duplicates("batch").set_index("batch")
+        _falls_unless_a_rise_pays(engine_pricing(r, name).frame.query("feasible and mechanism in ['eagle3', 'none']"),
+                                  rows.draft_len, RISE_GAIN)
 
 
 def test_schedules_fall_with_batch_size_unless_a_rise_pays(default):

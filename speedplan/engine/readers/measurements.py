@@ -53,11 +53,20 @@ class Measurement:
     quantity: str
     value: float
     acceptance_length: float | None
-    where: str
+    where: str = ""  # "" in Python: described by its own fields
     tree_nodes: int | None = None
     max_running: int | None = None
 
     def __post_init__(self) -> None:
+        if not self.where:
+            object.__setattr__(self, "where", f"measurement {self.mechanism} batch {self.batch} draft_len {self.draft_len}")
+        for key, value in (("batch", self.batch), ("draft_len", self.draft_len), ("context", self.context),
+                           ("tree_nodes", self.tree_nodes), ("max_running_requests", self.max_running)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value != int(value)):
+                raise SpeedplanInputError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
+        if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
+            raise SpeedplanInputError(f"{self.where}: field {self.quantity!r} must be a number, got {self.value!r}")
         speculative = self.mechanism != "none"
         if self.max_running is not None and not 1 <= self.max_running <= 65536:
             raise SpeedplanInputError(f"{self.where}: field 'max_running_requests' must be in 1..65536, "
@@ -131,25 +140,46 @@ def read_csv(path: Path, acceptance=_no_acceptance) -> list[Measurement]:
                                   f"found {', '.join(quantities) or 'none'}")
     if not rows:
         raise SpeedplanInputError(f"{path}: no rows")
+    return measurements_from_rows(rows, quantities[0], acceptance, where=lambda i: f"{path}:{i + 2}")
+
+
+def measurements_from_rows(rows: list[dict], quantity: str | None = None, acceptance=_no_acceptance,
+                           where=lambda i: f"row {i}") -> list[Measurement]:
+    """Measurements from dicts keyed like the CSV's columns (mechanism, batch, draft_len,
+    context, the quantity, acceptance_length, tree_nodes, max_running_requests); values may be
+    numbers or text. `quantity`: the column that holds the measured value (default: the one of
+    QUANTITIES each row has). `where(i)` names row i in errors."""
     out = []
-    for i, raw in enumerate(rows, start=2):
-        row = {k.strip(): v for k, v in raw.items() if k}
-        where = f"{path}:{i}"
-        mech = (row.get("mechanism") or "").strip().lower()
-        if not mech:
-            raise SpeedplanInputError(f"{where}: field 'mechanism' missing")
-        draft_len = _number(row, "draft_len", where, True)
-        al = None
-        if mech != "none":
-            al = _number(row, "acceptance_length", where, required=False)
-            al = al if al is not None else acceptance(mech, draft_len)
-        out.append(Measurement(
-            mechanism=mech, batch=_number(row, "batch", where, True), draft_len=draft_len,
-            context=_number(row, "context", where, True), quantity=quantities[0],
-            value=_number(row, quantities[0], where), acceptance_length=al,
-            where=where, tree_nodes=_number(row, "tree_nodes", where, True, required=False),
-            max_running=_number(row, "max_running_requests", where, True, required=False)))
+    for i, raw in enumerate(rows):
+        if not isinstance(raw, dict):
+            raise SpeedplanInputError(f"{where(i)}: a measurement row must be a dict of column: value, "
+                                      f"got {type(raw).__name__}")
+        row = {str(k).strip(): v for k, v in raw.items()
+               if k and not (isinstance(v, float) and math.isnan(v))}  # NaN: a DataFrame's empty cell
+        present = [q for q in QUANTITIES if row.get(q) not in (None, "")]
+        q = quantity or (present[0] if len(present) == 1 else None)
+        if q is None:
+            raise SpeedplanInputError(f"{where(i)}: needs exactly one of the fields {', '.join(QUANTITIES)}, "
+                                      f"found {', '.join(present) or 'none'}")
+        out.append(_measurement(row, q, acceptance, where(i)))
     return out
+
+
+def _measurement(row: dict, quantity: str, acceptance, where: str) -> Measurement:
+    mech = str(row.get("mechanism") or "").strip().lower()
+    if not mech:
+        raise SpeedplanInputError(f"{where}: field 'mechanism' missing")
+    draft_len = _number(row, "draft_len", where, True)
+    al = None
+    if mech != "none":
+        al = _number(row, "acceptance_length", where, required=False)
+        al = al if al is not None else acceptance(mech, draft_len)
+    return Measurement(
+        mechanism=mech, batch=_number(row, "batch", where, True), draft_len=draft_len,
+        context=_number(row, "context", where, True), quantity=quantity,
+        value=_number(row, quantity, where), acceptance_length=al,
+        where=where, tree_nodes=_number(row, "tree_nodes", where, True, required=False),
+        max_running=_number(row, "max_running_requests", where, True, required=False))
 
 
 def read_vllm_bench(path: Path, data, acceptance=_no_acceptance) -> list[Measurement]:

@@ -1,0 +1,73 @@
+"""What `speedplan.plan.sweep.sweep` accepts from a Python caller, made into what it prices:
+one value where a list is expected, text like the CLI's, and numbers out of range get one
+clear error (SpeedplanInputError), not a wrong sweep.
+
+    >>> axis("contexts", "4096", 1, 10_000_000)
+    [4096]
+    >>> mechanism_specs("eagle3")
+    ['eagle3']
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import Acceptance
+
+
+def axis(name: str, values, low: int, high: int) -> list[int]:
+    """Sorted distinct integers in low..high from a list, a range, one integer, or text "1,8,64"."""
+    if isinstance(values, str):
+        values = [v for v in values.replace(" ", "").split(",") if v]
+    elif isinstance(values, numbers.Number):
+        values = [values]
+    out = set()
+    for v in values:
+        try:
+            number = float(v)
+        except (TypeError, ValueError):
+            raise SpeedplanInputError(f"{name}: {v!r} is not a whole number") from None
+        if number != int(number):
+            raise SpeedplanInputError(f"{name}: {v!r} is not a whole number")
+        out.add(int(number))
+    values = sorted(out)
+    if not values:
+        raise SpeedplanInputError(f"{name}: empty")
+    if values[0] < low or values[-1] > high:
+        raise SpeedplanInputError(f"{name}: values must be in {low}..{high}, got {values[0]}..{values[-1]}")
+    return values
+
+
+def mechanism_specs(mechanisms) -> list | None:
+    """None (every mechanism that applies), or a list of specs / Mechanism objects; one spec
+    given as text is a list of one."""
+    if mechanisms is None:
+        return None
+    return [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
+
+
+def acceptance_arg(acceptance, mechanisms: tuple[str, ...]):
+    """None, one Acceptance, or {mechanism or "*": Acceptance}, from those or from the CLI's
+    --acceptance text ("alpha=0.8", "eagle3:positions=0.9,0.8", a file), alone or in a list,
+    or a dict whose values are such text."""
+    from speedplan.plan.acceptance_sources import parse_acceptance, parse_acceptance_options
+
+    if acceptance is None or isinstance(acceptance, Acceptance):
+        return acceptance
+    if isinstance(acceptance, str):
+        return parse_acceptance_options([acceptance], mechanisms)
+    if isinstance(acceptance, dict):
+        out = {}
+        for key, value in acceptance.items():
+            if isinstance(value, str):
+                value = parse_acceptance(value)
+            if not isinstance(value, Acceptance):
+                raise SpeedplanInputError(f"acceptance[{key!r}]: expected an Acceptance or text like 'alpha=0.8', "
+                                          f"got {type(value).__name__}")
+            out[str(key).strip().lower()] = value
+        return out
+    if isinstance(acceptance, (list, tuple)) and all(isinstance(a, str) for a in acceptance):
+        return parse_acceptance_options(list(acceptance), mechanisms)
+    raise SpeedplanInputError(f"acceptance: expected an Acceptance, a dict of them, or text like 'alpha=0.8', "
+                              f"got {type(acceptance).__name__}")

@@ -1,0 +1,104 @@
+"""What a notebook user calls: the names in `speedplan`, and library calls that take what the
+CLI takes (one value for a list, the CLI's text) with the CLI's checks and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import speedplan
+from speedplan.engine.profile import get_engine
+from speedplan.engine.readers.measurements import Measurement
+from speedplan.errors import SpeedplanInputError
+
+ROWS = [
+    {"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "tpot_ms": 7.0},
+    {"mechanism": "eagle3", "batch": 8, "draft_len": 3, "context": 1024, "speedup": 1.8, "acceptance_length": 2.8},
+    {"mechanism": "eagle3", "batch": 32, "draft_len": 3, "context": 1024, "speedup": 1.4, "acceptance_length": 2.8},
+]
+
+
+def test_import_speedplan_loads_nothing_heavy_until_a_name_is_used():
+    code = ("import sys, speedplan; heavy = [m for m in ('pandas', 'numpy', 'speedplan.plan.sweep') if m in sys.modules]; "
+            "print(heavy); speedplan.sweep; print('speedplan.plan.sweep' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "True"
+    assert set(speedplan.__all__) >= {"sweep", "plan_engines", "calibrate_rows", "render_serving_configs", "SpeedplanInputError"}
+    with pytest.raises(AttributeError):
+        speedplan.no_such_name
+
+
+def test_reprice_prices_a_changed_profile_of_the_same_name():
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 64], draft_lens=[0, 3])
+    assert speedplan.reprice(r, "vllm") is r  # the profile that priced it: nothing to do
+    guess = get_engine("vllm").with_terms({"host_seq_us": 500.0}, "my guess")
+    again = speedplan.reprice(r, guess)
+    direct = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 64], draft_lens=[0, 3], engine=guess)
+    assert again is not r
+    assert list(again.frame.t_step_s) == pytest.approx(list(direct.frame.t_step_s))
+    assert (again.frame.t_step_s.to_numpy() > r.frame.t_step_s.to_numpy()).any()
+    assert "host_seq_us = 500 set by hand (my guess)" in again.meta["engine_fit"]
+    assert guess.origin == ""  # no longer the shipped file
+
+
+def test_calibrate_rows_takes_dicts_or_a_dataframe_and_checks_like_the_command():
+    cal = speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", ROWS, name="my-vllm")
+    assert cal.profile.name == "my-vllm" and cal.profile.origin == ""
+    same = speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", pd.DataFrame(ROWS))  # NaN cells: empty
+    assert same.profile.name == "vllm-calibrated"
+    assert same.profile.values() == pytest.approx(cal.profile.values())
+    records = [Measurement("none", 1, 0, 1024, "tpot_ms", 7.0, None)]  # `where` may be left out
+    assert "measurement none batch 1" in records[0].where
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[8], engine=cal)  # a Calibration is taken too
+    assert r.meta["engine"] == "my-vllm"
+    with pytest.raises(SpeedplanInputError, match="--tp 3"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 3, "vllm", ROWS)
+    with pytest.raises(SpeedplanInputError, match="contradicts"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", ROWS + [{**ROWS[1], "speedup": 3.0}])
+    with pytest.raises(SpeedplanInputError, match="'batch' must be an integer, got 8.5"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", [{**ROWS[1], "batch": 8.5}])
+    with pytest.raises(SpeedplanInputError, match="exactly one of the fields"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", [{**ROWS[1], "tpot_ms": 9.0}])
+    with pytest.raises(SpeedplanInputError, match="got int"):
+        get_engine(3)
+
+
+def test_sweep_takes_one_value_for_a_list_and_the_clis_acceptance_text():
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", "eagle3", batches=8, contexts="4096", acceptance="alpha=0.8")
+    assert set(r.frame.mechanism) == {"none", "eagle3"} and set(r.frame.batch) == {8} and set(r.frame.context) == {4096}
+    assert r.meta["acceptance"]["eagle3"] == "user: alpha=0.8"
+    per_mech = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[8], acceptance={"eagle3": "alpha=0.7"})
+    assert per_mech.meta["acceptance"]["eagle3"] == "user: alpha=0.7"
+    for bad, match in ((dict(acceptance=0.8), "got float"), (dict(contexts="4k"), "'4k' is not a whole number"),
+                       (dict(batches=[1.5]), "1.5 is not a whole number")):
+        with pytest.raises(SpeedplanInputError, match=match):
+            speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], **bad)
+
+
+def test_plan_engines_takes_one_engine_and_checks_batch_weights_like_the_cli():
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8, 64])
+    assert list(speedplan.plan_engines(r, engines="vllm")) == ["vllm"]
+    as_json = speedplan.plan_engines(r, {"1": 2, "8": 1}, engines="vllm")["vllm"]  # keys as json.load gives them
+    as_text = speedplan.plan_engines(r, "1=2,8=1", engines="vllm")["vllm"]
+    assert as_json.schedule == as_text.schedule
+    for bad in ({1: float("nan"), 8: 1}, {1: -5, 8: 1}, [1, 8]):
+        with pytest.raises(SpeedplanInputError, match="batch_weights"):
+            speedplan.plan_engines(r, bad, engines="vllm")
+
+
+def test_render_serving_configs_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8])
+    files = speedplan.render_serving_configs(speedplan.serving_plans(r, speedplan.plan_engines(r)))
+    assert "vllm_serve.sh" in files and "--speculative-config" in files["vllm_serve.sh"]
+    assert list(tmp_path.iterdir()) == []
+    assert repr(r).startswith("SweepResult(llama-3.1-8b on h100-sxm, TP 1, engine profile vllm:") and len(repr(r)) < 300
+
+
+def test_a_report_made_from_python_says_so(tmp_path):
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8])
+    speedplan.write_outputs(r, tmp_path / "rep")
+    assert "none: made from Python (speedplan.sweep)" in (tmp_path / "rep" / "report.html").read_text()
