@@ -187,6 +187,7 @@ def refit(rows: pd.DataFrame, hardware: str) -> str:
     values = result.profile.values()
     sp = shape(result.profile).speedup
     kept = f"; kept: {', '.join(result.kept)}" if result.kept else ""
+    kept += f"; {int(result.too_fast.sum())} of {len(r)} rows faster than their kernels alone" if result.too_fast.any() else ""
     return (f"  refitted under {hardware}: |residual| median {100 * np.median(r):.1f}%, max {100 * r.max():.1f}%, "
             f"leave-one-out median {100 * np.median(result.loo_error):.1f}%; "
             + ", ".join(f"{t} {values[t] if abs(values[t]) > 1e-6 else 0:.4g}" for t in result.fitted) + kept

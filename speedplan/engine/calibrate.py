@@ -115,6 +115,30 @@ def predict(values: dict, priced: Priced) -> np.ndarray:
                       cost.verify_s * 1e3, cost.draft_s * 1e3])
 
 
+KERNEL_MARGIN = 0.10  # kernels alone slower than a measured step by more than this: the row cannot have run there
+TIME_QUANTITIES = ("step_ms", "tpot_ms", "tokens_per_s")  # quantities a step's own time sets (not ratios or parts)
+
+
+def kernels_alone(values: dict, priced: Priced) -> np.ndarray:
+    """Each row's quantity if its step took only its kernels and sampler (no host work, no
+    launches): the fastest the op cost model's hardware can run it whatever the engine's terms."""
+    cost = step_cost(values, priced.step)
+    kernels = cost.ops_s + cost.sample_s
+    q, al, run = priced.quantity, priced.acceptance_length, priced.running
+    return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s"],
+                     [kernels * 1e3, kernels / al * 1e3, run * al / kernels], np.nan)
+
+
+def too_fast(values: dict, priced: Priced, margin: float = KERNEL_MARGIN) -> np.ndarray:
+    """Rows measured faster than their kernels alone can run on the setting's hardware (by more
+    than `margin`): another GPU, another TP or a miscounted quantity. No engine term (each ≥ 0)
+    can fit them. Boolean per row; ratios and parts (speedup, verify_ms, draft_ms) are never flagged."""
+    bound = kernels_alone(values, priced)
+    measured, q = priced.measured, priced.quantity
+    slower = np.where(q == "tokens_per_s", measured > (1 + margin) * bound, bound > (1 + margin) * measured)
+    return np.isin(q, TIME_QUANTITIES) & np.nan_to_num(slower, nan=0).astype(bool)
+
+
 @dataclass
 class Calibration:
     """A fitted profile and the evidence: per-row residuals, leave-one-out errors, kept terms."""
@@ -127,6 +151,7 @@ class Calibration:
     loo_error: np.ndarray  # |pred / meas − 1| of each row predicted by a fit without it
     rows: list = field(default_factory=list)
     not_tried: dict[str, str] = field(default_factory=dict)  # term -> where its (base) value comes from
+    too_fast: np.ndarray | None = None  # rows measured faster than their kernels alone (`too_fast`)
 
     @property
     def residual(self) -> np.ndarray:
@@ -245,6 +270,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
              "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
              "setting": s.label}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
+    fast = too_fast(fitted, priced)
     profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or f"{base.name}-calibrated",
                               fit={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                                    "base": base.name, "described": described, "fitted": ok, "kept": kept,
@@ -252,6 +278,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
                                    "median_abs_residual": float(np.median(resid)), "max_abs_residual": float(resid.max()),
                                    "loo_median_error": float(np.nanmedian(loo)) if np.isfinite(loo).any() else None,
                                    "loo_max_error": float(np.nanmax(loo)) if np.isfinite(loo).any() else None,
-                                   "rows": rows})
-    return Calibration(profile, ok, kept, pred, meas, loo, rows, not_tried)
+                                   "rows": rows,
+                                   **({"faster_than_kernels": [r["where"] for r, f in zip(rows, fast) if f]}
+                                      if fast.any() else {})})
+    return Calibration(profile, ok, kept, pred, meas, loo, rows, not_tried, fast)
 

@@ -118,6 +118,15 @@ def render_calibration(result: Calibration) -> str:
         label = f"{r['mechanism']} B={r['batch']} D={r['draft_len']}"
         lines.append(f"  {label:<36} {r['quantity']:<12} {r['measured']:>10.4g} {r['predicted']:>11.4g} "
                      f"{r['residual']:>+9.1%}  {loo}")
+    fast = np.flatnonzero(result.too_fast) if result.too_fast is not None else []
+    if len(fast):
+        settings = sorted({result.rows[i]["setting"] for i in fast})
+        lines.append(f"  note: {len(fast)} of {len(result.rows)} rows ran faster than their kernels alone can on "
+                     f"{'; '.join(settings)} (no host work, no launches: "
+                     + ", ".join(f"{result.rows[i]['mechanism']} B={result.rows[i]['batch']} D={result.rows[i]['draft_len']}"
+                                 for i in fast[:4]) + (", ..." if len(fast) > 4 else "")
+                     + "); no engine term can fit them: check --hardware and --tp, and that the quantity is what "
+                       "the column says (tokens_per_s counts every request's output tokens)")
     resid = np.abs(result.residual)
     loo = result.loo_error[np.isfinite(result.loo_error)]
     lines.append(f"  |residual| median {np.median(resid):.1%}, max {resid.max():.1%}"

@@ -231,3 +231,25 @@ def test_an_engine_setting_is_never_fitted():
         calibrate(base, pairs, free=["host_step_us", "spec_max_running"])
     result = calibrate(base, pairs)
     assert result.not_tried["spec_max_running"] == "an engine setting, never fitted"
+
+
+def test_rows_faster_than_their_kernels_alone_are_named():
+    """Measured on a faster GPU than --hardware says: no engine term (each >= 0) can fit rows whose
+    step is shorter than the kernels alone, and the output says to check --hardware and --tp."""
+    from speedplan.engine.calibrate import kernels_alone, too_fast
+    from speedplan.engine.run_calibration import render_calibration
+
+    base = get_engine("vllm")
+    rows = _measured(_grid(), {**base.values(), **TRUE})
+    pairs = [(m, _setting()) for m in rows]
+    assert not too_fast(base.values(), price(pairs)).any()  # an engine on this hardware: nothing flagged
+    bound = kernels_alone(base.values(), price(pairs))
+    faster = [Measurement(m.mechanism, m.batch, m.draft_len, m.context, m.quantity, 0.7 * float(k), m.acceptance_length,
+                          m.where) for m, k in zip(rows, bound)]  # 30% below the kernels' time per token
+    result = calibrate(base, [(m, _setting()) for m in faster])
+    assert result.too_fast.all()
+    note = [line for line in render_calibration(result).splitlines() if "note:" in line]
+    assert note and "12 of 12 rows ran faster than their kernels alone can on llama-3.1-8b on h100-sxm" in note[0]
+    assert "check --hardware and --tp" in note[0]
+    speedups = [Measurement("eagle", 8, 2, 2048, "speedup", 9.0, 2.6, "a ratio")]  # ratios are never flagged
+    assert not too_fast(base.values(), price([(m, _setting()) for m in speedups])).any()
