@@ -52,6 +52,9 @@ def test_calibrate_rows_takes_dicts_or_a_dataframe_and_checks_like_the_command()
     assert same.profile.values() == pytest.approx(cal.profile.values())
     records = [Measurement("none", 1, 0, 1024, "tpot_ms", 7.0, None)]  # `where` may be left out
     assert "measurement none batch 1" in records[0].where
+    import numpy as np
+
+    assert Measurement("eagle3", np.int64(8), np.int64(3), np.int64(1024), "speedup", np.float64(1.8), 2.8).batch == 8
     r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[8], engine=cal)  # a Calibration is taken too
     assert r.meta["engine"] == "my-vllm"
     with pytest.raises(SpeedplanInputError, match="--tp 3"):

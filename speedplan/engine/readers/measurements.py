@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,10 +63,10 @@ class Measurement:
             object.__setattr__(self, "where", f"measurement {self.mechanism} batch {self.batch} draft_len {self.draft_len}")
         for key, value in (("batch", self.batch), ("draft_len", self.draft_len), ("context", self.context),
                            ("tree_nodes", self.tree_nodes), ("max_running_requests", self.max_running)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
                                       or not math.isfinite(value) or value != int(value)):
                 raise SpeedplanInputError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
-        if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
+        if not isinstance(self.value, numbers.Real) or isinstance(self.value, bool):
             raise SpeedplanInputError(f"{self.where}: field {self.quantity!r} must be a number, got {self.value!r}")
         speculative = self.mechanism != "none"
         if self.max_running is not None and not 1 <= self.max_running <= 65536:
