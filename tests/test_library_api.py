@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -27,6 +28,7 @@ def test_import_speedplan_loads_nothing_heavy_until_a_name_is_used():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "True"
     assert set(speedplan.__all__) >= {"sweep", "plan_engines", "calibrate_rows", "render_serving_configs", "SpeedplanInputError"}
+    assert "calibrate_rows" in dir(speedplan)  # tab completion sees the lazy names
     with pytest.raises(AttributeError):
         speedplan.no_such_name
 
@@ -52,9 +54,8 @@ def test_calibrate_rows_takes_dicts_or_a_dataframe_and_checks_like_the_command()
     assert same.profile.values() == pytest.approx(cal.profile.values())
     records = [Measurement("none", 1, 0, 1024, "tpot_ms", 7.0, None)]  # `where` may be left out
     assert "measurement none batch 1" in records[0].where
-    import numpy as np
-
-    assert Measurement("eagle3", np.int64(8), np.int64(3), np.int64(1024), "speedup", np.float64(1.8), 2.8).batch == 8
+    m = Measurement("eagle3", np.int64(8), 3.0, np.int64(1024), "speedup", np.float32(1.5), np.float64(2.8))
+    assert (m.batch, m.draft_len, m.value) == (8, 3, 1.5) and type(m.batch) is int and type(m.value) is float
     r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[8], engine=cal)  # a Calibration is taken too
     assert r.meta["engine"] == "my-vllm"
     with pytest.raises(SpeedplanInputError, match="--tp 3"):
@@ -67,6 +68,13 @@ def test_calibrate_rows_takes_dicts_or_a_dataframe_and_checks_like_the_command()
         speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", [{**ROWS[1], "tpot_ms": 9.0}])
     with pytest.raises(SpeedplanInputError, match="got int"):
         get_engine(3)
+    with pytest.raises(SpeedplanInputError, match="got one dict"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", ROWS[0])
+    with pytest.raises(SpeedplanInputError, match="row 'second': field 'batch' must be a number"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm",
+                                 pd.DataFrame([ROWS[0], {**ROWS[1], "batch": "x"}], index=["first", "second"]))
+    nullable = pd.DataFrame(ROWS).convert_dtypes()  # pandas' NA in the empty cells
+    assert speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, same.profile, nullable).profile.name == "vllm-calibrated"
 
 
 def test_sweep_takes_one_value_for_a_list_and_the_clis_acceptance_text():
@@ -75,8 +83,11 @@ def test_sweep_takes_one_value_for_a_list_and_the_clis_acceptance_text():
     assert r.meta["acceptance"]["eagle3"] == "user: alpha=0.8"
     per_mech = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[8], acceptance={"eagle3": "alpha=0.7"})
     assert per_mech.meta["acceptance"]["eagle3"] == "user: alpha=0.7"
-    for bad, match in ((dict(acceptance=0.8), "got float"), (dict(contexts="4k"), "'4k' is not a whole number"),
-                       (dict(batches=[1.5]), "1.5 is not a whole number")):
+    ranges = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches="1-4,8", draft_lens=np.arange(0, 3))
+    assert sorted(set(ranges.frame.batch)) == [1, 2, 3, 4, 8] and sorted(set(ranges.frame.draft_len)) == [0, 1, 2]
+    for bad, match in ((dict(acceptance=0.8), "got float"), (dict(contexts="4k"), "--context '4k': expected integers"),
+                       (dict(batches=[1.5]), "1.5 is not a whole number"), (dict(batches=[float("nan")]), "nan is not"),
+                       (dict(batches=[True, 8]), "True is not"), (dict(batches="8-1"), "runs backwards")):
         with pytest.raises(SpeedplanInputError, match=match):
             speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], **bad)
 
@@ -84,6 +95,7 @@ def test_sweep_takes_one_value_for_a_list_and_the_clis_acceptance_text():
 def test_plan_engines_takes_one_engine_and_checks_batch_weights_like_the_cli():
     r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8, 64])
     assert list(speedplan.plan_engines(r, engines="vllm")) == ["vllm"]
+    assert list(speedplan.plan_engines(r, engines="vllm,sglang")) == ["vllm", "sglang"]
     as_json = speedplan.plan_engines(r, {"1": 2, "8": 1}, engines="vllm")["vllm"]  # keys as json.load gives them
     as_text = speedplan.plan_engines(r, "1=2,8=1", engines="vllm")["vllm"]
     assert as_json.schedule == as_text.schedule
@@ -105,3 +117,18 @@ def test_a_report_made_from_python_says_so(tmp_path):
     r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8])
     speedplan.write_outputs(r, tmp_path / "rep")
     assert "none: made from Python (speedplan.sweep)" in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_terms_a_profile_file_left_out_are_not_called_hand_set(tmp_path):
+    """A profile written before host_spec_seq_us, kernel_scale and spec_max_running existed gets
+    their defaults ("default: ..."), which are not a user's hand-set values."""
+    import json
+
+    from speedplan.engine.run_calibration import write_profile
+
+    path = write_profile(speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", ROWS).profile, tmp_path / "p.json")
+    data = json.loads(path.read_text())
+    for term in ("host_spec_seq_us", "kernel_scale", "spec_max_running"):
+        data["terms"].pop(term)
+    path.write_text(json.dumps(data))
+    assert "set by hand" not in get_engine(str(path)).provenance()

@@ -131,8 +131,8 @@ def kernels_alone(values: dict, priced: Priced) -> np.ndarray:
 
 def too_fast(values: dict, priced: Priced, margin: float = KERNEL_MARGIN) -> np.ndarray:
     """Rows measured faster than their kernels alone can run on the setting's hardware (by more
-    than `margin`): another GPU, another TP or a miscounted quantity. No engine term (each ≥ 0)
-    can fit them. Boolean per row; ratios and parts (speedup, verify_ms, draft_ms) are never flagged."""
+    than `margin`): another GPU, another TP or a miscounted quantity. No host or launch term
+    (each ≥ 0) can fit them; only kernel_scale < 1. Boolean per row; ratios and parts (speedup, verify_ms, draft_ms) are never flagged."""
     bound = kernels_alone(values, priced)
     measured, q = priced.measured, priced.quantity
     slower = np.where(q == "tokens_per_s", measured > (1 + margin) * bound, bound > (1 + margin) * measured)
@@ -271,7 +271,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
              "setting": s.label}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
     fast = too_fast(fitted, priced)
-    profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or f"{base.name}-calibrated",
+    default_name = base.name if base.name.endswith("-calibrated") else f"{base.name}-calibrated"
+    profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or default_name,
                               fit={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                                    "base": base.name, "described": described, "fitted": ok, "kept": kept,
                                    "not_tried": not_tried,

@@ -45,15 +45,21 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
              "acceptance_length": 2.8}], name="my-vllm")
         sweep(engine=cal.profile)
     """
-    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a DataFrame
+    where = lambda i: f"row {i}"
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a DataFrame: rows named by its index
+        labels = list(rows.index)
         rows = rows.to_dict("records")
+        where = lambda i: f"row {labels[i]!r}"
+    if isinstance(rows, (dict, Measurement)):
+        raise SpeedplanInputError("calibrate: rows must be a list of measurements (one dict or Measurement each), "
+                                  f"got one {type(rows).__name__}")
     rows = list(rows)
     if not rows:
         raise SpeedplanInputError("calibrate: no measurements")
     records = [r for r in rows if isinstance(r, Measurement)]
     if records and len(records) != len(rows):
         raise SpeedplanInputError("calibrate: rows mix Measurement records and dicts; give one kind")
-    measured = records or measurements_from_rows(rows)
+    measured = records or measurements_from_rows(rows, where=where)
     setting = _setting(model, hardware, tp)
     return _fit(engine, measured, setting, free, name, f"{described or 'measurements given in Python'}; {setting.label}")
 
@@ -125,8 +131,9 @@ def render_calibration(result: Calibration) -> str:
                      f"{'; '.join(settings)} (no host work, no launches: "
                      + ", ".join(f"{result.rows[i]['mechanism']} B={result.rows[i]['batch']} D={result.rows[i]['draft_len']}"
                                  for i in fast[:4]) + (", ..." if len(fast) > 4 else "")
-                     + "); no engine term can fit them: check --hardware and --tp, and that the quantity is what "
-                       "the column says (tokens_per_s counts every request's output tokens)")
+                     + "); no host or launch term can fit them (only kernel_scale < 1, kernels faster than the "
+                       "profile measured): check --hardware and --tp, and that the quantity is what the column says "
+                       "(tokens_per_s counts every request's output tokens)")
     resid = np.abs(result.residual)
     loo = result.loo_error[np.isfinite(result.loo_error)]
     lines.append(f"  |residual| median {np.median(resid):.1%}, max {resid.max():.1%}"

@@ -20,9 +20,11 @@ tokens/s (B = 64 makes 10-20x the tokens of B = 1):
 J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of
 the candidates. A plan that loads a drafter keeps its weights and cache at every batch size, D = 0
 included: where the drafter does not fit beside the KV cache, such a plan loses that (batch,
-context) whatever D it sets there (`_Table.with_drafter`). A schedule ("any", "first-max") falls with B wherever that costs no batch more
-than 1% of its best (the non-increasing schedule the best-D figure draws, `pick.non_increasing`);
-it rises only where a longer draft gains more than 1% at that batch. Among settings within 1% of
+context) whatever D it sets there (`_Table.with_drafter`). A schedule ("any", "first-max") maximises the summed share of each batch's best,
+each rise (a longer draft at the next batch size) costing RISE_GAIN (3%) and falls nothing
+(`pick.few_rises`): settings within 1% of a batch's best count as its best, so near-ties fall
+with B as the best-D figure draws them, and the profile's tile-grid steps of 1-3% do not make the
+schedule zigzag. Among settings within 1% of
 each other the one with fewer verified tokens wins (as in `best_per_batch`); among whole plans
 within 0.5% of the best J, the simplest (off, then fixed, then a schedule).
 
@@ -50,14 +52,15 @@ import pandas as pd
 
 from speedplan.cost.ops import latency_label
 from speedplan.plan.batch_weights import batch_weights_arg, serving_weights
-from speedplan.plan.pick import TIE_TOLERANCE, non_increasing
+from speedplan.plan.pick import TIE_TOLERANCE, few_rises
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
-# A schedule rises (a longer draft at a larger batch) only where that gains more than this: the
-# median error of interpolating a measured GEMM latency from its neighbours (2.6-3.3% on H100,
-# H200 and B200: benchmarks/bench_profiles_vs_aic.py). Smaller gains are the tile grid's steps
-# in the profile (B·(1+D) crossing 32, 64, 128 tokens), which the op model cannot price that
-# finely, and they made schedules zigzag (8, 7, 8, 7, ...) across neighbouring batch sizes.
+# What a rise (a longer draft at the next larger batch size) costs a schedule, in the summed
+# relative throughput the schedule maximises: a hysteresis about the size of the op model's own
+# resolution (interpolating one measured GEMM from its neighbours is off by a median 2.6-3.3% on
+# H100, H200 and B200: benchmarks/bench_profiles_vs_aic.py). Without it the tile grid's steps in
+# the profiles (B·(1+D) crossing 32, 64, 128 tokens) made schedules zigzag 8, 7, 8, 7, ... across
+# neighbouring batch sizes for gains of 1-3%; falls cost nothing.
 RISE_GAIN = 0.03
 _SIMPLE = {"off": 0, "fixed": 1}
 OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain decoding
@@ -170,22 +173,14 @@ def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray
 
 
 def _falling(s: dict, allowed: list, nb: int) -> list:
-    """An "any" plan: the non-increasing schedule (in verified tokens) that keeps every batch
-    within TIE_TOLERANCE of its best where it can (`pick.non_increasing`, as the best-D figure
-    draws it), except at a batch where a longer draft beats it by more than RISE_GAIN (the
-    engine can express a rise; a smaller gain is the tile grid's, and a schedule that goes
-    8, 6, 7 reads as one)."""
+    """An "any" plan: per batch, the setting (`allowed`, ascending in verified tokens) that
+    maximises the summed share of each batch's best, each rise costing RISE_GAIN and falls free
+    (`pick.few_rises`); within TIE_TOLERANCE of a batch's best counts as its best, so near-ties
+    fall with B as the best-D figure draws them."""
     score = np.array([[s[k][i] for k in allowed] for i in range(nb)])
     top = score.max(axis=1, keepdims=True)
     rel = np.minimum(np.divide(score, top, out=np.zeros_like(score), where=top > 0), 1.0 - TIE_TOLERANCE)
-    order = non_increasing(rel)
-    picks = [allowed[j] for j in order]
-    for i in range(nb):
-        longer = allowed[order[i] + 1:]  # a rise above the non-increasing schedule (a dip below it was weighed there)
-        best = _best_of({k: s[k][i] for k in longer}, longer) if longer else None
-        if best is not None and s[best][i] > (1.0 + RISE_GAIN) * s[picks[i]][i]:
-            picks[i] = best
-    return picks
+    return [allowed[j] for j in few_rises(rel, RISE_GAIN)]
 
 
 def _runnable(engine, labels: list[str], meta: dict) -> dict:
@@ -225,7 +220,8 @@ def plan_engines(result, batch_weights: dict[int, float] | str | None = None, en
     from speedplan.serving import ENGINES, engine_module
 
     batch_weights = batch_weights_arg(batch_weights)
-    names = ([engines] if isinstance(engines, str) else list(engines)) if engines else list(ENGINES)
+    names = ([e for e in engines.split(",") if e.strip()] if isinstance(engines, str) else list(engines)) \
+        if engines else list(ENGINES)
     modules = {n: engine_module(n) for n in names}  # unknown names fail before any work
     frame = result.frame
     plain = (frame["mechanism"] == "none") | (frame["draft_len"] == 0)

@@ -103,6 +103,34 @@ def non_increasing(rel: np.ndarray) -> list[int]:
     return picks
 
 
+def few_rises(rel: np.ndarray, rise_cost: float) -> list[int]:
+    """The column index per row (rows: batches ascending; columns: settings ascending in verified
+    tokens) that maximises the summed `rel` less `rise_cost` for each rise from one row to the
+    next (a dynamic program); falls are free. rise_cost = inf is `non_increasing`; 0 is every
+    row's own best. Among equal totals the smaller column.
+
+    >>> few_rises(np.array([[0.9, 1.0], [1.0, 0.97], [0.9, 1.0]]), 0.05)  # one dip: not worth a rise
+    [1, 1, 1]
+    >>> few_rises(np.array([[0.9, 1.0], [1.0, 0.90], [0.9, 1.0]]), 0.05)  # a 10% dip is
+    [1, 0, 1]
+    """
+    n, m = rel.shape
+    rises = np.triu(np.full((m, m), float(rise_cost)), k=1)  # rises[i, j]: from column i to a larger j
+    total = rel[0].astype(float).copy()
+    back = []
+    for t in range(1, n):
+        cand = total[:, None] - rises  # cand[i, j]: best total ending at column i, then j
+        prev = cand.argmax(axis=0)  # first (smallest) i among equals
+        back.append(prev)
+        total = cand[prev, np.arange(m)] + rel[t]
+    j = int(total.argmax())
+    picks = [j]
+    for prev in reversed(back):
+        j = int(prev[j])
+        picks.append(j)
+    return picks[::-1]
+
+
 def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | None:
     """The feasible row with the most tokens/s/GPU that still gives each user at least
     `min_tokens_per_user` tokens/s; None when nothing meets the SLO."""

@@ -59,9 +59,10 @@ class SweepResult:
 
     def __repr__(self) -> str:
         m = self.meta
+        feasible = int(self.frame["feasible"].sum()) if "feasible" in self.frame else "?"
         return (f"SweepResult({(m.get('model') or {}).get('model', '?')} on {m.get('hardware', '?')}, TP {m.get('tp', '?')}, "
-                f"engine profile {m.get('engine', '?')}: {len(self.frame)} rows, {int(self.frame['feasible'].sum())} "
-                f"feasible, {len(self.pareto)} on the Pareto frontier; .frame .pareto .best .meta)")
+                f"engine profile {m.get('engine', '?')}: {len(self.frame)} rows, {feasible} feasible, "
+                f"{len(self.pareto)} on the Pareto frontier; .frame .pareto .best .meta)")
 
 
 def _grid(mech: Mechanism | None, batches, draft_lens, contexts, tree_nodes) -> dict[str, np.ndarray]:

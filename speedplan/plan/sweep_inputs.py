@@ -4,31 +4,58 @@ clear error (SpeedplanInputError), not a wrong sweep.
 
     >>> axis("contexts", "4096", 1, 10_000_000)
     [4096]
+    >>> axis("batches", "1-4,8", 1, 65536)
+    [1, 2, 3, 4, 8]
     >>> mechanism_specs("eagle3")
     ['eagle3']
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.acceptance import Acceptance
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """`1-256`, `1,2,4,8` or a mix (`1,2,4-8`) → sorted distinct integers."""
+    values: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        lo, dash, hi = part.partition("-")
+        try:
+            a, b = (int(lo), int(hi)) if dash and lo else (int(part), int(part))
+        except ValueError:
+            raise SpeedplanInputError(f"{option} {text!r}: expected integers like 1-256 or 1,2,4") from None
+        if a > b:
+            raise SpeedplanInputError(f"{option} {text!r}: range {part} runs backwards")
+        values.update(range(a, b + 1))
+    if len(values) > 100_000:
+        raise SpeedplanInputError(f"{option} {text!r}: too many values")
+    return sorted(values)
 
 
 def axis(name: str, values, low: int, high: int) -> list[int]:
-    """Sorted distinct integers in low..high from a list, a range, one integer, or text "1,8,64"."""
+    """Sorted distinct integers in low..high from a list, a range, one integer, or the CLI's
+    text ("1-256", "1,8,64")."""
+    if values is None:
+        raise SpeedplanInputError(f"{name}: give one or more whole numbers")
     if isinstance(values, str):
-        values = [v for v in values.replace(" ", "").split(",") if v]
+        values = parse_int_list(values, name)
+    elif getattr(values, "ndim", None) == 0:  # a numpy scalar or 0-d array
+        values = [values.item()]
     elif isinstance(values, numbers.Number):
         values = [values]
     out = set()
     for v in values:
+        if isinstance(v, bool) or not isinstance(v, (numbers.Real, str)):
+            raise SpeedplanInputError(f"{name}: {v!r} is not a whole number")
         try:
             number = float(v)
-        except (TypeError, ValueError):
+        except ValueError:
             raise SpeedplanInputError(f"{name}: {v!r} is not a whole number") from None
-        if number != int(number):
+        if not math.isfinite(number) or number != int(number):
             raise SpeedplanInputError(f"{name}: {v!r} is not a whole number")
         out.add(int(number))
     values = sorted(out)
@@ -51,6 +78,7 @@ def acceptance_arg(acceptance, mechanisms: tuple[str, ...]):
     """None, one Acceptance, or {mechanism or "*": Acceptance}, from those or from the CLI's
     --acceptance text ("alpha=0.8", "eagle3:positions=0.9,0.8", a file), alone or in a list,
     or a dict whose values are such text."""
+    from speedplan.plan.acceptance import Acceptance
     from speedplan.plan.acceptance_sources import parse_acceptance, parse_acceptance_options
 
     if acceptance is None or isinstance(acceptance, Acceptance):

@@ -111,7 +111,7 @@ def short_acceptance(source) -> str:
 
 
 def no_feasible_message(result: "SweepResult") -> str:
-    """Why the sweep recommends nothing: `plan.sweep.memory_shortfall`'s line (the one the CLI
+    """Why the sweep recommends nothing: `plan.shortfall.memory_shortfall`'s line (the one the CLI
     refuses such a sweep with) when plain decoding fits nowhere."""
     from speedplan.plan.shortfall import memory_shortfall
 

@@ -60,7 +60,9 @@ class Measurement:
 
     def __post_init__(self) -> None:
         if not self.where:
-            object.__setattr__(self, "where", f"measurement {self.mechanism} batch {self.batch} draft_len {self.draft_len}")
+            show = lambda v: f"{v:g}" if isinstance(v, numbers.Real) and not isinstance(v, bool) else repr(v)
+            object.__setattr__(self, "where", f"measurement {self.mechanism} batch {show(self.batch)} "
+                                              f"draft_len {show(self.draft_len)}")
         for key, value in (("batch", self.batch), ("draft_len", self.draft_len), ("context", self.context),
                            ("tree_nodes", self.tree_nodes), ("max_running_requests", self.max_running)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
@@ -68,6 +70,15 @@ class Measurement:
                 raise SpeedplanInputError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
         if not isinstance(self.value, numbers.Real) or isinstance(self.value, bool):
             raise SpeedplanInputError(f"{self.where}: field {self.quantity!r} must be a number, got {self.value!r}")
+        al = self.acceptance_length
+        if al is not None and (not isinstance(al, numbers.Real) or isinstance(al, bool)):
+            raise SpeedplanInputError(f"{self.where}: field 'acceptance_length' must be a number, got {al!r}")
+        for key in ("batch", "draft_len", "context", "tree_nodes", "max_running"):  # numpy or 8.0 → int
+            if getattr(self, key) is not None:
+                object.__setattr__(self, key, int(getattr(self, key)))
+        object.__setattr__(self, "value", float(self.value))
+        if al is not None:
+            object.__setattr__(self, "acceptance_length", float(al))
         speculative = self.mechanism != "none"
         if self.max_running is not None and not 1 <= self.max_running <= 65536:
             raise SpeedplanInputError(f"{self.where}: field 'max_running_requests' must be in 1..65536, "
@@ -155,15 +166,23 @@ def measurements_from_rows(rows: list[dict], quantity: str | None = None, accept
         if not isinstance(raw, dict):
             raise SpeedplanInputError(f"{where(i)}: a measurement row must be a dict of column: value, "
                                       f"got {type(raw).__name__}")
-        row = {str(k).strip(): v for k, v in raw.items()
-               if k and not (isinstance(v, float) and math.isnan(v))}  # NaN: a DataFrame's empty cell
-        present = [q for q in QUANTITIES if row.get(q) not in (None, "")]
+        row = {str(k).strip(): v for k, v in raw.items() if k and not _missing(v)}
+        present = [q for q in QUANTITIES if q in row]
         q = quantity or (present[0] if len(present) == 1 else None)
         if q is None:
             raise SpeedplanInputError(f"{where(i)}: needs exactly one of the fields {', '.join(QUANTITIES)}, "
                                       f"found {', '.join(present) or 'none'}")
         out.append(_measurement(row, q, acceptance, where(i)))
     return out
+
+
+def _missing(value) -> bool:
+    """An empty cell: None, "", a NaN of any float type, or pandas' NA/NaT."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return math.isnan(float(value))
+    return type(value).__name__ in ("NAType", "NaTType")
 
 
 def _measurement(row: dict, quantity: str, acceptance, where: str) -> Measurement:
