@@ -181,7 +181,7 @@ class EngineProfile:
     def _by_hand(self) -> str:
         """"; host_seq_us = 500 set by hand (my guess)" for terms whose source is none of the kinds
         a shipped or calibrated profile uses (a `with_terms` override, a hand-edited file)."""
-        kinds = ("fitted", "document", "assumption", "measured", "starting point", "default")
+        kinds = ("fitted", "document", "assumption", "measured", "starting point", "default:")
         hand = [(n, t) for n, t in self.terms.items() if not t.source.startswith(kinds)]
         return "".join(f"; {n} = {t.value:g} set by hand ({t.source})" for n, t in hand)
 

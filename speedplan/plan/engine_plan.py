@@ -20,11 +20,12 @@ tokens/s (B = 64 makes 10-20x the tokens of B = 1):
 J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of
 the candidates. A plan that loads a drafter keeps its weights and cache at every batch size, D = 0
 included: where the drafter does not fit beside the KV cache, such a plan loses that (batch,
-context) whatever D it sets there (`_Table.with_drafter`). A schedule ("any", "first-max") maximises the summed share of each batch's best,
-each rise (a longer draft at the next batch size) costing RISE_GAIN (3%) and falls nothing
-(`pick.few_rises`): settings within 1% of a batch's best count as its best, so near-ties fall
-with B as the best-D figure draws them, and the profile's tile-grid steps of 1-3% do not make the
-schedule zigzag. Among settings within 1% of
+context) whatever D it sets there (`_Table.with_drafter`). A schedule ("any", "first-max") maximises J less a cost for each rise (a longer
+draft at the next batch size; falls are free; `pick.few_rises`): settings within 1% of a batch's
+best count as its best, so near-ties fall with B as the best-D figure draws them, and each rise
+costs RISE_GAIN (3%) of one batch's share, so the profile's tile-grid steps of 1-3% at single
+batch sizes do not make the schedule zigzag (smaller gains over several batch sizes can still
+add up to a rise). Batch sizes count by their weights. Among settings within 1% of
 each other the one with fewer verified tokens wins (as in `best_per_batch`); among whole plans
 within 0.5% of the best J, the simplest (off, then fixed, then a schedule).
 
@@ -51,16 +52,17 @@ import numpy as np
 import pandas as pd
 
 from speedplan.cost.ops import latency_label
+from speedplan.errors import SpeedplanInputError
 from speedplan.plan.batch_weights import batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, few_rises
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
-# What a rise (a longer draft at the next larger batch size) costs a schedule, in the summed
-# relative throughput the schedule maximises: a hysteresis about the size of the op model's own
-# resolution (interpolating one measured GEMM from its neighbours is off by a median 2.6-3.3% on
-# H100, H200 and B200: benchmarks/bench_profiles_vs_aic.py). Without it the tile grid's steps in
-# the profiles (B·(1+D) crossing 32, 64, 128 tokens) made schedules zigzag 8, 7, 8, 7, ... across
-# neighbouring batch sizes for gains of 1-3%; falls cost nothing.
+# What a rise (a longer draft at the next larger batch size) must gain at a batch size of its own
+# (`_falling`): a hysteresis about the size of the op model's own resolution (interpolating one
+# measured GEMM from its neighbours is off by a median 2.6-3.3% on H100, H200 and B200:
+# benchmarks/bench_profiles_vs_aic.py). Without it the tile grid's steps in the profiles
+# (B·(1+D) crossing 32, 64, 128 tokens) made schedules zigzag 8, 7, 8, 7, ... across neighbouring
+# batch sizes for gains of 1-3%; falls cost nothing.
 RISE_GAIN = 0.03
 _SIMPLE = {"off": 0, "fixed": 1}
 OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain decoding
@@ -174,13 +176,18 @@ def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray
 
 def _falling(s: dict, allowed: list, nb: int) -> list:
     """An "any" plan: per batch, the setting (`allowed`, ascending in verified tokens) that
-    maximises the summed share of each batch's best, each rise costing RISE_GAIN and falls free
-    (`pick.few_rises`); within TIE_TOLERANCE of a batch's best counts as its best, so near-ties
-    fall with B as the best-D figure draws them."""
+    maximises the summed share of each batch's best (a batch's throughput over its best, counted
+    as 0.99 within TIE_TOLERANCE of it, so near-ties fall with B as the best-D figure draws them)
+    less RISE_GAIN for each rise (`pick.few_rises`; falls are free). Each batch's share, and the
+    cost of a rise into it, counts by its weight (w_B, the `--batch-weights` share relative to
+    the mean), so that batch sizes a user left out neither hold the others back nor are held to
+    a schedule. A rise at one batch size alone thus needs more than RISE_GAIN of its share (3%:
+    a 4% gain over a setting within 1% of the best)."""
     score = np.array([[s[k][i] for k in allowed] for i in range(nb)])
     top = score.max(axis=1, keepdims=True)
     rel = np.minimum(np.divide(score, top, out=np.zeros_like(score), where=top > 0), 1.0 - TIE_TOLERANCE)
-    return [allowed[j] for j in few_rises(rel, RISE_GAIN)]
+    weight = top[:, 0] / top.mean() if top.mean() > 0 else np.ones(nb)  # w_B relative to the mean
+    return [allowed[j] for j in few_rises(rel * weight[:, None], RISE_GAIN * weight)]
 
 
 def _runnable(engine, labels: list[str], meta: dict) -> dict:
@@ -220,8 +227,10 @@ def plan_engines(result, batch_weights: dict[int, float] | str | None = None, en
     from speedplan.serving import ENGINES, engine_module
 
     batch_weights = batch_weights_arg(batch_weights)
-    names = ([e for e in engines.split(",") if e.strip()] if isinstance(engines, str) else list(engines)) \
-        if engines else list(ENGINES)
+    names = [str(e).strip().lower() for e in (engines.split(",") if isinstance(engines, str) else engines or [])]
+    names = [n for n in names if n] if engines is not None else list(ENGINES)
+    if not names:
+        raise SpeedplanInputError(f"engines: name one or more of {', '.join(ENGINES)}")
     modules = {n: engine_module(n) for n in names}  # unknown names fail before any work
     frame = result.frame
     plain = (frame["mechanism"] == "none") | (frame["draft_len"] == 0)

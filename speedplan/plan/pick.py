@@ -103,11 +103,16 @@ def non_increasing(rel: np.ndarray) -> list[int]:
     return picks
 
 
-def few_rises(rel: np.ndarray, rise_cost: float) -> list[int]:
+UNIT = 1e-9  # few_rises works in integer multiples of this, so that ties are exact
+
+
+def few_rises(rel: np.ndarray, rise_cost) -> list[int]:
     """The column index per row (rows: batches ascending; columns: settings ascending in verified
-    tokens) that maximises the summed `rel` less `rise_cost` for each rise from one row to the
-    next (a dynamic program); falls are free. rise_cost = inf is `non_increasing`; 0 is every
-    row's own best. Among equal totals the smaller column.
+    tokens) that maximises the summed `rel` less the cost of each rise (a larger column than the
+    row before): `rise_cost` is one number, or one per row (the cost of rising into that row).
+    Falls are free. rise_cost = inf gives `non_increasing`'s schedule; 0 every row's own best. A
+    dynamic program in integer units of UNIT, so that equal totals are equal: among them, the
+    smallest last column, then at each row before it the smallest column that reaches it.
 
     >>> few_rises(np.array([[0.9, 1.0], [1.0, 0.97], [0.9, 1.0]]), 0.05)  # one dip: not worth a rise
     [1, 1, 1]
@@ -115,14 +120,20 @@ def few_rises(rel: np.ndarray, rise_cost: float) -> list[int]:
     [1, 0, 1]
     """
     n, m = rel.shape
-    rises = np.triu(np.full((m, m), float(rise_cost)), k=1)  # rises[i, j]: from column i to a larger j
-    total = rel[0].astype(float).copy()
+    if n == 0:
+        return []
+    big = np.iinfo(np.int64).max // (4 * max(n, 1))
+    score = np.clip(np.round(np.asarray(rel, dtype=float) / UNIT), -big, big).astype(np.int64)
+    cost = np.broadcast_to(np.asarray(rise_cost, dtype=float), (n,))
+    cost = np.where(np.isinf(cost), big, np.clip(np.round(cost / UNIT), 0, big)).astype(np.int64)
+    upper = np.triu(np.ones((m, m), dtype=bool), k=1)  # upper[i, j]: from column i to a larger j
+    total = score[0].copy()
     back = []
     for t in range(1, n):
-        cand = total[:, None] - rises  # cand[i, j]: best total ending at column i, then j
-        prev = cand.argmax(axis=0)  # first (smallest) i among equals
+        cand = total[:, None] - np.where(upper, cost[t], 0)  # cand[i, j]: ending at column i, then j
+        prev = cand.argmax(axis=0)  # the smallest i among equals
         back.append(prev)
-        total = cand[prev, np.arange(m)] + rel[t]
+        total = cand[prev, np.arange(m)] + score[t]
     j = int(total.argmax())
     picks = [j]
     for prev in reversed(back):

@@ -30,6 +30,8 @@ def parse_int_list(text: str, option: str) -> list[int]:
             raise SpeedplanInputError(f"{option} {text!r}: expected integers like 1-256 or 1,2,4") from None
         if a > b:
             raise SpeedplanInputError(f"{option} {text!r}: range {part} runs backwards")
+        if b - a + 1 + len(values) > 100_000:
+            raise SpeedplanInputError(f"{option} {text!r}: too many values")
         values.update(range(a, b + 1))
     if len(values) > 100_000:
         raise SpeedplanInputError(f"{option} {text!r}: too many values")

@@ -277,3 +277,18 @@ def test_a_loaded_drafter_keeps_its_memory_at_d_0():
     from speedplan.report.html import _engine_sections  # the report says why, not "0.00x"
 
     assert "does not fit in memory" in "".join(_engine_sections({"vllm": plan}))
+
+
+def test_batch_sizes_left_out_of_the_weights_do_not_hold_the_weighted_one_back():
+    """--batch-weights 43=1 on gpt-oss-120b, B = 1..64: the plan gives B = 43 its own best (J = 1).
+    With every batch counted alike by the schedule program, B = 43 got n-gram D = 4 where EAGLE-3
+    D = 7 is its best (J = 0.987)."""
+    r = sweep("gpt-oss-120b", "h100-sxm", batches=range(1, 65))
+    plan = plan_engines(r, {43: 1}, engines="vllm")["vllm"]
+    at = plan.rows[plan.rows.batch == 43]
+    assert at.loss_vs_best.max() <= TIE_TOLERANCE
+    assert plan_engines(r, engines=" vllm , sglang")  # names are trimmed
+    assert list(plan_engines(r, engines=" vllm , sglang")) == ["vllm", "sglang"]
+    with pytest.raises(SpeedplanInputError, match="name one or more"):
+        plan_engines(r, engines=",")
+

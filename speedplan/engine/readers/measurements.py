@@ -60,7 +60,8 @@ class Measurement:
 
     def __post_init__(self) -> None:
         if not self.where:
-            show = lambda v: f"{v:g}" if isinstance(v, numbers.Real) and not isinstance(v, bool) else repr(v)
+            show = lambda v: (repr(v) if isinstance(v, bool) or not isinstance(v, numbers.Real) else
+                              str(int(v)) if math.isfinite(v) and float(v).is_integer() else f"{v:g}")
             object.__setattr__(self, "where", f"measurement {self.mechanism} batch {show(self.batch)} "
                                               f"draft_len {show(self.draft_len)}")
         for key, value in (("batch", self.batch), ("draft_len", self.draft_len), ("context", self.context),
