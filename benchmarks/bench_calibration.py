@@ -19,7 +19,8 @@
    a PR branch of vLLM #32374: it measures B ∈ {1, 4, 16, 64, 256} × K ∈ {1, 3, 5} and keeps the
    best measured K per batch size; unmeasured batch sizes take the nearest measured one's).
    Regret at B = 1 − measured throughput of the pick / best measured throughput at B. The
-   source states no GPU or TP: H100 with TP 8 is assumed (the model's bf16 weights need 8).
+   source states no GPU or TP: H100 with TP 8 is assumed (the model's bf16 weights need 8;
+   `--grid-hardware h200-sxm` assumes another GPU, for 1b and 2).
 3. Speed: `speedplan calibrate` on 20 rows (B 1, 4, 16, 64, 128 × D 0, 2, 4, 6 of Llama-3.1-8B
    on h100-sxm), fit and leave-one-out refits included, median of 5 runs in this process.
 Prints the figures; benchmarks/README.md quotes a run.
@@ -169,13 +170,20 @@ def calibrate_20_rows_s(repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    import argparse
+
+    global GRID_HW
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--grid-hardware", default=GRID_HW,
+                    help=f"the GPU assumed for {GRID_SOURCE}'s rows, which state none (default {GRID_HW})")
+    GRID_HW = ap.parse_args(argv).grid_hardware
     pd.set_option("display.width", 200)
     print("1. held-out batch sizes (engine sweeps with >= 5 batch sizes)")
     for r in held_out_batches():
         print(f"  {r['sweep']}\n    {r['profile']:<24} train B {r['train B']}, test B {r['test B']}: "
               f"median {r['median error']:.1%}, max {r['max error']:.1%}")
-    print(f"\n1b. held-out batch sizes on the throughput grid of {GRID_SOURCE}")
+    print(f"\n1b. held-out batch sizes on the throughput grid of {GRID_SOURCE} ({GRID_HW} TP{GRID_TP} assumed)")
     grid_rows = held_out_grid()
     for r in grid_rows:
         print(f"  {r['sweep']}\n    {r['profile']:<24} train B {r['train B']}, test B {r['test B']}: "
@@ -183,7 +191,7 @@ def main() -> None:
     for label in ("documented profile", "fitted on 3 batch sizes"):
         err = np.concatenate([r["errors"] for r in grid_rows if r["profile"] == label])
         print(f"  all draft lengths, {label}: {len(err)} held-out rows, median {np.median(err):.1%}, max {err.max():.1%}")
-    print(f"\n2. schedule regret on {GRID_SOURCE} (Qwen3-235B-A22B, H100 TP{GRID_TP} assumed)")
+    print(f"\n2. schedule regret on {GRID_SOURCE} (Qwen3-235B-A22B, {GRID_HW} TP{GRID_TP} assumed)")
     regret = schedule_regret()
     print(regret.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     for col in [c for c in regret.columns if c.endswith("regret")]:

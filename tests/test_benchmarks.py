@@ -70,6 +70,13 @@ def test_bench_engine_sweeps_checks_and_refits_the_vllm_sweep_under_each_gpu(mon
     assert rows[(rows.batch == 1) & (rows.draft_len == 3)].acceptance_length.iloc[0] == pytest.approx(2.61)
 
 
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the grid's rows) is not next to this checkout")
+def test_bench_calibration_takes_the_grids_gpu():
+    done = _run("bench_calibration.py", "--grid-hardware", "h200-sxm")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "(h200-sxm TP8 assumed)" in done.stdout and "all draft lengths, fitted on 3 batch sizes" in done.stdout
+
+
 def test_bench_engine_sweeps_helpers(monkeypatch):
     import numpy as np
     import pandas as pd
