@@ -3,6 +3,7 @@ and write them to speedplan/specs/presets/engines/.
 
     python benchmarks/fit_engine_profiles.py            # fit, print every row's residual, write
     python benchmarks/fit_engine_profiles.py --check    # fit and compare with the shipped files
+    python benchmarks/fit_engine_profiles.py --assume-gpu H200   # the fits if the GPU-less sources ran on an H200
 
 Each engine starts from the documented values of engine_bases.json (every one with its source); the terms the
 usable rows identify are then fitted by `speedplan.engine.calibrate`, the same code as
@@ -19,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_cases import CASES, HELD_OUT, as_pairs, load_cases  # noqa: E402
+from engine_cases import ASSUMED, CASES, GPUS, HELD_OUT, as_pairs, load_cases  # noqa: E402
 
 from speedplan.engine.calibrate import calibrate, predict, price  # noqa: E402
 from speedplan.engine.profile import PRESET_DIR, EngineProfile, Term  # noqa: E402
@@ -73,7 +74,14 @@ def held_out_check(profile: EngineProfile, held) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped profiles instead of writing")
+    ap.add_argument("--assume-gpu", metavar="GPU", choices=sorted(GPUS),
+                    help="assume this GPU for the sources that state none (engine_cases.ASSUMED) instead of "
+                         "their recorded one: a sensitivity check; nothing is written or compared")
     args = ap.parse_args(argv)
+    if args.assume_gpu:
+        for source, assumption in ASSUMED.items():
+            ASSUMED[source] = {**assumption, "gpu": args.assume_gpu,
+                               "why": assumption["why"] + f" [sensitivity check: {args.assume_gpu} assumed instead]"}
     cases, skipped = load_cases(held_out=True)
     held = [c for c in cases if c.source in HELD_OUT]
     cases = [c for c in cases if c.source not in HELD_OUT]
@@ -93,7 +101,9 @@ def main(argv=None) -> int:
         if kept_out:
             data["fit_held_out"] = kept_out  # usable rows kept out of the fit, printed as an out-of-sample check
         path = PRESET_DIR / f"{name}.json"
-        if args.check:
+        if args.assume_gpu:
+            print(f"{path.name}: not written or compared (--assume-gpu {args.assume_gpu} is a sensitivity check)")
+        elif args.check:
             shipped = json.loads(path.read_text())
             same = {t: round(v["value"], 6) for t, v in shipped["terms"].items()} == \
                    {t: round(v["value"], 6) for t, v in data["terms"].items()}
