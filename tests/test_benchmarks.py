@@ -70,6 +70,22 @@ def test_bench_engine_sweeps_checks_and_refits_the_vllm_sweep_under_each_gpu(mon
     assert rows[(rows.batch == 1) & (rows.draft_len == 3)].acceptance_length.iloc[0] == pytest.approx(2.61)
 
 
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the fit's rows) is not next to this checkout")
+def test_fit_engine_profiles_sensitivity_check_writes_nothing():
+    shipped = {p.name: p.read_bytes() for p in (BENCHMARKS.parent / "speedplan/specs/presets/engines").glob("*.json")}
+    done = _run("fit_engine_profiles.py", "--assume-gpu", "H200")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "vllm.json: not written or compared (--assume-gpu H200 is a sensitivity check)" in done.stdout
+    # the assumption took effect: the vLLM rows priced on an H200 fit other terms than the shipped H100 ones
+    import json
+
+    vllm = done.stdout.split("calibrated vllm")[1]
+    fitted = float(vllm.split("fitted host_step_us")[1].split()[0])
+    shipped_value = json.loads(shipped["vllm.json"])["terms"]["host_step_us"]["value"]
+    assert abs(fitted / shipped_value - 1) > 0.05
+    assert {p.name: p.read_bytes() for p in (BENCHMARKS.parent / "speedplan/specs/presets/engines").glob("*.json")} == shipped
+
+
 @pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the grid's rows) is not next to this checkout")
 def test_bench_calibration_takes_the_grids_gpu():
     done = _run("bench_calibration.py", "--grid-hardware", "h200-sxm")
