@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_cases import CASES, DEFAULT_CONTEXT, as_pairs, load_cases  # noqa: E402
 
-from speedplan.engine.calibrate import Setting, calibrate, predict, price  # noqa: E402
+from speedplan.engine.calibrate import Setting, calibrate, kernels_alone, predict, price  # noqa: E402
 from speedplan.engine.profile import get_engine  # noqa: E402
 from speedplan.engine.readers.measurements import Measurement  # noqa: E402
 from speedplan.engine.step import step_cost  # noqa: E402
@@ -145,7 +145,7 @@ def check(rows: pd.DataFrame, hardware: str, engine: str = "vllm") -> str:
     priced = price(pairs_for(rows, hardware), profile.spec_max_running)
     predicted = predict(values, priced)
     cost = step_cost(values, priced.step)
-    gpu_only = predicted * cost.total_s / (cost.ops_s + cost.sample_s)  # same tokens per step, kernels' time
+    gpu_only = kernels_alone(values, priced)  # tokens/s if each step took only its kernels and sampler
     measured_step = rows.batch.to_numpy() * rows.acceptance_length.to_numpy() / measured
     b_min, k_min = rows.batch.min(), rows.draft_len.min()
     lines = [f"{engine} profile, GPU assumed {hardware}:",

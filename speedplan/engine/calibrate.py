@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from speedplan.cost.forward import forward_cost
-from speedplan.engine.profile import TERMS, EngineProfile, running_requests
+from speedplan.engine.profile import TERMS, EngineProfile, running_requests, source_kind
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.errors import SpeedplanInputError
@@ -102,41 +102,42 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
                   np.array([m.value for m in rows]), np.array(running), np.array(plain_running))
 
 
+def _timed(step_s: np.ndarray, priced: Priced) -> np.ndarray:
+    """Each row's time quantity (step_ms, tpot_ms, tokens_per_s) for steps of `step_s` seconds;
+    NaN for the other quantities."""
+    q, al, run = priced.quantity, priced.acceptance_length, priced.running
+    return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s"],
+                     [step_s * 1e3, step_s / al * 1e3, run * al / step_s], np.nan)
+
+
 def predict(values: dict, priced: Priced) -> np.ndarray:
     """Each row's measured quantity as the engine model (`speedplan.engine.step`) predicts it."""
     cost = step_cost(values, priced.step)
     step = cost.total_s
     plain = step_cost(values, priced.plain).total_s
-    q, al = priced.quantity, priced.acceptance_length
-    run = priced.running
-    return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s", q == "speedup", q == "verify_ms",
-                      q == "draft_ms"],
-                     [step * 1e3, step / al * 1e3, run * al / step, (run * al / step) / (priced.plain_running / plain),
-                      cost.verify_s * 1e3, cost.draft_s * 1e3])
+    q, al, run = priced.quantity, priced.acceptance_length, priced.running
+    return np.select([q == "speedup", q == "verify_ms", q == "draft_ms"],
+                     [(run * al / step) / (priced.plain_running / plain), cost.verify_s * 1e3, cost.draft_s * 1e3],
+                     _timed(step, priced))
 
 
 KERNEL_MARGIN = 0.10  # kernels alone slower than a measured step by more than this: the row cannot have run there
-TIME_QUANTITIES = ("step_ms", "tpot_ms", "tokens_per_s")  # quantities a step's own time sets (not ratios or parts)
 
 
 def kernels_alone(values: dict, priced: Priced) -> np.ndarray:
     """Each row's quantity if its step took only its kernels and sampler (no host work, no
     launches): the fastest the op cost model's hardware can run it whatever the engine's terms."""
     cost = step_cost(values, priced.step)
-    kernels = cost.ops_s + cost.sample_s
-    q, al, run = priced.quantity, priced.acceptance_length, priced.running
-    return np.select([q == "step_ms", q == "tpot_ms", q == "tokens_per_s"],
-                     [kernels * 1e3, kernels / al * 1e3, run * al / kernels], np.nan)
+    return _timed(cost.ops_s + cost.sample_s, priced)
 
 
 def too_fast(values: dict, priced: Priced, margin: float = KERNEL_MARGIN) -> np.ndarray:
     """Rows measured faster than their kernels alone can run on the setting's hardware (by more
     than `margin`): another GPU, another TP or a miscounted quantity. No host or launch term
     (each ≥ 0) can fit them; only kernel_scale < 1. Boolean per row; ratios and parts (speedup, verify_ms, draft_ms) are never flagged."""
-    bound = kernels_alone(values, priced)
+    bound = kernels_alone(values, priced)  # NaN (never flagged) for ratios and parts
     measured, q = priced.measured, priced.quantity
-    slower = np.where(q == "tokens_per_s", measured > (1 + margin) * bound, bound > (1 + margin) * measured)
-    return np.isin(q, TIME_QUANTITIES) & np.nan_to_num(slower, nan=0).astype(bool)
+    return np.where(q == "tokens_per_s", measured > (1 + margin) * bound, bound > (1 + margin) * measured)
 
 
 @dataclass
@@ -224,9 +225,9 @@ def _select(base: dict, ok: list[str], most: int, priced: Priced) -> tuple[list[
 
 
 def _origin(source: str) -> str:
-    """The kind of a term's source, in a word or two: document, assumption, fitted, measured."""
-    word = source.split(":")[0].split(" (")[0].strip()
-    return "fitted before" if word.startswith("fitted") else word or "base profile"
+    """The kind of a term's source, in a word or two: document, assumption, fitted before, ..."""
+    kind = source_kind(source)
+    return "fitted before" if kind == "fitted" else kind or "set by hand"
 
 
 def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], free: list[str] | None = None,

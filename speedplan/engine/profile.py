@@ -104,6 +104,18 @@ def running_requests(batch, speculative, spec_max_running: float) -> np.ndarray:
     return np.where(capped, np.minimum(batch, spec_max_running if spec_max_running > 0 else np.inf), batch)
 
 
+SOURCE_KINDS = ("fitted", "document", "assumption", "measured", "starting point", "default")
+
+
+def source_kind(source: str) -> str | None:
+    """The kind of a term's source, the word it starts with (fitted, document, assumption,
+    measured, starting point, default: a term a profile file left out); None for any other
+    text, which a user set by hand (`EngineProfile.with_terms`, an edited file)."""
+    head = source.split(":")[0].strip()
+    return next((k for k in SOURCE_KINDS if head.startswith(k) and (k != "default" or source.startswith("default:"))),
+                None)
+
+
 @dataclass(frozen=True)
 class Term:
     value: float
@@ -181,8 +193,7 @@ class EngineProfile:
     def _by_hand(self) -> str:
         """"; host_seq_us = 500 set by hand (my guess)" for terms whose source is none of the kinds
         a shipped or calibrated profile uses (a `with_terms` override, a hand-edited file)."""
-        kinds = ("fitted", "document", "assumption", "measured", "starting point", "default:")
-        hand = [(n, t) for n, t in self.terms.items() if not t.source.startswith(kinds)]
+        hand = [(n, t) for n, t in self.terms.items() if source_kind(t.source) is None]
         return "".join(f"; {n} = {t.value:g} set by hand ({t.source})" for n, t in hand)
 
     def running(self, batch, speculative) -> np.ndarray:

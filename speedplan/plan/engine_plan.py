@@ -179,10 +179,11 @@ def _falling(s: dict, allowed: list, nb: int) -> list:
     maximises the summed share of each batch's best (a batch's throughput over its best, counted
     as 0.99 within TIE_TOLERANCE of it, so near-ties fall with B as the best-D figure draws them)
     less RISE_GAIN for each rise (`pick.few_rises`; falls are free). Each batch's share, and the
-    cost of a rise into it, counts by its weight (w_B, the `--batch-weights` share relative to
-    the mean), so that batch sizes a user left out neither hold the others back nor are held to
-    a schedule. A rise at one batch size alone thus needs more than RISE_GAIN of its share (3%:
-    a 4% gain over a setting within 1% of the best)."""
+    cost of a rise into it, counts by the best score `allowed` reaches there (its weight w_B,
+    the `--batch-weights` share, times how near this drafter gets to the engine's best there;
+    relative to the mean over batches), so that batch sizes a user left out neither hold the
+    others back nor are held to a schedule. A rise at one batch size alone thus needs more than
+    RISE_GAIN of its share (3%: a 4% gain over a setting within 1% of the best)."""
     score = np.array([[s[k][i] for k in allowed] for i in range(nb)])
     top = score.max(axis=1, keepdims=True)
     rel = np.minimum(np.divide(score, top, out=np.zeros_like(score), where=top > 0), 1.0 - TIE_TOLERANCE)

@@ -86,21 +86,9 @@ def best_draft_len(frame: pd.DataFrame, mechanism: str, context: int | None = No
 
 def non_increasing(rel: np.ndarray) -> list[int]:
     """The column index per row (rows: batches ascending; columns: settings ascending, e.g. D)
-    that never rises from one row to the next and maximises the summed `rel` (a dynamic
-    program); among equal totals the smaller column."""
-    n, m = rel.shape
-    score = np.zeros((n, m))  # score[i, j]: best total over rows i.. with column j at row i, later ≤ j
-    choice = np.zeros((n, m), dtype=int)
-    score[n - 1] = rel[n - 1]
-    for i in range(n - 2, -1, -1):
-        score[i] = rel[i] + np.maximum.accumulate(score[i + 1])
-        choice[i] = [int(np.argmax(score[i + 1][: j + 1])) for j in range(m)]
-    j = int(np.argmax(score[0]))
-    picks = []
-    for i in range(n):
-        picks.append(j)
-        j = choice[i][j] if i < n - 1 else j
-    return picks
+    that never rises from one row to the next and maximises the summed `rel`: `few_rises` with
+    rises barred."""
+    return few_rises(rel, np.inf)
 
 
 UNIT = 1e-9  # few_rises works in integer multiples of this, so that ties are exact

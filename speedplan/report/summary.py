@@ -243,8 +243,9 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         lines.extend(fmt(r) for r in shown)
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
-        if unplanned_line(result):
-            lines.append(unplanned_line(result))
+        unplanned = unplanned_line(result)
+        if unplanned:
+            lines.append(unplanned)
     if plans:
         lines.extend(engine_plan_lines(plans))
     lines.append(f"latency: {latency_source(result)}")

@@ -64,22 +64,22 @@ class Measurement:
                               str(int(v)) if math.isfinite(v) and float(v).is_integer() else f"{v:g}")
             object.__setattr__(self, "where", f"measurement {self.mechanism} batch {show(self.batch)} "
                                               f"draft_len {show(self.draft_len)}")
-        for key, value in (("batch", self.batch), ("draft_len", self.draft_len), ("context", self.context),
-                           ("tree_nodes", self.tree_nodes), ("max_running_requests", self.max_running)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                                      or not math.isfinite(value) or value != int(value)):
-                raise SpeedplanInputError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
-        if not isinstance(self.value, numbers.Real) or isinstance(self.value, bool):
-            raise SpeedplanInputError(f"{self.where}: field {self.quantity!r} must be a number, got {self.value!r}")
-        al = self.acceptance_length
-        if al is not None and (not isinstance(al, numbers.Real) or isinstance(al, bool)):
-            raise SpeedplanInputError(f"{self.where}: field 'acceptance_length' must be a number, got {al!r}")
-        for key in ("batch", "draft_len", "context", "tree_nodes", "max_running"):  # numpy or 8.0 → int
-            if getattr(self, key) is not None:
-                object.__setattr__(self, key, int(getattr(self, key)))
-        object.__setattr__(self, "value", float(self.value))
-        if al is not None:
-            object.__setattr__(self, "acceptance_length", float(al))
+        real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
+        for attr, field_name in (("batch", "batch"), ("draft_len", "draft_len"), ("context", "context"),
+                                 ("tree_nodes", "tree_nodes"), ("max_running", "max_running_requests")):
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            if not real(value) or not math.isfinite(value) or value != int(value):
+                raise SpeedplanInputError(f"{self.where}: field {field_name!r} must be an integer, got {value!r}")
+            object.__setattr__(self, attr, int(value))  # numpy integers or 8.0 → int
+        for attr, field_name in (("value", self.quantity), ("acceptance_length", "acceptance_length")):
+            value = getattr(self, attr)
+            if value is None and attr == "acceptance_length":
+                continue
+            if not real(value):
+                raise SpeedplanInputError(f"{self.where}: field {field_name!r} must be a number, got {value!r}")
+            object.__setattr__(self, attr, float(value))
         speculative = self.mechanism != "none"
         if self.max_running is not None and not 1 <= self.max_running <= 65536:
             raise SpeedplanInputError(f"{self.where}: field 'max_running_requests' must be in 1..65536, "
