@@ -91,22 +91,39 @@ def check_replaceable(out: str | Path, kind: FolderKind, option: str = "--out") 
                                   "give a new or empty folder")
 
 
+_MADE: dict[Path, Path] = {}  # staging folder -> the topmost missing parent made for it (`discard` removes it)
+
+
 def staging_folder(out: Path, option: str = "--out") -> Path:
-    """A new hidden folder beside `out`, with the permissions a plain mkdir would give."""
+    """A new hidden folder beside `out`, with the permissions a plain mkdir would give. Give it
+    to `move_into_place` when it is complete, or to `discard` on failure."""
     out = target(out)
     with writing(out, option):
+        missing = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        if missing:
+            _MADE[tmp] = missing[-1]
         mask = os.umask(0)
         os.umask(mask)
         tmp.chmod(0o777 & ~mask)  # mkdtemp makes 0700
     return tmp
 
 
+def discard(tmp: Path) -> None:
+    """Remove an unfinished staging folder, and the parent folders made for it, so that a
+    command that fails leaves nothing behind."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    made = _MADE.pop(tmp, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)  # held nothing but the way to tmp when it was made
+
+
 def move_into_place(tmp: Path, out: Path) -> None:
     """Rename the finished `tmp` to `out` (a link's target). An old `out` is moved aside first
     and removed only once the new one is in place (put back if the move fails)."""
     out = target(out)
+    _MADE.pop(tmp, None)
     if not out.exists():
         tmp.rename(out)
         return

@@ -60,7 +60,7 @@ def sweep(
         if shortfall:
             raise SpeedplanInputError(shortfall)
         engines = plan_for.split(",") if plan_for else None
-        # computed while the figures draw; an unknown engine or bad weights fail before anything is written
+        # computed while the figures draw; an unknown engine or bad weights fail with nothing left behind
         plans = functools.cache(lambda: plan_engines(result, weights, engines))
         out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}-{result.meta['engine']}"
         check_output(out)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import PROFILE, check_replaceable, move_into_place, staging_folder
+from speedplan.outputs import PROFILE, check_replaceable, discard, move_into_place, staging_folder
 from speedplan.profile.moe import BALANCED
 from speedplan.profile.aic import BACKENDS, DISTRIBUTION, DTYPES, SYSTEM_PRESETS, AicSource, sha256
 
@@ -277,7 +277,7 @@ def write_profile(tables: dict, meta: dict, out: str | Path) -> Path:
         (tmp / "NOTICE.md").write_text(f"# Notice\n\n{meta['notice']}\n")
         move_into_place(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard(tmp)
         raise
     return out
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import csv
 import datetime
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import PROFILE, check_replaceable, move_into_place, staging_folder
+from speedplan.outputs import PROFILE, check_replaceable, discard, move_into_place, staging_folder
 from speedplan.specs.hardware import get_hardware
 from speedplan.profile.attention import AttentionTable
 from speedplan.profile.dense import ANSWERS
@@ -110,7 +109,7 @@ def _write_profile_folder(out: Path, tables: dict[str, list[dict]], meta: dict, 
         (tmp / "README.md").write_text(readme)
         move_into_place(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard(tmp)
         raise
     return out
 

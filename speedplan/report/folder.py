@@ -8,10 +8,9 @@ replaced only if it is empty or a previous report (`speedplan.outputs`).
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-from speedplan.outputs import REPORT, check_replaceable, move_into_place, staging_folder
+from speedplan.outputs import REPORT, check_replaceable, discard, move_into_place, staging_folder
 from speedplan.plan.engine_plan import plan_engines, schedule_frame, serving_plans
 from speedplan.plan.pick import recommendations, sensitivity
 from speedplan.plan.sweep import SweepResult
@@ -55,6 +54,6 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
     except BaseException:
         if worker is not None:
             worker.cancel()
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard(tmp)
         raise
     return sorted(out_dir.iterdir())

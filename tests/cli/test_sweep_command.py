@@ -67,6 +67,18 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, word):
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args, word", [(["--plan-for", ","], "name one or more"),
+                                        (["--plan-for", "vllm,bogus"], "unknown serving engine"),
+                                        (["--batch-weights", "3=1"], "batch 3 was not swept")])
+def test_a_plan_that_fails_while_writing_leaves_no_folder_behind(tmp_path, args, word):
+    """These fail once writing has begun (planning overlaps drawing the figures): the staging
+    folder and the parent folders made for it go too (they left an empty reports/ behind)."""
+    out = tmp_path / "new" / "rep"
+    proc = runner.invoke(app, ["sweep", "--out", str(out), *args])
+    assert isinstance(proc.exception, SpeedplanInputError) and word in str(proc.exception)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("args, word", [(["--tp", "3"], "query heads"), (["--batch", "1-x"], "--batch"),
                                         (["--tp", "abc"], "--tp"), (["--plan-for", "tgi"], "unknown serving engine"),
                                         (["--batch-weights", "1=x"], "--batch-weights")])
