@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import platform
+import re
 import subprocess
 import sys
 
@@ -45,10 +46,18 @@ def this_cpu() -> dict:
     return {"device_name": cpu_name(), **({"cpu_id": ident} if ident else {})}
 
 
+def _model_name(name) -> str:
+    """A CPU model name without the nominal clock a hypervisor may append or leave off: the Intel
+    Xeon VM of 2026-12-02 said "Intel(R) Xeon(R) Processor", the same model (family 6, model 106,
+    2600 MHz) on 2026-12-03 "Intel(R) Xeon(R) Processor @ 2.60GHz"."""
+    return re.sub(r"\s*@\s*[\d.]+\s*[GM]Hz\s*$", "", str(name or "")).strip()
+
+
 def same_cpu(meta: dict, here: dict) -> bool:
-    """Whether a profile's meta.json was measured on the CPU `here` (this_cpu()): the same name,
-    and the same family and model where both record them (profiles before 2026-12-02 do not)."""
-    if meta.get("device_name") != here.get("device_name"):
+    """Whether a profile's meta.json was measured on the CPU `here` (this_cpu()): the same model
+    name (its nominal clock aside), and the same family and model where both record them
+    (profiles before 2026-12-02 do not)."""
+    if _model_name(meta.get("device_name")) != _model_name(here.get("device_name")):
         return False
     a, b = meta.get("cpu_id"), here.get("cpu_id")
     return not (a and b) or (a.get("family"), a.get("model")) == (b.get("family"), b.get("model"))

@@ -261,6 +261,28 @@ def test_validate_prices_with_the_shipped_profile_of_this_cpu(tmp_path, monkeypa
     assert profile_for_this_cpu("cpu-local") == ("cpu-local", None)
 
 
+def test_a_cpu_name_with_or_without_its_nominal_clock_is_one_cpu(monkeypatch, tmp_path):
+    """The Xeon VM of 2026-12-03 names itself "Intel(R) Xeon(R) Processor @ 2.60GHz" where the
+    one cpu-local-xeon was measured on said "Intel(R) Xeon(R) Processor": validate priced it with
+    the AMD EPYC profile and warned. The clock is left out of the comparison; family and model
+    still tell CPUs apart."""
+    import microbench.env
+    import speedplan.cost.ops
+    from microbench.env import same_cpu
+    from speedplan.validate.run import profile_for_this_cpu
+
+    xeon = {"device_name": "Intel(R) Xeon(R) Processor @ 2.60GHz", "cpu_id": {"vendor": "GenuineIntel", "family": 6, "model": 106}}
+    assert same_cpu({"device_name": "Intel(R) Xeon(R) Processor"}, xeon)
+    assert not same_cpu({"device_name": "Intel(R) Xeon(R) Processor", "cpu_id": {"family": 6, "model": 143}}, xeon)
+    assert not same_cpu({"device_name": "Intel(R) Xeon(R) Gold 6338"}, xeon)
+    for name, cpu in (("cpu-local", "AMD EPYC"), ("cpu-local-xeon", "Intel(R) Xeon(R) Processor")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "meta.json").write_text(json.dumps({"device_name": cpu, "hardware_preset": "cpu-local"}))
+    monkeypatch.setattr(speedplan.cost.ops, "PROFILE_DIR", tmp_path)
+    monkeypatch.setattr(microbench.env, "this_cpu", lambda: xeon)
+    assert profile_for_this_cpu("cpu-local")[0] == "cpu-local-xeon"
+
+
 def test_a_speedup_takes_the_round_whose_pair_ran_fastest():
     """Plain decoding 72 ms a step, the speculative point 95 ms; in round 1 the plain run was
     slowed to 113 ms (another process). Averaging the rounds' ratios gives 0.95 (plain step
