@@ -127,3 +127,21 @@ def test_optional_dependency_missing_is_one_line(script):
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "aiconfigurator-core is not installed" in done.stderr
+
+
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the fit's rows) is not next to this checkout")
+def test_the_fit_check_allows_float_order_not_a_changed_term(monkeypatch):
+    """--check passes a refit that differs in the sixth significant digit (what another CPU's BLAS
+    gives: the Xeon of 2026-12-03 failed the six-decimal comparison on sglang.json) and fails a term
+    that moved by 0.01%."""
+    import json
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from fit_engine_profiles import same_terms
+
+    shipped = json.loads((BENCHMARKS.parent / "speedplan/specs/presets/engines/sglang.json").read_text())["terms"]
+    nudged = {t: {**v, "value": v["value"] * (1 + 1e-7)} for t, v in shipped.items()}
+    assert same_terms(shipped, nudged)
+    moved = {**shipped, "host_step_us": {**shipped["host_step_us"], "value": shipped["host_step_us"]["value"] * 1.0001}}
+    assert not same_terms(shipped, moved)
+    assert not same_terms(shipped, {t: v for t, v in shipped.items() if t != "host_step_us"})

@@ -149,10 +149,15 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
 
 
 def plain_step(engine: EngineProfile, cost, target: ModelSpec, batch, forward: ForwardCost) -> StepCost:
+    """One plain decoding step of `batch` sequences priced on `engine`'s terms."""
     return step_cost(engine.values(), plain_parts(cost, target, batch, forward))
 
 
 def speculative_step(engine: EngineProfile, cost, target: ModelSpec, mech, batch, draft_len, nodes,
                      verify_tokens, verify: ForwardCost, draft: ForwardCost) -> StepCost:
+    """One speculative step priced on `engine`'s terms. `batch` is the requests the step runs, so
+    for an engine that caps a speculative step (`spec_max_running`) pass
+    `engine.running(in_flight, True)`, as the sweep does, with `verify` and `draft` priced for
+    that many."""
     return step_cost(engine.values(), speculative_parts(cost, target, mech, batch, draft_len, nodes,
                                                         verify_tokens, verify, draft))
