@@ -46,7 +46,7 @@ def this_cpu() -> dict:
     return {"device_name": cpu_name(), **({"cpu_id": ident} if ident else {})}
 
 
-def _model_name(name) -> str:
+def _model_name(name: str | None) -> str:
     """A CPU model name without the nominal clock a hypervisor may append or leave off: the Intel
     Xeon VM of 2026-12-02 said "Intel(R) Xeon(R) Processor", the same model (family 6, model 106,
     2600 MHz) on 2026-12-03 "Intel(R) Xeon(R) Processor @ 2.60GHz"."""

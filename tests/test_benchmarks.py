@@ -129,7 +129,6 @@ def test_optional_dependency_missing_is_one_line(script):
     assert "aiconfigurator-core is not installed" in done.stderr
 
 
-@pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the fit's rows) is not next to this checkout")
 def test_the_fit_check_allows_float_order_not_a_changed_term(monkeypatch):
     """--check passes a refit that differs in the sixth significant digit (what another CPU's BLAS
     gives: the Xeon of 2026-12-03 failed the six-decimal comparison on sglang.json) and fails a term
