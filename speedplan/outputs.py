@@ -32,6 +32,7 @@ class FolderKind:
     suffixes: tuple[str, ...]  # the kinds of file the command writes there (no subfolders)
 
 
+MANIFEST = ".speedplan-files"  # in every output folder: the names of the files speedplan wrote there
 REPORT = FolderKind("speedplan report", ("meta.json", "sweep.csv"), ("command", "version"),
                     (".csv", ".json", ".html", ".png", ".sh", ".yaml"))
 PROFILE = FolderKind("profile folder", ("meta.json",), ("origin",), (".csv", ".json", ".md", ".txt"))
@@ -66,7 +67,15 @@ def _ours(out: Path, kind: FolderKind) -> str | None:
         meta = None
     if not isinstance(meta, dict) or any(k not in meta for k in kind.meta_keys):
         return "its meta.json is not one speedplan wrote"
-    foreign = [p.name for p in entries if not p.is_file() or p.suffix not in kind.suffixes]
+    manifest = out / MANIFEST
+    if manifest.is_file():  # the names it wrote, listed when it was moved into place
+        try:
+            written = set(manifest.read_text().splitlines()) | {MANIFEST}
+        except (OSError, UnicodeDecodeError):
+            return f"its {MANIFEST} cannot be read"
+        foreign = [p.name for p in entries if not p.is_file() or p.name not in written]
+    else:  # a folder written before the manifest existed: the kinds of file the command writes
+        foreign = [p.name for p in entries if not p.is_file() or p.suffix not in kind.suffixes]
     if foreign:
         return f"it holds {', '.join(foreign[:3])}{' and more' if len(foreign) > 3 else ''}, which speedplan does not write"
     return None
@@ -121,9 +130,12 @@ def discard(tmp: Path) -> None:
 
 def move_into_place(tmp: Path, out: Path) -> None:
     """Rename the finished `tmp` to `out` (a link's target). An old `out` is moved aside first
-    and removed only once the new one is in place (put back if the move fails)."""
+    and removed only once the new one is in place (put back if the move fails). The folder gets
+    a MANIFEST of the files in it, so that a later run replaces it only while it holds nothing
+    else (a user's file saved into a report folder keeps that folder from being replaced)."""
     out = target(out)
     _MADE.pop(tmp, None)
+    (tmp / MANIFEST).write_text("".join(f"{p.name}\n" for p in sorted(tmp.iterdir()) if p.name != MANIFEST))
     if not out.exists():
         tmp.rename(out)
         return

@@ -3,6 +3,7 @@ CLI takes (one value for a list, the CLI's text) with the CLI's checks and one-l
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -132,3 +133,38 @@ def test_terms_a_profile_file_left_out_are_not_called_hand_set(tmp_path):
         data["terms"].pop(term)
     path.write_text(json.dumps(data))
     assert "set by hand" not in get_engine(str(path)).provenance()
+
+
+def test_library_entry_points_refuse_wrong_arguments_in_one_line(tmp_path):
+    """An audit on 2026-12-03 found about 25 calls that raised AttributeError or TypeError deep
+    inside, and a report of Llama-3.1-8B written with the plan of a 70B sweep."""
+    r = speedplan.sweep(batches=[1, 8], mechanisms=["eagle3"])
+    other = speedplan.plan_engines(speedplan.sweep("llama-3.1-70b", batches=[1, 8], mechanisms=["eagle3"], tp=4))
+    plans = speedplan.plan_engines(r)
+    calls = [
+        (lambda: speedplan.sweep(mechanisms=[None]), "mechanisms: expected names"),
+        (lambda: speedplan.sweep(mechanisms=[]), "an empty list"),
+        (lambda: speedplan.sweep(hardware=None), "hardware: expected"),
+        (lambda: speedplan.sweep(acceptance=[]), "acceptance: empty"),
+        (lambda: speedplan.sweep(min_tokens_per_user="100"), "finite number"),
+        (lambda: speedplan.plan_engines(r.frame), "plan_engines: expected the SweepResult"),
+        (lambda: speedplan.memory_shortfall(None), "memory_shortfall: expected the SweepResult"),
+        (lambda: speedplan.render_summary(r, plans=[1]), "render_summary: plans must be"),
+        (lambda: speedplan.render_summary(r, max_rows="3"), "max_rows must be a positive integer"),
+        (lambda: speedplan.serving_plans(r, None), "serving_plans: plans must be"),
+        (lambda: speedplan.render_serving_configs(plans), "serving_plans(result, plans) makes them"),
+        (lambda: speedplan.render_serving_configs(None), "got NoneType"),
+        (lambda: speedplan.write_outputs(r, tmp_path / "a", plans=other), "planned on another sweep"),
+        (lambda: speedplan.write_outputs(r, tmp_path / "b", plans=plans, batch_weights={1: 1}), "not both"),
+        (lambda: speedplan.write_outputs(r, None), "out_dir must be a folder path"),
+        (lambda: speedplan.get_engine("vllm").with_terms({"host_step_us": "abc"}, "x"), "must be a number"),
+        (lambda: speedplan.get_engine("vllm").with_terms({"spec_max_running": 2.5}, "x"), "whole number"),
+        (lambda: speedplan.get_engine("vllm").with_terms([1], "x"), "takes {term: value}"),
+        (lambda: speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", rows=None), "rows must be a list"),
+    ]
+    for call, word in calls:
+        with pytest.raises(speedplan.SpeedplanInputError, match=re.escape(word)):
+            call()
+    assert not list(tmp_path.iterdir())  # nothing written
+    huge = speedplan.plan_engines(r, batch_weights={1: 1e308, 8: 1e308})  # overflowed to weights of 0: every plan off
+    assert huge["vllm"].schedule == plans["vllm"].schedule and huge["vllm"].mechanism == "eagle3"

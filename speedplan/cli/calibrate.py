@@ -33,8 +33,9 @@ def calibrate(
     from speedplan.cli.options import check_output
     from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
 
-    check_output(out, folder=False)
-    result = calibrate_files(model, hardware, tp, engine, [*measurements, *(more or [])], mechanism,
+    files = [*measurements, *(more or [])]
+    check_output(out, folder=False, inputs=files)
+    result = calibrate_files(model, hardware, tp, engine, files, mechanism,
                              fit.split(",") if fit else None, name or out.stem)
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))

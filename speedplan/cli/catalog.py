@@ -48,7 +48,7 @@ def engines() -> None:
         e = get_engine(name)
         fitted = sum(t.source.startswith("fitted") for t in e.terms.values())
         fit = e.fit or {}
-        to = (f" to {len(fit.get('rows', []))} rows ({fit['described']}), |residual| median "
+        to = (f" to {len(fit.get('rows', []))} rows{e.fitted_at()} ({fit['described']}), |residual| median "
               f"{fit['median_abs_residual']:.1%}" if fitted and fit.get("described") else "")
         rows.append({"engine": e.name, "describes": _cut(f"{e.engine} {e.version}", 60),
                      "terms fitted": f"{fitted} of {len(e.terms)}{to}"})

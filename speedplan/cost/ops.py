@@ -224,6 +224,10 @@ def load_cost_model(hardware: str | Path) -> CostModel:
     profile under `data/profiles/` (e.g. "cpu-local"); a shipped measured profile wins over
     the bare preset."""
     key = str(hardware).strip()
+    if not key:
+        from speedplan.specs.hardware import PRESETS
+
+        raise SpeedplanInputError(f"hardware: empty name; presets: {', '.join(sorted(PRESETS))} (or a profile folder)")
     path = Path(key)
     if key.lower().endswith(".json"):
         from speedplan.specs.hardware import load_hardware_file

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from speedplan.cost.forward import forward_cost
-from speedplan.engine.profile import TERMS, EngineProfile, running_requests, source_kind
+from speedplan.engine.profile import SETTINGS, TERMS, EngineProfile, running_requests, source_kind
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.errors import SpeedplanInputError
@@ -30,7 +30,6 @@ from speedplan.specs.model import ModelSpec
 # best (`_select`), and the rest keep the base profile's values.
 FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "host_spec_seq_us", "overlap_spec", "overlap_plain",
              "host_token_us")
-SETTINGS = ("spec_max_running",)  # engine settings the pricing applies as given (a cap), never fitted
 IDENTIFIABLE = 1e-3  # smallest relative change of some prediction over a term's whole range
 
 
@@ -90,6 +89,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
             mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
         except SpeedplanInputError as e:
             raise SpeedplanInputError(f"{m.where}: field 'mechanism': {e}") from None
+        _check_nodes(m, mech)
         nodes = np.array([float(m.tree_nodes or m.draft_len)])
         q = mech.verify_tokens(d, nodes)
         verify = forward_cost(s.cost, s.target, b, q, ctx, s.tp, mask="tree" if mech.is_tree else "causal")
@@ -100,6 +100,22 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     return Priced(rows, [s for _, s in pairs], _stack(steps), _stack(plains),
                   np.array([float(m.batch) for m in rows]), np.array(al), np.array([m.quantity for m in rows]),
                   np.array([m.value for m in rows]), np.array(running), np.array(plain_running))
+
+
+def _check_nodes(m: Measurement, mech) -> None:
+    """A row's tree_nodes must fit its mechanism: a chain verifies its draft_len tokens, and a
+    depth-D tree keeping the top k per level has at most k + (D − 1)·k² candidate nodes."""
+    if m.tree_nodes is None:
+        return
+    if not mech.is_tree:
+        if m.tree_nodes != m.draft_len:
+            raise SpeedplanInputError(f"{m.where}: field 'tree_nodes' {m.tree_nodes} on a chain ({m.mechanism} "
+                                      f"verifies its draft_len {m.draft_len} tokens); name a tree mechanism")
+        return
+    most = mech.topk + (m.draft_len - 1) * mech.topk ** 2
+    if m.tree_nodes > most:
+        raise SpeedplanInputError(f"{m.where}: {m.tree_nodes} tree nodes, more than a depth-{m.draft_len} tree keeping "
+                                  f"the top {mech.topk} per level can hold ({most})")
 
 
 def _timed(step_s: np.ndarray, priced: Priced) -> np.ndarray:
@@ -177,10 +193,11 @@ def _fit_values(base: dict, free: list[str], priced: Priced, keep: np.ndarray | 
     return {**base, **dict(zip(free, lo + sol.x * span))}
 
 
-def _identifiable(base: dict, candidates: list[str], priced: Priced) -> tuple[list[str], dict[str, str]]:
+def _identifiable(base: dict, candidates: list[str], priced: Priced) -> tuple[list[str], dict]:
     """The terms, in order, that move some prediction by IDENTIFIABLE over their range and
     that the rows can tell apart from the terms taken before them: a term whose effect on the
-    rows is (within 1%) a combination of earlier terms' effects is confounded with them."""
+    rows is (within 1%) a combination of earlier terms' effects is confounded with them (its
+    `kept` entry is the tuple of those terms; `_confounded` words it)."""
     ref = predict(base, priced)
     ok, kept, columns = [], {}, []
     for term in candidates:
@@ -196,11 +213,24 @@ def _identifiable(base: dict, candidates: list[str], priced: Priced) -> tuple[li
             basis = np.stack(columns, axis=1)
             coef, *_ = np.linalg.lstsq(basis, col, rcond=None)
             if np.linalg.norm(col - basis @ coef) <= 0.01 * np.linalg.norm(col):
-                kept[term] = f"the rows cannot tell it from {', '.join(ok)}"
+                kept[term] = tuple(ok)  # confounded with these: named once the fitted terms are known
                 continue
         ok.append(term)
         columns.append(col)
     return ok, kept
+
+
+def _confounded(kept: dict, fitted: list[str]) -> dict[str, str]:
+    """`kept` with each confounded term's tuple worded: the fitted terms among those it cannot
+    be told from, or, where forward selection dropped them all, every one of them."""
+    out = {}
+    for term, why in kept.items():
+        if isinstance(why, tuple):
+            named = [t for t in why if t in fitted]
+            why = (f"the rows cannot tell it from {', '.join(named)}" if named else
+                   f"the rows cannot tell it from {', '.join(why)}, none of them fitted")
+        out[term] = why
+    return out
 
 
 def _loss(values: dict, priced: Priced) -> float:
@@ -242,6 +272,9 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     unknown = [t for t in candidates if t not in TERMS]
     if unknown:
         raise SpeedplanInputError(f"calibrate: unknown term {unknown[0]!r}; terms: {', '.join(TERMS)}")
+    twice = [t for i, t in enumerate(candidates) if t in candidates[:i]]
+    if twice:
+        raise SpeedplanInputError(f"calibrate: term {twice[0]!r} named twice in the terms to fit")
     settings = [t for t in candidates if t in SETTINGS]
     if settings:
         raise SpeedplanInputError(f"calibrate: {settings[0]} is an engine setting, not fitted: state the server's "
@@ -254,6 +287,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     if len(ok) > most:
         ok, dropped = _select(values, ok, most, priced)
         kept.update(dropped)
+    kept = _confounded(kept, ok)
     fitted = _fit_values(values, ok, priced) if ok else values
     pred = predict(fitted, priced)
     meas = priced.measured

@@ -14,6 +14,7 @@ Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in 
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -104,6 +105,7 @@ def running_requests(batch, speculative, spec_max_running: float) -> np.ndarray:
     return np.where(capped, np.minimum(batch, spec_max_running if spec_max_running > 0 else np.inf), batch)
 
 
+SETTINGS = ("spec_max_running",)  # engine settings the pricing applies as given (a cap), never fitted
 SOURCE_KINDS = ("fitted", "document", "assumption", "measured", "starting point", "default")
 
 
@@ -148,6 +150,9 @@ class EngineProfile:
             if not spec.low <= term.value <= spec.high:
                 raise SpeedplanInputError(f"engine profile {self.name}: {name} = {term.value} outside "
                                           f"{spec.low:g}..{spec.high:g} {spec.unit}")
+            if name in SETTINGS and term.value != int(term.value):
+                raise SpeedplanInputError(f"engine profile {self.name}: {name} = {term.value} must be a whole "
+                                          f"number of {spec.unit}")
 
     def __getattr__(self, name: str) -> float:
         terms = self.__dict__.get("terms", {})
@@ -162,10 +167,21 @@ class EngineProfile:
     def with_terms(self, values: dict[str, float], source: str, **changes) -> "EngineProfile":
         """A copy with some terms replaced, each marked with `source`. The copy is no longer the
         file it was read from: its `origin` is "" unless `changes` give one."""
+        if not isinstance(values, dict):
+            raise SpeedplanInputError(f"engine profile {self.name}: with_terms takes {{term: value}}, got "
+                                      f"{type(values).__name__}")
+        if not isinstance(source, str) or not source.strip():
+            raise SpeedplanInputError(f"engine profile {self.name}: with_terms needs a source (text saying where the "
+                                      "values came from)")
+        unknown = sorted(set(changes) - {"name", "engine", "version", "description", "origin", "fit", "fit_order"})
+        if unknown:
+            raise SpeedplanInputError(f"engine profile {self.name}: with_terms cannot change {unknown[0]!r}")
         terms = dict(self.terms)
         for name, value in values.items():
             if name not in TERMS:
                 raise SpeedplanInputError(f"engine profile {self.name}: unknown term {name!r}; terms: {', '.join(TERMS)}")
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise SpeedplanInputError(f"engine profile {self.name}: {name} must be a number, got {value!r}")
             terms[name] = Term(float(value), source)
         return replace(self, terms=terms, **{"origin": "", **changes})
 
@@ -181,7 +197,7 @@ class EngineProfile:
         before = [n for n in fitted if n not in latest]
         parts = [f"{len(latest)} of {len(self.terms)} terms fitted"]
         if fit.get("described"):
-            parts[0] += f" to {len(fit.get('rows', []))} rows ({fit['described']})"
+            parts[0] += f" to {len(fit.get('rows', []))} rows{self.fitted_at()} ({fit['described']})"
         if fit.get("median_abs_residual") is not None:
             parts.append(f"median |residual| {fit['median_abs_residual']:.1%}")
         if fit.get("loo_median_error") is not None:
@@ -189,6 +205,24 @@ class EngineProfile:
         earlier = (f"; {', '.join(before)} fitted earlier (base {fit.get('base')}: see its source)"
                    if before else "")
         return ", ".join(parts) + earlier + self._by_hand() + "; the others from documents or stated assumptions"
+
+    def fitted_batches(self) -> tuple[float, float] | None:
+        """The smallest and largest batch size (requests in flight) among the rows this profile's
+        fit used; None when it has no fitted rows. Beyond them the fit extrapolates: rows all at
+        B = 1 cannot tell per-step from per-sequence host work."""
+        batches = []
+        for row in (self.fit or {}).get("rows") or []:
+            try:
+                batches.append(float(row["batch"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+        batches = [b for b in batches if np.isfinite(b) and b > 0]
+        return (min(batches), max(batches)) if batches else None
+
+    def fitted_at(self) -> str:
+        """" at B = 1–64" (the fitted rows' batch sizes, for a provenance line); "" without rows."""
+        span = self.fitted_batches()
+        return "" if span is None else f" at B = {span[0]:g}" + (f"–{span[1]:g}" if span[1] > span[0] else "")
 
     def _by_hand(self) -> str:
         """"; host_seq_us = 500 set by hand (my guess)" for terms whose source is none of the kinds

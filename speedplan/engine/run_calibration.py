@@ -13,15 +13,18 @@ from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
 from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import writing
-from speedplan.plan.mechanisms import MECHANISMS
+from speedplan.outputs import target, writing
+from speedplan.plan.mechanisms import TREE_MECHANISMS
 
 
 def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list, mechanism: str = "eagle3",
                     free: list[str] | None = None, name: str | None = None) -> Calibration:
     """Fit `engine`'s terms to every row of `files`, all run on (model, hardware, tp)."""
-    if mechanism.split(":")[0] not in MECHANISMS:  # named for SGLang bench rows; wrong even where unused
-        raise SpeedplanInputError(f"--mechanism {mechanism!r}: unknown mechanism; use one of {', '.join(sorted(MECHANISMS))}")
+    head, colon, options = str(mechanism).strip().partition(":")
+    if head.lower() not in ("eagle", "eagle3"):  # named for SGLang bench rows; wrong even where unused
+        raise SpeedplanInputError(f"--mechanism {mechanism!r}: names the head of SGLang bench_speculative rows, eagle or "
+                                  "eagle3 (with its options, e.g. eagle3:config=PATH); their trees are that head's")
+    mechanism = head.lower() + colon + options
     setting = _setting(model, hardware, tp)
     scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
     acceptance = _scrape_acceptance([read_vllm_metrics(f) for f in scrapes])
@@ -46,6 +49,11 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
         sweep(engine=cal.profile)
     """
     where = lambda i: f"row {i}"
+    if rows is None or isinstance(rows, (str, bytes)):
+        raise SpeedplanInputError(f"calibrate: rows must be a list of measurements (dicts or Measurement records), "
+                                  f"got {rows!r}")
+    if isinstance(free, str):  # "host_step_us,host_seq_us", as --fit takes them
+        free = [t.strip() for t in free.split(",") if t.strip()]
     if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a DataFrame: rows named by its index
         labels = list(rows.index)
         rows = rows.to_dict("records")
@@ -83,7 +91,7 @@ def _is_metrics(path: Path) -> bool:
         head = path.read_text(errors="replace")[:200_000]
     except OSError:
         return False
-    return path.suffix.lower() not in (".csv", ".json", ".jsonl") and looks_like_vllm_metrics(head)
+    return looks_like_vllm_metrics(head)  # by content: a scrape saved as metrics.csv is still one
 
 
 def _scrape_acceptance(scrapes):
@@ -98,6 +106,9 @@ def _scrape_acceptance(scrapes):
     counters = scrapes[0]
 
     def acceptance(mechanism: str, draft_len: int):
+        if mechanism.split(":")[0] in TREE_MECHANISMS:
+            raise SpeedplanInputError(f"{counters.path} gives a chain's acceptance per position; a {mechanism} "
+                                      "row needs its own acceptance_length")
         rates = counters.position_rates
         if draft_len > len(rates):
             raise SpeedplanInputError(f"{counters.path}: the scrape has {len(rates)} draft positions, a row has "
@@ -143,8 +154,9 @@ def render_calibration(result: Calibration) -> str:
 
 
 def write_profile(profile: EngineProfile, out: Path) -> Path:
-    """Write the profile JSON atomically (a temporary file renamed into place)."""
-    out = Path(out)
+    """Write the profile JSON atomically (a temporary file renamed into place); through a
+    symbolic link, into the file it points to."""
+    out = target(out)
     if out.exists() and out.is_dir():
         raise SpeedplanInputError(f"--out {out}: is a folder; give a .json file name")
     with writing(out):

@@ -17,7 +17,6 @@ family's name, `eagle` or `eagle3`, also reaches its tree):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from speedplan.engine.readers.sglang_log import (draft_len_from_rates, looks_lik
                                                  read_sglang_log)
 from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import parse_json
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
                                        fit_positions, fit_ranks)
 
@@ -53,7 +53,7 @@ def _numbers(spec: str) -> dict[str, list[float]]:
     for item in spec.split(","):
         item = item.strip()
         if not item:
-            continue
+            raise SpeedplanInputError(f"--acceptance {spec!r}: an empty item between commas")
         name, eq, value = item.partition("=")
         if eq:
             key = name.strip()
@@ -95,10 +95,15 @@ def _build(form: str, numbers, source: str, match: float, where: str) -> Accepta
 
 
 def _from_file(text: str) -> Acceptance:
-    path_text, at, draft_len = text.rpartition("@") if "@" in text else (text, "", "")
+    """A file, or `FILE@D` (an SGLang log whose lines give no accept rate, read at draft length D);
+    a file whose own name holds an @ is read whole."""
+    path_text, at, draft_len = text.rpartition("@") if "@" in text and not Path(text).is_file() else (text, "", "")
     path = Path(path_text)
     if not path.is_file():
         raise SpeedplanInputError(f"--acceptance {text!r}: not alpha=, positions=, ranks= or an existing file")
+    if at and (path.suffix == ".jsonl" or not looks_like_sglang_log(path.read_text(errors="replace"))):
+        raise SpeedplanInputError(f"--acceptance {text!r}: @D is for an SGLang server log whose lines give no "
+                                  f"accept rate; {path.name} is not one")
     if path.suffix == ".jsonl":
         return fit_trace(path)
     try:
@@ -111,10 +116,7 @@ def _from_file(text: str) -> Acceptance:
         if at and not draft_len.isdigit():
             raise SpeedplanInputError(f"--acceptance {text!r}: the draft length after @ must be an integer")
         return from_sglang_log(path, int(draft_len) if at else None)
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"{path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+    obj = parse_json(body, str(path))
     forms = [k for k in _FORMS if isinstance(obj, dict) and k in obj]
     if len(forms) != 1:
         raise SpeedplanInputError(f"{path}: expected a JSON object with one of alpha, positions or ranks "
@@ -172,10 +174,7 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise SpeedplanInputError(f"{path}:{i}: not a JSON line") from None
+        rec = parse_json(line, f"{path}:{i}")
         kind = rec.get("type") if isinstance(rec, dict) else None
         if kind == "meta":
             meta = rec

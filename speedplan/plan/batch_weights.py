@@ -3,12 +3,12 @@ w(B, L) over the (batch, context) cells a plan covers (`plan.engine_plan`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import parse_json
 
 
 def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
@@ -24,10 +24,7 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
         except (OSError, UnicodeDecodeError) as e:
             raise SpeedplanInputError(f"--batch-weights {path}: cannot read ({e})") from None
         if path.suffix == ".json":
-            try:
-                obj = json.loads(body)
-            except json.JSONDecodeError as e:
-                raise SpeedplanInputError(f"--batch-weights {path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+            obj = parse_json(body, f"--batch-weights {path}")
             if not isinstance(obj, dict):
                 raise SpeedplanInputError(f"--batch-weights {path}: expected an object {{\"batch\": weight}}")
             pairs = [(k, v, f"{path}: key {k!r}") for k, v in obj.items()]
@@ -91,8 +88,10 @@ def serving_weights(servable: pd.DataFrame, batch_weights: dict[int, float] | No
             raise SpeedplanInputError(f"--batch-weights: batch {positive[0]} was not swept or does not fit in memory "
                                       f"with plain decoding (planned batches: {', '.join(map(str, batches))})")
         wb = {b: float(batch_weights.get(b, 0.0)) for b in batches}
-        if sum(wb.values()) <= 0:
+        if max(wb.values()) <= 0:
             raise SpeedplanInputError("--batch-weights: every planned batch has weight 0")
+        top = max(wb.values())
+        wb = {b: w / top for b, w in wb.items()}  # relative to the largest: weights of 1e308 sum without overflow
         # a batch size left out (or weighted 0) still gets its own best D, but counts for nothing
         # in the objective: without this its D would be arbitrary (plain decoding, the first key)
         floor = UNWEIGHTED * max(wb.values())

@@ -46,13 +46,14 @@ the D_1 with the largest J.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from speedplan.cost.ops import latency_label
 from speedplan.errors import SpeedplanInputError
+from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
 from speedplan.plan.batch_weights import batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, few_rises
 
@@ -78,6 +79,7 @@ class EnginePlan:
     tokens_per_s_per_gpu: float  # the plan's time-weighted mean tokens/s/GPU over the planned cells
     rows: pd.DataFrame  # per (batch, context): weight, draft_len, verify_tokens, speedup, loss_vs_best, ...
     engine_profile: str = ""  # the engine profile that priced this plan (name: how its terms were set)
+    sweep_key: str = ""  # the sweep it was planned on (`api_checks.sweep_key`): model, hardware, TP, when
 
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
@@ -225,6 +227,11 @@ def _profile_text(meta: dict) -> str:
 def plan_engines(result, batch_weights: dict[int, float] | str | None = None, engines=None) -> dict[str, EnginePlan]:
     """The plan of every serving engine (or of the `engines` named) for this sweep, each
     priced through its own engine profile (`engine_pricing`)."""
+    key = sweep_key(sweep_result(result, "plan_engines"))
+    return {name: replace(plan, sweep_key=key) for name, plan in _plans(result, batch_weights, engines).items()}
+
+
+def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     from speedplan.serving import ENGINES, engine_module
 
     batch_weights = batch_weights_arg(batch_weights)
@@ -339,6 +346,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
     """{engine: ServingPlan} to render, each from that engine's own plan."""
     from speedplan.serving import ServingPlan
 
+    engine_plans(plans, sweep_result(result, "serving_plans"), "serving_plans")
     meta = result.meta
     latency = latency_label(meta.get("cost_origin", "datasheet"), meta.get("profile") or meta.get("hardware", ""),
                             meta.get("roofline_fit", ""))

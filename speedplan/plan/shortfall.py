@@ -16,7 +16,10 @@ def memory_shortfall(result: SweepResult) -> str | None:
     context): the smallest such configuration's bytes per GPU against the usable memory. None
     when some plain configuration fits. The CLI makes this an input error (a TP or a context
     the model cannot run); library callers still get a report that says so."""
-    plain = result.frame[result.frame["mechanism"] == "none"]
+    from speedplan.plan.api_checks import sweep_result
+
+    plain = sweep_result(result, "memory_shortfall").frame
+    plain = plain[plain["mechanism"] == "none"]
     if plain.empty or plain["fits_memory"].any():
         return None
     meta = result.meta

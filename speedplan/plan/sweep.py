@@ -18,6 +18,7 @@ Times are seconds, throughputs tokens per second.
 from __future__ import annotations
 
 import datetime as _dt
+import numbers
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -197,7 +198,8 @@ def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: Model
 def _engine_meta(engine: EngineProfile) -> dict:
     return {"engine": engine.name, "engine_family": engine.engine, "engine_label": engine.label(),
             "engine_source": engine.origin, "engine_fit": engine.provenance(),
-            "engine_spec_max_running": engine.terms["spec_max_running"].value}
+            "engine_spec_max_running": engine.terms["spec_max_running"].value,
+            "engine_fitted_batches": list(engine.fitted_batches() or [])}
 
 
 def _same_engine(a: EngineProfile, b: EngineProfile) -> bool:
@@ -313,6 +315,10 @@ def sweep(
     >>> sorted(r.frame.mechanism.unique())
     ['eagle', 'none']
     """
+    if not isinstance(model, (str, ModelSpec)):
+        raise SpeedplanInputError(f"model: expected a preset name, a config.json path or a ModelSpec, got {model!r}")
+    if not (isinstance(hardware, (str, Path)) or hasattr(hardware, "hardware")):  # a CostModel, or one like it
+        raise SpeedplanInputError(f"hardware: expected a preset name, a profile folder or a CostModel, got {hardware!r}")
     target = model if isinstance(model, ModelSpec) else get_model(model)
     target.check_tp(tp)
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
@@ -321,9 +327,11 @@ def sweep(
     batches = axis("--batch", batches, 1, 65536)
     draft_lens = axis("--draft-len", draft_lens, 0, MAX_DRAFT)
     contexts = axis("--context", contexts, 1, 10_000_000)
+    target.check_context(contexts)
     tree_nodes = axis("tree nodes", tree_nodes, 1, 1024)
-    if min_tokens_per_user is not None and not min_tokens_per_user > 0:
-        raise SpeedplanInputError(f"--min-tokens-per-user must be > 0, got {min_tokens_per_user}")
+    if min_tokens_per_user is not None and not (isinstance(min_tokens_per_user, numbers.Real)
+                                                and 0 < min_tokens_per_user < float("inf")):
+        raise SpeedplanInputError(f"--min-tokens-per-user must be a finite number > 0, got {min_tokens_per_user!r}")
 
     acceptance = acceptance_arg(acceptance, tuple(REGISTRY))
     mechs, skipped = _mechanisms(mechanism_specs(mechanisms), target, acceptance, tp)
@@ -331,8 +339,12 @@ def sweep(
         target = replace(target, dtype=hw.default_dtype)
     mechs = [m if getattr(m, "draft", None) is None or m.draft.dtype in hw.peak_flops_per_s
              else replace(m, draft=replace(m.draft, dtype=hw.default_dtype)) for m in mechs]
-    if len({m.label for m in mechs}) != len(mechs):
-        raise SpeedplanInputError("the same mechanism is listed twice")
+    labels = [m.label for m in mechs]
+    twice = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
+    if twice is not None:
+        raise SpeedplanInputError(f"mechanism {twice!r} is listed twice (a tree's topk variants are one mechanism: "
+                                  "sweep them one at a time)" if mechs[labels.index(twice)].is_tree else
+                                  f"mechanism {twice!r} is listed twice")
 
     grids = [(mech, _grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
     pricings = [_gpu_pricing(mech, g, cost, target, tp, engine) for mech, g in grids if len(g["batch"])]

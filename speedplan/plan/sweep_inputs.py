@@ -69,9 +69,18 @@ def axis(name: str, values, low: int, high: int) -> list[int]:
 def mechanism_specs(mechanisms) -> list | None:
     """None (every mechanism that applies), or a list of specs / Mechanism objects; one spec
     given as text is a list of one."""
+    from speedplan.plan.mechanisms import Mechanism
+
     if mechanisms is None:
         return None
-    return [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
+    specs = [mechanisms] if isinstance(mechanisms, (str, Mechanism)) else list(mechanisms)
+    if not specs:
+        raise SpeedplanInputError("mechanisms: an empty list (None sweeps every mechanism that applies)")
+    wrong = [m for m in specs if not isinstance(m, (str, Mechanism))]
+    if wrong:
+        raise SpeedplanInputError(f"mechanisms: expected names like 'eagle3' or 'draft-model:llama-3.2-1b', "
+                                  f"got {wrong[0]!r}")
+    return specs
 
 
 def acceptance_arg(acceptance, mechanisms: tuple[str, ...]):
@@ -83,6 +92,8 @@ def acceptance_arg(acceptance, mechanisms: tuple[str, ...]):
 
     if acceptance is None or isinstance(acceptance, Acceptance):
         return acceptance
+    if isinstance(acceptance, (list, tuple, dict)) and not acceptance:
+        raise SpeedplanInputError("acceptance: empty (None takes each mechanism's published default)")
     if isinstance(acceptance, str):
         return parse_acceptance_options([acceptance], mechanisms)
     if isinstance(acceptance, dict):

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from speedplan.outputs import REPORT, check_replaceable, discard, move_into_place, staging_folder
+from speedplan.errors import SpeedplanInputError
+from speedplan.outputs import MANIFEST, REPORT, check_replaceable, discard, move_into_place, staging_folder
+from speedplan.plan.api_checks import engine_plans, sweep_result
 from speedplan.plan.engine_plan import plan_engines, schedule_frame, serving_plans
 from speedplan.plan.pick import recommendations, sensitivity
 from speedplan.plan.sweep import SweepResult
@@ -23,6 +25,14 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
     unless given, either as the dict or as a function of no arguments that returns it (called
     once the figures are sent, so that planning overlaps drawing). A started
     `speedplan.entry.FigureWorker` draws the figures if given. Returns the final paths."""
+    sweep_result(result, "write_outputs")
+    if not isinstance(out_dir, (str, Path)) or not str(out_dir).strip():
+        raise SpeedplanInputError(f"write_outputs: out_dir must be a folder path, got {out_dir!r}")
+    if plans is not None and batch_weights is not None:
+        raise SpeedplanInputError("write_outputs: give batch_weights or plans, not both (plans were weighted when "
+                                  "planned: plan_engines(result, batch_weights))")
+    if plans is not None and not callable(plans):
+        engine_plans(plans, result, "write_outputs")
     out_dir = Path(out_dir)
     check_replaceable(out_dir, REPORT)
     tmp = staging_folder(out_dir)
@@ -56,4 +66,4 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
             worker.cancel()
         discard(tmp)
         raise
-    return sorted(out_dir.iterdir())
+    return sorted(p for p in out_dir.iterdir() if p.name != MANIFEST)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from speedplan.cost.ops import latency_label
+from speedplan.errors import SpeedplanInputError
 from speedplan.specs.model import attention_label
 
 if TYPE_CHECKING:
@@ -71,7 +72,22 @@ def engine_source(result: "SweepResult") -> str:
     cap = meta.get("engine_spec_max_running") or 0
     capped = (f"; a speculative step runs at most {cap:g} requests (spec_max_running), so at B > {cap:g} the "
               "others wait" if cap else "")
-    return f"{label}{'; ' + how if how else ''}{capped}"
+    return f"{label}{'; ' + how if how else ''}{capped}{_beyond_fit(result)}"
+
+
+def _beyond_fit(result: "SweepResult") -> str:
+    """"; B = 2–64 lie beyond its fitted rows: extrapolated there ..." where the sweep plans
+    batch sizes above the largest its engine profile was fitted at; "" otherwise."""
+    span = result.meta.get("engine_fitted_batches") or []
+    frame = result.frame
+    if len(span) != 2 or frame is None or frame.empty or "feasible" not in frame:
+        return ""
+    batches = sorted({float(b) for b in frame.loc[frame["feasible"], "batch"] if b > span[1]})
+    if not batches:
+        return ""
+    beyond = f"{batches[0]:g}" + (f"–{batches[-1]:g}" if len(batches) > 1 else "")
+    return (f"; B = {beyond} {'lie' if len(batches) > 1 else 'lies'} beyond its fitted rows: extrapolated there "
+            "(speedplan calibrate with your own runs at those batch sizes)")
 
 
 def acceptance_source(result: "SweepResult") -> str:
@@ -220,6 +236,13 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     """The short plain-text table printed to the terminal: per batch size the best mechanism, D,
     AL, speedup, tokens/s/user, tokens/s/GPU; each engine's plan (when `plans` are given); then
     where latencies and acceptance came from, and the SLO pick if any."""
+    from speedplan.plan.api_checks import engine_plans, sweep_result
+
+    sweep_result(result, "render_summary")
+    if plans is not None:
+        engine_plans(plans, result, "render_summary")
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise SpeedplanInputError(f"render_summary: max_rows must be a positive integer, got {max_rows!r}")
     meta = result.meta
     model = (meta.get("model") or {}).get("model", "?")
     attention = attention_label(meta.get("model") or {})
@@ -248,6 +271,10 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
             lines.append(unplanned)
     if plans:
         lines.extend(engine_plan_lines(plans))
+        name = meta.get("engine", "?")
+        if name not in {p.engine_profile.split(":")[0] for p in plans.values()}:
+            lines.append(f"  (engine profile {name} describes {meta.get('engine_family', '?')!r}, none of the planned "
+                         "engines: it prices the first table; each plan is priced with that engine's shipped profile)")
     lines.append(f"latency: {latency_source(result)}")
     lines.append(f"engine: {engine_source(result)}")
     acceptance = result.meta.get("acceptance") or {}

@@ -53,6 +53,12 @@ def render_serving_configs(plan: ServingPlan | dict[str, ServingPlan]) -> dict[s
     every engine, or {engine name: its plan} (engines left out get no files), e.g.
     `render_serving_configs(serving_plans(result, plan_engines(result)))`."""
     plans = plan if isinstance(plan, dict) else {name: plan for name in ENGINES}
+    wrong = [p for p in plans.values() if not isinstance(p, ServingPlan)]
+    if wrong or not plans:
+        got = type(wrong[0]).__name__ if wrong else "an empty dict"
+        hint = ": serving_plans(result, plans) makes them from plan_engines' EnginePlans" if got == "EnginePlan" else ""
+        raise SpeedplanInputError(f"render_serving_configs: expected a ServingPlan or {{engine: ServingPlan}}, "
+                                  f"got {got}{hint}")
     files: dict[str, str] = {}
     for name, engine_plan in plans.items():
         files.update(engine_module(name).render(engine_plan))

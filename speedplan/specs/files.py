@@ -13,8 +13,19 @@ def read_json(path: str | Path):
     SpeedplanInputError naming the file (and the line of a syntax error)."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"{path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+        text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    return parse_json(text, str(path))
+
+
+def parse_json(text: str, where: str):
+    """json.loads for text a user gave: a leading byte-order mark (Excel's "UTF-8" files) is
+    skipped; a syntax error, or nesting deeper than Python's parser recurses, is a
+    SpeedplanInputError "`where`: malformed JSON (...)"."""
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as e:
+        raise SpeedplanInputError(f"{where}: malformed JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise SpeedplanInputError(f"{where}: malformed JSON (nested too deeply)") from None

@@ -55,6 +55,8 @@ class Hardware:
     sources: dict = field(default_factory=dict)  # field name -> where its number came from
 
     def __post_init__(self) -> None:
+        if not str(self.name).strip():
+            raise SpeedplanInputError("hardware: 'name' must not be empty (it names every output)")
         for label, value in (
             ("hbm_bytes_per_s", self.hbm_bytes_per_s),
             ("memory_bytes", self.memory_bytes),
@@ -164,6 +166,10 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
     for key in ("gemm_tile_m", "attention_tile_m", "sm_count"):
         if key in fields:
             fields[key] = int(fields[key])
+    for key in ("compute_efficiency", "bandwidth_efficiency"):  # a measured profile may find more (load.py)
+        if key in fields and not 0 < fields[key] <= 1:
+            raise SpeedplanInputError(f"{where}: {key} is the share of the datasheet peak kernels reach, in (0, 1]; "
+                                      f"got {fields[key]}")
     return Hardware(**fields, sources=sources)
 
 

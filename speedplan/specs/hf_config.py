@@ -12,7 +12,40 @@ from speedplan.specs.model import MLASpec, MoESpec, ModelSpec
 from speedplan.specs.sparse_attention import sparse_index
 
 
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8", "auto": "bf16"}
+
+# Families whose layers speedplan's forward pass does not describe: encoders and encoder-decoders
+# (no autoregressive decode step to speculate on) and state-space or recurrent mixers other than
+# Gated DeltaNet (Mamba, RWKV, Griffin; speedplan/specs/linear_attention.py prices Qwen3-Next's).
+_NOT_PRICED = {
+    **dict.fromkeys(("bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "distilbert", "electra", "albert",
+                     "modernbert", "t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "whisper"),
+                    "an encoder or encoder-decoder model, not a decoder-only language model"),
+    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "nemotron_h",
+                     "granitemoehybrid", "falcon_h1", "plamo2", "rwkv", "rwkv5", "rwkv6", "recurrent_gemma"),
+                    "its Mamba or recurrent layers are not priced (speedplan prices attention, and Gated DeltaNet)"),
+}
+_NOT_CAUSAL_LM = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+                  "ForImageClassification")
+
+
+def _check_family(cfg: dict, arch: list[str], where: str) -> None:
+    """Refuse a config speedplan would price as something it is not (module constants above)."""
+    family = str(cfg.get("model_type", "")).lower()
+    if family in _NOT_PRICED:
+        raise SpeedplanInputError(f"{where}: model_type {family!r}: {_NOT_PRICED[family]}")
+    wrong = [a for a in arch if a.endswith(_NOT_CAUSAL_LM)]
+    if wrong:
+        raise SpeedplanInputError(f"{where}: architecture {wrong[0]!r} is not a causal language model")
+
+
+def _dtype(cfg: dict, where: str) -> str:
+    """The checkpoint's dtype (torch_dtype, or dtype in newer configs); bf16 when unstated."""
+    raw = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+    name = raw.removeprefix("torch.") if isinstance(raw, str) else None
+    if name not in _DTYPES:
+        raise SpeedplanInputError(f"{where}: torch_dtype {raw!r} is not one of {', '.join(_DTYPES)}")
+    return _DTYPES[name]
 
 
 MAX_COUNT = 10_000_000  # no dimension, vocabulary or layer count of a real model comes near this
@@ -64,7 +97,9 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     layers = _int(cfg, "num_hidden_layers", where)
     vocab = _int(cfg, "vocab_size", where)
     intermediate = _int(cfg, "intermediate_size", where, 0)
-    arch = " ".join(_names(cfg, "architectures", where))
+    arch_names = _names(cfg, "architectures", where)
+    _check_family(cfg, arch_names, where)
+    arch = " ".join(arch_names)
 
     moe = None
     experts_key = next((k for k in ("n_routed_experts", "num_local_experts", "num_experts") if cfg.get(k)), None)
@@ -116,7 +151,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         )
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
 
-    dtype = _DTYPES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"), "bf16")
+    dtype = _dtype(cfg, where)
     if dtype == "fp32":
         dtype = "bf16"  # served in bf16 unless the user says otherwise
     dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
@@ -146,4 +181,19 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),
         source=str(cfg.get("_source", where)),
         published_params=_published(cfg.get("_published_params")),
+        max_context=_max_context(cfg, where),
     )
+
+
+def _max_context(cfg: dict, where: str) -> int:
+    """Tokens a sequence may hold: max_position_embeddings, times rope_scaling's factor where the
+    config states the factor over that same length (Qwen's YaRN: 32768 x 4); Llama-3.1 states
+    the extended length itself (131072, original 8192). 0 where the config says nothing."""
+    most = _optional(cfg, "max_position_embeddings", where)
+    rope = cfg.get("rope_scaling")
+    if most and isinstance(rope, dict):
+        factor, original = rope.get("factor"), rope.get("original_max_position_embeddings")
+        if (isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1
+                and original in (None, most)):
+            most = int(most * factor)
+    return most

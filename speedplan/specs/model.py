@@ -72,6 +72,7 @@ class ModelSpec:
     sparse: SparseIndexSpec | None = None  # DeepSeek sparse attention: each query reads the indexer's top-k
     source: str = ""
     published_params: float | None = None
+    max_context: int = 0  # tokens a sequence may hold (max_position_embeddings, with rope scaling); 0: not stated
 
     def __post_init__(self) -> None:
         for label in ("hidden", "layers", "heads", "kv_heads", "head_dim", "vocab"):
@@ -229,6 +230,14 @@ class ModelSpec:
             raise SpeedplanInputError(f"{option} {tp}: {self.name}'s {self.heads} query heads do not split "
                                       f"evenly over {tp} GPUs")
 
+    def check_context(self, contexts, option: str = "--context") -> None:
+        """Refuse a context above what the model's config says it holds (`max_context`)."""
+        over = [int(c) for c in contexts if self.max_context and c > self.max_context]
+        if over:
+            raise SpeedplanInputError(f"{option} {over[0]}: above {self.name}'s {self.max_context:,}-token context "
+                                      "(max_position_embeddings in its config; a config.json whose rope_scaling "
+                                      "extends it prices longer contexts)")
+
     def summary(self) -> dict:
         return {
             "model": self.name,
@@ -269,6 +278,8 @@ def get_model(name_or_path: str) -> ModelSpec:
     """A preset name (`llama-3.1-8b`), a config.json path, or a folder holding config.json.
     A user's file is read at every call (it may have been edited since); presets once."""
     key = str(name_or_path).strip()
+    if not key:
+        raise SpeedplanInputError(f"model: empty name; presets: {', '.join(preset_names())} (or a config.json path)")
     if (PRESET_DIR / f"{key.lower()}.json").exists():
         return _preset_model(key.lower())
     from speedplan.specs.hf_config import from_hf_config

@@ -57,7 +57,18 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     (["--batch-weights", "3=1"], "batch 3 was not swept"),
     (["--batch-weights", "256=1"], "does not fit"),
     (["--model", "llama-3.1-405b", "--batch", "1,8"], "the weights alone do not fit: try a larger --tp"),
-    (["--context", "10000000", "--batch", "1"], "fits in memory at no swept batch and context"),
+    (["--context", "10000000", "--batch", "1"], "above llama-3.1-8b's 131,072-token context"),
+    (["--model", "llama-3.1-70b", "--tp", "2", "--context", "131072", "--batch", "1"],
+     "fits in memory at no swept batch and context"),
+    # found by an audit on 2026-12-03: each was accepted (or a traceback) before
+    (["--model", ""], "model: empty name"),
+    (["--hardware", ""], "hardware: empty name"),
+    (["--mechanism", "draft-model:llama-3.1-70b"], "is not smaller than the target"),
+    (["--mechanism", "draft-model:llama-3.2-1b,foo=1"], "its one option is tp"),
+    (["--mechanism", "eagle3:config="], "config= needs the path"),
+    (["--mechanism", "eagle-tree:topk=4", "--mechanism", "eagle-tree:topk=8"], "'eagle-tree' is listed twice"),
+    (["--acceptance", "positions=0.9,,0.8"], "an empty item between commas"),
+    (["--min-tokens-per-user", "inf"], "finite number"),
 ])
 def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, word):
     out = tmp_path / "rep"
@@ -147,7 +158,7 @@ def test_models_and_hardware_lists(cli):
     assert "efficiencies fitted to h100-sxm, h200-sxm, b200" in lines["a100-80gb"]  # not the bare datasheet
     assert lines["a100-80gb"].split()[1:3] == ["312", "-"]  # no FP8 peak: "-", not 0
     proc = cli("engines")
-    assert "rows (engine_measurements.csv" in {l.split()[0]: l for l in proc.stdout.splitlines()[1:]}["sglang"]
+    assert "20 rows at B = 1–64 (engine_measurements.csv" in {l.split()[0]: l for l in proc.stdout.splitlines()[1:]}["sglang"]
 
 
 def test_planner_cli_does_not_import_torch():
@@ -268,7 +279,14 @@ def test_a_folder_that_is_not_a_report_is_never_replaced(tmp_path, monkeypatch):
 
     rep = tmp_path / "rep"
     assert run(["sweep", "--batch", "1", "--draft-len", "0-1", "--out", str(rep)]) == 0
-    (rep / "old-figure.png").write_text("from an older run")
+    # a user's file saved into the report, even of a kind speedplan writes, keeps it from being replaced
+    (rep / "my_tuned_vllm_serve.sh").write_text("mine")
+    assert run(["sweep", "--batch", "1,2", "--draft-len", "0-1", "--out", str(rep)]) == 2
+    assert (rep / "my_tuned_vllm_serve.sh").read_text() == "mine"
+    (rep / "my_tuned_vllm_serve.sh").unlink()
+    (rep / "old-figure.png").write_text("a figure an older run wrote, and listed")
+    with (rep / ".speedplan-files").open("a") as f:
+        f.write("old-figure.png\n")
     assert run(["sweep", "--batch", "1,2", "--draft-len", "0-1", "--out", str(rep)]) == 0
     assert not (rep / "old-figure.png").exists() and "2" in (rep / "schedule.csv").read_text()
     mask = os.umask(0)

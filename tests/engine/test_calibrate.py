@@ -218,8 +218,12 @@ def test_an_unknown_mechanism_for_sglang_rows_is_refused_even_where_unused(tmp_p
 
     f = tmp_path / "m.csv"
     f.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,7.5\n")
-    with pytest.raises(SpeedplanInputError, match="--mechanism 'eagle4': unknown mechanism"):
+    with pytest.raises(SpeedplanInputError, match="--mechanism 'eagle4': names the head of SGLang"):
         calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism="eagle4")
+    for other in ("ngram", "eagle-tree:topk=4", "draft-model"):  # SGLang's bench rows are an EAGLE head's
+        with pytest.raises(SpeedplanInputError, match="eagle or eagle3"):
+            calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism=other)
+    assert calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism="EAGLE3").profile  # any case
 
 
 def test_an_engine_setting_is_never_fitted():
@@ -253,3 +257,38 @@ def test_rows_faster_than_their_kernels_alone_are_named():
     assert "check --hardware and --tp" in note[0]
     speedups = [Measurement("eagle", 8, 2, 2048, "speedup", 9.0, 2.6, "a ratio")]  # ratios are never flagged
     assert not too_fast(base.values(), price([(m, _setting()) for m in speedups])).any()
+
+
+def test_calibrate_never_writes_over_its_input_or_a_device(tmp_path, capsys):
+    """--out naming the measurements file overwrote it with the profile, and --out naming a pipe
+    or a device (/dev/null, as root) replaced it with a file (until 2026-12-03)."""
+    import os
+
+    from speedplan.cli.app import run
+
+    f = tmp_path / "runs.csv"
+    f.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\nnone,1,0,1024,7.0,\n"
+                 "eagle3,1,3,1024,4.0,2.8\neagle3,8,3,1024,4.6,2.8\n")
+    base = ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements", str(f)]
+    before = f.read_text()
+    assert run([*base, "--out", str(f)]) == 2
+    assert "is one of the input files" in capsys.readouterr().err and f.read_text() == before
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)
+    assert run([*base, "--out", str(pipe)]) == 2
+    assert "exists and is not a regular file" in capsys.readouterr().err and not pipe.is_file()
+    assert run([*base, "--fit", "host_step_us,host_step_us", "--out", str(tmp_path / "p.json")]) == 2
+    assert "'host_step_us' named twice" in capsys.readouterr().err and not (tmp_path / "p.json").exists()
+
+
+def test_tree_nodes_must_fit_the_mechanism(tmp_path):
+    from speedplan.engine.run_calibration import calibrate_rows
+
+    row = {"mechanism": "eagle3-tree:topk=4", "batch": 1, "draft_len": 3, "context": 1024, "tpot_ms": 4.0,
+           "acceptance_length": 3.0}
+    plain = {"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "tpot_ms": 7.0}
+    assert calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**row, "tree_nodes": 36}]).profile  # 4 + 2·16
+    with pytest.raises(SpeedplanInputError, match="37 tree nodes, more than a depth-3 tree keeping the top 4"):
+        calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**row, "tree_nodes": 37}])
+    with pytest.raises(SpeedplanInputError, match="row 1: field 'tree_nodes' 5 on a chain"):
+        calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**row, "mechanism": "eagle3", "tree_nodes": 5}])

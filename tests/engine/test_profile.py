@@ -62,3 +62,13 @@ def test_a_profile_written_before_the_sync_point_term_loads_with_zero():
     del data["terms"]["host_spec_seq_us"]
     old = engine_from_json(data, "old.json")
     assert old.host_spec_seq_us == 0 and old.terms["host_spec_seq_us"].source.startswith("default")
+
+
+def test_a_profile_knows_the_batch_sizes_it_was_fitted_at():
+    assert get_engine("vllm").fitted_batches() == (1.0, 1.0)
+    assert get_engine("sglang").fitted_batches() == (1.0, 64.0)
+    assert get_engine("trtllm").fitted_batches() is None  # no row of shared/cases fitted it
+    odd = get_engine("vllm")
+    from dataclasses import replace
+    odd = replace(odd, fit={**odd.fit, "rows": [{"batch": "many"}, "row", {"batch": 8}, {}]})
+    assert odd.fitted_batches() == (8.0, 8.0)  # rows it cannot read are skipped, not fatal

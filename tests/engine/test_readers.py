@@ -128,3 +128,44 @@ def test_a_folder_given_for_a_file_says_so(tmp_path):
         read_measurements(tmp_path)
     with pytest.raises(SpeedplanInputError, match="is a folder; give the engine profile's JSON file"):
         get_engine(str(tmp_path))
+
+
+GOOD_CSV = "mechanism,batch,draft_len,context,tpot_ms,acceptance_length\nnone,1,0,1024,7.0,\neagle3,1,3,1024,4.0,2.8\n"
+SGLANG = {"batch_size": 4, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_length": 2.6, "step_time": 0.0093}
+
+
+@pytest.mark.parametrize("name, text, word", [
+    ("dup.csv", "mechanism,batch,draft_len,context,tpot_ms,batch\nnone,1,0,1024,7.0,5\n", "column 'batch' appears twice"),
+    ("typo.csv", GOOD_CSV.replace("acceptance_length", "acceptance_lenght"), "did you mean 'acceptance_length'"),
+    ("extra.csv", GOOD_CSV + "eagle3,1,3,1024,4.0,2.8,extra,more\n", "4: 8 cells for 6 columns"),
+    ("huge.csv", GOOD_CSV.replace("7.0", "1e300"), "is not a plausible measurement"),
+    ("plain_tree.csv", "mechanism,batch,draft_len,context,tpot_ms,tree_nodes\nnone,1,0,1024,7.0,5\n", "on a plain row"),
+    ("deep.json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("empty.json", "[]", "an empty JSON list"),
+    ("plain_d.json", json.dumps({**VLLM_RUN, "mechanism": "none"}), "'draft_len' is 3 for mechanism 'none'"),
+    ("mech5.json", json.dumps({**VLLM_RUN, "mechanism": 5}), "field 'mechanism' must be text"),
+    ("conc0.json", json.dumps({**VLLM_RUN, "max_concurrency": 0}), "field 'max_concurrency' must be in 1..65536"),
+    ("true.json", json.dumps({**VLLM_RUN, "max_concurrency": True}), "field 'max_concurrency' must be a number"),
+    ("ctx0.jsonl", json.dumps({**SGLANG, "context": 0}), "field 'context' must be in 1.."),
+    ("topk0.jsonl", json.dumps({**SGLANG, "topk": 0}), "field 'topk' must be 1 or more"),
+    ("bs0.jsonl", json.dumps({**SGLANG, "batch_size": 0}), "field 'batch_size' must be in 1..65536"),
+    ("steps.jsonl", json.dumps({**SGLANG, "steps": -2}), "field 'steps' must be 0 or more"),
+    ("nodes.jsonl", json.dumps({**SGLANG, "topk": 4, "num_draft_tokens": 1}), "leaves a tree of topk 4 no draft node"),
+])
+def test_bad_measurement_files_name_the_file_row_and_field_as_the_file_calls_it(tmp_path, name, text, word):
+    """Each was read, coerced or a traceback until 2026-12-03 (an audit of calibrate's inputs)."""
+    f = tmp_path / name
+    f.write_text(text)
+    with pytest.raises(SpeedplanInputError, match=word) as e:
+        read_measurements(f)
+    assert str(e.value).startswith(str(f)) and "\n" not in str(e.value)
+
+
+def test_a_csv_is_told_by_its_content_and_excels_byte_order_mark_is_read(tmp_path):
+    for name, text in (("runs.txt", GOOD_CSV), ("runs", GOOD_CSV), ("bom.csv", "\ufeff" + GOOD_CSV)):
+        f = tmp_path / name
+        f.write_text(text, encoding="utf-8")
+        plain, spec = read_measurements(f)
+        assert (plain.mechanism, spec.mechanism, spec.acceptance_length) == ("none", "eagle3", 2.8)
+    (tmp_path / "bom.json").write_text("\ufeff" + json.dumps(VLLM_RUN), encoding="utf-8")
+    assert read_measurements(tmp_path / "bom.json")[0].batch == 16

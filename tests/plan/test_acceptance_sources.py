@@ -128,3 +128,14 @@ def test_match_key_and_bad_specs():
     for spec in ("alpha=0.5,ranks=0.3", "alpha=0.5,match=0.2,match=0.3", "alpha=0.5,beta=2", "alpha=0.5,match=x"):
         with pytest.raises(SpeedplanInputError):
             parse_acceptance(spec)
+
+
+def test_at_d_is_for_sglang_logs_and_a_file_may_have_an_at_in_its_name(tmp_path):
+    """`ok.json@x` dropped the @x in silence, and `run@home.json` was refused (until 2026-12-03)."""
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"alpha": 0.7}')
+    with pytest.raises(SpeedplanInputError, match="@D is for an SGLang server log"):
+        parse_acceptance(f"{ok}@3")
+    at = tmp_path / "run@home.json"
+    at.write_text('{"alpha": 0.7}')
+    assert parse_acceptance(str(at)).positions[0] == pytest.approx(0.7)

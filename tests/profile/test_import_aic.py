@@ -136,7 +136,12 @@ def test_imported_profile_loads_and_answers_its_rows_as_measured(tree, tmp_path)
 
 def test_a_second_import_replaces_the_profile_folder(tree, tmp_path):
     out = import_aic("h100_sxm", "vllm", None, tmp_path / "h100")
-    (out / "stale.csv").write_text("x\n")
+    (out / "mine.csv").write_text("a user's own table\n")  # not in the folder's .speedplan-files: kept
+    with pytest.raises(SpeedplanInputError, match="it holds mine.csv"):
+        import_aic("h100_sxm", "vllm", "0.24.0", out)
+    (out / "mine.csv").rename(out / "stale.csv")
+    with (out / ".speedplan-files").open("a") as f:
+        f.write("stale.csv\n")  # a table an older import wrote, and listed
     import_aic("h100_sxm", "vllm", "0.24.0", out)
     assert not (out / "stale.csv").exists() and (out / "gemm.csv").exists()
 

@@ -226,3 +226,17 @@ def test_the_roof_and_the_fallback_say_where_they_come_from(result, tmp_path):
     a100 = sweep("llama-3.1-8b", "a100-80gb", ["eagle"], [1], [0, 2], contexts=[1024])
     assert "datasheet roofline a100-80gb (roofline efficiencies fitted to h100-sxm, h200-sxm, b200)" in render_summary(a100)
     assert a100.meta["roofline_basis"].startswith("234 TFLOP/s bf16 (assumption: 75% of the preset's 312 TFLOP/s peak)")
+
+
+def test_the_engine_line_says_which_batch_sizes_lie_beyond_the_profiles_fitted_rows(result):
+    """The shipped vllm profile was fitted to rows at B = 1 only: a sweep to B = 64 says B = 8–64
+    are extrapolated; SGLang's rows reach B = 64, so the same sweep priced by it says nothing."""
+    line = next(l for l in render_summary(result).splitlines() if l.startswith("engine:"))
+    assert "fitted to 4 rows at B = 1 (" in line
+    assert "; B = 8–64 lie beyond its fitted rows: extrapolated there" in line
+    assert "lie beyond" in provenance(result)  # the report header carries it too
+    sglang = sweep(**SMALL, engine="sglang")
+    line = next(l for l in render_summary(sglang).splitlines() if l.startswith("engine:"))
+    assert "rows at B = 1–64 (" in line and "lie beyond" not in line
+    at_one = sweep(**{**SMALL, "batches": [1]})
+    assert "lie beyond" not in render_summary(at_one)

@@ -435,3 +435,31 @@ def test_glm5_dsa_config_counts_its_published_parameters():
     m = from_hf_config(cfg, name="glm-5")
     assert m.indexer_layers == 21 and m.sparse.topk == 2048
     assert m.param_count() / 1e9 == pytest.approx(744, rel=0.005)
+
+
+@pytest.mark.parametrize("extra, word", [
+    ({"model_type": "jamba", "architectures": ["JambaForCausalLM"]}, "model_type 'jamba': its Mamba or recurrent"),
+    ({"model_type": "mamba"}, "model_type 'mamba'"),
+    ({"model_type": "bert", "architectures": ["BertForMaskedLM"]}, "an encoder or encoder-decoder model"),
+    ({"architectures": ["LlamaForSequenceClassification"]}, "is not a causal language model"),
+    ({"torch_dtype": "int8"}, "torch_dtype 'int8' is not one of"),
+    ({"torch_dtype": {"a": 1}}, "torch_dtype"),
+])
+def test_configs_speedplan_would_misprice_are_refused(extra, word):
+    """Until 2026-12-03 these were priced as plain Llama layers (a Jamba config came out at 92B
+    parameters against 52B published) or as bf16."""
+    with pytest.raises(SpeedplanInputError, match=word):
+        from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, **extra))
+
+
+def test_the_longest_context_a_config_states():
+    assert get_model("llama-3.1-8b").max_context == 131072 and get_model("qwen3-8b").max_context == 40960
+    assert from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768)).max_context == 0  # not stated: no limit
+    yarn = {"max_position_embeddings": 32768, "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                                  "original_max_position_embeddings": 32768}}
+    assert from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, **yarn)).max_context == 131072  # Qwen's YaRN
+    stated = {"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                                    "original_max_position_embeddings": 8192}}
+    assert from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, **stated)).max_context == 131072  # Llama-3.1
+    with pytest.raises(SpeedplanInputError, match="--context 65536: above qwen3-8b's 40,960-token context"):
+        get_model("qwen3-8b").check_context([4096, 65536])

@@ -9,6 +9,7 @@ N GPUs, e.g. tp=1 beside a TP-4 target)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -68,6 +69,8 @@ class DraftModel(ChainDrafting, Mechanism):
         name, _, tp_text = arg.rpartition(",tp=") if ",tp=" in arg else (arg, "", "")
         if arg.startswith("tp="):
             name, tp_text = "", arg[3:]
+        if "," in name or (name.partition("=")[1] and not Path(name).exists()):
+            raise SpeedplanInputError(f"mechanism draft-model:{arg}: its one option is tp (draft-model:MODEL,tp=N)")
         if tp_text:
             try:
                 draft_tp = int(tp_text)
@@ -83,6 +86,10 @@ class DraftModel(ChainDrafting, Mechanism):
                 f"draft {draft.name} has vocab {draft.vocab}, target {target.name} has {target.vocab}: "
                 "a draft model must share the target's tokenizer"
             )
+        if draft.param_count() >= target.param_count():
+            raise SpeedplanInputError(
+                f"draft {draft.name} ({draft.param_count() / 1e9:.1f}B parameters) is not smaller than the target "
+                f"{target.name} ({target.param_count() / 1e9:.1f}B): a draft model must be cheaper to run")
         if draft_tp is not None:
             draft.check_tp(draft_tp, option=f"draft-model:{arg} tp")
         return cls(*cls.resolve_acceptance(acceptance, target, draft=draft), draft=draft, draft_tp=draft_tp)

@@ -55,5 +55,8 @@ class Eagle3(ChainDrafting, Mechanism):
         vocab = options.pop("vocab", None)
         if vocab is not None and not 1 <= vocab <= target.vocab:
             raise SpeedplanInputError(f"mechanism {spec}: vocab must be in 1..{target.vocab}")
-        head = eagle3_head(target, options.pop("config", None), vocab)
+        config = options.pop("config", None)
+        if config is not None and not str(config).strip():
+            raise SpeedplanInputError(f"mechanism {spec}: config= needs the path of the head's config.json")
+        head = eagle3_head(target, config, vocab)
         return cls(*cls.resolve_acceptance(acceptance, target), head=head, **options, **fields)

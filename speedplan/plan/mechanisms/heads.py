@@ -12,7 +12,6 @@ llama_eagle3.py; SGLang and TensorRT-LLM build the same layers).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import parse_json
 from speedplan.specs.hf_config import from_hf_config
 from speedplan.specs.model import ModelSpec
 
@@ -115,11 +115,12 @@ def eagle3_head(target: ModelSpec, config: str | None = None, draft_vocab: int |
     path = Path(config)
     path = path / "config.json" if path.is_dir() else path
     try:
-        cfg = json.loads(path.read_text())
+        text = path.read_text()
     except OSError as e:
         raise SpeedplanInputError(f"eagle3 head config {path}: cannot read ({e.strerror})") from None
-    except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"eagle3 head config {path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+    except UnicodeDecodeError:
+        raise SpeedplanInputError(f"eagle3 head config {path}: not a text file (expected a config.json)") from None
+    cfg = parse_json(text, f"eagle3 head config {path}")
     if not isinstance(cfg, dict):
         raise SpeedplanInputError(f"eagle3 head config {path}: expected a JSON object")
     layer_cfg = dict(cfg.get("transformer_layer_config") or cfg)  # speculators format nests the layer

@@ -1,0 +1,150 @@
+"""One measurement of a serving engine (`Measurement`) and the checks every reader shares: a
+malformed value is a SpeedplanInputError naming the file, the row and the field (as the file
+calls it: `Measurement.names`)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import MAX_DRAFT
+
+QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup", "verify_ms", "draft_ms")
+DEFAULT_CONTEXT = 1024  # tokens, when a benchmark file does not say (stated in the fit's output)
+# What a measurement of each quantity can be: wider than any engine on any GPU runs (a decode
+# step of 1 µs to 10 minutes; 10^8 tokens/s; a speedup of 1/1000 to 100, where 1 + D ≤ 33 bounds
+# a real one), so that only a unit slip or a corrupted cell is refused.
+PLAUSIBLE = {"tpot_ms": (1e-3, 6e5, "ms"), "step_ms": (1e-3, 6e5, "ms"), "verify_ms": (1e-3, 6e5, "ms"),
+             "draft_ms": (1e-3, 6e5, "ms"), "tokens_per_s": (1e-3, 1e8, "tokens/s"), "speedup": (1e-3, 100.0, "x")}
+MAX_TREE_NODES = 4096  # draft nodes a tree verifies per sequence (engines run 8-64; SGLang's num_draft_tokens - 1)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured configuration: `value` of `quantity` at (mechanism, batch, draft_len, context).
+
+    quantity: "step_ms" (one engine step), "tpot_ms" (time per output token of one sequence),
+    "tokens_per_s" (aggregate output tokens/s of the batch), "speedup" (over the same
+    engine's plain decoding at that batch), or a part of one step a profiler times: "verify_ms"
+    (the target's forward pass, its kernels and launches) and "draft_ms" (the drafting: its
+    kernels, sampler, launches and host loop; speculative rows only). `mechanism` is "none" or a speedplan mechanism spec
+    (e.g. "eagle3", "eagle-tree:topk=4", "draft-model:llama-3.2-1b"); `tree_nodes` is a tree's
+    verified draft nodes N. `where` says which file and row it came from. `max_running` is the
+    engine's cap on running requests the run was launched with (SGLang --max-running-requests,
+    vLLM --max-num-seqs; a step runs min(batch, max_running) requests); None: the engine
+    profile's default (`spec_max_running` for speculative steps, no cap for plain ones)."""
+
+    mechanism: str
+    batch: int
+    draft_len: int
+    context: int
+    quantity: str
+    value: float
+    acceptance_length: float | None
+    where: str = ""  # "" in Python: described by its own fields
+    tree_nodes: int | None = None
+    max_running: int | None = None
+    # the file's own names for fields, where it is not a CSV: (("batch", "max_concurrency"), ...)
+    names: tuple[tuple[str, str], ...] = ()
+
+    def _f(self, field_name: str) -> str:
+        """`field_name` as the file calls it, quoted: 'batch' in a CSV, 'batch_size' in SGLang's lines."""
+        return repr(dict(self.names).get(field_name, field_name))
+
+    def __post_init__(self) -> None:
+        if not self.where:
+            show = lambda v: (repr(v) if isinstance(v, bool) or not isinstance(v, numbers.Real) else
+                              str(int(v)) if math.isfinite(v) and float(v).is_integer() else f"{v:g}")
+            object.__setattr__(self, "where", f"measurement {self.mechanism} batch {show(self.batch)} "
+                                              f"draft_len {show(self.draft_len)}")
+        real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
+        for attr, field_name in (("batch", "batch"), ("draft_len", "draft_len"), ("context", "context"),
+                                 ("tree_nodes", "tree_nodes"), ("max_running", "max_running_requests")):
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            if not real(value) or not math.isfinite(value) or value != int(value):
+                raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be an integer, got {value!r}")
+            object.__setattr__(self, attr, int(value))  # numpy integers or 8.0 → int
+        for attr, field_name in (("value", self.quantity), ("acceptance_length", "acceptance_length")):
+            value = getattr(self, attr)
+            if value is None and attr == "acceptance_length":
+                continue
+            if not real(value):
+                raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be a number, got {value!r}")
+            object.__setattr__(self, attr, float(value))
+        speculative = self.mechanism != "none"
+        if self.quantity not in QUANTITIES:
+            raise SpeedplanInputError(f"{self.where}: quantity must be one of {', '.join(QUANTITIES)}")
+        if not (math.isfinite(self.value) and self.value > 0):
+            raise SpeedplanInputError(f"{self.where}: field {self._f(self.quantity)} must be a positive number, "
+                                      f"got {self.value}")
+        low, high, unit = PLAUSIBLE[self.quantity]
+        if not low <= self.value <= high:
+            raise SpeedplanInputError(f"{self.where}: field {self._f(self.quantity)} {self.value:g} is not a plausible "
+                                      f"measurement (expected {low:g}..{high:g} {unit})")
+        if not 1 <= self.batch <= 65536:
+            raise SpeedplanInputError(f"{self.where}: field {self._f('batch')} must be in 1..65536, got {self.batch}")
+        if self.max_running is not None and not 1 <= self.max_running <= 65536:
+            raise SpeedplanInputError(f"{self.where}: field {self._f('max_running_requests')} must be in 1..65536, "
+                                      f"got {self.max_running}")
+        if not 1 <= self.context <= 10_000_000:
+            raise SpeedplanInputError(f"{self.where}: field {self._f('context')} must be in 1..10000000, got {self.context}")
+        if not 0 <= self.draft_len <= MAX_DRAFT:
+            raise SpeedplanInputError(f"{self.where}: field {self._f('draft_len')} must be in 0..{MAX_DRAFT}, "
+                                      f"got {self.draft_len}")
+        if speculative != (self.draft_len > 0):
+            raise SpeedplanInputError(f"{self.where}: field {self._f('draft_len')} is {self.draft_len} for mechanism "
+                                      f"{self.mechanism!r} (plain decoding is mechanism none with draft_len 0)")
+        if self.tree_nodes is not None and not (speculative and 1 <= self.tree_nodes <= MAX_TREE_NODES):
+            raise SpeedplanInputError(f"{self.where}: field {self._f('tree_nodes')} {self.tree_nodes} " + (
+                f"must be in 1..{MAX_TREE_NODES}" if speculative else "on a plain row (plain decoding verifies no tree)"))
+        if speculative:
+            al = self.acceptance_length
+            if al is None:
+                raise SpeedplanInputError(f"{self.where}: field {self._f('acceptance_length')} is needed for a speculative row")
+            if not 1.0 <= al <= 1.0 + self.draft_len + 1e-9:
+                raise SpeedplanInputError(f"{self.where}: field {self._f('acceptance_length')} {al} is outside "
+                                          f"1..1+draft_len ({1 + self.draft_len}); it counts the bonus token")
+        elif self.quantity == "draft_ms":
+            raise SpeedplanInputError(f"{self.where}: field 'draft_ms' needs a speculative row (plain decoding drafts nothing)")
+        elif self.quantity == "speedup" and abs(self.value - 1.0) > 1e-6:
+            raise SpeedplanInputError(f"{self.where}: field 'speedup' of plain decoding must be 1, got {self.value}")
+
+
+def number_field(row: dict, key: str, where: str, integer: bool = False, required: bool = True):
+    """`row[key]` as a number (an int where `integer`); None where it is empty and not `required`."""
+    text = row.get(key)
+    if text is None or (isinstance(text, str) and not text.strip()):
+        if required:
+            raise SpeedplanInputError(f"{where}: field {key!r} missing")
+        return None
+    if isinstance(text, bool):  # JSON true is not the number 1
+        raise SpeedplanInputError(f"{where}: field {key!r} must be a number, got {text!r}")
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise SpeedplanInputError(f"{where}: field {key!r} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise SpeedplanInputError(f"{where}: field {key!r} must be finite, got {text!r}")
+    if integer:
+        if value != int(value):
+            raise SpeedplanInputError(f"{where}: field {key!r} must be an integer, got {text!r}")
+        return int(value)
+    return value
+
+
+def no_acceptance(mechanism: str, draft_len: int) -> None:
+    """The acceptance source of rows when no /metrics scrape was given: none."""
+    return None
+
+
+def scraped(acceptance, mechanism: str, draft_len: int, where: str) -> float | None:
+    """`acceptance(mechanism, draft_len)` for a row that states no acceptance length, its
+    refusal (a scrape with too few positions) naming the row `where`."""
+    try:
+        return acceptance(mechanism, draft_len)
+    except SpeedplanInputError as e:
+        raise SpeedplanInputError(f"{where}: {e}") from None

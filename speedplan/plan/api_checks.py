@@ -1,0 +1,39 @@
+"""What notebook callers pass to the library's entry points, checked on the way in: a wrong
+type, or plans of another sweep, is the one-line SpeedplanInputError the CLI would print, not an
+AttributeError deep inside (or a report of one model carrying another's plan)."""
+
+from __future__ import annotations
+
+from speedplan.errors import SpeedplanInputError
+
+
+def sweep_result(result, where: str):
+    """`result` when it is the SweepResult `speedplan.sweep` returns."""
+    from speedplan.plan.sweep import SweepResult
+
+    if not isinstance(result, SweepResult):
+        raise SpeedplanInputError(f"{where}: expected the SweepResult speedplan.sweep returns, "
+                                  f"got {type(result).__name__}")
+    return result
+
+
+def sweep_key(result) -> str:
+    """What a plan records of the sweep it was planned on: model, hardware, TP and when it ran."""
+    meta = result.meta
+    return (f"{(meta.get('model') or {}).get('model', '?')} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, "
+            f"swept {meta.get('created', '?')}")
+
+
+def engine_plans(plans, result, where: str) -> dict:
+    """`plans` when they are `plan_engines(result)`'s {engine: EnginePlan}, planned on `result`."""
+    from speedplan.plan.engine_plan import EnginePlan
+
+    if not (isinstance(plans, dict) and all(isinstance(k, str) and isinstance(v, EnginePlan) for k, v in plans.items())):
+        raise SpeedplanInputError(f"{where}: plans must be the {{engine: EnginePlan}} dict plan_engines(result) "
+                                  f"returns, got {type(plans).__name__}")
+    key = sweep_key(result)
+    other = next((n for n, p in plans.items() if p.sweep_key and p.sweep_key != key), None)
+    if other is not None:
+        raise SpeedplanInputError(f"{where}: the {other} plan was planned on another sweep ({plans[other].sweep_key}; "
+                                  f"this one: {key}); plan this sweep: plan_engines(result)")
+    return plans
