@@ -12,6 +12,7 @@ read-only or virtual file system, a missing device) is one line too.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import shutil
@@ -29,13 +30,16 @@ class FolderKind:
     name: str  # "speedplan report", "profile folder"
     markers: tuple[str, ...]  # files every such folder holds
     meta_keys: tuple[str, ...]  # keys its meta.json always has
-    suffixes: tuple[str, ...]  # the kinds of file the command writes there (no subfolders)
+    names: tuple[str, ...]  # the files the command writes there (fnmatch patterns; no subfolders)
 
 
 MANIFEST = ".speedplan-files"  # in every output folder: the names of the files speedplan wrote there
 REPORT = FolderKind("speedplan report", ("meta.json", "sweep.csv"), ("command", "version"),
-                    (".csv", ".json", ".html", ".png", ".sh", ".yaml"))
-PROFILE = FolderKind("profile folder", ("meta.json",), ("origin",), (".csv", ".json", ".md", ".txt"))
+                    ("meta.json", "report.html", "*.png", "sweep.csv", "pareto.csv", "recommendations.json",
+                     "schedule.csv", "sensitivity.csv", "vllm_*", "sglang_*", "trtllm_*"))
+PROFILE = FolderKind("profile folder", ("meta.json",), ("origin",),
+                     ("meta.json", "meta.json.tmp", "README.md", "NOTICE.md", "LICENSE*", "gemm.csv", "attention.csv",
+                      "prefill.csv", "elementwise.csv", "allreduce.csv", "moe.csv", "floors.csv"))
 
 
 @contextlib.contextmanager
@@ -74,18 +78,21 @@ def _ours(out: Path, kind: FolderKind) -> str | None:
         except (OSError, UnicodeDecodeError):
             return f"its {MANIFEST} cannot be read"
         foreign = [p.name for p in entries if not p.is_file() or p.name not in written]
-    else:  # a folder written before the manifest existed: the kinds of file the command writes
-        foreign = [p.name for p in entries if not p.is_file() or p.suffix not in kind.suffixes]
+    else:  # a folder written before the manifest existed (or one bench adds to): the names it writes
+        foreign = [p.name for p in entries if not p.is_file() or not any(fnmatch.fnmatch(p.name, n) for n in kind.names)]
     if foreign:
         return f"it holds {', '.join(foreign[:3])}{' and more' if len(foreign) > 3 else ''}, which speedplan does not write"
     return None
 
 
-def check_replaceable(out: str | Path, kind: FolderKind, option: str = "--out") -> None:
+def check_replaceable(out: str | Path, kind: FolderKind, option: str = "--out", inputs=()) -> None:
     """Refuse `out` unless it is missing, an empty folder, or a previous `kind` folder holding
     nothing else (`_ours`). The current folder and its parents are refused too: replacing them
-    would pull the floor from under the shell."""
+    would pull the floor from under the shell; so is one of the command's `inputs` (a profile
+    derived into the folder it is derived from)."""
     out = target(out)
+    if out.exists() and any(Path(f).exists() and Path(f).resolve() == out.resolve() for f in inputs):
+        raise SpeedplanInputError(f"{option} {out}: is the command's input; give another folder")
     with writing(out, option):
         if out.exists() and not out.is_dir():
             raise SpeedplanInputError(f"{option} {out}: exists and is not a folder")
@@ -98,6 +105,12 @@ def check_replaceable(out: str | Path, kind: FolderKind, option: str = "--out") 
     if why:
         raise SpeedplanInputError(f"{option} {out}: folder exists and is not a {kind.name} ({why}); "
                                   "give a new or empty folder")
+
+
+def check_resumable(out: str | Path, kind: FolderKind, option: str = "--out") -> None:
+    """For a command that adds to `out` (a resumed `speedplan bench`): the same refusals as
+    `check_replaceable`, so that it never writes into the current folder or a user's own."""
+    check_replaceable(out, kind, option)
 
 
 _MADE: dict[Path, Path] = {}  # staging folder -> the topmost missing parent made for it (`discard` removes it)

@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from speedplan.cli.options import check_output
-from speedplan.outputs import PROFILE, check_replaceable
+from speedplan.outputs import PROFILE, check_replaceable, check_resumable
 
 app = typer.Typer(help="Check, generate, import or derive profile folders.", no_args_is_help=True,
                           rich_markup_mode=None)
@@ -44,6 +44,7 @@ def bench(
     from speedplan.profile.grid import run_bench
 
     check_output(out)
+    check_resumable(out, PROFILE)  # a folder of one's own, or the current one, is not a profile to resume
     result = run_bench(grid, device, out, tp, hardware_preset, dtype, min_time_ms, threads, cupy,
                        stop_after, progress, quiet_tries, visits, interleave)
     state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"
@@ -113,7 +114,7 @@ def derive(
     from speedplan.profile.tools import derive_profile
 
     check_output(out)
-    check_replaceable(out, PROFILE)  # before the work, not after it
+    check_replaceable(out, PROFILE, inputs=[source])  # before the work, not after it
     typer.echo(f"{derive_profile(source, hardware, out)}: derived from {source} for {hardware}")
 
 

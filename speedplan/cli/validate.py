@@ -11,9 +11,10 @@ import typer
 def validate(
     device: str = typer.Option("cpu", help="Device the runtime runs on (cpu; cuda uses the GPU campaign script)."),
     quick: bool = typer.Option(False, "--quick", help="The small grid CI runs (ngram, eagle; B 1,2; D 0,1,3)."),
-    hardware: str = typer.Option(
-        "cpu-local", help="Profile folder or preset the planner prices ops with (cpu-local: the shipped profile "
-                          "measured on this CPU when there is one, e.g. cpu-local-xeon)."),
+    hardware: Optional[str] = typer.Option(
+        None, help="Profile folder or preset the planner prices ops with (default cpu-local: the shipped profile "
+                   "measured on this CPU when there is one, e.g. cpu-local-xeon; with --reprice, the profile the "
+                   "stored run was priced with)."),
     out: Optional[Path] = typer.Option(None, help="Output folder (default reports/validation-cpu[-quick])."),
     reprice: Optional[Path] = typer.Option(
         None, help="A validation folder: price its measured verify steps with --hardware, run nothing."),
@@ -30,8 +31,12 @@ def validate(
     from speedplan.validate.run import FULL, QUICK, run_validation, write_validation
 
     if reprice is not None:
+        if out is not None or quick or device != "cpu":
+            raise SpeedplanInputError("--reprice runs nothing and writes nothing: --out, --quick and --device do not "
+                                      "apply to it")
         _print_reprice(reprice, hardware)
         return
+    hardware = hardware or "cpu-local"
     if device != "cpu":
         raise SpeedplanInputError("validate runs on --device cpu here; for CUDA use microbench/campaign.sh")
     out = out or Path("reports") / ("validation-cpu-quick" if quick else "validation-cpu")
@@ -49,10 +54,11 @@ def validate(
     typer.echo(f"report: {out / 'report.html'}")
 
 
-def _print_reprice(folder: Path, hardware: str) -> None:
+def _print_reprice(folder: Path, hardware: str | None) -> None:
     from speedplan.validate.reprice import load_validation, reprice_verify, verify_errors
 
     table, summary = load_validation(folder)
+    hardware = hardware or str(summary.get("hardware") or "cpu-local")
     repriced = reprice_verify(table, summary, hardware)
     pct = lambda x: f"{100 * x:.1f}%"
     for label, t, overhead in ((f"as run ({summary.get('hardware')})", table, summary["layer_overhead_us_measured"]),

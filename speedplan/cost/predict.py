@@ -9,6 +9,7 @@ pred.csv is the input plus `latency_us`, `source` (profile or roofline), `bound`
 from __future__ import annotations
 
 import csv
+import math
 import os
 from pathlib import Path
 
@@ -34,8 +35,9 @@ def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
                 v = float(text)
             except ValueError:
                 raise SpeedplanInputError(f"{where}: row {i}: column {col!r} must be a number, got {text!r}") from None
-            if not (v > 0 and v == int(v) and v < 1e9):
-                raise SpeedplanInputError(f"{where}: row {i}: column {col!r} must be a positive integer, got {text!r}")
+            if not (math.isfinite(v) and 0 < v < 1e9 and v == int(v)):
+                raise SpeedplanInputError(f"{where}: row {i}: column {col!r} must be a positive integer below 1e9, "
+                                          f"got {text!r}")
             values.append(v)
         out[col] = np.array(values)
     return out
@@ -69,8 +71,9 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> li
     for dtype in sorted({(r.get("dtype") or "").strip().lower() for _, r in attn}):
         sel = [(i, r) for i, r in attn if r["dtype"].strip().lower() == dtype]
         a = _positive(sel, ATTENTION_COLUMNS, where)
-        if np.any(a["num_heads"] % a["num_kv_heads"]):
-            raise SpeedplanInputError(f"{where}: num_heads must be a multiple of num_kv_heads")
+        uneven = np.flatnonzero(a["num_heads"] % a["num_kv_heads"])
+        if len(uneven):
+            raise SpeedplanInputError(f"{where}: row {sel[uneven[0]][0]}: num_heads must be a multiple of num_kv_heads")
         mask = np.array([r["mask"].strip().lower() for _, r in sel])
         c = cost.attention(a["batch"], a["q_len"], a["kv_len"], a["num_heads"], a["num_kv_heads"], a["head_dim"], mask, dtype)
         for j, (i, _) in enumerate(sel):
@@ -87,14 +90,23 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
     """Read ops.csv, write pred.csv (atomically); returns the number of ops answered."""
     in_path = Path(in_path)
     try:
-        with in_path.open(newline="") as f:
+        with in_path.open(newline="", encoding="utf-8-sig") as f:  # -sig: Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(f)
             if not reader.fieldnames or "op" not in reader.fieldnames or "dtype" not in reader.fieldnames:
                 raise SpeedplanInputError(f"{in_path}: needs a header with at least the columns 'op' and 'dtype'")
             fieldnames = list(reader.fieldnames)
             rows = list(reader)
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise SpeedplanInputError(f"{in_path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    twice = [c for i, c in enumerate(fieldnames) if c in fieldnames[:i]]
+    if twice:
+        raise SpeedplanInputError(f"{in_path}: column {twice[0]!r} appears twice")
+    ours = [c for c in fieldnames if c in OUTPUT_COLUMNS]
+    if ours:
+        raise SpeedplanInputError(f"{in_path}: column {ours[0]!r} is one predict writes; remove it from the input")
+    long = next((i for i, row in enumerate(rows, start=2) if None in row), None)
+    if long is not None:
+        raise SpeedplanInputError(f"{in_path}: row {long}: more cells than the header has columns")
     if not rows:
         raise SpeedplanInputError(f"{in_path}: no rows")
     answered = predict_ops(cost, rows, str(in_path))

@@ -60,6 +60,7 @@ def model_grid(name: str, tp: int, device: str, dtypes: list[str], fp8: bool = F
     if tp < 1:
         raise SpeedplanInputError(f"--tp must be >= 1, got {tp}")
     model = get_model(name)
+    model.check_tp(tp, option=f"grid model:{name}@{tp}: TP")
     shapes = sorted({(s.n, s.k) for s in linear_shapes(model, tp)})
     ms = _m_values(device)
     gemm = gemm_points(shapes, ms, dtypes)
@@ -153,12 +154,14 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
     for dt in dtypes or []:
         if dt not in ("fp32", "bf16", "fp16", "fp8"):
             raise SpeedplanInputError(f"unknown dtype {dt!r}; use fp32, bf16, fp16 or fp8")
+    if device == "cpu" and "fp8" in (dtypes or []):
+        raise SpeedplanInputError("--dtype fp8: torch has no fp8 matmul on the CPU; measure fp8 with --device cuda")
     min_time_ms = min_time_ms or (CPU_MIN_TIME_MS if device == "cpu" else 20.0)
     visits = (CPU_VISITS if device == "cpu" else 1) if visits is None else visits
     if visits < 1:
         raise SpeedplanInputError(f"--visits must be >= 1, got {visits}")
-    if min_time_ms <= 0:
-        raise SpeedplanInputError(f"--min-time-ms must be > 0, got {min_time_ms}")
+    if not 0 < min_time_ms < 60_000:  # NaN fails too
+        raise SpeedplanInputError(f"--min-time-ms must be > 0 and under a minute, got {min_time_ms}")
     for option, value, low in (("--threads", threads, 1), ("--tp", tp, 1), ("--quiet-tries", quiet_tries, 1),
                                ("--stop-after", stop_after, 1)):
         if value is not None and value < low:

@@ -97,9 +97,10 @@ def _cupy_cross_check(path: Path, profile) -> dict | None:
     return {"median_ratio": float(np.median(ratios)), "p90_ratio": float(np.percentile(ratios, 90)), "points": len(ratios)}
 
 
-def _write_profile_folder(out: Path, tables: dict[str, list[dict]], meta: dict, readme: str) -> Path:
-    """Write a profile folder (one CSV per table, meta.json, README.md) beside `out` and move
-    it into place, replacing a profile folder there and refusing anything else."""
+def _write_profile_folder(out: Path, tables: dict[str, list[dict]], meta: dict, readme: str,
+                          more: dict[str, str] | None = None) -> Path:
+    """Write a profile folder (one CSV per table, meta.json, README.md, and `more` {name: text})
+    beside `out` and move it into place, replacing a profile folder there and refusing anything else."""
     check_replaceable(out, PROFILE)
     tmp = staging_folder(out)
     try:
@@ -107,6 +108,8 @@ def _write_profile_folder(out: Path, tables: dict[str, list[dict]], meta: dict, 
             _write_csv(tmp / f"{family}.csv", list(rows[0]), rows)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
         (tmp / "README.md").write_text(readme)
+        for name, text in (more or {}).items():
+            (tmp / name).write_text(text)
         move_into_place(tmp, out)
     except BaseException:
         discard(tmp)
@@ -212,4 +215,15 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
             "device_name": f"{get_hardware(hardware).description} (derived from {src.meta.get('device_name')})",
             "note": f"DERIVED, not measured: latencies of {source} scaled point by point by the ratio of the "
                     f"{hardware} and {src.hardware.name} datasheet rooflines (same efficiency per shape)."}
-    return _write_profile_folder(Path(out), tables, meta, f"# {hardware}: derived from {source}, not measured\n\n{meta['note']}\n")
+    return _write_profile_folder(Path(out), tables, meta, f"# {hardware}: derived from {source}, not measured\n\n{meta['note']}\n",
+                                 _licence_files(Path(source), meta["note"]))
+
+
+def _licence_files(source: Path, change: str) -> dict[str, str]:
+    """The source profile's licence and notice (AIConfigurator's tables are Apache-2.0: a work
+    derived from them carries the licence, and its NOTICE states the change, §4 (a)-(c))."""
+    files = {p.name: p.read_text() for p in sorted(source.glob("LICENSE*")) if p.is_file()}
+    notice = source / "NOTICE.md"
+    if notice.is_file():
+        files["NOTICE.md"] = notice.read_text().rstrip("\n") + f"\n\nChanged by `speedplan profile derive`: {change}\n"
+    return files

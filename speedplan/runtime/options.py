@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import parse_json
 
 MECHANISMS = ("none", "ngram", "draft-model", "eagle", "eagle-tree", "truncated", "truncated-tree")
+MAX_NEW_TOKENS = 65536  # the longest context of a model the runtime loads is checked once it is loaded
 MATMULS = ("fp32", "q4_1")  # CPU matmul path: fp32 oneDNN (default) or the GGUF's Q4_1 blocks (q4_kernel)
 
 
@@ -46,14 +47,18 @@ class RunOptions:
             raise SpeedplanInputError("no prompts: pass --prompt or --prompts")
         if self.batch < 1 or self.batch > 64:
             raise SpeedplanInputError(f"--batch must be in 1..64, got {self.batch}")
-        if self.max_new_tokens < 1:
-            raise SpeedplanInputError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise SpeedplanInputError(f"--max-new-tokens must be in 1..{MAX_NEW_TOKENS}, got {self.max_new_tokens}")
+        if any(isinstance(p, str) and not p.strip() for p in self.prompts):
+            raise SpeedplanInputError("--prompt: an empty prompt (give it some text)")
         if not 0 <= self.draft_len <= 16:
             raise SpeedplanInputError(f"--draft-len must be in 0..16, got {self.draft_len}")
         if self.mechanism not in ("none",) and self.draft_len == 0 and not self.mechanism.endswith("-tree"):
             raise SpeedplanInputError(f"--draft-len must be >= 1 for mechanism {self.mechanism}")
-        if not self.temperature >= 0 or not 0 < self.top_p <= 1:
-            raise SpeedplanInputError("--temperature must be >= 0 and --top-p in (0, 1]")
+        if not 0 <= self.temperature < float("inf"):
+            raise SpeedplanInputError(f"--temperature must be a finite number >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise SpeedplanInputError(f"--top-p must be in (0, 1], got {self.top_p}")
         if self.mechanism not in MECHANISMS:
             raise SpeedplanInputError(f"unknown mechanism {self.mechanism!r}; choose from {', '.join(MECHANISMS)}")
         o = self.options
@@ -80,13 +85,18 @@ def read_prompts(path: str | Path) -> list[str | list[dict]]:
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise SpeedplanInputError(f"{path}:{i}: not valid JSON") from None
+        obj = parse_json(line, f"{path}:{i}")
         value = obj.get("messages") or obj.get("prompt") or obj.get("text") if isinstance(obj, dict) else None
         if not value:
             raise SpeedplanInputError(f"{path}:{i}: needs a \"prompt\", \"text\" or \"messages\" field")
+        if isinstance(value, list):
+            bad = [m for m in value if not (isinstance(m, dict) and isinstance(m.get("role"), str)
+                                            and isinstance(m.get("content"), str))]
+            if bad:
+                raise SpeedplanInputError(f"{path}:{i}: each message needs a \"role\" and a \"content\" text, "
+                                          f"got {bad[0]!r}")
+        elif not isinstance(value, str) or not value.strip():
+            raise SpeedplanInputError(f"{path}:{i}: the prompt must be non-empty text, got {value!r}")
         prompts.append(value)
     if not prompts:
         raise SpeedplanInputError(f"{path}: no prompts")

@@ -92,7 +92,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     if hidden == 0 or heads == 0:
         raise SpeedplanInputError(f"{where}: hidden_size and num_attention_heads must be > 0")
     kv_heads = _int(cfg, "num_key_value_heads", where, heads)
-    head_dim = cfg.get("head_dim") or hidden // heads
+    head_dim = hidden // heads if cfg.get("head_dim") is None else cfg["head_dim"]  # null: the default; 0 is refused
     head_dim = _int({"head_dim": head_dim}, "head_dim", where)
     layers = _int(cfg, "num_hidden_layers", where)
     vocab = _int(cfg, "vocab_size", where)

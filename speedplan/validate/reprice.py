@@ -44,6 +44,8 @@ def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     missing = [c for c in NEEDED if c not in table.columns]
     if missing:
         raise SpeedplanInputError(f"{folder / 'validation.csv'}: missing column {missing[0]!r}")
+    if table.empty:
+        raise SpeedplanInputError(f"{folder / 'validation.csv'}: no rows")
     for col in NEEDED[1:]:
         values = pd.to_numeric(table[col], errors="coerce")
         if not (values > 0).all():

@@ -1,0 +1,103 @@
+"""Input the commands other than sweep and calibrate refuse in one line (exit 2) before any
+work, each found by an audit on 2026-12-03 where it was accepted, overwrote a file or ended in
+a traceback. Each call here is quick: the refusals come before any model is loaded or timed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from speedplan.cli.app import run
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "speedplan" / "data" / "profiles" / "h200-sxm"
+
+
+def _refused(args: list[str], capsys, word: str) -> None:
+    assert run(args) == 2
+    err = capsys.readouterr().err
+    assert word in err and err.count("\n") == 1, err
+
+
+def test_a_profile_is_not_derived_into_its_source_and_keeps_its_licence(tmp_path, capsys):
+    src = tmp_path / "h200"
+    shutil.copytree(H200, src)
+    _refused(["profile", "derive", str(src), "--hardware", "h100-sxm", "--out", str(src)], capsys,
+             "is the command's input")
+    assert (src / "moe.csv").exists() and (src / "NOTICE.md").exists()  # untouched
+    out = tmp_path / "h100"
+    assert run(["profile", "derive", str(src), "--hardware", "h100-sxm", "--out", str(out)]) == 0
+    assert (out / "LICENSE.aiconfigurator-core.txt").read_text() == (src / "LICENSE.aiconfigurator-core.txt").read_text()
+    assert "Changed by `speedplan profile derive`" in (out / "NOTICE.md").read_text()  # Apache-2.0 §4 (b)
+
+
+def test_a_profile_folder_with_a_file_of_ones_own_is_not_replaced(tmp_path, capsys):
+    """A profile folder written before `.speedplan-files` existed: the names speedplan writes
+    there are its own, anything else (notes.txt) is the user's and keeps the folder."""
+    mine = tmp_path / "cpu"
+    shutil.copytree(ROOT / "speedplan" / "data" / "profiles" / "cpu-local", mine)
+    (mine / "notes.txt").write_text("keep me")
+    _refused(["profile", "roofline", "--hardware", "h100-sxm", "--out", str(mine)], capsys, "it holds notes.txt")
+    assert (mine / "notes.txt").read_text() == "keep me" and (mine / "gemm.csv").exists()
+
+
+def test_bench_refuses_before_measuring(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    for out, word in ((".", "is the current folder"), ("mine", "is not a profile folder")):
+        _refused(["bench", "--device", "cpu", "--grid", "tiny", "--out", out], capsys, word)
+    _refused(["bench", "--device", "cpu", "--grid", "tiny", "--dtype", "fp8", "--out", "b"], capsys, "no fp8 matmul")
+    _refused(["bench", "--device", "cpu", "--grid", "tiny", "--min-time-ms", "nan", "--out", "b"], capsys,
+             "--min-time-ms must be > 0")
+    _refused(["profile", "roofline", "--hardware", "h200-sxm", "--grid", "model:llama-3.1-8b@3", "--out", "r"],
+             capsys, "do not split evenly over 3 GPUs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"] and (tmp_path / "mine" / "notes.txt").exists()
+
+
+def test_run_refuses_bad_prompts_and_a_trace_over_its_prompts(tmp_path, capsys):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n')
+    _refused(["run", "--prompts", str(prompts), "--trace", str(prompts)], capsys, "is one of the input files")
+    assert prompts.read_text() == '{"prompt": "hi"}\n'
+    _refused(["run", "--raw", "--prompt", ""], capsys, "an empty prompt")
+    _refused(["run", "--prompt", "hi", "--max-new-tokens", "1000000000"], capsys, "--max-new-tokens must be in 1..")
+    _refused(["run", "--prompt", "hi", "--temperature", "inf"], capsys, "--temperature must be a finite number")
+    prompts.write_text(json.dumps({"messages": [{"role": "user"}]}) + "\n")
+    _refused(["run", "--prompts", str(prompts)], capsys, "each message needs a \"role\" and a \"content\"")
+
+
+@pytest.mark.parametrize("text, word", [
+    ("op,m,n,k,dtype\ngemm,inf,4096,4096,bf16\n", "row 2: column 'm' must be a positive integer below 1e9"),
+    ("op,m,m,n,k,dtype\ngemm,16,4096,4096,4096,bf16\n", "column 'm' appears twice"),
+    ("op,m,n,k,dtype,latency_us\ngemm,16,4096,4096,bf16,5\n", "column 'latency_us' is one predict writes"),
+    ("op,m,n,k,dtype\ngemm,16,4096,4096,bf16,extra\n", "row 2: more cells than the header"),
+])
+def test_predict_ops_refuses_what_it_would_misread(tmp_path, capsys, text, word):
+    ops = tmp_path / "ops.csv"
+    ops.write_text(text)
+    _refused(["predict", "ops", "--hardware", "h100-sxm", "--in", str(ops), "--out", str(tmp_path / "pred.csv")],
+             capsys, word)
+    assert not (tmp_path / "pred.csv").exists()
+
+
+def test_predict_ops_reads_excels_byte_order_mark(tmp_path):
+    ops = tmp_path / "ops.csv"
+    ops.write_text("\ufeffop,m,n,k,dtype\ngemm,16,4096,4096,bf16\n", encoding="utf-8")
+    assert run(["predict", "ops", "--hardware", "h100-sxm", "--in", str(ops), "--out", str(tmp_path / "p.csv")]) == 0
+    assert (tmp_path / "p.csv").read_text().startswith("op,m,n,k,dtype,latency_us")
+
+
+def test_reprice_refuses_an_empty_run_and_options_it_does_not_use(tmp_path, capsys):
+    stored = ROOT / "reports" / "validation-cpu"
+    _refused(["validate", "--reprice", str(stored), "--out", str(tmp_path / "x")], capsys, "--reprice runs nothing")
+    empty = tmp_path / "run"
+    empty.mkdir()
+    (empty / "validation.csv").write_text((stored / "validation.csv").read_text().splitlines()[0] + "\n")
+    shutil.copy(stored / "summary.json", empty / "summary.json")
+    _refused(["validate", "--reprice", str(empty)], capsys, "validation.csv: no rows")
+    assert run(["validate", "--reprice", str(stored)]) == 0  # priced with the run's own profile by default
+    assert "repriced (cpu-local-xeon)" in capsys.readouterr().out
