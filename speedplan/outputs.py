@@ -38,7 +38,7 @@ REPORT = FolderKind("speedplan report", ("meta.json", "sweep.csv"), ("command", 
                     ("meta.json", "report.html", "*.png", "sweep.csv", "pareto.csv", "recommendations.json",
                      "schedule.csv", "sensitivity.csv", "vllm_*", "sglang_*", "trtllm_*"))
 PROFILE = FolderKind("profile folder", ("meta.json",), ("origin",),
-                     ("meta.json", "meta.json.tmp", "README.md", "NOTICE.md", "LICENSE*", "gemm.csv", "attention.csv",
+                     ("meta.json", "meta.json.tmp", "README.md", "NOTICE.md", "LICENSE*", "gemm.csv", "gemm_cupy.csv", "attention.csv",
                       "prefill.csv", "elementwise.csv", "allreduce.csv", "moe.csv", "floors.csv"))
 
 

@@ -168,3 +168,14 @@ def test_library_entry_points_refuse_wrong_arguments_in_one_line(tmp_path):
     assert not list(tmp_path.iterdir())  # nothing written
     huge = speedplan.plan_engines(r, batch_weights={1: 1e308, 8: 1e308})  # overflowed to weights of 0: every plan off
     assert huge["vllm"].schedule == plans["vllm"].schedule and huge["vllm"].mechanism == "eagle3"
+
+
+def test_plans_of_a_sweep_run_in_the_same_second_are_told_apart_and_a_path_names_a_model(tmp_path):
+    a = speedplan.sweep(batches=[1, 8], mechanisms=["eagle3"], contexts=[1024])
+    b = speedplan.sweep(batches=[1, 8], mechanisms=["eagle3"], contexts=[32768])
+    with pytest.raises(speedplan.SpeedplanInputError, match="planned on another sweep"):
+        speedplan.write_outputs(b, tmp_path / "r", plans=speedplan.plan_engines(a))
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[1] / "speedplan" / "specs" / "presets" / "models" / "llama-3.2-1b.json"
+    assert speedplan.sweep(config, batches=[1], mechanisms=["ngram"]).meta["model"]["model"] == "llama-3.2-1b"

@@ -22,6 +22,7 @@ from speedplan.engine.step import StepParts, plain_parts, speculative_parts, ste
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.mechanisms import parse_mechanism
+from speedplan.plan.mechanisms.base import TopkTree
 from speedplan.specs.model import ModelSpec
 
 # Terms a fit tries when the base profile names none ("fit_order"). With n rows at most
@@ -103,8 +104,9 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
 
 
 def _check_nodes(m: Measurement, mech) -> None:
-    """A row's tree_nodes must fit its mechanism: a chain verifies its draft_len tokens, and a
-    depth-D tree keeping the top k per level has at most k + (D − 1)·k² candidate nodes."""
+    """A row's tree_nodes must fit its mechanism: a chain verifies its draft_len tokens; a
+    depth-D EAGLE tree keeping the top k per level has at most k + (D − 1)·k² candidate nodes,
+    a Medusa tree of k choices per position Σ k^i."""
     if m.tree_nodes is None:
         return
     if not mech.is_tree:
@@ -112,10 +114,13 @@ def _check_nodes(m: Measurement, mech) -> None:
             raise SpeedplanInputError(f"{m.where}: field 'tree_nodes' {m.tree_nodes} on a chain ({m.mechanism} "
                                       f"verifies its draft_len {m.draft_len} tokens); name a tree mechanism")
         return
-    most = mech.topk + (m.draft_len - 1) * mech.topk ** 2
+    k, d = mech.topk, m.draft_len
+    dynamic = isinstance(mech, TopkTree)  # an EAGLE tree keeps k nodes a level; Medusa's is a Cartesian product
+    most = k + (d - 1) * k ** 2 if dynamic else sum(k ** i for i in range(1, d + 1))
     if m.tree_nodes > most:
-        raise SpeedplanInputError(f"{m.where}: {m.tree_nodes} tree nodes, more than a depth-{m.draft_len} tree keeping "
-                                  f"the top {mech.topk} per level can hold ({most})")
+        raise SpeedplanInputError(f"{m.where}: {m.tree_nodes} tree nodes, more than a depth-{d} tree "
+                                  + (f"keeping the top {k} per level" if dynamic else f"of {k} choices per position")
+                                  + f" can hold ({most})")
 
 
 def _timed(step_s: np.ndarray, priced: Priced) -> np.ndarray:

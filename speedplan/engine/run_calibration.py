@@ -17,13 +17,17 @@ from speedplan.outputs import target, writing
 from speedplan.plan.mechanisms import TREE_MECHANISMS
 
 
+SGLANG_DRAFTERS = ("eagle", "eagle3", "mtp")  # what SGLang's EAGLE worker drafts with (mtp: a model's NextN layers)
+
+
 def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list, mechanism: str = "eagle3",
                     free: list[str] | None = None, name: str | None = None) -> Calibration:
     """Fit `engine`'s terms to every row of `files`, all run on (model, hardware, tp)."""
     head, colon, options = str(mechanism).strip().partition(":")
-    if head.lower() not in ("eagle", "eagle3"):  # named for SGLang bench rows; wrong even where unused
-        raise SpeedplanInputError(f"--mechanism {mechanism!r}: names the head of SGLang bench_speculative rows, eagle or "
-                                  "eagle3 (with its options, e.g. eagle3:config=PATH); their trees are that head's")
+    if head.lower() not in SGLANG_DRAFTERS:  # named for SGLang bench rows; wrong even where unused
+        raise SpeedplanInputError(f"--mechanism {mechanism!r}: names the drafter of SGLang bench_speculative rows, one "
+                                  f"of {', '.join(SGLANG_DRAFTERS)} (with its options, e.g. eagle3:config=PATH); "
+                                  "rows with topk > 1 are that EAGLE head's tree")
     mechanism = head.lower() + colon + options
     setting = _setting(model, hardware, tp)
     scrapes = [Path(f) for f in files if _is_metrics(Path(f))]

@@ -50,7 +50,7 @@ def _numbers(spec: str) -> dict[str, list[float]]:
     """`positions=0.9,0.8,match=0.5` → {"positions": [0.9, 0.8], "match": [0.5]}."""
     out: dict[str, list[float]] = {}
     key = None
-    for item in spec.split(","):
+    for item in spec.rstrip().rstrip(",").split(","):  # a trailing comma is harmless; an empty middle item is not
         item = item.strip()
         if not item:
             raise SpeedplanInputError(f"--acceptance {spec!r}: an empty item between commas")

@@ -18,10 +18,11 @@ def sweep_result(result, where: str):
 
 
 def sweep_key(result) -> str:
-    """What a plan records of the sweep it was planned on: model, hardware, TP and when it ran."""
+    """What a plan records of the sweep it was planned on: model, hardware, TP, when it ran and
+    the sweep's own id (two sweeps in one second differ by it)."""
     meta = result.meta
     return (f"{(meta.get('model') or {}).get('model', '?')} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, "
-            f"swept {meta.get('created', '?')}")
+            f"swept {meta.get('created', '?')} (id {str(meta.get('sweep_id', '?'))[:8]})")
 
 
 def engine_plans(plans, result, where: str) -> dict:

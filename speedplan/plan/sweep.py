@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import numbers
+import os
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -315,11 +317,11 @@ def sweep(
     >>> sorted(r.frame.mechanism.unique())
     ['eagle', 'none']
     """
-    if not isinstance(model, (str, ModelSpec)):
+    if not isinstance(model, (str, os.PathLike, ModelSpec)):
         raise SpeedplanInputError(f"model: expected a preset name, a config.json path or a ModelSpec, got {model!r}")
     if not (isinstance(hardware, (str, Path)) or hasattr(hardware, "hardware")):  # a CostModel, or one like it
         raise SpeedplanInputError(f"hardware: expected a preset name, a profile folder or a CostModel, got {hardware!r}")
-    target = model if isinstance(model, ModelSpec) else get_model(model)
+    target = model if isinstance(model, ModelSpec) else get_model(os.fspath(model))
     target.check_tp(tp)
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
     hw = cost.hardware
@@ -376,6 +378,7 @@ def sweep(
         "weight_bytes_per_gpu": target.weight_bytes() / tp,
         "min_tokens_per_user": min_tokens_per_user,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "sweep_id": uuid.uuid4().hex,  # what a plan records of the sweep it was planned on (plan.api_checks)
         "version": __version__,
         "command": command,
         "mechanisms": [m.label for m in mechs],

@@ -190,10 +190,11 @@ def run(spec: RunOptions) -> RunReport:
     drafter = make_drafter(spec.mechanism, target.model, spec.options)
     ids = encode_prompts(target.tokenizer, list(spec.prompts), spec.chat)
     positions = target.model.rope_cos.shape[0]  # the longest sequence the model holds
-    longest = max(len(p) for p in ids) + spec.max_new_tokens + spec.draft_len + spec.options.tree_nodes + 1
-    if longest > positions:
-        raise SpeedplanInputError(f"--max-new-tokens {spec.max_new_tokens}: the longest prompt plus new and drafted "
-                                  f"tokens ({longest}) exceeds the {target.name} model's {positions} positions")
+    drafted = 0 if drafter is None else spec.options.tree_nodes if drafter.is_tree else spec.draft_len
+    prompt = max(len(p) for p in ids)
+    if prompt + spec.max_new_tokens + drafted + 1 > positions:
+        raise SpeedplanInputError(f"the longest prompt ({prompt} tokens) plus --max-new-tokens {spec.max_new_tokens} "
+                                  f"and {drafted} drafted exceeds the {target.name} model's {positions} positions")
     sampling = SamplingParams(spec.temperature, spec.top_p)
     decode = target.tokenizer.decode if target.tokenizer else None
     eos = target.tokenizer.eos_ids if target.tokenizer else []

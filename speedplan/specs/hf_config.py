@@ -41,10 +41,11 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
 
 def _dtype(cfg: dict, where: str) -> str:
     """The checkpoint's dtype (torch_dtype, or dtype in newer configs); bf16 when unstated."""
-    raw = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+    key = "torch_dtype" if cfg.get("torch_dtype") else "dtype"
+    raw = cfg.get(key) or "bfloat16"
     name = raw.removeprefix("torch.") if isinstance(raw, str) else None
     if name not in _DTYPES:
-        raise SpeedplanInputError(f"{where}: torch_dtype {raw!r} is not one of {', '.join(_DTYPES)}")
+        raise SpeedplanInputError(f"{where}: {key} {raw!r} is not one of {', '.join(_DTYPES)}")
     return _DTYPES[name]
 
 
@@ -186,14 +187,23 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
 
 
 def _max_context(cfg: dict, where: str) -> int:
-    """Tokens a sequence may hold: max_position_embeddings, times rope_scaling's factor where the
-    config states the factor over that same length (Qwen's YaRN: 32768 x 4); Llama-3.1 states
-    the extended length itself (131072, original 8192). 0 where the config says nothing."""
-    most = _optional(cfg, "max_position_embeddings", where)
-    rope = cfg.get("rope_scaling")
-    if most and isinstance(rope, dict):
-        factor, original = rope.get("factor"), rope.get("original_max_position_embeddings")
-        if (isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1
-                and original in (None, most)):
-            most = int(most * factor)
-    return most
+    """Tokens a sequence may hold: max_position_embeddings, extended by the config's rope
+    scaling as vLLM reads it: YaRN holds original_max_position_embeddings × factor, llama3 and
+    LongRoPE configs state the extended length itself, other scalings (linear, dynamic) multiply
+    max_position_embeddings by their factor. 0 where the config says nothing (no limit)."""
+    most = cfg.get("max_position_embeddings")
+    if most is None:
+        return 0
+    if isinstance(most, bool) or not isinstance(most, int) or most < 0:
+        raise SpeedplanInputError(f"{where}: 'max_position_embeddings' must be a non-negative integer, got {most!r}")
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")  # transformers v5 names it rope_parameters
+    if not (most and isinstance(rope, dict)):
+        return most
+    kind = str(rope.get("rope_type") or rope.get("type") or "")
+    factor = rope.get("factor")
+    if kind in ("llama3", "longrope", "su") or isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+            or factor <= 1:
+        return most
+    original = rope.get("original_max_position_embeddings")
+    base = original if kind == "yarn" and isinstance(original, int) and not isinstance(original, bool) else most
+    return max(most, int(base * factor))

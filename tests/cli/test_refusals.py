@@ -101,3 +101,14 @@ def test_reprice_refuses_an_empty_run_and_options_it_does_not_use(tmp_path, caps
     _refused(["validate", "--reprice", str(empty)], capsys, "validation.csv: no rows")
     assert run(["validate", "--reprice", str(stored)]) == 0  # priced with the run's own profile by default
     assert "repriced (cpu-local-xeon)" in capsys.readouterr().out
+
+
+def test_a_partial_bench_folder_is_resumable_with_every_table_bench_writes(tmp_path):
+    from speedplan.outputs import PROFILE, check_resumable
+
+    part = tmp_path / "part"
+    part.mkdir()
+    (part / "meta.json").write_text(json.dumps({"origin": "measured", "complete": False}))
+    for name in ("gemm.csv", "gemm_cupy.csv", "floors.csv", "meta.json.tmp"):  # bench --cupy writes gemm_cupy.csv
+        (part / name).write_text("x\n")
+    check_resumable(part, PROFILE)  # no error

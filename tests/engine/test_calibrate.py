@@ -218,12 +218,13 @@ def test_an_unknown_mechanism_for_sglang_rows_is_refused_even_where_unused(tmp_p
 
     f = tmp_path / "m.csv"
     f.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,7.5\n")
-    with pytest.raises(SpeedplanInputError, match="--mechanism 'eagle4': names the head of SGLang"):
+    with pytest.raises(SpeedplanInputError, match="--mechanism 'eagle4': names the drafter of SGLang"):
         calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism="eagle4")
-    for other in ("ngram", "eagle-tree:topk=4", "draft-model"):  # SGLang's bench rows are an EAGLE head's
-        with pytest.raises(SpeedplanInputError, match="eagle or eagle3"):
+    for other in ("ngram", "eagle-tree:topk=4", "draft-model"):  # SGLang's bench rows: an EAGLE head's or MTP's
+        with pytest.raises(SpeedplanInputError, match="one of eagle, eagle3, mtp"):
             calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism=other)
     assert calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism="EAGLE3").profile  # any case
+    assert calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [f], mechanism="mtp").profile  # NextN drafts
 
 
 def test_an_engine_setting_is_never_fitted():
@@ -290,5 +291,9 @@ def test_tree_nodes_must_fit_the_mechanism(tmp_path):
     assert calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**row, "tree_nodes": 36}]).profile  # 4 + 2·16
     with pytest.raises(SpeedplanInputError, match="37 tree nodes, more than a depth-3 tree keeping the top 4"):
         calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**row, "tree_nodes": 37}])
+    medusa = {**row, "mechanism": "medusa:topk=2", "draft_len": 4, "acceptance_length": 2.0}
+    assert calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**medusa, "tree_nodes": 30}]).profile  # 2+4+8+16
+    with pytest.raises(SpeedplanInputError, match="31 tree nodes, more than a depth-4 tree of 2 choices per position"):
+        calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**medusa, "tree_nodes": 31}])
     with pytest.raises(SpeedplanInputError, match="row 1: field 'tree_nodes' 5 on a chain"):
         calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**row, "mechanism": "eagle3", "tree_nodes": 5}])

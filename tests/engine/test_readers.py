@@ -169,3 +169,20 @@ def test_a_csv_is_told_by_its_content_and_excels_byte_order_mark_is_read(tmp_pat
         assert (plain.mechanism, spec.mechanism, spec.acceptance_length) == ("none", "eagle3", 2.8)
     (tmp_path / "bom.json").write_text("\ufeff" + json.dumps(VLLM_RUN), encoding="utf-8")
     assert read_measurements(tmp_path / "bom.json")[0].batch == 16
+
+
+def test_a_column_beside_the_one_it_resembles_and_empty_trailing_headers_are_the_users(tmp_path):
+    f = tmp_path / "runs.csv"
+    f.write_text("mechanism,batch,draft_len,context,step_ms,step_us,,\nnone,1,0,1024,7.0,7000,,\n")
+    (m,) = read_measurements(f)
+    assert (m.quantity, m.value) == ("step_ms", 7.0)
+
+
+def test_sglang_rows_of_an_mtp_draft_are_a_chain_and_their_trees_are_refused(tmp_path):
+    f = tmp_path / "mtp.jsonl"
+    f.write_text(json.dumps(SGLANG) + "\n")
+    (m,) = read_measurements(f, mechanism="mtp")
+    assert (m.mechanism, m.draft_len) == ("mtp", 3)
+    f.write_text(json.dumps({**SGLANG, "topk": 4, "num_draft_tokens": 8}) + "\n")
+    with pytest.raises(SpeedplanInputError, match="trees of EAGLE heads only"):
+        read_measurements(f, mechanism="mtp")

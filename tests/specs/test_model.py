@@ -463,3 +463,19 @@ def test_the_longest_context_a_config_states():
     assert from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, **stated)).max_context == 131072  # Llama-3.1
     with pytest.raises(SpeedplanInputError, match="--context 65536: above qwen3-8b's 40,960-token context"):
         get_model("qwen3-8b").check_context([4096, 65536])
+
+
+def test_a_long_or_scaled_context_is_read_as_vllm_reads_it():
+    """The review of 2026-12-03: Llama-4-Scout states 10,485,760 positions (refused as a count
+    over 10M), and Qwen3's documented YaRN block (factor 4 over 32,768) sits on a config that
+    states 40,960, so the factor must scale the original length, not be ignored."""
+    scout = {"max_position_embeddings": 10485760, "rope_scaling": {"rope_type": "llama3", "factor": 16.0,
+                                                                      "original_max_position_embeddings": 8192}}
+    assert from_hf_config(_dense(5120, 8192, 40, 8, 48, 202048, **scout)).max_context == 10485760
+    qwen3 = {"max_position_embeddings": 40960, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                                   "original_max_position_embeddings": 32768}}
+    assert from_hf_config(_dense(4096, 12288, 32, 8, 36, 151936, **qwen3)).max_context == 131072
+    linear = {"max_position_embeddings": 4096, "rope_parameters": {"rope_type": "linear", "factor": 2.0}}
+    assert from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, **linear)).max_context == 8192
+    with pytest.raises(SpeedplanInputError, match="dtype 'int4' is not one of"):
+        from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, dtype="int4"))

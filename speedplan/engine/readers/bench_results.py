@@ -87,7 +87,11 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
             if draft_tokens < 2:
                 raise SpeedplanInputError(f"{where}: field 'num_draft_tokens' {draft_tokens} leaves a tree of topk "
                                           f"{topk} no draft node (it counts the root)")
-            mech, nodes = f"{mechanism.split(':')[0].removesuffix('-tree')}-tree:topk={topk}", draft_tokens - 1
+            head = mechanism.split(":")[0].removesuffix("-tree")
+            if head not in ("eagle", "eagle3"):
+                raise SpeedplanInputError(f"{where}: a tree (topk {topk}, num_draft_tokens {draft_tokens}) of "
+                                          f"{head}: speedplan prices trees of EAGLE heads only (--mechanism eagle3)")
+            mech, nodes = f"{head}-tree:topk={topk}", draft_tokens - 1
         else:
             mech, nodes = mechanism, None
         if number_field(rec, "step_time", where) <= 0:

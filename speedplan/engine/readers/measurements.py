@@ -58,14 +58,15 @@ def _check_header(path: Path | str, header: list[str]) -> None:
     """A column named twice, or one a letter or two from a column speedplan reads (a typo that
     would silently drop, say, the server's cap on running requests), is refused; other columns
     (notes, dataset) are left alone."""
+    names = [n for n in header if n]  # a spreadsheet's trailing empty header cells name nothing
     seen = set()
-    for name in header:
+    for name in names:
         if name in seen:
             raise SpeedplanInputError(f"{path}: column {name!r} appears twice")
         seen.add(name)
         if name not in COLUMNS:
-            near = difflib.get_close_matches(name, COLUMNS, n=1, cutoff=0.85)
-            if near:
+            near = [n for n in difflib.get_close_matches(name, COLUMNS, n=1, cutoff=0.85) if n not in names]
+            if near:  # a column beside the one it resembles (step_us beside step_ms) is the user's own
                 raise SpeedplanInputError(f"{path}: unknown column {name!r} (did you mean {near[0]!r}?)")
 
 
