@@ -111,8 +111,8 @@ def _scrape_acceptance(scrapes):
 
     def acceptance(mechanism: str, draft_len: int):
         if mechanism.split(":")[0] in TREE_MECHANISMS:
-            raise SpeedplanInputError(f"{counters.path} gives a chain's acceptance per position; a {mechanism} "
-                                      "row needs its own acceptance_length")
+            raise SpeedplanInputError(f"{counters.path} gives a chain's acceptance per position; rows of {mechanism} "
+                                      "need their own acceptance_length")
         rates = counters.position_rates
         if draft_len > len(rates):
             raise SpeedplanInputError(f"{counters.path}: the scrape has {len(rates)} draft positions, a row has "

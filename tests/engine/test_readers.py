@@ -186,3 +186,21 @@ def test_sglang_rows_of_an_mtp_draft_are_a_chain_and_their_trees_are_refused(tmp
     f.write_text(json.dumps({**SGLANG, "topk": 4, "num_draft_tokens": 8}) + "\n")
     with pytest.raises(SpeedplanInputError, match="trees of EAGLE heads only"):
         read_measurements(f, mechanism="mtp")
+
+
+def test_a_scrape_of_two_models_or_for_a_tree_row_is_refused(tmp_path):
+    """Two servers' scrapes in one file were summed, and a chain's per-position counters stood
+    in for a tree's acceptance (until 2026-12-03); two engines of one model are summed, rightly."""
+    from speedplan.engine.readers.vllm_metrics import read_vllm_metrics
+    from speedplan.engine.run_calibration import _scrape_acceptance
+
+    one = ('vllm:spec_decode_num_drafts_total{engine="E",model_name="M"} 100.0\n'
+           'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="E",model_name="M",position="0"} 80.0\n')
+    scrape = tmp_path / "metrics.txt"
+    scrape.write_text(one.replace("E", "0").replace("M", "m") + one.replace("E", "1").replace("M", "m"))
+    assert read_vllm_metrics(scrape).position_rates == pytest.approx((0.8,))
+    with pytest.raises(SpeedplanInputError, match="rows of eagle3-tree:topk=4 need their own acceptance_length"):
+        _scrape_acceptance([read_vllm_metrics(scrape)])("eagle3-tree:topk=4", 3)
+    scrape.write_text(one.replace("E", "0").replace("M", "a") + one.replace("E", "0").replace("M", "b"))
+    with pytest.raises(SpeedplanInputError, match="series of 2 models \\(a, b\\)"):
+        read_vllm_metrics(scrape)

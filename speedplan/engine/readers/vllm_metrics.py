@@ -106,6 +106,9 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
             totals[name] += value
     if DRAFTS not in seen:
         raise SpeedplanInputError(f"{path}: no {DRAFTS} sample (is this a vLLM /metrics scrape with speculative decoding on?)")
+    if len(models) > 1:  # one server serves one model; its engines' series (engine="0", "1") are summed
+        raise SpeedplanInputError(f"{path}: series of {len(models)} models ({', '.join(sorted(models))}): summing their "
+                                  "counters mixes two drafters' acceptance; give one server's scrape")
     if totals[DRAFTS] <= 0:
         raise SpeedplanInputError(f"{path}: {DRAFTS} is 0: the server has not drafted yet")
     if not per_pos:
