@@ -85,14 +85,20 @@ def _ours(out: Path, kind: FolderKind) -> str | None:
     return None
 
 
+def is_one_of(path: Path, inputs) -> bool:
+    """Whether `path` is (resolves to) one of `inputs` that exist: writing it would destroy one."""
+    return path.exists() and any(Path(f).exists() and Path(f).resolve() == path.resolve() for f in inputs)
+
+
 def check_replaceable(out: str | Path, kind: FolderKind, option: str = "--out", inputs=()) -> None:
     """Refuse `out` unless it is missing, an empty folder, or a previous `kind` folder holding
     nothing else (`_ours`). The current folder and its parents are refused too: replacing them
     would pull the floor from under the shell; so is one of the command's `inputs` (a profile
-    derived into the folder it is derived from)."""
+    derived into the folder it is derived from). A command that adds to `out` (a resumed
+    `speedplan bench`) calls it too, so that it never writes into a folder of the user's own."""
     out = target(out)
-    if out.exists() and any(Path(f).exists() and Path(f).resolve() == out.resolve() for f in inputs):
-        raise SpeedplanInputError(f"{option} {out}: is the command's input; give another folder")
+    if is_one_of(out, inputs):
+        raise SpeedplanInputError(f"{option} {out}: is one of the command's inputs; give another folder")
     with writing(out, option):
         if out.exists() and not out.is_dir():
             raise SpeedplanInputError(f"{option} {out}: exists and is not a folder")
@@ -105,12 +111,6 @@ def check_replaceable(out: str | Path, kind: FolderKind, option: str = "--out", 
     if why:
         raise SpeedplanInputError(f"{option} {out}: folder exists and is not a {kind.name} ({why}); "
                                   "give a new or empty folder")
-
-
-def check_resumable(out: str | Path, kind: FolderKind, option: str = "--out") -> None:
-    """For a command that adds to `out` (a resumed `speedplan bench`): the same refusals as
-    `check_replaceable`, so that it never writes into the current folder or a user's own."""
-    check_replaceable(out, kind, option)
 
 
 _MADE: dict[Path, Path] = {}  # staging folder -> the topmost missing parent made for it (`discard` removes it)

@@ -15,13 +15,15 @@ def check_output(path, option: str = "--out", folder: bool = True, inputs=()) ->
     import os
     from pathlib import Path
 
+    from speedplan.outputs import is_one_of
+
     path = Path(path)
     if path.exists() and path.is_dir() != folder:
         raise SpeedplanInputError(f"{option} {path}: " + ("exists and is not a folder" if folder else
                                                           "is a folder; give a file name"))
     if path.exists() and not (path.is_dir() or path.is_file()):  # a device, a pipe, a socket
         raise SpeedplanInputError(f"{option} {path}: exists and is not a regular file")
-    if path.exists() and any(Path(f).exists() and Path(f).resolve() == path.resolve() for f in inputs):
+    if is_one_of(path, inputs):
         raise SpeedplanInputError(f"{option} {path}: is one of the input files; give another name")
     above = path.absolute().parent
     while not above.exists() and above != above.parent:

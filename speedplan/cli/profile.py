@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from speedplan.cli.options import check_output
-from speedplan.outputs import PROFILE, check_replaceable, check_resumable
+from speedplan.outputs import PROFILE, check_replaceable
 
 app = typer.Typer(help="Check, generate, import or derive profile folders.", no_args_is_help=True,
                           rich_markup_mode=None)
@@ -44,7 +44,7 @@ def bench(
     from speedplan.profile.grid import run_bench
 
     check_output(out)
-    check_resumable(out, PROFILE)  # a folder of one's own, or the current one, is not a profile to resume
+    check_replaceable(out, PROFILE)  # resumed, not replaced: a folder of one's own, or the current one, is refused
     result = run_bench(grid, device, out, tp, hardware_preset, dtype, min_time_ms, threads, cupy,
                        stop_after, progress, quiet_tries, visits, interleave)
     state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"

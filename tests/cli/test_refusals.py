@@ -26,7 +26,7 @@ def test_a_profile_is_not_derived_into_its_source_and_keeps_its_licence(tmp_path
     src = tmp_path / "h200"
     shutil.copytree(H200, src)
     _refused(["profile", "derive", str(src), "--hardware", "h100-sxm", "--out", str(src)], capsys,
-             "is the command's input")
+             "is one of the command's inputs")
     assert (src / "moe.csv").exists() and (src / "NOTICE.md").exists()  # untouched
     out = tmp_path / "h100"
     assert run(["profile", "derive", str(src), "--hardware", "h100-sxm", "--out", str(out)]) == 0
@@ -104,11 +104,11 @@ def test_reprice_refuses_an_empty_run_and_options_it_does_not_use(tmp_path, caps
 
 
 def test_a_partial_bench_folder_is_resumable_with_every_table_bench_writes(tmp_path):
-    from speedplan.outputs import PROFILE, check_resumable
+    from speedplan.outputs import PROFILE, check_replaceable
 
     part = tmp_path / "part"
     part.mkdir()
     (part / "meta.json").write_text(json.dumps({"origin": "measured", "complete": False}))
     for name in ("gemm.csv", "gemm_cupy.csv", "floors.csv", "meta.json.tmp"):  # bench --cupy writes gemm_cupy.csv
         (part / name).write_text("x\n")
-    check_resumable(part, PROFILE)  # no error
+    check_replaceable(part, PROFILE)  # no error: bench resumes it
