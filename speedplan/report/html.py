@@ -17,7 +17,8 @@ from urllib.parse import quote
 import pandas as pd
 
 from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
-                                      short_provenance, slo_line, table_rows, tuples)
+                                      plain_unfit_cells, short_provenance, slo_line, table_rows, tuples,
+                                      unplanned_line)
 
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
@@ -113,8 +114,8 @@ def _html_table(rows: list[dict], left: set[str]) -> str:
     return f"<table>\n<tr>{head}</tr>\n{body}</table>"
 
 
-def _recommendation_rows(best: pd.DataFrame) -> list[dict]:
-    rows = table_rows(best)
+def _recommendation_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset()) -> list[dict]:
+    rows = table_rows(best, plain_unfit)
     extra = tuples(best.sort_values(["context", "batch"]), ["verify_tokens", "t_step_s", "bound", "cost_source"])
     for row, (verify_tokens, t_step, bound, source) in zip(rows, extra):
         row["verified/seq"] = str(int(verify_tokens))
@@ -212,7 +213,11 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         parts.append('<p class="note">At each batch size and context: the feasible configuration with the most '
                      'tokens/s per GPU, near-ties going to fewer verified tokens ("none": plain decoding '
                      "wins).</p>")
-        parts.append(_html_table(_recommendation_rows(result.best), {"mechanism", "latency from", "verify GEMMs"}))
+        parts.append(_html_table(_recommendation_rows(result.best, plain_unfit_cells(frame)),
+                                 {"mechanism", "latency from", "verify GEMMs"}))
+        unplanned = unplanned_line(result)
+        if unplanned:
+            parts.append(f'<p class="note">{_e(unplanned)}</p>')
     if plans:
         parts.extend(_engine_sections(plans))
     parts.extend(_sensitivity_section(result, sensitivity_table))

@@ -148,18 +148,32 @@ def slo_line(result: "SweepResult") -> str:
             f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU")
 
 
-def table_rows(best: pd.DataFrame) -> list[dict]:
+def plain_unfit_cells(frame: pd.DataFrame) -> set[tuple[int, int]]:
+    """(batch, context) cells where some configuration fits in memory but plain decoding does
+    not: an engine that caps its speculative steps (`spec_max_running`) runs fewer requests
+    there than plain decoding would, so the speedup is against a plain step that cannot run."""
+    cells = frame.groupby(["batch", "context"])
+    fits = cells["feasible"].any()
+    plain = frame[frame["mechanism"] == "none"].set_index(["batch", "context"])["fits_memory"]
+    unfit = fits & ~plain.reindex(fits.index).fillna(True).astype(bool)
+    return {(int(b), int(c)) for b, c in unfit[unfit].index}
+
+
+def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset()) -> list[dict]:
+    """The best configuration per (batch, context) as display strings; a speedup against a
+    plain step that does not fit in memory (`plain_unfit_cells`) is marked with a *."""
     columns = ["batch", "context", "mechanism", "draft_len", "acceptance_length", "speedup",
                "tokens_per_s_per_user", "tokens_per_s_per_gpu"]
     rows = []
     for b, ctx, mech, d, al, speedup, user, gpu in tuples(best.sort_values(["context", "batch"]), columns):
+        mark = "*" if (int(b), int(ctx)) in plain_unfit else ""
         rows.append({
             "B": str(int(b)),
             "context": str(int(ctx)),
             "mechanism": "off (plain decoding)" if mech == "none" else str(mech),
             "D": str(int(d)),
             "AL": f"{al:.2f}",
-            "speedup": f"{speedup:.2f}x",
+            "speedup": f"{speedup:.2f}x{mark}",
             "tok/s/user": f"{user:,.1f}",
             "tok/s/GPU": f"{gpu:,.0f}",
         })
@@ -217,19 +231,30 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
 
 
 def unplanned_line(result: "SweepResult") -> str | None:
-    """The swept batch sizes at which nothing fits in memory, or None: they drop out of every
-    table, and the terminal says so (with what the smallest of them needs) instead of leaving
-    them out in silence."""
+    """The swept batch sizes at which nothing fits in memory, or plain decoding does not, or
+    None: they drop out of the per-engine plans, and the terminal says so (with what the
+    smallest of them needs) instead of leaving them out in silence."""
     from speedplan.plan.shortfall import plain_memory_need
 
     frame = result.frame
     fits = set(frame.loc[frame["feasible"], "batch"])
     missing = sorted(set(frame["batch"]) - fits)
-    if not missing or not fits:
+    if not fits:
         return None
-    need = (f" ({plain_memory_need(result, missing[0])})" if (frame.loc[frame["batch"] == missing[0], "mechanism"]
-                                                             == "none").any() else "")
-    return f"not planned: at B = {', '.join(map(str, missing))} nothing fits in memory{need}"
+    has_plain = lambda b: (frame.loc[frame["batch"] == b, "mechanism"] == "none").any()
+    parts = []
+    if missing:
+        need = f" ({plain_memory_need(result, missing[0])})" if has_plain(missing[0]) else ""
+        parts.append(f"at B = {', '.join(map(str, missing))} nothing fits in memory{need}")
+    unfit = sorted({b for b, _ in plain_unfit_cells(frame)})
+    if unfit:
+        cap = result.meta.get("engine_spec_max_running") or 0
+        why = (f"only speculative steps, which this engine caps at {cap:g} running requests (spec_max_running), "
+               "fit there" if cap else "only some speculative configurations fit there")
+        parts.append(f"at B = {', '.join(map(str, unfit))} plain decoding does not fit in memory "
+                     f"({plain_memory_need(result, unfit[0])}): {why}; the speedups marked * are against plain "
+                     "decoding priced as if it fit")
+    return "not planned: " + "; ".join(parts) if parts else None
 
 
 def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None = None) -> str:
@@ -250,7 +275,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
              + (" (experts mxfp4)" if narrow else "") + (f", attention {attention}" if attention else "")
              + f", engine profile {meta.get('engine', '?')}"]
-    rows = table_rows(result.best)
+    rows = table_rows(result.best, plain_unfit_cells(result.frame))
     if not rows:
         lines.append(no_feasible_message(result))
     else:

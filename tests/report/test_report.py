@@ -183,6 +183,29 @@ def test_a_sliding_window_model_says_so_in_the_header():
     assert text.splitlines()[0].startswith("speedplan: windowed on h100-sxm, TP=1, bf16, attention 4096-token window on 16 of 32 layers")
 
 
+def test_a_speedup_against_a_plain_step_that_does_not_fit_is_marked():
+    """SGLang caps a speculative step at 48 running requests, so at B = 256 its EAGLE-3 rows fit
+    where plain decoding does not: the table marks that speedup, the terminal and the report
+    say why, and B = 256 is not planned. Under vLLM (no cap) nothing fits there."""
+    from speedplan.plan.engine_plan import plan_engines
+    from speedplan.plan.sweep import reprice, sweep
+    from speedplan.report.html import render_html
+    from speedplan.report.summary import plain_unfit_cells
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64, 256], [0, 3], contexts=[4096], engine="sglang")
+    assert plain_unfit_cells(r.frame) == {(256, 4096)}
+    text = render_summary(r, plans=plan_engines(r, engines=["sglang"]))
+    rows = {line.split()[0]: line for line in text.splitlines()[2:5]}
+    assert rows["256"].split()[4].endswith("x*") and not rows["64"].split()[4].endswith("*")
+    assert ("not planned: at B = 256 plain decoding does not fit in memory (plain decoding at B=256, context 4096 "
+            "needs") in text
+    assert "caps at 48 running requests (spec_max_running)" in text and "marked * are against plain" in text
+    assert "plain decoding does not fit in memory" in render_html(r, 4096, [], [], "", "")
+    v = reprice(r, "vllm")
+    assert plain_unfit_cells(v.frame) == set()
+    assert "not planned: at B = 256 nothing fits in memory" in render_summary(v) and "x*" not in render_summary(v)
+
+
 def test_summary_says_which_batches_fit_nowhere_and_why_a_plan_loses_everything():
     """Batch sizes at which nothing fits drop out of every table: the terminal names them. A
     plan whose own setting does not fit at some batch says so, not "reaches 1.00x"; the header
