@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from speedplan.errors import SpeedplanInputError
+
 MEASURED, INTERPOLATED, TRANSFERRED, DERIVED, EXTRAPOLATED, NONE = range(6)
 ANSWERS = np.array(["measured", "interpolated", "transferred", "derived", "extrapolated", "none"])
 _SNAP = 1e-9  # weights this close to 0 or 1 are a node (float noise of log coordinates)
@@ -103,15 +105,24 @@ def compact(x: np.ndarray) -> np.ndarray:
     return x
 
 
+class RepeatedPoint(SpeedplanInputError):
+    """Two rows of a table measure one point with different latencies: which one the grid
+    holds would depend on row order. `Profile` names the file and lines."""
+
+
 def build(coords: list[np.ndarray], log_util: np.ndarray, filled: np.ndarray | None = None) -> Dense:
     """A Dense grid from scattered points (log coordinates per axis; the last axis is the one
-    series run along). `filled` marks input points that are themselves fills (not measured)."""
+    series run along). `filled` marks input points that are themselves fills (not measured).
+    Raises RepeatedPoint when two points fall on one node with different values (the same
+    value twice is kept: a file merged from two copies)."""
     axes = tuple(np.unique(c) for c in coords)
     shape = tuple(len(a) for a in axes)
     node = tuple(np.searchsorted(a, c) for a, c in zip(axes, coords))
     value = np.full(shape, np.nan)
     state = np.full(shape, EXTRAPOLATED, dtype=np.int8)
     value[node] = log_util
+    if not np.array_equal(value[node], log_util):  # the last of two rows on one node won
+        raise RepeatedPoint("two rows measure one point with different latencies")
     state[node] = np.where(filled, INTERPOLATED, MEASURED) if filled is not None else MEASURED
     if np.isnan(value).any():
         value, state = value.reshape(-1, shape[-1]), state.reshape(-1, shape[-1])

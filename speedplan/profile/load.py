@@ -16,10 +16,10 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.profile.attention import AttentionTable, PrefillTable
-from speedplan.profile.dense import ANSWERS, NONE, compact
+from speedplan.profile.dense import ANSWERS, NONE, RepeatedPoint, compact
 from speedplan.profile.lookup import AllreduceTable, ElementwiseTable, GemmTable
 from speedplan.profile.moe import MoeTable
-from speedplan.profile.tables import ORIGINS, read_meta, read_tables
+from speedplan.profile.tables import ORIGINS, TABLES, read_meta, read_tables
 from speedplan.specs.hardware import Hardware, get_hardware
 
 
@@ -81,10 +81,45 @@ class Profile:
             else:
                 try:
                     self._built[family] = _BUILDERS[family](self.tables[family], self.hardware)
+                except RepeatedPoint:
+                    raise SpeedplanInputError(self._repeated(family)) from None
                 except SpeedplanInputError as e:  # a builder names its table ("moe.csv: ..."): add the folder
                     text = str(e)
                     raise SpeedplanInputError(f"{self.path / text}" if text.startswith(f"{family}.csv:") else text) from None
         return self._built[family]
+
+    def _repeated(self, family: str) -> str:
+        """The line naming two rows of `family`.csv that measure one point differently
+        (grids are built on first use, so this is found then, not when the folder is read)."""
+        return self.repeated_point(family) or f"{self.path / (family + '.csv')}: two rows measure one point with different latencies"
+
+    def repeated_point(self, family: str) -> str | None:
+        """None, or a line naming the first two rows of `family`.csv that measure one point
+        with different latencies (the same latency twice is allowed)."""
+        import pandas as pd
+
+        rows = pd.DataFrame(self.tables[family])
+        keys = [c for c in TABLES[family] if c != "latency_us"]
+        twice = rows[rows.duplicated(keys, keep=False)]
+        if twice.empty:
+            return None
+        clash = twice.groupby(keys, observed=True, sort=False)["latency_us"].transform("nunique") > 1
+        if not clash.any():
+            return None
+        first = twice[clash].iloc[0]
+        same = twice[clash & (twice[keys] == first[keys]).all(axis=1)]["latency_us"]
+        i, a = same.index[0], same.iloc[0]
+        j = same.index[same.to_numpy() != a][0]
+        point = ", ".join(f"{k}={first[k]:g}" if isinstance(first[k], float) else f"{k}={first[k]}" for k in keys)
+        return (f"{self.path / (family + '.csv')}: lines {i + 2} and {j + 2} measure one point ({point}) with "
+                f"different latency_us ({a:g} and {same[j]:g}); keep one")
+
+    def check_repeated_points(self) -> None:
+        """Raise SpeedplanInputError if any table measures one point twice with different
+        latencies (`profile check` runs this on every table; a sweep finds it in a table it uses)."""
+        for family in self.tables:
+            if family in TABLES and (line := self.repeated_point(family)):
+                raise SpeedplanInputError(line)
 
     def _ask(self, family: str, args: tuple):
         if self.origin == "datasheet-roofline":  # its tables are the roofline at grid points: answer it
@@ -93,7 +128,10 @@ class Profile:
         if t is None:
             shape = np.broadcast_shapes(*(np.shape(a) for a in args if not isinstance(a, str)))
             return np.full(shape, np.nan), np.full(shape, ANSWERS[NONE])
-        latency, code = t.lookup(*args)
+        try:
+            latency, code = t.lookup(*args)  # a table's grids are built on first use
+        except RepeatedPoint:
+            raise SpeedplanInputError(self._repeated(family)) from None
         return latency, np.broadcast_to(ANSWERS[compact(np.asarray(code))], np.shape(code))
 
     def gemm_lookup(self, m, n, k, dtype: str):

@@ -45,6 +45,7 @@ def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
     Returns {"median_error", "p90_error", "points", "families": {family: {...}}}; errors are
     fractions (0.02 = 2%)."""
     profile = load_profile(path)
+    profile.check_repeated_points()
     hw = profile.hardware
     families, pooled = {}, []
     for family, cls in TABLE_CLASSES.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 import time
@@ -184,6 +185,29 @@ def test_malformed_profiles_are_refused_naming_file_and_column(tmp_path, damage,
     damage(folder)
     with pytest.raises(SpeedplanInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_profile(folder)
+
+
+def test_one_point_measured_twice_with_two_latencies_is_refused_naming_both_lines(tmp_path):
+    """Which of two latencies of one point a grid holds would depend on row order: the first
+    lookup that builds the grid, and `profile check`, refuse it naming both lines. The same
+    latency twice (a file merged from two copies) is kept."""
+    folder = synthetic_profile(tmp_path / "p")
+    gemm = folder / "gemm.csv"
+    lines = gemm.read_text().splitlines()
+    gemm.write_text("\n".join(lines + [lines[1]]) + "\n")  # line 2 again, same latency
+    assert load_profile(folder).gemm_lookup(np.array([1]), 4096, 4096, "bf16")[1][0] == "measured"
+    m, n, k, dtype, lat = lines[1].split(",")
+    gemm.write_text("\n".join(lines + [lines[1], f"{m},{n},{k},{dtype},{2 * float(lat)}"]) + "\n")
+    message = (f"gemm.csv: lines 2 and {len(lines) + 2} measure one point (m=1, n=4096, k=4096, dtype=bf16) with "
+               f"different latency_us ({float(lat):g} and {2 * float(lat):g}); keep one")
+    with pytest.raises(SpeedplanInputError, match=re.escape(message)):
+        load_profile(folder).gemm_lookup(8, 4096, 4096, "bf16")
+    with pytest.raises(SpeedplanInputError, match=re.escape(message)):
+        leave_one_out(folder)
+    r = subprocess.run([sys.executable, "-m", "speedplan.cli", "sweep", "--hardware", str(folder), "--out",
+                        str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_moe_series_interpolate_in_log_tokens_and_scale_beyond_the_largest(tmp_path):
