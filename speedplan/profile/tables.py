@@ -76,6 +76,12 @@ def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
             raise SpeedplanInputError(f"{path}: column {col!r} line {i + 2}: {str(frame[col].iloc[i])!r} is not {want}")
+    if "num_kv_heads" in out:  # grouped-query attention: each KV head serves num_heads / num_kv_heads query heads
+        bad = np.flatnonzero(np.mod(out["num_heads"], out["num_kv_heads"]) != 0)
+        if len(bad):
+            i = int(bad[0])
+            raise SpeedplanInputError(f"{path}: column 'num_kv_heads' line {i + 2}: {out['num_kv_heads'][i]:g} does not "
+                                      f"divide num_heads {out['num_heads'][i]:g} (no attention splits its heads so)")
     return out
 
 
