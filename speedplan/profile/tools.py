@@ -174,6 +174,11 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
         f"`speedplan bench --device cuda --grid gpu --out profiles/{hw.name}`.\n"))
 
 
+def _device_kind(preset: str, device: str | None = None) -> str:
+    """"CPU" for a CPU preset (cpu-*) or a profile measured with `--device cpu`, else "GPU"."""
+    return "CPU" if preset.startswith("cpu") or device == "cpu" else "GPU"
+
+
 def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
     """A profile for preset `hardware` derived from a measured one: each point keeps its
     measured utilisation (speed of light / measured latency), so its latency scales by the
@@ -183,6 +188,11 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
     src = load_profile(source)
     if src.origin != "measured":
         raise SpeedplanInputError(f"{source}: can only derive from a measured profile (origin is {src.origin!r})")
+    kinds = _device_kind(src.hardware.name, src.meta.get("device")), _device_kind(get_hardware(hardware).name)
+    if kinds[0] != kinds[1]:
+        raise SpeedplanInputError(f"{source}: a {kinds[0]} profile cannot be derived for {hardware} (a {kinds[1]}): "
+                                  "derive carries each shape's efficiency to a sibling chip, and a CPU's kernels are "
+                                  "not a GPU's; measure it (speedplan bench) or import one (profile import-aic)")
     target_meta = {**src.meta, "hardware_preset": get_hardware(hardware).name}
     measured = src.hardware.extra.get("measured", {})  # fractions of peak and floors carry over
     target_hw = get_hardware(hardware).with_overrides(**measured)

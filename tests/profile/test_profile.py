@@ -255,6 +255,15 @@ def test_derived_profile_scales_by_roofline_ratio(tmp_path):
     assert big[0] == pytest.approx(1.0, rel=0.01)  # compute-bound: same peak
 
 
+def test_a_cpu_profile_is_not_derived_for_a_gpu_nor_a_gpu_one_for_a_cpu(tmp_path):
+    """derive carries each shape's efficiency to a sibling chip; a CPU's kernels are not a GPU's."""
+    with pytest.raises(SpeedplanInputError, match="a CPU profile cannot be derived for h100-sxm"):
+        derive_profile(ROOT / "speedplan/data/profiles/cpu-local", "h100-sxm", tmp_path / "a")
+    with pytest.raises(SpeedplanInputError, match="a GPU profile cannot be derived for cpu-local"):
+        derive_profile(synthetic_profile(tmp_path / "h200", preset="h200-sxm"), "cpu-local", tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_cli_profile_check_json(tmp_path):
     folder = synthetic_profile(tmp_path / "p")
     result = CliRunner().invoke(app, ["profile", "check", str(folder), "--json"])
