@@ -121,6 +121,18 @@ def test_repeated_rows_that_contradict_each_other_are_refused(tmp_path):
         check_consistent(read_measurements(f))
 
 
+def test_a_quote_left_open_is_named_at_the_row_it_opens(tmp_path):
+    """An unclosed quote swallowed the rest of the file into one cell, and the error named a
+    missing field; it now names the row where the quote opens."""
+    f = tmp_path / "m.csv"
+    f.write_text('mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,7.0\n"eagle3,8,3,1024,5.0\n'
+                 "eagle3,8,3,1024,5.0\n")
+    with pytest.raises(SpeedplanInputError, match=r"m.csv:3: cannot read \(unexpected end of data; a quote opened there"):
+        read_measurements(f)
+    f.write_text('mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,"7.0"\n')  # a closed quote is fine
+    assert read_measurements(f)[0].value == 7.0
+
+
 def test_a_folder_given_for_a_file_says_so(tmp_path):
     from speedplan.engine.profile import get_engine
 

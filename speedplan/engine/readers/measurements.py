@@ -27,12 +27,17 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
     """Columns mechanism, batch, draft_len, context, one of tpot_ms/step_ms/tokens_per_s/speedup,
     acceptance_length for speculative rows (else `acceptance(mechanism, draft_len)`), optional
     tree_nodes and max_running_requests (the cap the server ran with; empty = the engine's default)."""
+    reader = None
     try:
         with Path(path).open(newline="", encoding="utf-8-sig") as f:  # -sig: Excel's "CSV UTF-8" starts with a BOM
-            reader = csv.DictReader(f)
+            reader = csv.DictReader(f, strict=True)  # strict: a quote left open is an error, not one huge cell
             header = [h.strip() for h in (reader.fieldnames or [])]
             rows = list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+    except csv.Error as e:
+        hint = "; a quote opened there is not closed" if "unexpected end of data" in str(e) else ""
+        row = reader.line_num + 1 if reader else 1  # the row that failed starts after the last one read
+        raise SpeedplanInputError(f"{path}:{row}: cannot read ({e}{hint})") from None
+    except (OSError, UnicodeDecodeError) as e:
         raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     _check_header(path, header)
     for i, row in enumerate(rows):
