@@ -24,7 +24,7 @@ def sweep(
     draft_len: str = typer.Option("0-8", help="Draft lengths D (tree depth for trees): 0-8."),
     context: str = typer.Option("4096", help="Context (KV) lengths in tokens: 4096 or 1024,8192."),
     tree_nodes: str = typer.Option("8,16,32,64", help="Verified node budgets N for tree mechanisms."),
-    acceptance: Optional[List[str]] = typer.Option(None, help="Repeatable: alpha=0.8, positions=0.9,0.8,0.7, ranks=... (,match=M), a JSON file, a runtime trace (.jsonl), a vLLM /metrics scrape or an SGLang log (FILE[@D]); prefix MECH: for one mechanism or head family (eagle3:alpha=0.8)."),
+    acceptance: Optional[List[str]] = typer.Option(None, help="Repeatable: alpha=0.8, positions=0.9,0.8,0.7, ranks=... (,match=M), a JSON file, a runtime trace (.jsonl), a vLLM /metrics scrape or an SGLang log (FILE[@D]); prefix MECH: for one mechanism or head family (eagle3:alpha=0.8), or one draft model (draft-model:llama-3.2-1b:alpha=0.6)."),
     batch_weights: Optional[str] = typer.Option(None, help="Share of serving time at each batch size for the per-engine plans: 1=4,8=2,64=1 or a .json/.csv file (batch,weight). Default: uniform over the swept batches that fit. A batch size left out still gets a D (its own best where the engine's schedule allows) but does not count."),
     plan_for: Optional[str] = typer.Option(None, help="Serving engines to plan and write configs for: vllm,sglang,trtllm (default: all)."),
     min_tokens_per_user: Optional[float] = typer.Option(None, help="SLO: pick the best tokens/s/GPU with at least this many tokens/s per user."),

@@ -32,14 +32,26 @@ from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_p
 _FORMS = ("alpha", "positions", "ranks")
 
 
+def _split_mechanism(spec: str, mechanisms: tuple[str, ...]) -> tuple[str, str]:
+    """(key, value) of one --acceptance text: `MECH:SPEC` → (MECH, SPEC), where MECH may be a
+    whole mechanism spec with its argument (`draft-model:llama-3.2-1b:alpha=0.6`, for one of two
+    draft models) when SPEC is numbers; a bare SPEC → ("*", SPEC)."""
+    parts = spec.split(":")
+    for i in range(len(parts) - 1, 1, -1):  # the longest MECH:ARG prefix followed by numbers
+        head, rest = ":".join(parts[:i]).strip().lower(), ":".join(parts[i:])
+        if head.split(":")[0] in mechanisms and rest.partition("=")[0].strip() in _FORMS:
+            return head, rest
+    head, colon, rest = spec.partition(":")
+    return (head.strip().lower(), rest) if colon and head.strip().lower() in mechanisms else ("*", spec)
+
+
 def parse_acceptance_options(specs: list[str], mechanisms: tuple[str, ...]) -> dict[str, Acceptance]:
     """Repeated --acceptance values: `MECH:SPEC` applies to one mechanism (e.g.
-    `eagle:alpha=0.8`), a bare SPEC to every mechanism not named (key "*")."""
+    `eagle:alpha=0.8`, or `draft-model:llama-3.2-1b:alpha=0.6` to one of two draft models), a
+    bare SPEC to every mechanism not named (key "*")."""
     out: dict[str, Acceptance] = {}
     for spec in specs:
-        head, colon, rest = spec.partition(":")
-        key = head.strip().lower() if colon and head.strip().lower() in mechanisms else "*"
-        value = rest if key != "*" else spec
+        key, value = _split_mechanism(spec, mechanisms)
         if key in out:
             raise SpeedplanInputError(f"--acceptance given twice for {'all mechanisms' if key == '*' else key}")
         out[key] = parse_acceptance(value)

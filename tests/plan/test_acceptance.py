@@ -118,6 +118,26 @@ def test_per_mechanism_acceptance_options():
         parse_acceptance_options(["alpha=0.5", "alpha=0.6"], ("eagle",))
 
 
+def test_two_draft_models_take_an_acceptance_each():
+    """`draft-model:NAME:alpha=...` reaches one of two swept draft models (it partitioned at the
+    first colon and refused 'NAME:alpha=...'); a mechanism's own argument (eagle3:config=...)
+    is not mistaken for one."""
+    from speedplan.plan.acceptance_sources import parse_acceptance_options
+    from speedplan.plan.sweep import sweep
+
+    names = ("draft-model", "eagle3")
+    opts = parse_acceptance_options(["draft-model:llama-3.2-1b:alpha=0.6", "draft-model:llama-3.2-3b:alpha=0.8",
+                                     "eagle3:alpha=0.7"], names)
+    assert set(opts) == {"draft-model:llama-3.2-1b", "draft-model:llama-3.2-3b", "eagle3"}
+    r = sweep("llama-3.1-70b", "h100-sxm", ["draft-model:llama-3.2-1b", "draft-model:llama-3.2-3b"], [1], [2], tp=4,
+              acceptance={k: v for k, v in opts.items() if k != "eagle3"})  # an unswept key is refused
+    al = dict(zip(r.frame.mechanism, r.frame.acceptance_length))
+    assert al["draft-model:llama-3.2-1b"] == pytest.approx(1.96)
+    assert al["draft-model:llama-3.2-3b"] == pytest.approx(2.44)
+    with pytest.raises(SpeedplanInputError, match="not alpha=, positions=, ranks= or an existing file"):
+        parse_acceptance_options(["draft-model:llama-3.2-1b:nonsense"], names)
+
+
 def test_rank_fit_counts_only_the_ranks_the_tree_offered():
     """fit_ranks' worked example: rank 1 took 1 of 3 chances, rank 2 1 of 2, ranks 3-4 0 of 2.
     Counting every depth reached as a chance for every rank (no offered_ranks) gives 1/4 each."""
