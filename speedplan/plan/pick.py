@@ -179,7 +179,8 @@ def sensitivity(frame: pd.DataFrame, mechanisms, factor: float = 0.1) -> pd.Data
     were `factor` lower or higher (default ±10%). Every configuration's drafted part (AL − 1)
     scales by the one factor k that moves the best one's AL by ±10%, so longer drafts gain or
     lose more tokens than short ones, while step times stay (they do not depend on AL):
-    speedup' = AL' · t_plain / t_step. Worked example: best AL 3.0 → 3.3 needs k = 1.15, so a
+    speedup' = AL' · (R / B) · t_plain / t_step, as in the sweep (R: the requests a step runs,
+    below B where an engine caps speculative steps). Worked example: best AL 3.0 → 3.3 needs k = 1.15, so a
     D = 1 row with AL 1.8 becomes 1.92. Columns: engine (the profile that priced the steps),
     mechanism, batch, context, draft_len_low/mid/high, speedup_low/mid/high."""
     rows = frame[frame["feasible"] & frame["mechanism"].isin(list(mechanisms))]
@@ -193,7 +194,7 @@ def sensitivity(frame: pd.DataFrame, mechanisms, factor: float = 0.1) -> pd.Data
     for tag, sign in (("low", -1.0), ("mid", 0.0), ("high", 1.0)):
         k = np.where(al_star > 1.0, (al_star * (1.0 + sign * factor) - 1.0) / np.maximum(al_star - 1.0, 1e-12), 1.0)
         al = np.clip(1.0 + k * (rows["acceptance_length"].to_numpy() - 1.0), 1.0, 1.0 + rows["draft_len"].to_numpy())
-        sp = rows.assign(speedup=al * rows["t_plain_s"] / rows["t_step_s"])
+        sp = rows.assign(speedup=al * rows["running"] / rows["batch"] * rows["t_plain_s"] / rows["t_step_s"])
         pick = sp.sort_values(["speedup", "verify_tokens"], ascending=[False, True]).drop_duplicates(keys).set_index(keys)
         parts[f"draft_len_{tag}"] = pick["draft_len"].astype(int)
         parts[f"speedup_{tag}"] = pick["speedup"]

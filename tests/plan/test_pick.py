@@ -44,3 +44,20 @@ def test_a_rise_into_a_row_costs_that_rows_cost():
     assert few_rises(rel, 0.05) == [1, 1, 1]  # dropping at row 1 (gain 0.04) does not pay the rise back
     assert few_rises(rel, [0.05, 0.05, 0.0]) == [1, 0, 1]  # the rise back into row 2 is free
     assert few_rises(np.zeros((0, 3)), 0.03) == []
+
+
+def test_sensitivity_mid_is_the_sweeps_own_best_speedup_under_a_speculative_cap():
+    """At unchanged AL the middle column is the sweep's best speedup per mechanism and batch,
+    also where SGLang runs 48 of B > 48 requests in a speculative step (it priced all B, and
+    showed speedups above AL there)."""
+    from speedplan.plan.pick import sensitivity
+    from speedplan.plan.sweep import sweep
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "ngram"], [1, 64, 256], [0, 2, 5], engine="sglang")
+    table = sensitivity(r.frame, ["eagle3", "ngram"]).set_index(["mechanism", "batch"])
+    f = r.frame[r.frame.feasible & (r.frame.mechanism != "none")]
+    best = f.groupby(["mechanism", "batch"])["speedup"].max()
+    assert (r.frame.running < r.frame.batch).any()
+    assert np.allclose(table.loc[best.index, "speedup_mid"], best)
+    al = f.groupby(["mechanism", "batch"])["acceptance_length"].max()
+    assert (table.loc[best.index, "speedup_mid"] <= al + 1e-9).all()
