@@ -56,6 +56,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
 from speedplan.plan.batch_weights import batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, few_rises
+from speedplan.plan.spec_cap import capped_plain
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
 # What a rise (a longer draft at the next larger batch size) must gain at a batch size of its own
@@ -119,17 +120,19 @@ class _Table:
             self.rows.setdefault(key, np.full(len(cell), np.nan))[i] = thr
         self.plain = self.rows[OFF_KEY]
 
-    def with_drafter(self, label: str) -> "_Table":
+    def with_drafter(self, label: str, capped: np.ndarray | None = None) -> "_Table":
         """The table as a plan that loads `label`'s drafter sees it: plain decoding (D = 0 in a
         schedule) only where some setting of that drafter fits in memory. Its weights and cache
         stay loaded whatever D a batch size gets, so D = 0 does not bring back the memory they
-        take (a batch and context that fit plain decoding alone are lost to such a plan)."""
+        take (a batch and context that fit plain decoding alone are lost to such a plan).
+        `capped`: plain decoding's tokens/s/GPU where a speculative launch caps the requests
+        a step runs (`spec_cap.capped_plain`), which D = 0 then delivers."""
         out = copy.copy(self)
         loaded = np.zeros(len(self.cells), dtype=bool)
         for key, row in self.rows.items():
             if key[0] == label:
                 loaded |= np.isfinite(row)
-        out.rows = {**self.rows, OFF_KEY: np.where(loaded, self.plain, np.nan)}
+        out.rows = {**self.rows, OFF_KEY: np.where(loaded, self.plain if capped is None else capped, np.nan)}
         return out
 
     def score(self, key, norm: np.ndarray) -> np.ndarray:
@@ -267,8 +270,9 @@ def _plan_one(name: str, engine, result, weights: pd.Series) -> EnginePlan:
     norm = np.nanmax(np.vstack([table.rows[k] for k in reach]), axis=0)  # the engine's best per cell
     cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
               "no speculative options", table)]
+    capped = capped_plain(result, table.cells)  # SGLang: a speculative launch runs at most 48 requests
     for label, support in runnable.items():
-        loaded = table.with_drafter(label)
+        loaded = table.with_drafter(label, capped)
         for mode in support.modes:
             c = _candidates(loaded, label, mode, label.split(":")[0] in TREE_MECHANISMS, norm)
             if c is not None:
