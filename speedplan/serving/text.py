@@ -14,6 +14,10 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
     if plan.mechanism == OFF and not plan.fits_memory:
         what = ("Mechanism: none: plain decoding fits in memory at no swept batch size and context "
                 "(see the report), so this configuration will not start.")
+    elif plan.mechanism == OFF and any(float(loss) > 0.0005 for *_, loss in plan.per_batch):
+        what = ("Mechanism: none: no setting this engine can express gains over plain decoding across the planned "
+                "batch sizes as a whole, so speculation is off (the loss column shows the batch sizes where one "
+                "would be faster on its own).")
     elif plan.mechanism == OFF:
         what = "Mechanism: none: speculation loses at every planned batch size, so it is off."
     else:
@@ -36,16 +40,30 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
                      + " (loss: against the best this engine could reach at that batch size):")
         lines.append("  batch    D  speedup  loss")
         lines += [f"  {int(b):>5}  {int(d):>3}  {float(sp):>6.2f}x  {100 * float(loss):>4.1f}%"
-                  + ("  (speculation off)" if int(d) == 0 else "") for b, d, sp, loss in plan.per_batch]
+                  + (_off_note([loss]) if int(d) == 0 else "") for b, d, sp, loss in plan.per_batch]
     lines += ["Per-batch draft length planned by speedplan:", "  batches          D"]
     if plan.schedule:
-        lines += [f"  {lo:>5}-{hi:<7}  {d:>3}" + ("  (speculation off)" if d == 0 else "")
+        lines += [f"  {lo:>5}-{hi:<7}  {d:>3}"
+                  + (_off_note([loss for b, _, _, loss in plan.per_batch if lo <= b <= hi],
+                               [b for b, _, _, loss in plan.per_batch if lo <= b <= hi]) if d == 0 else "")
                   for lo, hi, d in segments(plan)]
     else:
         lines.append(f"  (no schedule: D = {plan.draft_len} at every batch size)")
     lines.append(f"How this engine gets it: {expressed}")
     lines += [f"Note: {n}" for n in notes]
     return "\n".join("# " + line for line in lines) + "\n"
+
+
+def _off_note(losses, batches=()) -> str:
+    """What D = 0 means at batch sizes whose planned losses are `losses`: speculation off, or,
+    where the loaded drafter leaves plain decoding no room (loss 100%), that nothing fits."""
+    full = [float(x) >= 0.9995 for x in losses]
+    if full and all(full):
+        return "  (does not fit in memory with the drafter loaded)"
+    if any(full) and batches:
+        first = min(int(b) for b, f in zip(batches, full) if f)
+        return f"  (speculation off; from B = {first} nothing fits in memory with the drafter loaded)"
+    return "  (speculation off)"
 
 
 def shell(args: list[str]) -> str:

@@ -351,6 +351,28 @@ def test_off_everywhere_is_a_plain_launch(render):
     assert argv[0] in ("vllm", "python", "trtllm-serve") and not any("speculative" in a for a in argv)
     nothing_fits = "".join(render(replace(p, fits_memory=False)).values())
     assert "fits in memory at no swept batch size" in nothing_fits and "speculation loses" not in nothing_fits
+    # off as a whole, though a speculative setting wins at some batch size of its own
+    mixed = "".join(render(replace(p, per_batch=((1, 0, 1.0, 0.10), (64, 0, 1.0, 0.0)))).values())
+    assert "no setting this engine can express gains over plain decoding across the planned batch" in mixed
+    assert "speculation loses at every" not in mixed
+
+
+def test_d0_where_the_drafter_leaves_no_room_is_not_called_speculation_off():
+    """A plan that loads a drafter gets D = 0 at batch sizes where drafter and KV cache do not fit
+    together (loss 100%): its comments say that, not "speculation off"."""
+    p = ServingPlan(model="llama-3.1-70b", mechanism="eagle3", draft_len=3, schedule=((1, 3), (8, 0), (64, 0)),
+                    tp=4, per_batch=((1, 3, 2.0, 0.0), (8, 0, 1.0, 0.0), (64, 0, 0.0, 1.0)))
+    text = render_vllm(p)["vllm_serve.sh"]
+    rows = {line.split()[1]: line for line in text.splitlines() if line.startswith("#  ") and "x " in line}
+    assert rows["8"].endswith("(speculation off)")
+    assert rows["64"].endswith("(does not fit in memory with the drafter loaded)")
+    lines = text.splitlines()
+    start = lines.index("# Per-batch draft length planned by speedplan:") + 2
+    ranges = lines[start:next(i for i, x in enumerate(lines) if x.startswith("# How this engine gets it"))]
+    assert len(ranges) == 2 and ranges[1].endswith(
+        "(speculation off; from B = 64 nothing fits in memory with the drafter loaded)")
+    only = render_vllm(replace(p, schedule=((1, 3), (64, 0)), per_batch=((1, 3, 2.0, 0.0), (64, 0, 0.0, 1.0))))
+    assert only["vllm_serve.sh"].count("    0  (does not fit in memory with the drafter loaded)") == 1
 
 
 def test_per_engine_plans_are_written_per_engine(tmp_path):
