@@ -6,7 +6,8 @@ Per target step:
 
     t_gpu  = s · (t_ops(verify, T) + t_ops(draft) + t_sample)         # drafting priced as emitted;
                                                                      # the sampler's passes over the logits
-           + launch_us · (layer_launches · layers + draft_step_launches · draft forwards)
+           + launch_us · (layer_launches · (layers + draft forwards · draft layers)
+                          + draft_step_launches · draft forwards)
            + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work
     t_host = host_step_us + (host_seq_us [+ host_spec_seq_us]) · B + host_token_us · T  # + host n-gram lookup
     t      = t_gpu + t_host − min(overlap · t_host, t_gpu)

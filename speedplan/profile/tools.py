@@ -223,6 +223,7 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
                         row[col] = f"{float(row[col]) * r:.4f}"
         tables[family] = rows
     meta = {**target_meta, "origin": "derived", "derived_from": str(source),
+            "origin_label": f"derived by roofline ratio from {src.origin_label} {src.hardware.name}",
             "device_name": f"{get_hardware(hardware).description} (derived from {src.meta.get('device_name')})",
             "note": f"DERIVED, not measured: latencies of {source} scaled point by point by the ratio of the "
                     f"{hardware} and {src.hardware.name} datasheet rooflines (same efficiency per shape)."}

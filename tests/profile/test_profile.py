@@ -249,6 +249,7 @@ def test_derived_profile_scales_by_roofline_ratio(tmp_path):
     out = derive_profile(src, "h100-sxm", tmp_path / "h100")
     p, s = load_profile(out), load_profile(src)
     assert (p.origin, p.source_label, p.hardware.name, p.hardware.origin) == ("derived", "profile", "h100-sxm", "derived")
+    assert p.origin_label == "derived by roofline ratio from measured h200-sxm"  # not the source's "measured"
     ratio = p.gemm_latency_us(np.array([1.0]), 4096, 4096, "bf16") / s.gemm_latency_us(np.array([1.0]), 4096, 4096, "bf16")
     assert ratio[0] == pytest.approx(4.8 / 3.35, rel=0.01)  # memory-bound: bandwidth ratio
     big = p.gemm_latency_us(np.array([512.0]), 14336, 4096, "bf16") / s.gemm_latency_us(np.array([512.0]), 14336, 4096, "bf16")
