@@ -34,6 +34,9 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
     family = str(cfg.get("model_type", "")).lower()
     if family in _NOT_PRICED:
         raise SpeedplanInputError(f"{where}: model_type {family!r}: {_NOT_PRICED[family]}")
+    if cfg.get("is_encoder_decoder") is True:  # (is_decoder: false is transformers' default, saved by many decoders)
+        raise SpeedplanInputError(f"{where}: is_encoder_decoder is true: an encoder-decoder model, not a decoder-only "
+                                  "language model")
     wrong = [a for a in arch if a.endswith(_NOT_CAUSAL_LM)]
     if wrong:
         raise SpeedplanInputError(f"{where}: architecture {wrong[0]!r} is not a causal language model")

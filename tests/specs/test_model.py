@@ -442,6 +442,8 @@ def test_glm5_dsa_config_counts_its_published_parameters():
     ({"model_type": "mamba"}, "model_type 'mamba'"),
     ({"model_type": "bert", "architectures": ["BertForMaskedLM"]}, "an encoder or encoder-decoder model"),
     ({"architectures": ["LlamaForSequenceClassification"]}, "is not a causal language model"),
+    ({"is_encoder_decoder": True, "architectures": ["T5ForConditionalGeneration"]},
+     "is_encoder_decoder is true: an encoder-decoder model"),
     ({"torch_dtype": "int8"}, "torch_dtype 'int8' is not one of"),
     ({"torch_dtype": {"a": 1}}, "torch_dtype"),
 ])
