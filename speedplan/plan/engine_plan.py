@@ -54,7 +54,7 @@ import pandas as pd
 from speedplan.cost.ops import latency_label
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
-from speedplan.plan.batch_weights import batch_weights_arg, serving_weights
+from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, few_rises
 from speedplan.plan.spec_cap import capped_plain
 
@@ -296,8 +296,10 @@ def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list, plain: n
     feasible = frame[frame["feasible"]]
     any_best = feasible.groupby(["batch", "context"])["tokens_per_s_per_gpu"].max().reindex(table.cells).to_numpy()
     got = np.nan_to_num(thr)
+    shown = np.where(table.w <= 10 * UNWEIGHTED * table.w.max(), 0.0, table.w)  # left out: counts for nothing
     return pd.DataFrame({
-        "batch": table.cells.get_level_values(0), "context": table.cells.get_level_values(1), "weight": table.w,
+        "batch": table.cells.get_level_values(0), "context": table.cells.get_level_values(1),
+        "weight": shown / shown.sum(),
         "mechanism": [k[0] for k in cell_key], "draft_len": [int(k[1]) for k in cell_key],
         "verify_tokens": [int(k[2]) for k in cell_key], "feasible": ~np.isnan(thr),
         "speedup": got / plain, "tokens_per_s_per_gpu": got,
