@@ -304,6 +304,7 @@ def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list, plain: n
         "verify_tokens": [int(k[2]) for k in cell_key], "feasible": ~np.isnan(thr),
         "speedup": got / plain, "tokens_per_s_per_gpu": got,
         "best_mechanism": [reach[i][0] for i in best_i], "best_draft_len": [int(reach[i][1]) for i in best_i],
+        "best_verify_tokens": [int(reach[i][2]) for i in best_i],
         "best_speedup": best / plain, "loss_vs_best": 1.0 - got / best, "loss_vs_any": 1.0 - got / any_best,
     })
 
@@ -325,6 +326,7 @@ def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> 
             "loss_vs_best": round(float(r.loss_vs_best), 4), "loss_vs_any": round(float(r.loss_vs_any), 4),
             "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
             "best_mechanism": r.best_mechanism, "best_draft_len": int(r.best_draft_len),
+            "best_verify_tokens": int(r.best_verify_tokens),
             "best_speedup": round(float(r.best_speedup), 4),
         } for r in plan.rows.itertuples()]
         out[name] = rec
@@ -390,5 +392,5 @@ def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:
                                      "draft_len"])
     cols = ["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context", "weight", "draft_len",
             "verify_tokens", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any", "best_mechanism",
-            "best_draft_len", "best_speedup"]
+            "best_draft_len", "best_verify_tokens", "best_speedup"]
     return pd.concat(parts, ignore_index=True)[cols]

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
-                                      plain_unfit_cells, short_provenance, slo_line, table_rows, tuples,
+                                      plain_unfit_cells, setting_text, short_provenance, slo_line, table_rows, tuples,
                                       unplanned_line)
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def _engine_sections(plans: dict) -> list[str]:
                  "verified/seq": str(int(r.verify_tokens)),
                  "speedup": f"{r.speedup:.2f}x" if r.feasible else "does not fit in memory",
                  "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
-                 "best": f"{r.best_mechanism} D={int(r.best_draft_len)} {r.best_speedup:.2f}x",
+                 "best": f"{setting_text(r.best_mechanism, r.best_draft_len, r.best_verify_tokens)} {r.best_speedup:.2f}x",
                  "loss vs any": f"{100 * r.loss_vs_any:.1f}%"} for r in plan.rows.itertuples()]
         parts.append(_html_table(rows, {"best"}))
     return parts

@@ -194,6 +194,15 @@ def _pick_rows(rows: list, max_rows: int) -> list:
     return [rows[round(i * step)] for i in range(max_rows)]
 
 
+def setting_text(mechanism: str, draft_len: int, verify_tokens: int) -> str:
+    """A setting as the plan lines name it: "plain decoding", "eagle3 D=5", or for a tree
+    (more verified tokens per sequence than a chain's D + 1) "eagle3-tree D=3, 8 nodes"."""
+    if mechanism == "none":
+        return "plain decoding"
+    tree = int(verify_tokens) > int(draft_len) + 1
+    return f"{mechanism} D={int(draft_len)}" + (f", {int(verify_tokens) - 1} nodes" if tree else "")
+
+
 def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
     """One line per engine: its mechanism, how it sets D, D at each planned batch (at most
     `max_batches` of them, evenly spaced, the whole schedule being in schedule.csv), worst loss."""
@@ -214,9 +223,9 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
         worst = per_b["loss"].idxmax()
         at = p.rows[p.rows["batch"] == worst].sort_values("loss_vs_best").iloc[-1]
         where = f"B={worst}" + (f", context {at.context}" if several_contexts else "")
-        best = "plain decoding" if at.best_mechanism == "none" else f"{at.best_mechanism} D={at.best_draft_len}"
+        best = setting_text(at.best_mechanism, at.best_draft_len, at.best_verify_tokens)
         if per_b["loss"].max() >= 0.9995:  # the plan's own setting does not fit there
-            setting = (f"{p.mechanism} D={at.draft_len}" if at.draft_len else
+            setting = (setting_text(p.mechanism, at.draft_len, at.verify_tokens) if at.draft_len else
                        f"D = 0 with the {p.mechanism} drafter loaded")  # D = 0 does not unload it
             tail = f"worst loss 100% ({where}: {setting} does not fit in memory; {best} does)"
         elif per_b["loss"].max() > 0.0005:
@@ -224,6 +233,8 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
         else:
             tail = "worst loss 0.0%"
         ds = " ".join(str(int(per_b["d"][b])) for b in shown)
+        tree = p.rows[p.rows["verify_tokens"] > p.rows["draft_len"] + 1]["verify_tokens"].unique()
+        ds += f" ({int(tree[0]) - 1} nodes)" if len(tree) == 1 else ""  # a tree plan's size
         profile = p.engine_profile.split(":")[0]
         lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}"
                      + (f"  [engine profile {profile}]" if profile != name else ""))

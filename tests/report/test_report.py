@@ -149,8 +149,26 @@ def test_summary_prints_one_line_per_engine(result):
     assert "plan per engine (D at B = 1, 8, 64" in text
     for name, plan in plans.items():
         line = next(l for l in text.splitlines() if l.strip().startswith(name + " "))
-        ds = [int(d) for d in line.split(" D ")[1].split("  ")[0].split()]
+        ds = [int(d) for d in line.split(" D ")[1].split("  ")[0].split(" (")[0].split()]  # "(16 nodes)": a tree plan
         assert ds == plan.rows.drop_duplicates("batch")["draft_len"].tolist()
+
+
+def test_a_tree_setting_is_named_with_its_size():
+    """A plan's tree and the best tree it is measured against can share mechanism and D and differ
+    in nodes: the plan line, the worst-loss text, the report and schedule.csv say the nodes."""
+    from speedplan.plan.engine_plan import plan_engines, schedule_frame
+    from speedplan.plan.sweep import sweep
+    from speedplan.report.summary import setting_text
+
+    assert setting_text("eagle3-tree", 3, 9) == "eagle3-tree D=3, 8 nodes" and setting_text("eagle3", 3, 4) == "eagle3 D=3"
+    assert setting_text("none", 0, 1) == "plain decoding"
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3-tree"], [1, 64], [0, 3, 4], acceptance="eagle3:alpha=0.6")
+    plans = plan_engines(r, engines=["trtllm"])
+    rows = plans["trtllm"].rows
+    line = next(l for l in render_summary(r, plans=plans).splitlines() if l.strip().startswith("trtllm "))
+    assert f"({int(rows.verify_tokens.iloc[0]) - 1} nodes)" in line
+    assert "nodes reaches" in line or "worst loss 0.0%" in line
+    assert "best_verify_tokens" in schedule_frame(plans).columns
 
 
 def test_report_folder_has_per_engine_schedule_and_configs(result, tmp_path):
