@@ -14,10 +14,12 @@ if [[ "${1:-}" == "--dry-run" ]]; then
   root=${2:?usage: campaign.sh --dry-run DIR}
   bench=(--device cpu --grid tiny --min-time-ms 2 --no-progress --quiet-tries 1 --visits 1)
   measured="$root/profile-measured"; derived="$root/profile-derived"; validation="$root/validation"
+  sibling=cpu-local  # a CPU profile is derived for a CPU preset only (speedplan refuses CPU -> GPU)
 else
   root=.
   bench=(--device cuda --grid gpu --cupy)
   measured=profiles/h200-sxm; derived=profiles/h100-sxm; validation=reports/validation-h200
+  sibling=h100-sxm
   # A datasheet-roofline placeholder in the way is replaced, a measured profile is resumed.
   if [[ -f "$measured/meta.json" ]] && grep -q '"datasheet-roofline"' "$measured/meta.json"; then
     rm -rf "$measured"
@@ -29,7 +31,7 @@ echo "== 1/4 profile: speedplan bench ${bench[*]} --out $measured"
 $PY -m speedplan.cli bench "${bench[@]}" --out "$measured"
 
 echo "== 2/4 derived profile: $derived"
-$PY -m speedplan.cli profile derive "$measured" --hardware h100-sxm --out "$derived"
+$PY -m speedplan.cli profile derive "$measured" --hardware "$sibling" --out "$derived"
 
 echo "== 3/4 leave-one-out check"
 $PY -m speedplan.cli profile check "$measured" --json > "$root/profile-check.json"
