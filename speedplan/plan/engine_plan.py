@@ -81,6 +81,7 @@ class EnginePlan:
     rows: pd.DataFrame  # per (batch, context): weight, draft_len, verify_tokens, speedup, loss_vs_best, ...
     engine_profile: str = ""  # the engine profile that priced this plan (name: how its terms were set)
     sweep_key: str = ""  # the sweep it was planned on (`api_checks.sweep_key`): model, hardware, TP, when
+    spec_max_running: float = 0.0  # the pricing profile's cap on a speculative step's requests (0: none)
 
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
@@ -282,7 +283,8 @@ def _plan_one(name: str, engine, result, weights: pd.Series) -> EnginePlan:
     j, mode, label, picks, how, seen = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))
     rows = _rows(seen, frame, picks, reach, table.plain)
     thr = float((rows["tokens_per_s_per_gpu"] * rows["weight"]).sum())
-    return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta))
+    return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta),
+                      spec_max_running=float(meta.get("engine_spec_max_running") or 0))
 
 
 def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list, plain: np.ndarray) -> pd.DataFrame:
@@ -379,7 +381,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         out[name] = ServingPlan(
             mechanism=plan.mechanism.split(":")[0], draft_len=draft_len, schedule=schedule,
             draft_model=extra.get("draft_model"), draft_tp=extra.get("draft_tp"), tree=extra.get("tree"),
-            mode=plan.mode, **common)
+            mode=plan.mode, spec_max_running=plan.spec_max_running, **common)
     return out
 
 

@@ -119,6 +119,7 @@ class ServingPlan:
     priced_by: str = ""  # the engine profile that priced the plan (name: how its terms were set), for comments
     sources: str = ""  # where the rest came from (latency, acceptance), for comments
     fits_memory: bool = True  # False: plain decoding fits at no planned batch size (OFF, said in the header)
+    spec_max_running: float | None = None  # the pricing profile's cap on a speculative step (0: none; None: the engine's default)
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS and self.mechanism != OFF:

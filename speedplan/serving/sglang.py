@@ -67,6 +67,16 @@ def adaptive_config(plan: ServingPlan) -> dict:
     return {str(lo): {"candidate_steps": [d]} for lo, _, d in segments(plan)}
 
 
+def max_running_flag(plan: ServingPlan) -> int | None:
+    """--max-running-requests for a plan priced with a cap other than SGLang's default of 48
+    (the profile's spec_max_running, or the largest planned batch for 0 = no cap); None to
+    keep the default."""
+    cap = plan.spec_max_running
+    if cap is None or cap == SPEC_MAX_RUNNING:
+        return None
+    return int(cap) if cap > 0 else max((int(b) for b, _ in plan.schedule), default=None)
+
+
 def sglang_args(plan: ServingPlan) -> list[str]:
     """`python -m sglang.launch_server` arguments (names from sglang arg_groups/fields/spec.py)."""
     d = plan.draft_len
@@ -145,13 +155,22 @@ def render(plan: ServingPlan) -> dict[str, str]:
                         else "(EAGLE-3)."))
     if plan.tree:
         notes.append("--speculative-num-draft-tokens counts the root token, so it is tree nodes + 1.")
-    if any(b > SPEC_MAX_RUNNING and d > 0 for b, d in plan.schedule):
+    running = max_running_flag(plan)
+    if running is not None:
+        notes.append(f"--max-running-requests {running}: the engine profile that priced this plan runs "
+                     + (f"up to {running} requests in a speculative step (spec_max_running {running})"
+                        if plan.spec_max_running else
+                        f"every request in a speculative step (spec_max_running 0), so the flag is the largest "
+                        f"planned batch size, {running}")
+                     + f", where SGLang's default with speculative decoding is {SPEC_MAX_RUNNING}.")
+    elif any(b > SPEC_MAX_RUNNING for b, _ in plan.schedule):
         notes.append(f"without --max-running-requests SGLang runs at most {SPEC_MAX_RUNNING} requests at once with "
-                     "speculative decoding (speculative_hook.py _handle_eagle_family, _handle_ngram); the batch sizes "
-                     f"above {SPEC_MAX_RUNNING} were priced that way (the others wait, engine profile sglang: "
-                     "spec_max_running). To run more, add --max-running-requests N and price it with a profile "
-                     "whose spec_max_running is N.")
-    text = header(plan, VERSION, expressed, notes) + shell(sglang_args(plan))
+                     "speculative decoding (speculative_hook.py _handle_eagle_family, _handle_ngram), D = 0 buckets "
+                     f"included; the batch sizes above {SPEC_MAX_RUNNING} were priced that way (the others wait, "
+                     "engine profile sglang: spec_max_running). To run more, add --max-running-requests N and price "
+                     "it with a profile whose spec_max_running is N.")
+    args = sglang_args(plan) + (["--max-running-requests", str(running)] if running is not None else [])
+    text = header(plan, VERSION, expressed, notes) + shell(args)
     files = {"sglang_launch.sh": "#!/bin/sh\n" + text}
     if _adaptive(plan):
         files[ADAPTIVE_FILE] = json.dumps(adaptive_config(plan), indent=1) + "\n"

@@ -234,12 +234,15 @@ def test_sglang_adaptive_config_pins_the_plan_per_bucket():
 
 
 def test_sglang_says_when_its_default_running_cap_priced_the_plan():
-    """SGLang runs at most 48 requests with speculation unless --max-running-requests is set;
-    a plan that speculates above 48 says so, one that stops below it does not."""
+    """SGLang runs at most 48 requests with speculation unless --max-running-requests is set, D = 0
+    buckets of a speculative launch included: a plan with batch sizes above 48 says so, one whose
+    batch sizes stop at 48 does not."""
     capped = render_sglang(plan("eagle3", schedule=((1, 4), (64, 2))))["sglang_launch.sh"]
     assert "at most 48 requests" in capped and "--max-running-requests" in capped
     assert "--max-running-requests" not in shell_command(capped)  # the launch keeps SGLang's default
-    below = render_sglang(plan("eagle3", schedule=((1, 4), (32, 2), (64, 0))))["sglang_launch.sh"]
+    off_above = render_sglang(plan("eagle3", schedule=((1, 4), (32, 2), (64, 0))))["sglang_launch.sh"]
+    assert "at most 48 requests" in off_above and "D = 0 buckets included" in off_above
+    below = render_sglang(plan("eagle3", schedule=((1, 4), (32, 2), (48, 0))))["sglang_launch.sh"]
     assert "at most 48 requests" not in below
 
 
@@ -355,6 +358,19 @@ def test_off_everywhere_is_a_plain_launch(render):
     mixed = "".join(render(replace(p, per_batch=((1, 0, 1.0, 0.10), (64, 0, 1.0, 0.0)))).values())
     assert "no setting this engine can express gains over plain decoding across the planned batch" in mixed
     assert "speculation loses at every" not in mixed
+
+
+def test_sglang_launch_follows_the_cap_its_plan_was_priced_with():
+    """A plan priced with spec_max_running other than SGLang's default 48 launches with that cap
+    (0: every planned request); priced with 48 it keeps the default and says so."""
+    p = ServingPlan(model="llama-3.1-8b", mechanism="eagle3", draft_len=3, schedule=((1, 3), (64, 2)),
+                    spec_max_running=48.0)
+    argv = shell_command(render_sglang(p)["sglang_launch.sh"])
+    assert "--max-running-requests" not in argv
+    assert "without --max-running-requests SGLang runs at most 48" in render_sglang(p)["sglang_launch.sh"]
+    for cap, flag in ((0.0, "64"), (32.0, "32"), (96.0, "96")):
+        argv = shell_command(render_sglang(replace(p, spec_max_running=cap))["sglang_launch.sh"])
+        assert argv[argv.index("--max-running-requests") + 1] == flag
 
 
 def test_d0_where_the_drafter_leaves_no_room_is_not_called_speculation_off():
