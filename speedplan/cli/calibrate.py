@@ -21,7 +21,8 @@ def calibrate(
     out: Path = typer.Option(..., help="Engine profile JSON to write (use it with speedplan sweep --engine FILE)."),
     mechanism: str = typer.Option("eagle3", help="The drafter of SGLang bench_speculative chain rows (the file does not say)."),
     fit: Optional[str] = typer.Option(None, help="Comma-separated terms to fit (default: every term the rows identify)."),
-    name: Optional[str] = typer.Option(None, help="Name of the fitted profile (default: the output file's stem)."),
+    name: Optional[str] = typer.Option(None, help="Name of the fitted profile (default: the output file's stem, "
+                                       "with -calibrated added where a shipped profile has that name)."),
     more: Optional[List[Path]] = typer.Argument(None, metavar="[FILE]...", show_default=False,
                                                 help="More measurement files (those a shell glob after --measurements gives)."),
 ) -> None:
@@ -33,10 +34,13 @@ def calibrate(
     from speedplan.cli.options import check_output
     from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
 
+    from speedplan.engine.profile import preset_names
+
     files = [*measurements, *(more or [])]
     check_output(out, folder=False, inputs=files)
-    result = calibrate_files(model, hardware, tp, engine, files, mechanism,
-                             fit.split(",") if fit else None, name or out.stem)
+    if name is None:  # vllm.json must not read as the shipped vllm profile
+        name = out.stem + ("-calibrated" if out.stem.lower() in preset_names() else "")
+    result = calibrate_files(model, hardware, tp, engine, files, mechanism, fit.split(",") if fit else None, name)
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))
     typer.echo(f"engine profile: {out}")

@@ -86,6 +86,11 @@ def _setting(model: str, hardware: str, tp: int) -> Setting:
 
 
 def _fit(engine, rows: list[Measurement], setting: Setting, free, name, described: str) -> Calibration:
+    from speedplan.engine.profile import preset_names
+
+    if name is not None and str(name).strip().lower() in preset_names():  # it would read as the shipped one
+        raise SpeedplanInputError(f"calibrate: name {name!r} is a shipped engine profile's; give the calibrated "
+                                  f"profile its own (--name {str(name).strip()}-mine, or another --out file name)")
     check_consistent(rows)
     return calibrate(get_engine(engine), [(m, setting) for m in rows], free, name=name, described=described)
 

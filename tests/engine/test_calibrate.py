@@ -297,3 +297,24 @@ def test_tree_nodes_must_fit_the_mechanism(tmp_path):
         calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**medusa, "tree_nodes": 31}])
     with pytest.raises(SpeedplanInputError, match="row 1: field 'tree_nodes' 5 on a chain"):
         calibrate_rows("llama-3.1-8b", "h100-sxm", rows=[plain, {**row, "mechanism": "eagle3", "tree_nodes": 5}])
+
+
+def test_a_calibrated_profile_does_not_take_a_shipped_profiles_name(tmp_path):
+    """--out x/vllm.json wrote an SGLang-based profile named "vllm", which every output then
+    labelled as the shipped one: the default name gets -calibrated, an explicit one is refused."""
+    from speedplan.engine.run_calibration import calibrate_rows
+
+    rows = [{"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "tpot_ms": 7.0},
+            {"mechanism": "eagle3", "batch": 8, "draft_len": 3, "context": 1024, "tpot_ms": 4.6,
+             "acceptance_length": 2.8}]
+    pd.DataFrame(rows).to_csv(tmp_path / "m.csv", index=False)
+    args = ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "sglang",
+            "--measurements", str(tmp_path / "m.csv"), "--out"]
+    r = CliRunner().invoke(app, [*args, str(tmp_path / "vllm.json")])
+    assert r.exit_code == 0 and json.loads((tmp_path / "vllm.json").read_text())["name"] == "vllm-calibrated"
+    r = CliRunner().invoke(app, [*args, str(tmp_path / "a.json"), "--name", "SGLang"])
+    assert isinstance(r.exception, SpeedplanInputError) and "is a shipped engine profile's" in str(r.exception)
+    assert not (tmp_path / "a.json").exists()  # (the console script turns the error into exit 2, one line)
+    with pytest.raises(SpeedplanInputError, match="shipped engine profile"):
+        calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, name="trtllm")
+    assert calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows).profile.name == "vllm-calibrated"
