@@ -156,9 +156,14 @@ def render_calibration(result: Calibration) -> str:
                        "(tokens_per_s counts every request's output tokens)")
     resid = np.abs(result.residual)
     loo = result.loo_error[np.isfinite(result.loo_error)]
-    lines.append(f"  |residual| median {np.median(resid):.1%}, max {resid.max():.1%}"
-                 + (f"; leave-one-out median {np.median(loo):.1%}, max {loo.max():.1%}" if len(loo) else
-                    "; leave-one-out: needs more rows than fitted terms"))
+    if len(loo):
+        tail = f"; leave-one-out median {np.median(loo):.1%}, max {loo.max():.1%}"
+    elif not result.fitted:  # nothing moved: the rows are priced with the base's values as they are
+        tail = ("; no term fitted, so the residuals are the base profile's own (name the terms these rows measure "
+                "with --fit, e.g. kernel_scale for verify_ms rows)")
+    else:
+        tail = "; leave-one-out: needs more rows than fitted terms"
+    lines.append(f"  |residual| median {np.median(resid):.1%}, max {resid.max():.1%}{tail}")
     return "\n".join(lines)
 
 
