@@ -300,7 +300,9 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     if ok and n > len(ok):
         for i in range(n):
             keep = np.arange(n) != i
-            loo[i] = abs(predict(_fit_values(fitted, ok, priced, keep), priced)[i] / meas[i] - 1.0)
+            # each refit starts where the full fit started (the base values), not from the full fit,
+            # which has seen row i: with noisy rows the fit has several minima, and that start flatters it
+            loo[i] = abs(predict(_fit_values(values, ok, priced, keep), priced)[i] / meas[i] - 1.0)
     resid = np.abs(pred / meas - 1.0)
     source = (f"fitted by speedplan calibrate to {n} rows ({described or 'measurements'}); "
               f"median |residual| {np.median(resid):.1%}, max {resid.max():.1%}"

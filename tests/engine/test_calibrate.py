@@ -318,3 +318,19 @@ def test_a_calibrated_profile_does_not_take_a_shipped_profiles_name(tmp_path):
     with pytest.raises(SpeedplanInputError, match="shipped engine profile"):
         calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, name="trtllm")
     assert calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows).profile.name == "vllm-calibrated"
+
+
+def test_leave_one_out_is_a_fresh_fit_without_the_row():
+    """Each row's leave-one-out error is what a fit of the other rows, started where any fit
+    starts, predicts for it: not a refit started from the full fit, which has seen the row."""
+    base = get_engine("vllm")
+    rows = _measured(_grid(batches=(1, 8, 64), draft_lens=(0, 2)), {**base.values(), **TRUE})
+    noise = 1 + 0.03 * np.sin(np.arange(len(rows)) * 2.1)  # fixed, uneven: the fit no longer fits exactly
+    rows = [Measurement(m.mechanism, m.batch, m.draft_len, m.context, m.quantity, m.value * k, m.acceptance_length,
+                        m.where) for m, k in zip(rows, noise)]
+    free = ["host_step_us", "host_seq_us", "overlap_spec"]
+    full = calibrate(base, [(m, _setting()) for m in rows], free)
+    for i in (0, 3, len(rows) - 1):
+        alone = calibrate(base, [(m, _setting()) for j, m in enumerate(rows) if j != i], free)
+        got = predict(alone.profile.values(), price([(rows[i], _setting())]))[0]
+        assert full.loo_error[i] == pytest.approx(abs(got / rows[i].value - 1), rel=1e-6, abs=1e-9)
