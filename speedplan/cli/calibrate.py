@@ -32,9 +32,8 @@ def calibrate(
     --measurements runs/*.csv --out my-vllm.json
     """
     from speedplan.cli.options import check_output
-    from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
-
     from speedplan.engine.profile import preset_names
+    from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
 
     files = [*measurements, *(more or [])]
     check_output(out, folder=False, inputs=files)

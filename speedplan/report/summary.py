@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from speedplan.cost.ops import latency_label
@@ -152,11 +153,12 @@ def plain_unfit_cells(frame: pd.DataFrame) -> set[tuple[int, int]]:
     """(batch, context) cells where some configuration fits in memory but plain decoding does
     not: an engine that caps its speculative steps (`spec_max_running`) runs fewer requests
     there than plain decoding would, so the speedup is against a plain step that cannot run."""
-    cells = frame.groupby(["batch", "context"])
-    fits = cells["feasible"].any()
-    plain = frame[frame["mechanism"] == "none"].set_index(["batch", "context"])["fits_memory"]
-    unfit = fits & ~plain.reindex(fits.index).fillna(True).astype(bool)
-    return {(int(b), int(c)) for b, c in unfit[unfit].index}
+    batch, context = frame["batch"].to_numpy(dtype=int), frame["context"].to_numpy(dtype=int)  # arrays: a hot path
+    plain = (frame["mechanism"].to_numpy() == "none") & ~frame["fits_memory"].to_numpy(dtype=bool)
+    if not plain.any():
+        return set()
+    fit = frame["feasible"].to_numpy(dtype=bool) & np.isin(batch, batch[plain])
+    return set(zip(batch[plain].tolist(), context[plain].tolist())) & set(zip(batch[fit].tolist(), context[fit].tolist()))
 
 
 def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset()) -> list[dict]:
