@@ -223,12 +223,14 @@ def forward_cost(
     mask: str = "causal",
     dtype: str | None = None,
     lm_head_rows=None,
+    lm_head: bool = True,
 ) -> ForwardCost:
     """Price one forward pass of `batch` sequences × `q_len` new tokens against `context`
     cached tokens (numpy arrays broadcast together), on one of `tp` ranks.
 
     `lm_head_rows` overrides how many rows reach the lm_head (default: every new token, as verification
-    needs logits at every drafted position). Tree verification passes mask="tree": its
+    needs logits at every drafted position); `lm_head=False` leaves the lm_head out (a drafter's
+    forward that only updates its KV cache: `Mechanism.upkeep_cost`). Tree verification passes mask="tree": its
     attention is priced with the tree mask and the extra over a causal mask is reported as
     `tree_mask_s`.
     """
@@ -250,6 +252,8 @@ def forward_cost(
     experts = {"random": np.zeros_like(tokens), "balanced": np.zeros_like(tokens), "profile": np.zeros_like(tokens),
                "outside": np.zeros_like(tokens), "compute": np.zeros_like(tokens)}  # one MoE layer's routed experts
     for shape in linear_shapes(model, tp):
+        if shape.name == "lm_head" and not lm_head:
+            continue
         count = 1 if shape.name == "lm_head" else shape.count
         m, n = tokens, float(shape.n)
         if shape.name == "lm_head" and lm_head_rows is not None:

@@ -282,8 +282,9 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         raise SpeedplanInputError(f"calibrate: term {twice[0]!r} named twice in the terms to fit")
     settings = [t for t in candidates if t in SETTINGS]
     if settings:
-        raise SpeedplanInputError(f"calibrate: {settings[0]} is an engine setting, not fitted: state the server's "
-                                  "cap as a max_running_requests column of the measurements")
+        how = ("state the server's cap as a max_running_requests column of the measurements"
+               if settings[0] == "spec_max_running" else "it says how the engine's code runs (see docs/engine.md)")
+        raise SpeedplanInputError(f"calibrate: {settings[0]} is an engine setting, not fitted: {how}")
     ok, kept = _identifiable(values, candidates, priced)
     not_tried = {t: _origin(base.terms[t].source) if t not in SETTINGS else "an engine setting, never fitted"
                  for t in TERMS if t not in candidates}

@@ -83,6 +83,14 @@ TERMS: dict[str, TermSpec] = {
     "spec_max_running": TermSpec(
         "sequences", "most requests the engine runs in one speculative step by default; with more in flight "
         "the rest wait in its queue (0 = no such cap). Not fitted: an engine setting", 0.0, 1e6),
+    "zero_draft_forward": TermSpec(
+        "drafter forwards per step", "forwards a loaded drafter with a KV cache (EAGLE, EAGLE-3 or MTP head, "
+        "draft model) runs in a step whose draft length is 0, over the step's one token per sequence, to keep "
+        "that cache current for when drafting resumes (0: none, the cache goes stale). Not fitted: how the "
+        "engine's code runs", 0.0, 1.0),
+    "zero_draft_logits": TermSpec(
+        "0 or 1", "whether that forward also computes the drafter's logits (1) or stops before its lm_head "
+        "(0). Not fitted: how the engine's code runs", 0.0, 1.0),
 }
 
 # Terms a profile file may leave out (files written before the term existed), with the value
@@ -93,6 +101,8 @@ OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
     "kernel_scale": (1.0, "default: kernels run as the op cost model's profile measured them (the profile does "
                           "not set a scale)"),
     "spec_max_running": (0.0, "default: no cap on the requests a speculative step runs (the profile does not set one)"),
+    "zero_draft_forward": (0.0, "default: a step with draft length 0 runs no drafter forward (the profile does not say)"),
+    "zero_draft_logits": (0.0, "default: no drafter logits in a step with draft length 0 (the profile does not say)"),
 }
 
 
@@ -105,7 +115,8 @@ def running_requests(batch, speculative, spec_max_running: float) -> np.ndarray:
     return np.where(capped, np.minimum(batch, spec_max_running if spec_max_running > 0 else np.inf), batch)
 
 
-SETTINGS = ("spec_max_running",)  # engine settings the pricing applies as given (a cap), never fitted
+# engine settings the pricing applies as given (a cap; what a D = 0 step runs), never fitted
+SETTINGS = ("spec_max_running", "zero_draft_forward", "zero_draft_logits")
 SOURCE_KINDS = ("fitted", "document", "assumption", "measured", "starting point", "default")
 
 
@@ -151,8 +162,8 @@ class EngineProfile:
                 raise SpeedplanInputError(f"engine profile {self.name}: {name} = {term.value} outside "
                                           f"{spec.low:g}..{spec.high:g} {spec.unit}")
             if name in SETTINGS and term.value != int(term.value):
-                raise SpeedplanInputError(f"engine profile {self.name}: {name} = {term.value} must be a whole "
-                                          f"number of {spec.unit}")
+                whole = "0 or 1" if spec.high == 1 else f"a whole number of {spec.unit}"
+                raise SpeedplanInputError(f"engine profile {self.name}: {name} = {term.value} must be {whole}")
 
     def __getattr__(self, name: str) -> float:
         terms = self.__dict__.get("terms", {})

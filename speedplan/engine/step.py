@@ -25,7 +25,7 @@ overlap_plain = 1 takes max(7.0, 1.0) = 7.0 ms; a speculative step with overlap_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -147,6 +147,24 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
                      logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
                      mech.draft_rows(batch, draft_len, nodes), mech.host_draft_s(batch, draft_len),
                      np.ones(batch.shape, dtype=bool), np.broadcast_to(draft.total_s, batch.shape) + 0.0)
+
+
+def zero_draft_parts(cost, target: ModelSpec, mech, batch, forward: ForwardCost, upkeep: ForwardCost,
+                     terms: dict) -> StepParts:
+    """A step with draft length 0 in a launch that loads `mech`'s drafter: the plain forward of
+    `batch` sequences, plus the drafter's `upkeep` forward (`Mechanism.upkeep_cost`, already
+    scaled by zero_draft_forward) with the launches of one draft forward and its logits pass where
+    zero_draft_logits is 1; a plain step's host terms (no draft is verified). Worked example
+    (vLLM, EAGLE-3 head, B = 64): the target's decode forward plus one head pass (fc and decoder
+    layer) over 64 tokens without its lm_head, and one draft forward's launches."""
+    batch = np.asarray(batch, dtype=float)
+    plain = plain_parts(cost, target, batch, forward)
+    runs = (upkeep.total_s > 0).astype(float)
+    logits = runs * terms["zero_draft_logits"] * batch * mech.draft_shape().vocab if runs.any() else 0 * batch
+    return replace(plain, ops_s=plain.ops_s + upkeep.total_s, forwards=runs,
+                   draft_layers=runs * (mech.draft_layers() if runs.any() else 0),
+                   draft_pass_s=logits_pass_s(cost, logits),
+                   draft_ops_s=np.broadcast_to(upkeep.total_s, batch.shape) + 0.0)
 
 
 def plain_step(engine: EngineProfile, cost, target: ModelSpec, batch, forward: ForwardCost) -> StepCost:

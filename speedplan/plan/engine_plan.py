@@ -55,17 +55,10 @@ from speedplan.cost.ops import latency_label
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
 from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
-from speedplan.plan.pick import TIE_TOLERANCE, few_rises
-from speedplan.plan.spec_cap import capped_plain
+from speedplan.plan.pick import TIE_TOLERANCE, falling_schedule
+from speedplan.plan.zero_draft import ZeroDraft
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
-# What a rise (a longer draft at the next larger batch size) must gain at a batch size of its own
-# (`_falling`): a hysteresis about the size of the op model's own resolution (interpolating one
-# measured GEMM from its neighbours is off by a median 2.6-3.3% on H100, H200 and B200:
-# benchmarks/bench_profiles_vs_aic.py). Without it the tile grid's steps in the profiles
-# (B·(1+D) crossing 32, 64, 128 tokens) made schedules zigzag 8, 7, 8, 7, ... across neighbouring
-# batch sizes for gains of 1-3%; falls cost nothing.
-RISE_GAIN = 0.03
 _SIMPLE = {"off": 0, "fixed": 1}
 OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain decoding
 
@@ -82,6 +75,7 @@ class EnginePlan:
     engine_profile: str = ""  # the engine profile that priced this plan (name: how its terms were set)
     sweep_key: str = ""  # the sweep it was planned on (`api_checks.sweep_key`): model, hardware, TP, when
     spec_max_running: float = 0.0  # the pricing profile's cap on a speculative step's requests (0: none)
+    drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward (zero_draft.py)
 
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
@@ -121,19 +115,19 @@ class _Table:
             self.rows.setdefault(key, np.full(len(cell), np.nan))[i] = thr
         self.plain = self.rows[OFF_KEY]
 
-    def with_drafter(self, label: str, capped: np.ndarray | None = None) -> "_Table":
-        """The table as a plan that loads `label`'s drafter sees it: plain decoding (D = 0 in a
-        schedule) only where some setting of that drafter fits in memory. Its weights and cache
-        stay loaded whatever D a batch size gets, so D = 0 does not bring back the memory they
-        take (a batch and context that fit plain decoding alone are lost to such a plan).
-        `capped`: plain decoding's tokens/s/GPU where a speculative launch caps the requests
-        a step runs (`spec_cap.capped_plain`), which D = 0 then delivers."""
+    def with_drafter(self, label: str, zero: np.ndarray | None = None) -> "_Table":
+        """The table as a plan that loads `label`'s drafter sees it: D = 0 in a schedule only
+        where some setting of that drafter fits in memory. Its weights and cache stay loaded
+        whatever D a batch size gets, so D = 0 does not bring back the memory they take (a batch
+        and context that fit plain decoding alone are lost to such a plan). `zero`: tokens/s/GPU
+        of a D = 0 step in that launch where it is not plain decoding's (`zero_draft.ZeroDraft`:
+        a cap on the requests a step runs, the drafter's forward that keeps its cache current)."""
         out = copy.copy(self)
         loaded = np.zeros(len(self.cells), dtype=bool)
         for key, row in self.rows.items():
             if key[0] == label:
                 loaded |= np.isfinite(row)
-        out.rows = {**self.rows, OFF_KEY: np.where(loaded, self.plain if capped is None else capped, np.nan)}
+        out.rows = {**self.rows, OFF_KEY: np.where(loaded, self.plain if zero is None else zero, np.nan)}
         return out
 
     def score(self, key, norm: np.ndarray) -> np.ndarray:
@@ -168,33 +162,16 @@ def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray
         picks = [_best_of({k: s[k].sum() for k in keys}, keys)] * nb
     elif mode.shape == "any":
         allowed = ([OFF_KEY] if mode.off else []) + keys  # ascending verified tokens
-        picks = _falling(s, allowed, nb)
+        picks = falling_schedule(s, allowed, nb)
     else:  # first-max: D at the smallest batch caps every other batch's D
         best = None
         for first in keys:
             allowed = ([OFF_KEY] if mode.off else []) + [k for k in keys if k[1] <= first[1]]
-            choice = [first] + (_falling({k: v[1:] for k, v in s.items()}, allowed, nb - 1) if nb > 1 else [])
+            choice = [first] + (falling_schedule({k: v[1:] for k, v in s.items()}, allowed, nb - 1) if nb > 1 else [])
             if best is None or total(choice) > best[0] * (1 + 1e-12):
                 best = (total(choice), choice)
         picks = best[1]
     return total(picks), picks
-
-
-def _falling(s: dict, allowed: list, nb: int) -> list:
-    """An "any" plan: per batch, the setting (`allowed`, ascending in verified tokens) that
-    maximises the summed share of each batch's best (a batch's throughput over its best, counted
-    as 0.99 within TIE_TOLERANCE of it, so near-ties fall with B as the best-D figure draws them)
-    less RISE_GAIN for each rise (`pick.few_rises`; falls are free). Each batch's share, and the
-    cost of a rise into it, counts by the best score `allowed` reaches there (its weight w_B,
-    the `--batch-weights` share, times how near this drafter gets to the engine's best there;
-    relative to the mean over batches), so that batch sizes a user left out neither hold the
-    others back nor are held to a schedule. A rise at one batch size alone thus needs more than
-    RISE_GAIN of its share (3%: a 4% gain over a setting within 1% of the best)."""
-    score = np.array([[s[k][i] for k in allowed] for i in range(nb)])
-    top = score.max(axis=1, keepdims=True)
-    rel = np.minimum(np.divide(score, top, out=np.zeros_like(score), where=top > 0), 1.0 - TIE_TOLERANCE)
-    weight = top[:, 0] / top.mean() if top.mean() > 0 else np.ones(nb)  # w_B relative to the mean
-    return [allowed[j] for j in few_rises(rel * weight[:, None], RISE_GAIN * weight)]
 
 
 def _runnable(engine, labels: list[str], meta: dict) -> dict:
@@ -254,10 +231,12 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
         return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame(),
                               _profile_text(result.meta)) for n in names}
     weights = serving_weights(servable, batch_weights)  # memory feasibility does not depend on the engine
-    return {name: _plan_one(name, engine, engine_pricing(result, name), weights) for name, engine in modules.items()}
+    kernels: dict = {}  # forwards of D = 0 steps, shared by the engines (zero_draft.ZeroDraft)
+    return {name: _plan_one(name, engine, engine_pricing(result, name), weights, kernels)
+            for name, engine in modules.items()}
 
 
-def _plan_one(name: str, engine, result, weights: pd.Series) -> EnginePlan:
+def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | None = None) -> EnginePlan:
     """One engine's plan on the sweep as that engine's profile priced it."""
     from speedplan.plan.mechanisms import TREE_MECHANISMS
 
@@ -271,20 +250,26 @@ def _plan_one(name: str, engine, result, weights: pd.Series) -> EnginePlan:
     norm = np.nanmax(np.vstack([table.rows[k] for k in reach]), axis=0)  # the engine's best per cell
     cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
               "no speculative options", table)]
-    capped = capped_plain(result, table.cells)  # SGLang: a speculative launch runs at most 48 requests
+    zero = ZeroDraft(result, table.cells, kernels)  # D = 0 in a launch that loads a drafter (zero_draft.py)
     for label, support in runnable.items():
-        loaded = table.with_drafter(label, capped)
+        loaded = table.with_drafter(label, zero.throughput(label, support.drafter_runs_at_zero))
+        is_tree = label.split(":")[0] in TREE_MECHANISMS
+        fixed = next((m for m in support.modes if m.shape == "fixed"), None)
         for mode in support.modes:
-            c = _candidates(loaded, label, mode, label.split(":")[0] in TREE_MECHANISMS, norm)
-            if c is not None:
-                cands.append((c[0], mode.name, label, c[1], mode.how, loaded))
+            c = _candidates(loaded, label, mode, is_tree, norm)
+            if c is None:
+                continue
+            if fixed is not None and len(set(c[1])) == 1 and c[1][0] in _settings(loaded, label, fixed, is_tree):
+                mode = fixed  # one setting at every batch size is the fixed launch, whatever found it
+            cands.append((c[0], mode.name, label, c[1], mode.how, loaded))
     top = max(c[0] for c in cands)
     near = [c for c in cands if c[0] >= (1.0 - PLAN_TIE) * top]
     j, mode, label, picks, how, seen = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))
     rows = _rows(seen, frame, picks, reach, table.plain)
     thr = float((rows["tokens_per_s_per_gpu"] * rows["weight"]).sum())
     return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta),
-                      spec_max_running=float(meta.get("engine_spec_max_running") or 0))
+                      spec_max_running=float(meta.get("engine_spec_max_running") or 0),
+                      drafter_kept_warm=zero.kept_warm.get(label, False))
 
 
 def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list, plain: np.ndarray) -> pd.DataFrame:
@@ -381,7 +366,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         out[name] = ServingPlan(
             mechanism=plan.mechanism.split(":")[0], draft_len=draft_len, schedule=schedule,
             draft_model=extra.get("draft_model"), draft_tp=extra.get("draft_tp"), tree=extra.get("tree"),
-            mode=plan.mode, spec_max_running=plan.spec_max_running, **common)
+            mode=plan.mode, spec_max_running=plan.spec_max_running, drafter_kept_warm=plan.drafter_kept_warm, **common)
     return out
 
 

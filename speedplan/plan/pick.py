@@ -1,6 +1,7 @@
 """Reading a sweep: the Pareto frontier, the pick per batch size, the draft-length schedule of
-one mechanism over batch size, the pick under a latency SLO, recommendations.json, and the
-sensitivity of the picks to acceptance. The plan per serving engine is engine_plan.py.
+one mechanism over batch size (and the schedule an engine plan takes, `falling_schedule`), the
+pick under a latency SLO, recommendations.json, and the sensitivity of the picks to acceptance.
+The plan per serving engine is engine_plan.py.
 
 All are pure functions of the sweep's DataFrame (`speedplan.plan.sweep`); throughputs are
 tokens per second, times seconds.
@@ -128,6 +129,32 @@ def few_rises(rel: np.ndarray, rise_cost) -> list[int]:
         j = int(prev[j])
         picks.append(j)
     return picks[::-1]
+
+
+# What a rise (a longer draft at the next larger batch size) must gain at a batch size of its own
+# (`falling_schedule`): a hysteresis about the size of the op model's own resolution (interpolating one
+# measured GEMM from its neighbours is off by a median 2.6-3.3% on H100, H200 and B200:
+# benchmarks/bench_profiles_vs_aic.py). Without it the tile grid's steps in the profiles
+# (B·(1+D) crossing 32, 64, 128 tokens) made schedules zigzag 8, 7, 8, 7, ... across neighbouring
+# batch sizes for gains of 1-3%; falls cost nothing.
+RISE_GAIN = 0.03
+
+
+def falling_schedule(s: dict, allowed: list, nb: int) -> list:
+    """An "any" plan of engine_plan.py: per batch, the setting (`allowed`, ascending in verified
+    tokens; `s`: each setting's score per batch) that maximises the summed share of each batch's best (a batch's throughput over its best, counted
+    as 0.99 within TIE_TOLERANCE of it, so near-ties fall with B as the best-D figure draws them)
+    less RISE_GAIN for each rise (`few_rises`; falls are free). Each batch's share, and the
+    cost of a rise into it, counts by the best score `allowed` reaches there (its weight w_B,
+    the `--batch-weights` share, times how near this drafter gets to the engine's best there;
+    relative to the mean over batches), so that batch sizes a user left out neither hold the
+    others back nor are held to a schedule. A rise at one batch size alone thus needs more than
+    RISE_GAIN of its share (3%: a 4% gain over a setting within 1% of the best)."""
+    score = np.array([[s[k][i] for k in allowed] for i in range(nb)])
+    top = score.max(axis=1, keepdims=True)
+    rel = np.minimum(np.divide(score, top, out=np.zeros_like(score), where=top > 0), 1.0 - TIE_TOLERANCE)
+    weight = top[:, 0] / top.mean() if top.mean() > 0 else np.ones(nb)  # w_B relative to the mean
+    return [allowed[j] for j in few_rises(rel * weight[:, None], RISE_GAIN * weight)]
 
 
 def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | None:

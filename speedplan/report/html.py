@@ -130,8 +130,9 @@ def _engine_sections(plans: dict) -> list[str]:
              '<p class="note">Each engine gets one mechanism and the draft lengths it can express (vLLM: any D per '
              "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3 chains; TensorRT-LLM: "
              "draft_len_schedule, no D above batch 1's), chosen for the largest weighted mean of tokens/s/GPU over "
-             "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: speculation off "
-             "(a loaded drafter keeps its memory: where it leaves no room, the cell does not fit). Loss: against the best any setting of that engine reaches "
+             "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: no drafts "
+             "(a loaded drafter keeps its memory: where it leaves no room, the cell does not fit; where the engine still "
+             "runs its forward over each step's tokens to keep its KV cache current, that is priced). Loss: against the best any setting of that engine reaches "
              "at that batch size; loss vs any: against the best row of the sweep under the same engine profile, whatever "
              "engine could run it. Each engine's plan is priced with its own engine profile (the sweep's --engine "
              "for the engine it describes, the shipped profile for the others).</p>"]

@@ -48,10 +48,13 @@ class Mode:
 
 @dataclass(frozen=True)
 class Support:
-    """How an engine runs one mechanism: its modes, and notes for the file comments."""
+    """How an engine runs one mechanism: its modes, notes for the file comments, and whether
+    at D = 0 it still runs the loaded drafter's forward to keep its KV cache current (priced by
+    the engine profile's zero_draft_forward; False: the drafter idles, its cache going stale)."""
 
     modes: tuple[Mode, ...]
     note: str = ""
+    drafter_runs_at_zero: bool = True
 
 # n-gram lookup window; speedplan does not plan it (acceptance is workload-bound), so these are
 # fixed, stated defaults: vLLM's own docs example uses prompt_lookup_max=4.
@@ -120,6 +123,7 @@ class ServingPlan:
     sources: str = ""  # where the rest came from (latency, acceptance), for comments
     fits_memory: bool = True  # False: plain decoding fits at no planned batch size (OFF, said in the header)
     spec_max_running: float | None = None  # the pricing profile's cap on a speculative step (0: none; None: the engine's default)
+    drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward to keep its KV cache current
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS and self.mechanism != OFF:

@@ -118,6 +118,11 @@ def _expressed(plan: ServingPlan) -> tuple[str, list[str]]:
                   "between planned sizes can take the next bucket's D.",
                   "adaptive mode needs topk 1 and no attention DP, multi-layer EAGLE, two-batch overlap or pdmux "
                   "(adaptive_unsupported_reason)."]
+        if plan.drafter_kept_warm and any(d == 0 for _, _, d in segments(plan)):
+            notes.append("a bucket at 0 steps still runs the draft extend (with its logits) every step to keep the "
+                         "draft KV cache warm (eagle_worker_v2.py), which the speedup and loss columns include; "
+                         "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 skips it, and the drafter then restarts cold "
+                         "when D rises again (not priced).")
         return "per batch-size bucket, through --speculative-adaptive (see the notes).", notes
     used = plan.tree["depth"] if plan.tree else plan.draft_len
     expressed = f"one fixed setting: D = {used} at every batch size."

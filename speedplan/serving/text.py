@@ -40,12 +40,14 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
                      + " (loss: against the best this engine could reach at that batch size):")
         lines.append("  batch    D  speedup  loss")
         lines += [f"  {int(b):>5}  {int(d):>3}  {float(sp):>6.2f}x  {100 * float(loss):>4.1f}%"
-                  + (_off_note([loss]) if int(d) == 0 else "") for b, d, sp, loss in plan.per_batch]
+                  + (_off_note([loss], warm=plan.drafter_kept_warm) if int(d) == 0 else "")
+                  for b, d, sp, loss in plan.per_batch]
     lines += ["Per-batch draft length planned by speedplan:", "  batches          D"]
     if plan.schedule:
         lines += [f"  {lo:>5}-{hi:<7}  {d:>3}"
                   + (_off_note([loss for b, _, _, loss in plan.per_batch if lo <= b <= hi],
-                               [b for b, _, _, loss in plan.per_batch if lo <= b <= hi]) if d == 0 else "")
+                               [b for b, _, _, loss in plan.per_batch if lo <= b <= hi],
+                               plan.drafter_kept_warm) if d == 0 else "")
                   for lo, hi, d in segments(plan)]
     else:
         lines.append(f"  (no schedule: D = {plan.draft_len} at every batch size)")
@@ -54,16 +56,19 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
     return "\n".join("# " + line for line in lines) + "\n"
 
 
-def _off_note(losses, batches=()) -> str:
-    """What D = 0 means at batch sizes whose planned losses are `losses`: speculation off, or,
-    where the loaded drafter leaves plain decoding no room (loss 100%), that nothing fits."""
+def _off_note(losses, batches=(), warm: bool = False) -> str:
+    """What D = 0 means at batch sizes whose planned losses are `losses`: speculation off (where
+    `warm`, drafting off while the drafter still runs a forward per step to keep its KV cache
+    current), or, where the loaded drafter leaves plain decoding no room (loss 100%), that
+    nothing fits."""
     full = [float(x) >= 0.9995 for x in losses]
     if full and all(full):
         return "  (does not fit in memory with the drafter loaded)"
+    off = "drafting off, the drafter still updates its KV cache" if warm else "speculation off"
     if any(full) and batches:
         first = min(int(b) for b, f in zip(batches, full) if f)
-        return f"  (speculation off; from B = {first} nothing fits in memory with the drafter loaded)"
-    return "  (speculation off)"
+        return f"  ({off}; from B = {first} nothing fits in memory with the drafter loaded)"
+    return f"  ({off})"
 
 
 def shell(args: list[str]) -> str:

@@ -42,7 +42,9 @@ def support(mechanism: str, mtp_layers: int = 0) -> Support | None:
     Eagle3; EAGLE-1/2 checkpoints do not load), no Medusa. draft_len_schedule is honoured by the
     one-model paths that `support_dynamic_draft_len()` lists (Eagle3, DraftTarget, MTP-Eagle);
     NGram is not listed, and vanilla MTP (checkpoints with more than one MTP layer) ignores it
-    and clips max_draft_len to the layers (utils.py update_spec_config_from_model_config)."""
+    and clips max_draft_len to the layers (utils.py update_spec_config_from_model_config). At
+    draft length 0 only the Eagle3 and MTP-Eagle one-model paths keep the drafter warm
+    (keep_drafter_warm); Draft_Target skips drafting (newer builds raise its 0 to 1)."""
     if mechanism not in DECODING_TYPES:
         return None
     if mechanism == "eagle3-tree":
@@ -52,7 +54,7 @@ def support(mechanism: str, mtp_layers: int = 0) -> Support | None:
     if mechanism == "mtp" and mtp_layers > 1:
         return Support((Mode("fixed", "fixed", off=False, max_draft_len=mtp_layers,
                              how=f"max_draft_len <= {mtp_layers} (vanilla MTP: one module per draft token)"),))
-    return Support((_SCHEDULE,))
+    return Support((_SCHEDULE,), drafter_runs_at_zero=mechanism != "draft-model")
 
 
 def draft_tp_options(mechanism: str, tp: int) -> set[int]:
@@ -118,6 +120,14 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
                   "not written because the keys are merged into cuda_graph_config.batch_sizes.",
                   "older builds required key 1 (added here, it reads the same either way); builds that read the "
                   "keys as lower bounds would apply each D one range late."]
+        if plan.drafter_kept_warm:
+            notes.append("at draft length 0 (above the largest key, or a key set to 0) 2026 builds still run a "
+                         "keep-warm draft forward for Eagle3 and MTP-Eagle (keep_drafter_warm), which the speedup and "
+                         "loss columns include; older builds skipped drafting and left the drafter's KV cache stale.")
+        elif plan.mechanism == "draft-model" and any(d == 0 for _, _, d in segments(plan)):
+            notes.append("at draft length 0 the Draft_Target path skips drafting (priced as plain decoding; the "
+                         "draft model's KV cache goes stale); 2026 builds raise a 0 to 1 for it "
+                         "(min_runtime_draft_len), so those batch sizes would draft one token.")
     if plan.mechanism == "draft-model":
         notes.append("decoding_type Draft_Target follows llm_args.py's class literal; the docs spell it DraftTarget "
                      "and no mapping between the two was found, so if your build rejects one, use the other.")

@@ -71,7 +71,13 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
                   "Model Runner V1 turns it off for methods other than ngram/eagle/eagle3/mtp/draft_model/dflash.",
                   "vLLM turns the schedule off (static num_speculative_tokens) when --data-parallel-size > 1."]
         if any(d == 0 for _, _, d in segments(plan)):
-            notes.append("K = 0 in a range turns speculation off for those batch sizes (the validator allows K >= 0).")
+            notes.append("K = 0 in a range turns drafting off for those batch sizes (the validator allows K >= 0)"
+                         + ("; vLLM 0.33's Model Runner V2 still runs the drafter's forward over each step's tokens "
+                            "to keep its KV cache current (propose with num_speculative_tokens = 0), which the "
+                            "speedup and loss columns include." if plan.drafter_kept_warm else "."))
+            notes.append("vLLM issue #49548 (open) reports aggregate throughput collapsing under concurrency once "
+                         "a schedule crosses into K = 0 (MTP, Model Runner V1 with PIECEWISE graphs); not priced: "
+                         "measure throughput around the planned switch-off batch size before relying on it.")
     notes.append("the schedule is by batch size only: vLLM 0.33 accepts [start, end, K] entries; context-aware "
                  "[bs_lo, bs_hi, ctx_lo, ctx_hi, K] entries exist only in open RFC #48627 / PR #48944, so they are "
                  "not emitted" + (f" (this plan is for context {plan.context} tokens)." if plan.context else "."))

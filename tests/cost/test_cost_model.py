@@ -293,3 +293,15 @@ def test_sliding_window_layers_read_at_most_the_window():
     assert at(local, 32768) < 0.25 * at(full, 32768)
     fits = lambda m: sweep(m, "h100-sxm", ["eagle3"], [64, 128], [0, 2], contexts=[32768]).frame.query("feasible")
     assert len(fits(full)) < len(fits(local))
+
+
+def test_a_forward_without_its_lm_head_is_short_of_exactly_that_gemm():
+    """`lm_head=False` (a drafter's forward that only updates its KV cache) leaves out the lm_head
+    GEMM and nothing else."""
+    cost = load_cost_model("h100-sxm")
+    model = get_model("llama-3.2-1b")
+    full = forward_cost(cost, model, 64, 1, 2048, 1)
+    bare = forward_cost(cost, model, 64, 1, 2048, 1, lm_head=False)
+    lm_head = cost.gemm(64.0, float(model.vocab), float(model.hidden), model.dtype).latency_us * 1e-6
+    assert float(full.gemm_s - bare.gemm_s) == pytest.approx(float(lm_head), rel=1e-9)
+    assert float(full.attention_s) == float(bare.attention_s) and lm_head > 0

@@ -234,8 +234,11 @@ def test_an_engine_setting_is_never_fitted():
     pairs = [(m, _setting()) for m in _measured(_grid(batches=(1, 4, 16)), base.values())]
     with pytest.raises(SpeedplanInputError, match="spec_max_running is an engine setting"):
         calibrate(base, pairs, free=["host_step_us", "spec_max_running"])
+    with pytest.raises(SpeedplanInputError, match="zero_draft_forward is an engine setting.*engine's code"):
+        calibrate(base, pairs, free=["zero_draft_forward"])
     result = calibrate(base, pairs)
     assert result.not_tried["spec_max_running"] == "an engine setting, never fitted"
+    assert result.not_tried["zero_draft_logits"] == "an engine setting, never fitted"
 
 
 def test_rows_faster_than_their_kernels_alone_are_named():

@@ -72,3 +72,20 @@ def test_a_profile_knows_the_batch_sizes_it_was_fitted_at():
     from dataclasses import replace
     odd = replace(odd, fit={**odd.fit, "rows": [{"batch": "many"}, "row", {"batch": 8}, {}]})
     assert odd.fitted_batches() == (8.0, 8.0)  # rows it cannot read are skipped, not fatal
+
+
+def test_a_profile_written_before_the_zero_draft_settings_prices_d0_as_plain():
+    """Files without zero_draft_forward / zero_draft_logits (written before 2026-12-03) load with
+    0: a D = 0 step of a launch that loads a drafter runs no drafter forward, as they priced it;
+    the shipped profiles say what each engine's code does, with the file it was read in."""
+    from speedplan.engine.profile import engine_from_json
+
+    data = json.loads(json.dumps(get_engine("vllm").to_json()))
+    for name in ("zero_draft_forward", "zero_draft_logits"):
+        del data["terms"][name]
+    old = engine_from_json(data, "old.json")
+    assert old.zero_draft_forward == 0 and old.terms["zero_draft_forward"].source.startswith("default")
+    assert "propose" in get_engine("vllm").terms["zero_draft_forward"].source
+    assert "_draft_extend_for_decode" in get_engine("sglang").terms["zero_draft_forward"].source
+    with pytest.raises(SpeedplanInputError, match="zero_draft_logits = 0.5 must be 0 or 1"):
+        get_engine("vllm").with_terms({"zero_draft_logits": 0.5}, "test")

@@ -442,3 +442,20 @@ def test_numpy_integers_from_a_dataframe_are_accepted():
     p = plan(draft_len=np.int64(4), schedule=tuple((np.int64(b), np.int64(d)) for b, d in SCHEDULE))
     assert p.schedule == SCHEDULE and type(p.draft_len) is int
     json.loads(render_vllm(p)["vllm_speculative_config.json"])  # numpy ints would not serialise
+
+
+def test_d0_with_a_drafter_kept_warm_says_the_drafter_still_runs():
+    """Where the engine still runs the drafter's forward at D = 0 (vLLM 0.33, SGLang 0.5.23, 2026
+    TensorRT-LLM builds), the comments say drafting is off but the drafter updates its KV cache,
+    and each engine's notes name the code that does it; without it, "speculation off"."""
+    p = ServingPlan(model="llama-3.1-8b", mechanism="eagle3", draft_len=3, schedule=((1, 3), (64, 0)),
+                    per_batch=((1, 3, 2.0, 0.0), (64, 0, 0.97, 0.03)), mode="adaptive", drafter_kept_warm=True)
+    vllm = render_vllm(p)["vllm_serve.sh"]
+    assert "    0.97x   3.0%  (drafting off, the drafter still updates its KV cache)" in vllm
+    assert "num_speculative_tokens = 0" in vllm and "(speculation off)" not in vllm
+    assert "#49548" in vllm and "#49548" not in render_vllm(replace(p, schedule=((1, 3), (64, 2))))["vllm_serve.sh"]
+    assert "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND" in render_sglang(p)["sglang_launch.sh"]
+    assert "keep_drafter_warm" in render_trtllm(replace(p, mode="schedule"))["trtllm_serve.sh"]
+    cold = replace(p, drafter_kept_warm=False)
+    assert "(speculation off)" in render_vllm(cold)["vllm_serve.sh"]
+    assert "SGLANG_SPEC_SKIP" not in render_sglang(cold)["sglang_launch.sh"]

@@ -7,6 +7,7 @@ A mechanism is one module in this package defining one `Mechanism` subclass with
 - `acceptance_length(D, N)`: expected tokens emitted per target step (bonus token included);
 - `draft_cost(...)`: the drafter's GPU work per target step, as a `ForwardCost` (seconds);
 - `host_draft_s(B, D)`: drafting work on the host (seconds; n-gram lookup);
+- `upkeep_cost(...)`: the forward a loaded drafter with a KV cache runs at D = 0 (seconds);
 - `extra_memory_bytes(...)`: weights and KV cache the drafter adds on the busiest GPU;
 - `build(arg, target, acceptance)`: the mechanism from a spec such as `eagle-tree:topk=8`,
   with its published default acceptance when the user gave none (`default`, from
@@ -69,6 +70,18 @@ class Mechanism:
     def draft_cost(self, cost, target: ModelSpec, batch, draft_len, context, nodes, tp: int) -> ForwardCost:
         """GPU time to draft D tokens (or a depth-D tree) for `batch` sequences (seconds)."""
         return ForwardCost.zeros(np.broadcast_shapes(*(np.shape(x) for x in (batch, draft_len, context, nodes))))
+
+    def upkeep_cost(self, cost, target: ModelSpec, batch, context, tp: int, logits: bool) -> ForwardCost:
+        """GPU time of the forward a loaded drafter runs in a step whose draft length is 0, over
+        the step's one token per sequence, to keep its KV cache current for when drafting
+        resumes (seconds); `logits`: whether that forward also computes the drafter's logits.
+        Zero for drafters without a KV cache (n-gram lookup, Medusa heads)."""
+        return ForwardCost.zeros(np.broadcast_shapes(np.shape(batch), np.shape(context)))
+
+    def drafter_key(self) -> tuple:
+        """What identifies the drafter `upkeep_cost` prices: mechanisms that load the same one
+        (a head's chain and its tree) share it."""
+        return (self.label,)
 
     def host_draft_s(self, batch, draft_len) -> np.ndarray:
         """Host time of drafting per target step (seconds); zero for GPU drafters."""

@@ -44,6 +44,9 @@ class DraftModel(ChainDrafting, Mechanism):
         step = lambda b, q, ctx, first: forward_cost(cost, self.draft, b, q, ctx, dtp, lm_head_rows=b)
         return chain_passes(step, batch, draft_len, context)
 
+    def upkeep_cost(self, cost, target, batch, context, tp, logits):
+        return forward_cost(cost, self.draft, batch, 1, context, self._tp(tp), lm_head_rows=batch, lm_head=logits)
+
     def draft_shape(self):
         return self.draft
 

@@ -29,6 +29,12 @@ class Eagle(ChainDrafting, Mechanism):
         step = lambda b, q, ctx, first: head_pass(cost, self.draft, target, b, q, ctx, tp)
         return chain_passes(step, batch, draft_len, context)
 
+    def upkeep_cost(self, cost, target, batch, context, tp, logits):
+        return head_pass(cost, self.draft, target, batch, 1, context, tp, lm_head=logits)
+
+    def drafter_key(self):
+        return ("head", replace(self.draft, name=""))  # a chain and its tree name one head apart
+
     def draft_shape(self):
         return self.draft
 

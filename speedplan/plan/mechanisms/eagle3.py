@@ -28,6 +28,12 @@ class Eagle3(ChainDrafting, Mechanism):
         step = lambda b, q, ctx, first: eagle3_pass(cost, self._head(target), b, q, ctx, tp, first)
         return chain_passes(step, batch, draft_len, context)
 
+    def upkeep_cost(self, cost, target, batch, context, tp, logits):
+        return eagle3_pass(cost, self._head(target), batch, 1, context, tp, True, lm_head=logits)
+
+    def drafter_key(self):
+        return ("eagle3-head", self.head)
+
     def _head(self, target) -> Eagle3Head:
         """The head in the dtype the target is priced in (the sweep may move it, e.g. to fp32 on a CPU)."""
         if self.head.layer.dtype == target.dtype:

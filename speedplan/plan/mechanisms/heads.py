@@ -54,10 +54,11 @@ def _gemm(cost, m, n: int, k: int, dtype: str, bytes_per: int) -> ForwardCost:
         profile_share=op.from_profile.astype(float), out_of_range_share=op.out_of_range.astype(float))
 
 
-def head_pass(cost, head: ModelSpec, target: ModelSpec, batch, q_len, context, tp: int) -> ForwardCost:
+def head_pass(cost, head: ModelSpec, target: ModelSpec, batch, q_len, context, tp: int,
+              lm_head: bool = True) -> ForwardCost:
     """One EAGLE-1/2 or MTP head forward of `batch` × `q_len` tokens: fuse projection (2h→h),
-    one decoder layer, lm_head (seconds)."""
-    layer = forward_cost(cost, head, batch, q_len, context, tp)
+    one decoder layer, lm_head unless `lm_head` is False (seconds)."""
+    layer = forward_cost(cost, head, batch, q_len, context, tp, lm_head=lm_head)
     return layer + _gemm(cost, batch * q_len, target.hidden, 2 * target.hidden, target.dtype, target.dtype_bytes)
 
 
@@ -141,13 +142,14 @@ def eagle3_head(target: ModelSpec, config: str | None = None, draft_vocab: int |
     return Eagle3Head(layer, aux_states, target_hidden, f"config {path}")
 
 
-def eagle3_pass(cost, head: Eagle3Head, batch, q_len, context, tp: int, first: bool) -> ForwardCost:
+def eagle3_pass(cost, head: Eagle3Head, batch, q_len, context, tp: int, first: bool,
+                lm_head: bool = True) -> ForwardCost:
     """One EAGLE-3 head forward of `batch` × `q_len` tokens on one of `tp` ranks: the
-    decoder layer(s) with the reduced lm_head, the embedding half of qkv's 2h input, and on
-    the first pass the fc over the target's fused hidden states (seconds)."""
+    decoder layer(s) with the reduced lm_head (unless `lm_head` is False), the embedding half
+    of qkv's 2h input, and on the first pass the fc over the target's fused hidden states (seconds)."""
     l = head.layer
     tokens = batch * q_len
-    cost_ = forward_cost(cost, l, batch, q_len, context, tp)
+    cost_ = forward_cost(cost, l, batch, q_len, context, tp, lm_head=lm_head)
     qkv_out = -(-(l.heads + 2 * l.kv_heads) * l.head_dim // tp)
     cost_ = cost_ + _gemm(cost, tokens, qkv_out, l.hidden, l.dtype, l.dtype_bytes).scaled(l.layers)
     if first:
