@@ -221,6 +221,10 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     if not names:
         raise SpeedplanInputError(f"engines: name one or more of {', '.join(ENGINES)}")
     modules = {n: engine_module(n) for n in names}  # unknown names fail before any work
+    if result.pricing is None or result.engine is None:
+        raise SpeedplanInputError("plan_engines: this SweepResult carries no pricing (it was not made by "
+                                  "speedplan.sweep in this process), which each engine's plan is priced from: "
+                                  "run speedplan.sweep(...) again")
     frame = result.frame
     plain = (frame["mechanism"] == "none") | (frame["draft_len"] == 0)
     servable = frame[plain & frame["feasible"]][["batch", "context"]]

@@ -428,3 +428,14 @@ def test_sglang_d0_above_the_cap_is_48_requests_plus_the_draft_extend():
     plain48 = at48.query("mechanism == 'none'").tokens_per_s_per_gpu.iloc[0]
     assert capped[1] == pytest.approx(plain48) and warm[0] < capped[0]
     assert warm[1:] == pytest.approx(capped[1:])
+
+
+def test_a_sweep_result_without_its_pricing_cannot_be_planned():
+    """A SweepResult rebuilt from its tables (no pricing) would plan every engine on the sweep's own
+    profile and price D = 0 as free: refused with one line instead."""
+    from speedplan.plan.sweep import SweepResult
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 64])
+    bare = SweepResult(r.frame, r.pareto, r.best, r.slo_pick, r.meta)
+    with pytest.raises(SpeedplanInputError, match="carries no pricing"):
+        plan_engines(bare)
