@@ -91,8 +91,9 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
     if name is not None and str(name).strip().lower() in preset_names():  # it would read as the shipped one
         raise SpeedplanInputError(f"calibrate: name {name!r} is a shipped engine profile's; give the calibrated "
                                   f"profile its own (--name {str(name).strip()}-mine, or another --out file name)")
-    check_consistent(rows)
-    return calibrate(get_engine(engine), [(m, setting) for m in rows], free, name=name, described=described)
+    base = get_engine(engine)
+    check_consistent(rows, base.spec_max_running)
+    return calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
 
 
 def _is_metrics(path: Path) -> bool:

@@ -121,6 +121,34 @@ def test_repeated_rows_that_contradict_each_other_are_refused(tmp_path):
         check_consistent(read_measurements(f))
 
 
+def test_two_quantities_of_one_configuration_that_imply_other_steps_are_refused(tmp_path):
+    """A TPOT in one file and an aggregate tokens/s in another for the same configuration imply
+    an engine step each (tpot × AL; batch × AL / tokens/s): 10 ms a token at AL 3 is a 30 ms step,
+    2400 tokens/s over 8 sequences at AL 3 a 10 ms one. 3x apart is a contradiction, named with
+    both rows; the same figures 1.3x apart, or under another cap on running requests, are not."""
+    from speedplan.engine.readers.measurements import check_consistent, implied_step_ms, read_measurements
+
+    a, c = tmp_path / "a.csv", tmp_path / "c.csv"
+    a.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\neagle3,8,3,2048,10,3.0\n")
+    c.write_text("mechanism,batch,draft_len,context,tokens_per_s,acceptance_length\neagle3,8,3,2048,2400,3.0\n")
+    rows = read_measurements(a) + read_measurements(c)
+    assert [implied_step_ms(m) for m in rows] == pytest.approx([30.0, 10.0])
+    with pytest.raises(SpeedplanInputError, match=r"c.csv:2: field 'tokens_per_s' 2400 contradicts .*a.csv:2 "
+                                                  r"\(tpot_ms 10\).*as engine steps: 30 and 10 ms"):
+        check_consistent(rows)
+    c.write_text(c.read_text().replace("2400", "1000"))  # a 24 ms step: within 1.5x
+    check_consistent(read_measurements(a) + read_measurements(c))
+    # SGLang's cap: 64 in flight, 48 running: 18000 tokens/s at AL 3 is an 8 ms step (10.7 ms if all
+    # 64 ran), against a 6 ms step measured: consistent under the cap, not without it
+    from speedplan.engine.readers.measurements import Measurement
+
+    both = [Measurement("eagle3", 64, 3, 2048, "step_ms", 6.0, 3.0, "s.csv:2"),
+            Measurement("eagle3", 64, 3, 2048, "tokens_per_s", 18000.0, 3.0, "t.csv:2")]
+    check_consistent(both, spec_cap=48)
+    with pytest.raises(SpeedplanInputError, match="t.csv:2: field 'tokens_per_s' 18000 contradicts s.csv:2"):
+        check_consistent(both)
+
+
 def test_a_quote_left_open_is_named_at_the_row_it_opens(tmp_path):
     """An unclosed quote swallowed the rest of the file into one cell, and the error named a
     missing field; it now names the row where the quote opens."""
