@@ -69,7 +69,10 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
     if "num_speculative_tokens_per_batch_size" in cfg:
         notes += ["vLLM's dynamic speculative decoding is documented as tested with EAGLE, EAGLE-3 and DFlash; "
                   "Model Runner V1 turns it off for methods other than ngram/eagle/eagle3/mtp/draft_model/dflash.",
-                  "vLLM turns the schedule off (static num_speculative_tokens) when --data-parallel-size > 1."]
+                  "vLLM turns the schedule off (static num_speculative_tokens) when --data-parallel-size > 1.",
+                  "with Model Runner V1 (VLLM_USE_V2_MODEL_RUNNER=0) a schedule downgrades full CUDA graphs to "
+                  "PIECEWISE (vllm/config/vllm.py _maybe_override_dynamic_sd_cudagraph_mode), which this plan does "
+                  "not price; 0.33's default Model Runner V2 keeps them."]
         if any(d == 0 for _, _, d in segments(plan)):
             notes.append("K = 0 in a range turns drafting off for those batch sizes (the validator allows K >= 0)"
                          + ("; vLLM 0.33's Model Runner V2 still runs the drafter's forward over each step's tokens "

@@ -454,6 +454,7 @@ def test_d0_with_a_drafter_kept_warm_says_the_drafter_still_runs():
     assert "    0.97x   3.0%  (drafting off, the drafter still updates its KV cache)" in vllm
     assert "num_speculative_tokens = 0" in vllm and "(speculation off)" not in vllm
     assert "#49548" in vllm and "#49548" not in render_vllm(replace(p, schedule=((1, 3), (64, 2))))["vllm_serve.sh"]
+    assert "PIECEWISE" in vllm and "PIECEWISE" not in render_vllm(replace(p, schedule=((1, 3),)))["vllm_serve.sh"]
     assert "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND" in render_sglang(p)["sglang_launch.sh"]
     assert "keep_drafter_warm" in render_trtllm(replace(p, mode="schedule"))["trtllm_serve.sh"]
     cold = replace(p, drafter_kept_warm=False)
