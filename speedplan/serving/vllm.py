@@ -70,7 +70,8 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
         notes += ["vLLM's dynamic speculative decoding is documented as tested with EAGLE, EAGLE-3 and DFlash; "
                   "Model Runner V1 turns it off for methods other than ngram/eagle/eagle3/mtp/draft_model/dflash.",
                   "vLLM turns the schedule off (static num_speculative_tokens) when --data-parallel-size > 1.",
-                  "with Model Runner V1 (VLLM_USE_V2_MODEL_RUNNER=0) a schedule downgrades full CUDA graphs to "
+                  "with Model Runner V1 (VLLM_USE_V2_MODEL_RUNNER=0, or where vLLM falls back to it: no Triton, a "
+                  "feature V2 lacks) a schedule downgrades full CUDA graphs to "
                   "PIECEWISE (vllm/config/vllm.py _maybe_override_dynamic_sd_cudagraph_mode), which this plan does "
                   "not price; 0.33's default Model Runner V2 keeps them."]
         if any(d == 0 for _, _, d in segments(plan)):

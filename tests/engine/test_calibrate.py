@@ -337,3 +337,18 @@ def test_leave_one_out_is_a_fresh_fit_without_the_row():
         alone = calibrate(base, [(m, _setting()) for j, m in enumerate(rows) if j != i], free)
         got = predict(alone.profile.values(), price([(rows[i], _setting())]))[0]
         assert full.loo_error[i] == pytest.approx(abs(got / rows[i].value - 1), rel=1e-6, abs=1e-9)
+
+
+def test_files_are_checked_against_each_other_under_the_base_profiles_cap(tmp_path):
+    """A step time and a tokens/s of one EAGLE-3 configuration at 64 in flight agree when the base
+    profile runs 48 of them (SGLang: 48 x 3 / 18000 tokens/s = 8 ms against 6 ms) and contradict
+    when it runs all 64 (vLLM: 10.7 ms against 6 ms): calibrate passes the base profile's cap."""
+    from speedplan.engine.run_calibration import calibrate_files
+
+    step, tps = tmp_path / "step.csv", tmp_path / "tps.csv"
+    step.write_text("mechanism,batch,draft_len,context,step_ms,acceptance_length\neagle3,64,3,2048,6,3.0\n"
+                    "none,64,0,2048,4,\neagle3,8,3,2048,3,3.0\n")
+    tps.write_text("mechanism,batch,draft_len,context,tokens_per_s,acceptance_length\neagle3,64,3,2048,18000,3.0\n")
+    assert calibrate_files("llama-3.1-8b", "h100-sxm", 1, "sglang", [step, tps]).profile
+    with pytest.raises(SpeedplanInputError, match="tps.csv:2: field 'tokens_per_s' 18000 contradicts .*step.csv:2"):
+        calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [step, tps])

@@ -134,7 +134,8 @@ def test_two_quantities_of_one_configuration_that_imply_other_steps_are_refused(
     rows = read_measurements(a) + read_measurements(c)
     assert [implied_step_ms(m) for m in rows] == pytest.approx([30.0, 10.0])
     with pytest.raises(SpeedplanInputError, match=r"c.csv:2: field 'tokens_per_s' 2400 contradicts .*a.csv:2 "
-                                                  r"\(tpot_ms 10\).*as engine steps: 30 and 10 ms"):
+                                                  r"\(tpot_ms 10\).*as engine steps: 10 ms here, 30 ms there; "
+                                                  r"output throughput also counts prefill"):
         check_consistent(rows)
     c.write_text(c.read_text().replace("2400", "1000"))  # a 24 ms step: within 1.5x
     check_consistent(read_measurements(a) + read_measurements(c))
@@ -147,6 +148,22 @@ def test_two_quantities_of_one_configuration_that_imply_other_steps_are_refused(
     check_consistent(both, spec_cap=48)
     with pytest.raises(SpeedplanInputError, match="t.csv:2: field 'tokens_per_s' 18000 contradicts s.csv:2"):
         check_consistent(both)
+    # the run's own cap decides, above the profile's; one above the batch caps nothing
+    own = [both[0], Measurement("eagle3", 64, 3, 2048, "tokens_per_s", 18000.0, 3.0, "u.csv:2", max_running=48)]
+    check_consistent(own)
+    with pytest.raises(SpeedplanInputError, match="u.csv:2"):  # 64 ran: a 10.7 ms step against 6
+        check_consistent([Measurement("eagle3", 64, 3, 2048, "step_ms", 6.0, 3.0, "s.csv:2", max_running=100),
+                          Measurement("eagle3", 64, 3, 2048, "tokens_per_s", 18000.0, 3.0, "u.csv:2",
+                                      max_running=100)], spec_cap=48)
+    # plain steps are not capped: 128 sequences at 21333 tokens/s is a 6 ms step (2.25 ms if 48 ran)
+    check_consistent([Measurement("none", 128, 0, 2048, "step_ms", 6.0, None, "p.csv:2"),
+                      Measurement("none", 128, 0, 2048, "tokens_per_s", 21333.0, None, "q.csv:2")], spec_cap=48)
+    # each row is checked against every earlier row of its configuration, whatever the first one was
+    rows = [Measurement("eagle3", 8, 3, 2048, "tpot_ms", 10.0, 2.0, "r.csv:2"),
+            Measurement("eagle3", 8, 3, 2048, "tpot_ms", 10.0, 3.0, "r.csv:3"),
+            Measurement("eagle3", 8, 3, 2048, "tokens_per_s", 2400.0, 3.0, "r.csv:4")]
+    with pytest.raises(SpeedplanInputError, match="r.csv:4: .* contradicts r.csv:3"):
+        check_consistent(rows)
 
 
 def test_a_quote_left_open_is_named_at_the_row_it_opens(tmp_path):

@@ -126,49 +126,61 @@ def _measurement(row: dict, quantity: str, acceptance, where: str) -> Measuremen
 REPEAT_SPREAD = 1.5  # repeated runs of one configuration further apart than this factor contradict each other
 
 
+def running(m: Measurement, spec_cap: float = 0.0) -> int:
+    """Requests a step of `m`'s run ran: min(batch, the run's cap, or for a speculative row the
+    profile's `spec_cap`), as calibration prices it."""
+    cap = m.max_running or (spec_cap if m.mechanism != "none" and spec_cap > 0 else None)
+    return int(min(m.batch, cap or m.batch))
+
+
 def implied_step_ms(m: Measurement, spec_cap: float = 0.0) -> float | None:
     """The engine step `m` implies (ms), where its quantity says one: step_ms itself, tpot_ms × AL
-    (one sequence's step emits AL tokens), or R·AL / tokens_per_s with R the requests a step runs
-    (min(batch, the run's cap, or for a speculative row the profile's `spec_cap`)); None for a
-    part of a step or a speedup."""
-    al = m.acceptance_length or 1.0
+    (one sequence's step emits AL tokens), or R·AL / tokens_per_s with R = `running(m, spec_cap)`;
+    None for a part of a step or a speedup."""
+    al = (m.acceptance_length or 1.0) if m.mechanism != "none" else 1.0
     if m.quantity == "step_ms":
         return m.value
     if m.quantity == "tpot_ms":
         return m.value * al
     if m.quantity == "tokens_per_s":
-        cap = m.max_running or (spec_cap if m.mechanism != "none" and spec_cap > 0 else None)
-        return 1000.0 * min(m.batch, cap or m.batch) * al / m.value
+        return 1000.0 * running(m, spec_cap) * al / m.value
     return None
 
 
 def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
     """Refuse rows that contradict each other: the same configuration (mechanism, batch,
-    draft_len, context, tree_nodes, cap on running requests, and acceptance length within 5%)
-    measured twice with values more than `REPEAT_SPREAD` apart, in one quantity or in the step
-    time two of step_ms, tpot_ms and tokens_per_s imply (`implied_step_ms`; `spec_cap`: the base
+    draft_len, context, tree_nodes, requests a step ran, and acceptance length within 5%)
+    measured twice with values more than `REPEAT_SPREAD` apart, in one quantity or in the engine
+    step two of step_ms, tpot_ms and tokens_per_s imply (`implied_step_ms`; `spec_cap`: the base
     profile's spec_max_running). Repeated runs of an engine differ by a few percent; 1.5x is a
     mislabelled row (a unit, a batch, another model), which a fit would split the difference of.
     Rows with other acceptance lengths may differ: another dataset drafts better."""
-    seen: dict[tuple, Measurement] = {}
+    seen: dict[tuple, list[Measurement]] = {}
     for m in rows:
         step = implied_step_ms(m, spec_cap)
-        kind = "step" if step is not None else m.quantity
-        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, m.max_running, kind)
-        first = seen.setdefault(key, m)
-        if first is m:
-            continue
-        same_al = (m.acceptance_length is None and first.acceptance_length is None) or (
-            m.acceptance_length is not None and first.acceptance_length is not None
-            and abs(m.acceptance_length / first.acceptance_length - 1.0) <= 0.05)
-        a, b = (step, implied_step_ms(first, spec_cap)) if step is not None else (m.value, first.value)
-        if same_al and max(a, b) > REPEAT_SPREAD * min(a, b):
-            same = m.quantity == first.quantity
-            also = "" if same else f" (as engine steps: {b:.3g} and {a:.3g} ms)"
-            raise SpeedplanInputError(
-                f"{m.where}: field {m.quantity!r} {m.value:g} contradicts {first.where} ("
-                f"{'' if same else first.quantity + ' '}{first.value:g}): the same configuration ({m.mechanism}, batch {m.batch}, draft_len {m.draft_len}, "
-                f"context {m.context}) measured more than {REPEAT_SPREAD:g}x apart{also}")
+        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, running(m, spec_cap),
+               "step" if step is not None else m.quantity)
+        for first in seen.setdefault(key, []):
+            same_al = (m.acceptance_length is None and first.acceptance_length is None) or (
+                m.acceptance_length is not None and first.acceptance_length is not None
+                and abs(m.acceptance_length / first.acceptance_length - 1.0) <= 0.05)
+            a, b = (step, implied_step_ms(first, spec_cap)) if step is not None else (m.value, first.value)
+            if same_al and max(a, b) > REPEAT_SPREAD * min(a, b):
+                _contradiction(m, first, a, b)
+        seen[key].append(m)
+
+
+def _contradiction(m: Measurement, first: Measurement, a: float, b: float) -> None:
+    """The one line naming two rows of one configuration that disagree (`a`, `b`: what was
+    compared, engine steps in ms where their quantities differ)."""
+    same = m.quantity == first.quantity
+    why = "" if same else f" (as engine steps: {a:.3g} ms here, {b:.3g} ms there" + (
+        "; output throughput also counts prefill and ramp-up, which TPOT and step times leave out: "
+        "give one quantity per configuration" if "tokens_per_s" in (m.quantity, first.quantity) else "") + ")"
+    raise SpeedplanInputError(
+        f"{m.where}: field {m.quantity!r} {m.value:g} contradicts {first.where} ({'' if same else first.quantity + ' '}"
+        f"{first.value:g}): the same configuration ({m.mechanism}, batch {m.batch}, draft_len {m.draft_len}, "
+        f"context {m.context}) measured more than {REPEAT_SPREAD:g}x apart{why}")
 
 
 def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no_acceptance) -> list[Measurement]:
