@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from speedplan.cost.forward import forward_cost
-from speedplan.engine.profile import SETTINGS, TERMS, EngineProfile, running_requests, source_kind
+from speedplan.engine.profile import SETTINGS, TERMS, EngineProfile, source_kind
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.errors import SpeedplanInputError
@@ -74,8 +74,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     steps, plains, al, running, plain_running = [], [], [], [], []
     for m, s in pairs:
         b, d, ctx = np.array([float(m.batch)]), np.array([float(m.draft_len)]), np.array([float(m.context)])
-        cap = float(m.max_running) if m.max_running else spec_max_running
-        plain_b = np.minimum(b, float(m.max_running)) if m.max_running else b
+        plain_b = np.array([float(m.running(speculative=False))])
         plain = plain_parts(s.cost, s.target, plain_b, forward_cost(s.cost, s.target, plain_b, 1, ctx, s.tp))
         plains.append(plain)
         plain_running.append(float(plain_b[0]))
@@ -84,7 +83,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
             al.append(1.0)
             running.append(float(plain_b[0]))
             continue
-        b = running_requests(b, True, cap)
+        b = np.array([float(m.running(spec_max_running))])
         running.append(float(b[0]))
         try:
             mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))

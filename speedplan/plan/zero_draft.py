@@ -40,9 +40,9 @@ class ZeroDraft:
     def __init__(self, result, cells: pd.MultiIndex, kernels: dict | None = None):
         self.engine, self.cells = result.engine, cells
         self.pricing = result.pricing
-        batch = cells.get_level_values(0).to_numpy(dtype=float)
-        cap = float(self.engine.terms["spec_max_running"].value) if self.engine is not None else 0.0
-        self.running = np.minimum(batch, cap) if cap > 0 else batch
+        self.batch = cells.get_level_values(0).to_numpy(dtype=float)
+        # a launch that loads a drafter caps every step as it caps a speculative one
+        self.running = self.engine.running(self.batch, True) if self.engine is not None else self.batch
         self.context = cells.get_level_values(1).to_numpy(dtype=float)
         self.kernels = {} if kernels is None else kernels
         self.kept_warm: dict[str, bool] = {}  # label: whether its drafter runs a forward at D = 0
@@ -67,8 +67,7 @@ class ZeroDraft:
                               lambda: mech.upkeep_cost(cost, target, R, L, tp, bool(terms["zero_draft_logits"])))
         upkeep = upkeep.scaled(terms["zero_draft_forward"] if runs else 0.0)
         self.kept_warm[label] = bool((upkeep.total_s > 0).any())
-        capped = bool((R < self.cells.get_level_values(0).to_numpy(dtype=float)).any())
-        if not capped and not self.kept_warm[label]:
+        if not (R < self.batch).any() and not self.kept_warm[label]:
             return None
         forward = self._kernel(("plain",), lambda: forward_cost(cost, target, R, 1, L, tp))
         step = step_cost(terms, zero_draft_parts(cost, target, mech, R, forward, upkeep, terms))

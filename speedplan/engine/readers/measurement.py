@@ -49,6 +49,14 @@ class Measurement:
     # the file's own names for fields, where it is not a CSV: (("batch", "max_concurrency"), ...)
     names: tuple[tuple[str, str], ...] = ()
 
+    def running(self, spec_cap: float = 0.0, speculative: bool | None = None) -> int:
+        """Requests one step of this run ran: min(batch, cap), the cap the row states
+        (`max_running`) for any step, else the engine's `spec_cap` (spec_max_running, 0 = none)
+        for a speculative one (`speculative`: default, whether the row is)."""
+        speculative = self.mechanism != "none" if speculative is None else speculative
+        cap = self.max_running or (spec_cap if speculative else 0)
+        return int(min(self.batch, cap)) if cap and cap > 0 else self.batch
+
     def _f(self, field_name: str) -> str:
         """`field_name` as the file calls it, quoted: 'batch' in a CSV, 'batch_size' in SGLang's lines."""
         return repr(dict(self.names).get(field_name, field_name))

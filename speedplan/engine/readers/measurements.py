@@ -126,16 +126,9 @@ def _measurement(row: dict, quantity: str, acceptance, where: str) -> Measuremen
 REPEAT_SPREAD = 1.5  # repeated runs of one configuration further apart than this factor contradict each other
 
 
-def running(m: Measurement, spec_cap: float = 0.0) -> int:
-    """Requests a step of `m`'s run ran: min(batch, the run's cap, or for a speculative row the
-    profile's `spec_cap`), as calibration prices it."""
-    cap = m.max_running or (spec_cap if m.mechanism != "none" and spec_cap > 0 else None)
-    return int(min(m.batch, cap or m.batch))
-
-
 def implied_step_ms(m: Measurement, spec_cap: float = 0.0) -> float | None:
     """The engine step `m` implies (ms), where its quantity says one: step_ms itself, tpot_ms × AL
-    (one sequence's step emits AL tokens), or R·AL / tokens_per_s with R = `running(m, spec_cap)`;
+    (one sequence's step emits AL tokens), or R·AL / tokens_per_s with R = `m.running(spec_cap)`;
     None for a part of a step or a speedup."""
     al = (m.acceptance_length or 1.0) if m.mechanism != "none" else 1.0
     if m.quantity == "step_ms":
@@ -143,7 +136,7 @@ def implied_step_ms(m: Measurement, spec_cap: float = 0.0) -> float | None:
     if m.quantity == "tpot_ms":
         return m.value * al
     if m.quantity == "tokens_per_s":
-        return 1000.0 * running(m, spec_cap) * al / m.value
+        return 1000.0 * m.running(spec_cap) * al / m.value
     return None
 
 
@@ -158,7 +151,7 @@ def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
     seen: dict[tuple, list[Measurement]] = {}
     for m in rows:
         step = implied_step_ms(m, spec_cap)
-        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, running(m, spec_cap),
+        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, m.running(spec_cap),
                "step" if step is not None else m.quantity)
         for first in seen.setdefault(key, []):
             same_al = (m.acceptance_length is None and first.acceptance_length is None) or (
