@@ -11,7 +11,8 @@ import numpy as np
 from speedplan.engine.calibrate import Calibration, Setting, calibrate
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
-from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
+from speedplan.engine.readers.measurement import SHORT_DRAFTS
+from speedplan.engine.readers.vllm_metrics import DRAFT_TOKENS, DRAFTS, looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import target, writing
 from speedplan.plan.mechanisms import TREE_MECHANISMS
@@ -123,6 +124,13 @@ def _scrape_acceptance(scrapes):
         if draft_len > len(rates):
             raise SpeedplanInputError(f"{counters.path}: the scrape has {len(rates)} draft positions, a row has "
                                       f"draft_len {draft_len}")
+        mean = counters.mean_draft_tokens
+        if mechanism.split(":")[0] != "ngram" and mean is not None and mean < SHORT_DRAFTS * len(rates):
+            raise SpeedplanInputError(
+                f"{counters.path}: the server drafted {mean:.2f} tokens per draft ({DRAFT_TOKENS} / {DRAFTS}) against "
+                f"the {len(rates)} positions it counts: its draft length varied (a per-batch-size schedule), so "
+                "accepted per position over all drafts understates the acceptance of full-length drafts; scrape a "
+                "server with a fixed num_speculative_tokens")
         return 1.0 + sum(rates[:draft_len])
 
     return acceptance
@@ -140,9 +148,10 @@ def render_calibration(result: Calibration) -> str:
         lines.append(f"  base   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  "
                      + (f"({why})" if "never fitted" in why else f"({why}; not tried unless named in --fit)"))
     lines.append("  row                                  quantity      measured   predicted  residual  leave-one-out")
+    contexts = {r["context"] for r in result.rows}
     for r in result.rows:
         loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
-        label = f"{r['mechanism']} B={r['batch']} D={r['draft_len']}"
+        label = f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" + (f" ctx={r['context']}" if len(contexts) > 1 else "")
         lines.append(f"  {label:<36} {r['quantity']:<12} {r['measured']:>10.4g} {r['predicted']:>11.4g} "
                      f"{r['residual']:>+9.1%}  {loo}")
     fast = np.flatnonzero(result.too_fast) if result.too_fast is not None else []

@@ -26,6 +26,7 @@ def parse_json(text: str, where: str):
     try:
         return json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"{where}: malformed JSON ({e.msg} at line {e.lineno})") from None
+        msg = e.msg.removesuffix(" at")  # "Unterminated string starting at" + a position
+        raise SpeedplanInputError(f"{where}: malformed JSON ({msg} at line {e.lineno}, column {e.colno})") from None
     except RecursionError:
         raise SpeedplanInputError(f"{where}: malformed JSON (nested too deeply)") from None

@@ -24,7 +24,7 @@ def test_vllm_bench_result_with_metadata(tmp_path):
 
 def test_vllm_appended_results_are_json_lines(tmp_path):
     plain = {**VLLM_RUN, "mechanism": "none", "output_throughput": 1500.0}
-    for k in ("spec_decode_acceptance_length", "draft_len"):
+    for k in ("spec_decode_acceptance_length", "spec_decode_num_drafts", "draft_len"):
         plain.pop(k)
     f = tmp_path / "runs.json"
     f.write_text(json.dumps(VLLM_RUN) + "\n" + json.dumps(plain) + "\n")
@@ -199,7 +199,7 @@ SGLANG = {"batch_size": 4, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_le
     ("plain_tree.csv", "mechanism,batch,draft_len,context,tpot_ms,tree_nodes\nnone,1,0,1024,7.0,5\n", "on a plain row"),
     ("deep.json", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
     ("empty.json", "[]", "an empty JSON list"),
-    ("plain_d.json", json.dumps({**VLLM_RUN, "mechanism": "none"}), "'draft_len' is 3 for mechanism 'none'"),
+    ("plain_d.json", json.dumps({**VLLM_RUN, "mechanism": "none", "spec_decode_num_drafts": 0}), "'draft_len' is 3 for mechanism 'none'"),
     ("mech5.json", json.dumps({**VLLM_RUN, "mechanism": 5}), "field 'mechanism' must be text"),
     ("conc0.json", json.dumps({**VLLM_RUN, "max_concurrency": 0}), "field 'max_concurrency' must be in 1..65536"),
     ("true.json", json.dumps({**VLLM_RUN, "max_concurrency": True}), "field 'max_concurrency' must be a number"),
@@ -261,3 +261,82 @@ def test_a_scrape_of_two_models_or_for_a_tree_row_is_refused(tmp_path):
     scrape.write_text(one.replace("E", "0").replace("M", "a") + one.replace("E", "0").replace("M", "b"))
     with pytest.raises(SpeedplanInputError, match="series of 2 models \\(a, b\\)"):
         read_vllm_metrics(scrape)
+
+
+def test_a_vllm_run_reads_its_batch_and_context_from_what_the_benchmark_did(tmp_path):
+    """An audit of 2026-12-04 found a run of 8 prompts at --max-concurrency 64 read as batch 64
+    (it never ran more than 8) and every run without --metadata context= priced at 1024 tokens;
+    the result's own token totals say the mean decode context: prompt + half the output."""
+    run = {k: v for k, v in VLLM_RUN.items() if k != "context"}
+    run.update(max_concurrency=64, num_prompts=8, completed=8, failed=0, total_input_tokens=8 * 8000,
+               total_output_tokens=8 * 256)
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(run))
+    (m,) = read_measurements(f)
+    assert (m.batch, m.context) == (8, 8000 + 128)
+    f.write_text(json.dumps({**run, "num_prompts": 640, "context": 1500}))  # the metadata wins; more prompts: the cap
+    (m,) = read_measurements(f)
+    assert (m.batch, m.context) == (64, 1500)
+
+
+@pytest.mark.parametrize("change, word", [
+    ({"failed": 20, "completed": 140}, r"20 of 160 requests failed \('failed'\)"),
+    ({"mechanism": "none", "draft_len": None}, r"mechanism none, but the server drafted .*'spec_decode_num_drafts' 1000"),
+    ({"spec_decode_draft_tokens": 5000}, r"drafted 5\.00 tokens per draft .* more than draft_len 3: the metadata"),
+    ({"spec_decode_draft_tokens": 2000}, r"drafted 2\.00 tokens per draft .* its draft length varied"),
+])
+def test_a_vllm_run_whose_own_counters_contradict_it_is_refused(tmp_path, change, word):
+    run = {**VLLM_RUN, "completed": 320, "failed": 0, "spec_decode_draft_tokens": 3000, **change}
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps({k: v for k, v in run.items() if v is not None}))
+    with pytest.raises(SpeedplanInputError, match=word) as e:
+        read_measurements(f)
+    assert str(e.value).startswith(f"{f}:run 1: ")
+
+
+def test_a_vllm_run_that_lost_a_few_requests_or_drafts_is_read(tmp_path):
+    """Under 1% failed, drafts truncated at requests' last tokens, and an n-gram drafter's
+    shorter proposals (its matches run out) are what such runs look like."""
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps({**VLLM_RUN, "completed": 999, "failed": 1, "spec_decode_draft_tokens": 2970}))
+    assert read_measurements(f)[0].acceptance_length == 2.71
+    f.write_text(json.dumps({**VLLM_RUN, "mechanism": "ngram", "spec_decode_draft_tokens": 1800,
+                             "spec_decode_acceptance_length": 1.9}))
+    assert read_measurements(f)[0].mechanism == "ngram"
+
+
+def test_sglang_rows_take_the_scripts_prompts_and_their_output_as_context(tmp_path):
+    """bench_speculative.py sends eight fixed prompts (61 tokens on average) for 512 tokens each
+    and records completion_tokens; they were priced at 1024 tokens of context until 2026-12-04."""
+    f = tmp_path / "output.jsonl"
+    f.write_text(json.dumps({**SGLANG, "completion_tokens": 512.0}) + "\n" + json.dumps(SGLANG) + "\n"
+                 + json.dumps({**SGLANG, "context": 4000}) + "\n")
+    assert [m.context for m in read_measurements(f)] == [61 + 256, 61 + 256, 4000]
+
+
+def test_a_scrape_whose_drafts_ran_short_or_that_predates_the_counters_says_so(tmp_path):
+    from speedplan.engine.readers.vllm_metrics import read_vllm_metrics
+    from speedplan.engine.run_calibration import _scrape_acceptance
+
+    scrape = tmp_path / "metrics.txt"
+    body = ('vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0\n'
+            'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} TOKENS\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 80.0\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 40.0\n')
+    scrape.write_text(body.replace("TOKENS", "198.0"))  # two drafts cut short at their requests' ends
+    assert _scrape_acceptance([read_vllm_metrics(scrape)])("eagle3", 2) == pytest.approx(2.2)
+    scrape.write_text(body.replace("TOKENS", "150.0"))  # K varied with the batch: 1.5 tokens per draft
+    acceptance = _scrape_acceptance([read_vllm_metrics(scrape)])
+    with pytest.raises(SpeedplanInputError, match=r"drafted 1\.50 tokens per draft .* draft length varied"):
+        acceptance("eagle3", 2)
+    assert acceptance("ngram", 2) == pytest.approx(2.2)  # an n-gram drafter proposes what it matches
+    scrape.write_text("vllm:spec_decode_draft_acceptance_rate 0.6\nvllm:spec_decode_num_emitted_tokens_total 900.0\n")
+    with pytest.raises(SpeedplanInputError, match=r"from 0\.8\.5 on \(PR #16665\)"):
+        read_vllm_metrics(scrape)
+
+
+def test_a_json_syntax_error_names_its_line_and_column(tmp_path):
+    f = tmp_path / "run.json"
+    f.write_text('{"output_throughput": 5, "mechanism": "none\n')
+    with pytest.raises(SpeedplanInputError, match=r"malformed JSON \(Unterminated string starting at line 1, column 39\)"):
+        read_measurements(f)

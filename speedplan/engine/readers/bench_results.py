@@ -1,9 +1,12 @@
 """The benchmark outputs of two engines as `Measurement` records (docs/engine.md, "Inputs";
 field names checked in the engines' own sources):
 
-- vLLM `vllm/benchmarks/serve.py` (v0.33.0, commit 4ba787ec9): `max_concurrency`,
-  `output_throughput` (aggregate output tokens/s), `mean_tpot_ms`, `median_tpot_ms`,
-  `spec_decode_acceptance_length` (1 + accepted / drafts); `--metadata KEY=VALUE` pairs are
+- vLLM `vllm/benchmarks/serve.py` (v0.33.0, commit 4ba787ec9): `max_concurrency` and
+  `num_prompts` (the batch: at most that many requests run at once), `output_throughput`
+  (aggregate output tokens/s of the completed requests over the run), `completed`, `failed`,
+  `total_input_tokens` and `total_output_tokens` (the mean context), and the server's
+  speculative counters over the run: `spec_decode_acceptance_length` (1 + accepted / drafts),
+  `spec_decode_num_drafts`, `spec_decode_draft_tokens`. `--metadata KEY=VALUE` pairs are
   written as top-level keys, which is how a run says its mechanism and draft length.
 - SGLang `scripts/playground/bench_speculative.py`: one JSON object per line with `batch_size`,
   `steps`, `topk`, `num_draft_tokens`, `acc_length`, `step_time` (seconds per decode step,
@@ -17,7 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from speedplan.engine.readers.measurement import DEFAULT_CONTEXT, Measurement, no_acceptance, number_field, scraped
+from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, SHORT_DRAFTS, Measurement, no_acceptance, number_field,
+                                                  scraped)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 
@@ -25,7 +29,9 @@ from speedplan.specs.files import parse_json
 def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurement]:
     """One `vllm bench serve --save-result` run (or several, with --append-result). The run's
     mechanism and draft length come from `--metadata mechanism=NAME draft_len=K [context=L]
-    [max_running_requests=N]` (the last: the server's --max-num-seqs, where it capped the batch)."""
+    [max_running_requests=N]` (the last: the server's --max-num-seqs, where it capped the batch).
+    Without `context`, the run's mean decode context is read from its token totals: mean prompt
+    + half the mean output (a request's KV grows from its prompt to prompt + output)."""
     runs = data if isinstance(data, list) else [data]
     out = []
     for i, run in enumerate(runs, start=1):
@@ -39,25 +45,89 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
         if not mech:
             raise SpeedplanInputError(f"{where}: field 'mechanism' missing: run vllm bench serve with "
                                       "--metadata mechanism=NAME draft_len=K (mechanism=none for plain decoding)")
-        batch = run.get("max_concurrency")
-        if batch is None:
+        if run.get("max_concurrency") is None:
             raise SpeedplanInputError(f"{where}: field 'max_concurrency' missing: run with --max-concurrency B")
+        batch, batch_field = _vllm_batch(run, where)
+        _check_completed(run, where)
         draft_len = number_field(run, "draft_len", where, True, required=mech != "none") or 0
-        al = number_field(run, "spec_decode_acceptance_length", where, required=False)
-        if mech != "none" and al is None:
-            al = number_field(run, "acceptance_length", where, required=False)
-        if mech != "none" and al is None:
-            al = scraped(acceptance, mech, draft_len, where)
-        context = number_field(run, "context", where, True, required=False)
+        drafts = number_field(run, "spec_decode_num_drafts", where, required=False)
+        if mech == "none" and drafts:
+            raise SpeedplanInputError(f"{where}: mechanism none, but the server drafted during the run "
+                                      f"('spec_decode_num_drafts' {drafts:g}): measure plain decoding on a server "
+                                      "started without --speculative-config")
+        if mech not in ("none", "ngram") and drafts:
+            _check_draft_length(number_field(run, "spec_decode_draft_tokens", where, required=False), drafts,
+                                draft_len, where)
+        al, al_field = None, "acceptance_length"
+        if mech != "none":
+            for key in ("spec_decode_acceptance_length", "acceptance_length"):
+                al = number_field(run, key, where, required=False)
+                if al is not None:
+                    al_field = key
+                    break
+            if al is None:
+                al = scraped(acceptance, mech, draft_len, where)
+                al_field = "acceptance_length (give --metadata acceptance_length=AL or a /metrics scrape)"
+        context, context_field = _vllm_context(run, where)
         out.append(Measurement(
-            mechanism=mech, batch=number_field(run, "max_concurrency", where, True), draft_len=draft_len,
-            context=DEFAULT_CONTEXT if context is None else context,
+            mechanism=mech, batch=batch, draft_len=draft_len, context=context,
             quantity="tokens_per_s", value=number_field(run, "output_throughput", where),
             acceptance_length=al if mech != "none" else None, where=where,
             max_running=number_field(run, "max_running_requests", where, True, required=False),
-            names=(("batch", "max_concurrency"), ("tokens_per_s", "output_throughput"),
-                   ("acceptance_length", "spec_decode_acceptance_length"))))
+            names=(("batch", batch_field), ("tokens_per_s", "output_throughput"), ("acceptance_length", al_field),
+                   ("context", context_field))))
     return out
+
+
+FAILED_SHARE = 0.01  # failed requests a run may have: output_throughput leaves out their tokens
+
+
+def _vllm_batch(run: dict, where: str) -> tuple[int, str]:
+    """The most requests the run had in flight: --max-concurrency, or --num-prompts where fewer."""
+    batch = number_field(run, "max_concurrency", where, True)
+    prompts = number_field(run, "num_prompts", where, True, required=False)
+    if prompts is not None and 1 <= prompts < batch:
+        return prompts, "num_prompts"
+    return batch, "max_concurrency"
+
+
+def _check_completed(run: dict, where: str) -> None:
+    failed = number_field(run, "failed", where, True, required=False) or 0
+    done = number_field(run, "completed", where, True, required=False) or 0
+    if failed > FAILED_SHARE * max(failed + done, 1):
+        raise SpeedplanInputError(f"{where}: {failed} of {failed + done} requests failed ('failed'); "
+                                  "output_throughput counts only the completed ones' tokens: rerun without failures")
+
+
+def _check_draft_length(draft_tokens: float | None, drafts: float, draft_len: int, where: str) -> None:
+    """The server's own counters say how long its drafts were: more than draft_len means the
+    metadata names the wrong D; much less, that D varied (dynamic speculative decoding)."""
+    if draft_tokens is None or drafts <= 0:
+        return
+    mean = draft_tokens / drafts
+    if mean > draft_len + 1e-6:
+        raise SpeedplanInputError(f"{where}: the server drafted {mean:.2f} tokens per draft "
+                                  f"('spec_decode_draft_tokens' / 'spec_decode_num_drafts'), more than draft_len "
+                                  f"{draft_len}: the metadata names the wrong draft length")
+    if mean < SHORT_DRAFTS * draft_len:
+        raise SpeedplanInputError(f"{where}: the server drafted {mean:.2f} tokens per draft "
+                                  f"('spec_decode_draft_tokens' / 'spec_decode_num_drafts') against draft_len "
+                                  f"{draft_len}: its draft length varied (a per-batch-size schedule), so this run "
+                                  "is not one draft length; measure with a fixed num_speculative_tokens")
+
+
+def _vllm_context(run: dict, where: str) -> tuple[int, str]:
+    """Tokens of KV per sequence in an average decode step: --metadata context=L, else the
+    run's mean prompt plus half its mean output, else DEFAULT_CONTEXT."""
+    context = number_field(run, "context", where, True, required=False)
+    if context is not None:
+        return context, "context"
+    done = number_field(run, "completed", where, True, required=False)
+    prompt = number_field(run, "total_input_tokens", where, required=False)
+    output = number_field(run, "total_output_tokens", where, required=False)
+    if done and done > 0 and prompt is not None and output is not None and prompt + output > 0:
+        return max(1, round((prompt + output / 2) / done)), "total_input_tokens"
+    return DEFAULT_CONTEXT, "context"
 
 
 def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Measurement]:
@@ -97,13 +167,33 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
         if number_field(rec, "step_time", where) <= 0:
             raise SpeedplanInputError(f"{where}: field 'step_time' must be a positive number of seconds, "
                                       f"got {rec['step_time']!r}")
-        context = number_field(rec, "context", where, True, required=False)
+        context, context_field = _sglang_context(rec, where)
         out.append(Measurement(
-            mechanism=mech, batch=number_field(rec, "batch_size", where, True), draft_len=steps,
-            context=DEFAULT_CONTEXT if context is None else context,
+            mechanism=mech, batch=number_field(rec, "batch_size", where, True), draft_len=steps, context=context,
             quantity="step_ms", value=number_field(rec, "step_time", where) * 1e3,
             acceptance_length=number_field(rec, "acc_length", where) if steps else None, where=where, tree_nodes=nodes,
             max_running=number_field(rec, "batch_size", where, True),
             names=(("batch", "batch_size"), ("max_running_requests", "batch_size"), ("draft_len", "steps"),
-                   ("step_ms", "step_time"), ("acceptance_length", "acc_length"), ("tree_nodes", "num_draft_tokens"))))
+                   ("step_ms", "step_time"), ("acceptance_length", "acc_length"), ("tree_nodes", "num_draft_tokens"),
+                   ("context", context_field))))
     return out
+
+
+# bench_speculative.py sends its eight fixed prompts, cycled, each asking for 512 output tokens
+# with EOS ignored (sglang commit 01d2a3d0d57b): 61 tokens on average (26, 108, 15, 129, 134, 29,
+# 19, 25 under the SmolLM2 tokenizer speedplan's runtime ships; Llama-family tokenizers count
+# alike), and it records `completion_tokens`, the mean output per request.
+BENCH_SPECULATIVE_PROMPT_TOKENS = 61
+BENCH_SPECULATIVE_OUTPUT_TOKENS = 512
+
+
+def _sglang_context(rec: dict, where: str) -> tuple[int, str]:
+    """Tokens of KV per sequence in an average decode step: a `context` field where the line
+    has one, else the script's mean prompt plus half the row's mean output."""
+    context = number_field(rec, "context", where, True, required=False)
+    if context is not None:
+        return context, "context"
+    output = number_field(rec, "completion_tokens", where, required=False)
+    if output is None or output <= 0:
+        output = BENCH_SPECULATIVE_OUTPUT_TOKENS
+    return round(BENCH_SPECULATIVE_PROMPT_TOKENS + output / 2), "completion_tokens"

@@ -18,6 +18,10 @@ DEFAULT_CONTEXT = 1024  # tokens, when a benchmark file does not say (stated in 
 # a real one), so that only a unit slip or a corrupted cell is refused.
 PLAUSIBLE = {"tpot_ms": (1e-3, 6e5, "ms"), "step_ms": (1e-3, 6e5, "ms"), "verify_ms": (1e-3, 6e5, "ms"),
              "draft_ms": (1e-3, 6e5, "ms"), "tokens_per_s": (1e-3, 1e8, "tokens/s"), "speedup": (1e-3, 100.0, "x")}
+# Drafts a server's counters show shorter on average than this share of the draft length: the
+# length varied over the run (vLLM's per-batch-size num_speculative_tokens), so the run is not
+# one draft length. Truncation at a request's last tokens shortens a few drafts below that.
+SHORT_DRAFTS = 0.95
 MAX_TREE_NODES = 4096  # draft nodes a tree verifies per sequence (engines run 8-64; SGLang's num_draft_tokens - 1)
 
 

@@ -53,6 +53,11 @@ class SpecDecodeCounters:
     def acceptance_length(self) -> float:
         return 1.0 + sum(self.position_rates)
 
+    @property
+    def mean_draft_tokens(self) -> float | None:
+        """Draft tokens per draft (the server's K when its drafts were all full length)."""
+        return None if self.num_draft_tokens is None else self.num_draft_tokens / self.num_drafts
+
 
 def _labels(text: str, where: str) -> dict[str, str]:
     labels, pos = {}, 0
@@ -104,6 +109,10 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
             per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
         else:
             totals[name] += value
+    if DRAFTS not in seen and any(line.lstrip().startswith(PREFIX) for line in lines):
+        raise SpeedplanInputError(f"{path}: vLLM speculative-decoding metrics without {DRAFTS}: vLLM exports the "
+                                  "per-draft and per-position counters from 0.8.5 on (PR #16665); scrape a newer "
+                                  "server, or give each row its acceptance_length")
     if DRAFTS not in seen:
         raise SpeedplanInputError(f"{path}: no {DRAFTS} sample (is this a vLLM /metrics scrape with speculative decoding on?)")
     if len(models) > 1:  # one server serves one model; its engines' series (engine="0", "1") are summed
@@ -130,4 +139,4 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
 
 
 def looks_like_vllm_metrics(text: str) -> bool:
-    return DRAFTS in text or PER_POSITION in text
+    return DRAFTS in text or PER_POSITION in text or any(line.lstrip().startswith(PREFIX) for line in text.splitlines())
