@@ -276,7 +276,9 @@ def test_a_vllm_run_reads_its_batch_and_context_from_what_the_benchmark_did(tmp_
     assert (m.batch, m.context) == (8, 8000 + 128)
     f.write_text(json.dumps({**run, "num_prompts": 640, "context": 1500}))  # the metadata wins; more prompts: the cap
     (m,) = read_measurements(f)
-    assert (m.batch, m.context) == (64, 1500)
+    assert (m.batch, m.context, m.tree_nodes) == (64, 1500, None)
+    f.write_text(json.dumps({**run, "mechanism": "eagle3-tree:topk=2", "tree_nodes": 6}))
+    assert read_measurements(f)[0].tree_nodes == 6
 
 
 @pytest.mark.parametrize("change, word", [

@@ -29,7 +29,8 @@ from speedplan.specs.files import parse_json
 def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurement]:
     """One `vllm bench serve --save-result` run (or several, with --append-result). The run's
     mechanism and draft length come from `--metadata mechanism=NAME draft_len=K [context=L]
-    [max_running_requests=N]` (the last: the server's --max-num-seqs, where it capped the batch).
+    [max_running_requests=N] [tree_nodes=N]` (max_running_requests: the server's --max-num-seqs,
+    where it capped the batch; tree_nodes: a token tree's draft nodes, as in a CSV).
     Without `context`, the run's mean decode context is read from its token totals: mean prompt
     + half the mean output (a request's KV grows from its prompt to prompt + output)."""
     runs = data if isinstance(data, list) else [data]
@@ -74,6 +75,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
             quantity="tokens_per_s", value=number_field(run, "output_throughput", where),
             acceptance_length=al if mech != "none" else None, where=where,
             max_running=number_field(run, "max_running_requests", where, True, required=False),
+            tree_nodes=number_field(run, "tree_nodes", where, True, required=False),
             names=(("batch", batch_field), ("tokens_per_s", "output_throughput"), ("acceptance_length", al_field),
                    ("context", context_field))))
     return out
