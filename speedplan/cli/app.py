@@ -41,7 +41,10 @@ except ImportError:  # older typer depends on click and raises click's exception
 
 # A disk that fills up, a read-only file system or a refused permission while a command writes:
 # the user's environment, told in one line like bad input (outputs are written all or nothing).
-_FULL_OR_FORBIDDEN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+# A path the file system cannot take (a name over 255 bytes, a loop of symbolic links) is the
+# user's input, told the same way.
+_FULL_OR_FORBIDDEN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG,
+                      errno.ELOOP}
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -56,6 +59,11 @@ def run(argv: list[str] | None = None) -> int:
         if e.errno not in _FULL_OR_FORBIDDEN:
             raise  # anything else is a bug to see whole
         typer.echo(f"speedplan: error: {e.filename or 'writing output'}: {e.strerror}", err=True)
+        return 2
+    except RuntimeError as e:
+        if not str(e).startswith("Symlink loop"):  # pathlib's resolve(strict=False) on a loop of links
+            raise
+        typer.echo(f"speedplan: error: {e}", err=True)
         return 2
     except typer.Exit as e:
         return e.exit_code

@@ -73,6 +73,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     speculative cap (`spec_max_running`, 0 = none) for speculative steps only."""
     steps, plains, al, running, plain_running = [], [], [], [], []
     for m, s in pairs:
+        _check_runnable(m, s, spec_max_running)
         b, d, ctx = np.array([float(m.batch)]), np.array([float(m.draft_len)]), np.array([float(m.context)])
         plain_b = np.array([float(m.running(speculative=False))])
         plain = plain_parts(s.cost, s.target, plain_b, forward_cost(s.cost, s.target, plain_b, 1, ctx, s.tp))
@@ -100,6 +101,21 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     return Priced(rows, [s for _, s in pairs], _stack(steps), _stack(plains),
                   np.array([float(m.batch) for m in rows]), np.array(al), np.array([m.quantity for m in rows]),
                   np.array([m.value for m in rows]), np.array(running), np.array(plain_running))
+
+
+def _check_runnable(m: Measurement, s: Setting, spec_max_running: float) -> None:
+    """Refuse a row its setting cannot have run: a context above the model's, or more KV cache
+    and weights than the GPUs hold (all of their memory, no allowance for activations)."""
+    s.target.check_context([m.context], f"{m.where}: field {m._f('context')}")
+    requests = m.running(spec_max_running)
+    need = s.target.weight_bytes() / s.tp + requests * float(s.target.kv_bytes_per_rank(m.context + m.draft_len + 1, s.tp))
+    have = s.cost.hardware.memory_bytes
+    if need > have:
+        raise SpeedplanInputError(
+            f"{m.where}: {requests} requests of {m.context:,} tokens need {need / 1e9:,.0f} GB per GPU for weights and "
+            f"KV cache, beyond the {have / 1e9:.0f} GB of {s.cost.hardware.name} at TP {s.tp}: the server cannot have run "
+            "them at once (check the batch, the context, --hardware and --tp; or give max_running_requests, the "
+            "requests the server ran)")
 
 
 def _check_nodes(m: Measurement, mech) -> None:

@@ -149,6 +149,10 @@ def from_vllm_metrics(path: Path) -> Acceptance:
     """Per-position conditional acceptance from a vLLM scrape (see engine.readers.vllm_metrics)."""
     counters = read_vllm_metrics(path)
     rates = counters.position_rates
+    if min(rates) >= 1.0 - 1e-9:
+        raise SpeedplanInputError(f"{path}: every drafted token was accepted at all {len(rates)} positions "
+                                  f"({counters.num_drafts:g} drafts): no acceptance rate below 1 can be read from it "
+                                  "(a workload that repeats its prompt?); measure a representative one")
     p = conditional_from_position_rates(rates)
     source = (f"vLLM metrics: {path} ({counters.num_drafts:g} drafts, AL {counters.acceptance_length:.3f} "
               f"at D={len(rates)})")
@@ -161,14 +165,23 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
     records = read_sglang_log(path)
     al = mean_accept_length(records)
     how = "given"
+    implied = draft_len_from_rates(records)
     if draft_len is None:
-        implied = draft_len_from_rates(records)
         if implied is None:
             raise SpeedplanInputError(f"{path}: its lines have no 'accept rate'; give the draft length as {path}@D")
         draft_len, how = max(1, int(round(implied))), f"from accept rate ({implied:.2f})"
+    elif implied is not None and abs(implied - draft_len) >= 0.5:
+        raise SpeedplanInputError(f"{path}@{draft_len}: its lines' accept rate implies draft length {implied:.2f}, "
+                                  f"not {draft_len}; leave out @D to use the log's own")
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}@{draft_len}: the draft length must be >= 1")
-    alpha = fit_iid_alpha(min(al, 1.0 + draft_len), draft_len)
+    if al > 1.0 + draft_len + 1e-6:
+        raise SpeedplanInputError(f"{path}@{draft_len}: mean accept len {al:.3f} exceeds 1 + D = {1 + draft_len} "
+                                  "(it counts the bonus token): the server drafted more than D tokens")
+    if al >= 1.0 + draft_len - 1e-6:
+        raise SpeedplanInputError(f"{path}@{draft_len}: mean accept len {al:.3f} is 1 + D: every drafted token was "
+                                  "accepted, so no acceptance rate below 1 can be read from it")
+    alpha = fit_iid_alpha(al, draft_len)
     source = (f"SGLang log: {path} ({len(records)} decode lines, mean accept len {al:.3f}, D={draft_len} {how}; "
               f"i.i.d. alpha {alpha:.3f})")
     return Acceptance.iid(alpha, source)

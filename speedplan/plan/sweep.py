@@ -265,6 +265,10 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
         else:
             user_acc = acceptance
         mech = parse_mechanism(spec, target, user_acc)
+        label = mech.label.lower()
+        if isinstance(acceptance, dict) and label in acceptance and label not in keys:
+            used.add(label)  # a bare `draft-model` resolves to its default draft, which the key names
+            mech = parse_mechanism(spec, target, acceptance[label])
         if getattr(mech, "draft_tp", None) == tp:
             mech = replace(mech, draft_tp=None)  # the target's TP is the unmarked default
         mechs.append(mech)

@@ -112,3 +112,13 @@ def test_a_partial_bench_folder_is_resumable_with_every_table_bench_writes(tmp_p
     for name in ("gemm.csv", "gemm_cupy.csv", "floors.csv", "meta.json.tmp"):  # bench --cupy writes gemm_cupy.csv
         (part / name).write_text("x\n")
     check_replaceable(part, PROFILE)  # no error: bench resumes it
+
+
+def test_a_path_the_file_system_cannot_take_is_one_line(tmp_path, capsys, monkeypatch):
+    """A name over 255 bytes and a loop of symbolic links ended in tracebacks (audit of 2026-12-04)."""
+    monkeypatch.chdir(tmp_path)
+    _refused(["sweep", "--batch", "1", "--out", str(tmp_path / ("x" * 300))], capsys, "File name too long")
+    (tmp_path / "loopa").symlink_to(tmp_path / "loopb")
+    (tmp_path / "loopb").symlink_to(tmp_path / "loopa")
+    _refused(["sweep", "--batch", "1", "--out", str(tmp_path / "loopa")], capsys, "Symlink loop")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loopa", "loopb"]  # nothing half-written

@@ -195,7 +195,7 @@ def test_timed_parts_of_a_step_tell_slow_kernels_from_host_work():
                          f"synthetic B={b} D={d}") for b in (1, 4) for d in (0, 3)]
     parts = [Measurement(m.mechanism, m.batch, m.draft_len, m.context, "verify_ms", 1.0, m.acceptance_length,
                          m.where + " verify") for m in steps]
-    far = _measured([Measurement("eagle", 256, 7, 2048, "step_ms", 1.0, 4.0, "far")], truth)
+    far = _measured([Measurement("eagle", 192, 7, 2048, "step_ms", 1.0, 4.0, "far")], truth)
     free = ["kernel_scale", "host_step_us"]
     with_parts = calibrate(base, [(m, _setting()) for m in _measured(steps + parts, truth)], free=free)
     assert with_parts.profile.kernel_scale == pytest.approx(1.3, rel=0.01)
@@ -352,3 +352,16 @@ def test_files_are_checked_against_each_other_under_the_base_profiles_cap(tmp_pa
     assert calibrate_files("llama-3.1-8b", "h100-sxm", 1, "sglang", [step, tps]).profile
     with pytest.raises(SpeedplanInputError, match="tps.csv:2: field 'tokens_per_s' 18000 contradicts .*step.csv:2"):
         calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [step, tps])
+
+
+def test_a_row_its_model_and_gpus_cannot_have_run_is_refused():
+    """An audit of 2026-12-04: a context of 10M tokens on llama-3.1-8b (131,072 at most) and 256
+    requests of 131,072 tokens on one H100 were fitted, residual +8173%."""
+    long = Measurement("none", 1, 0, 10_000_000, "tpot_ms", 7.0, None, "runs.csv:2")
+    with pytest.raises(SpeedplanInputError, match=r"runs.csv:2: field 'context' 10000000: above llama-3.1-8b's 131,072"):
+        price([(long, _setting())])
+    full = Measurement("none", 256, 0, 131072, "tpot_ms", 70.0, None, "runs.csv:3")
+    with pytest.raises(SpeedplanInputError, match=r"runs.csv:3: 256 requests of 131,072 tokens need 4,414 GB per GPU"):
+        price([(full, _setting())])
+    capped = Measurement("none", 256, 0, 131072, "tpot_ms", 70.0, None, "runs.csv:4", max_running=2)
+    assert price([(capped, _setting())]).batch[0] == 256  # the server ran 2 of them at once: that fits

@@ -139,3 +139,34 @@ def test_at_d_is_for_sglang_logs_and_a_file_may_have_an_at_in_its_name(tmp_path)
     at = tmp_path / "run@home.json"
     at.write_text('{"alpha": 0.7}')
     assert parse_acceptance(str(at)).positions[0] == pytest.approx(0.7)
+
+
+def test_engine_acceptance_that_cannot_be_is_refused(tmp_path):
+    """An audit of 2026-12-04: a log read at @1 with accept len 3.2 (above 1 + D) and a scrape
+    with every draft accepted both became alpha 0.999 and a 5x plan; @3 against a log whose
+    accept rate implies 4 used 3."""
+    log = _write(tmp_path, "server.log", LOG.replace(", accept rate: 0.50", "").replace(", accept rate: 0.60", ""))
+    with pytest.raises(SpeedplanInputError, match=r"mean accept len 3\.300 exceeds 1 \+ D = 2"):
+        parse_acceptance(f"{log}@1")
+    full = _write(tmp_path, "full.log", log.read_text().replace("accept len: 3.40", "accept len: 3.00"))
+    with pytest.raises(SpeedplanInputError, match=r"full.log@2: mean accept len 3\.000 is 1 \+ D"):
+        parse_acceptance(f"{full}@2")
+    rated = _write(tmp_path, "rated.log", LOG)  # accept len / accept rate: D = 4 from either line
+    with pytest.raises(SpeedplanInputError, match=r"accept rate implies draft length .*, not 2"):
+        parse_acceptance(f"{rated}@2")
+    all_in = SCRAPE.replace("} 54.0", "} 60.0").replace("} 36.0", "} 40.0").replace("} 70.0", "} 100.0").replace(
+        "} 50.0", "} 100.0")
+    with pytest.raises(SpeedplanInputError, match="every drafted token was accepted at all 3 positions"):
+        parse_acceptance(str(_write(tmp_path, "metrics.txt", all_in)))
+
+
+def test_a_draft_models_acceptance_may_name_its_default_draft():
+    """`sweep --help`'s own example, draft-model:llama-3.2-1b:alpha=0.6, was refused while the
+    sweep's bare `draft-model` resolved to that very draft (until 2026-12-04)."""
+    from speedplan.plan.sweep import sweep
+
+    acc = parse_acceptance_options(["draft-model:llama-3.2-1b:alpha=0.6"], ("draft-model",))
+    for mechanisms in (["draft-model"], None):  # named bare, and the default sweep's
+        result = sweep(mechanisms=mechanisms, batches=(1,), draft_lens=(2,), acceptance=acc)
+        rows = result.frame[result.frame["mechanism"] == "draft-model:llama-3.2-1b"]
+        assert len(rows) and rows["acceptance_length"].iloc[0] == pytest.approx(al_iid(0.6, 2))

@@ -109,7 +109,7 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
             per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
         else:
             totals[name] += value
-    if DRAFTS not in seen and any(line.lstrip().startswith(PREFIX) for line in lines):
+    if not seen & {DRAFTS, PER_POSITION} and any(line.lstrip().startswith(PREFIX) for line in lines):
         raise SpeedplanInputError(f"{path}: vLLM speculative-decoding metrics without {DRAFTS}: vLLM exports the "
                                   "per-draft and per-position counters from 0.8.5 on (PR #16665); scrape a newer "
                                   "server, or give each row its acceptance_length")
