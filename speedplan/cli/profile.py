@@ -13,7 +13,38 @@ from typing import Optional
 import typer
 
 from speedplan.cli.options import check_output
-from speedplan.outputs import PROFILE, check_replaceable
+from speedplan.errors import SpeedplanInputError
+from speedplan.outputs import PROFILE, check_replaceable, target
+
+# What each command writes, as the `origin` (and for an import, `source`) of a profile's meta.json:
+# a folder holding another kind of profile is the user's data, never replaced by this one.
+_KINDS = {"bench": "a measured profile of `speedplan bench`", "roofline": "a datasheet-roofline profile",
+          "derive": "a derived profile", "import-aic": "a profile imported from AIConfigurator"}
+
+
+def _kind_of(meta: dict) -> str:
+    origin = meta.get("origin")
+    if origin == "measured":
+        return "import-aic" if isinstance(meta.get("source"), dict) else "bench"
+    return {"datasheet-roofline": "roofline", "derived": "derive"}.get(origin, str(origin))
+
+
+def check_same_kind(out: str, command: str, also=()) -> None:
+    """Refuse to replace (or add to) a profile folder of another kind: `profile roofline --out`
+    a measured profile replaced its points with datasheet values (an audit of 2026-12-04)."""
+    meta_path = target(out) / "meta.json"
+    if not meta_path.is_file():
+        return
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return  # check_replaceable has said what is wrong with it
+    kind = _kind_of(meta) if isinstance(meta, dict) else ""
+    if kind != command and kind not in also:
+        held = _KINDS.get(kind, f"a profile of origin {kind!r}")
+        name = "speedplan bench" if command == "bench" else f"speedplan profile {command}"
+        raise SpeedplanInputError(f"--out {out}: holds {held}, which `{name}` "
+                                  "would replace; give a new folder")
 
 app = typer.Typer(help="Check, generate, import or derive profile folders.", no_args_is_help=True,
                           rich_markup_mode=None)
@@ -45,6 +76,7 @@ def bench(
 
     check_output(out)
     check_replaceable(out, PROFILE)  # resumed, not replaced: a folder of one's own, or the current one, is refused
+    check_same_kind(out, "bench", also=("roofline",))  # a datasheet placeholder gives way to measurements
     result = run_bench(grid, device, out, tp, hardware_preset, dtype, min_time_ms, threads, cupy,
                        stop_after, progress, quiet_tries, visits, interleave)
     state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"
@@ -96,6 +128,7 @@ def roofline(
 
     check_output(out)
     check_replaceable(out, PROFILE)  # before the work, not after it
+    check_same_kind(out, "roofline")
     path = write_roofline_profile(hardware, build_grid(grid, device, 1, None, fp8=True), out)
     typer.echo(f"{path}: datasheet roofline of {hardware} (not measured)")
 
@@ -115,6 +148,7 @@ def derive(
 
     check_output(out)
     check_replaceable(out, PROFILE, inputs=[source])  # before the work, not after it
+    check_same_kind(out, "derive")
     typer.echo(f"{derive_profile(source, hardware, out)}: derived from {source} for {hardware}")
 
 
@@ -140,5 +174,6 @@ def import_aic(
 
     check_output(out)
     check_replaceable(out, PROFILE)  # before the work, not after it
+    check_same_kind(out, "import-aic")
     path = convert(system, backend, version, out, all_heads, moe_routing=moe_routing)
     typer.echo(f"{path}: imported {system} {backend} tables")

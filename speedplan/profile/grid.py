@@ -177,7 +177,12 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
             hardware_preset = next((p for key, p in _GPU_PRESETS.items() if key in name.upper()), None)
             if hardware_preset is None:
                 raise SpeedplanInputError(f"no hardware preset for {name!r}; pass --hardware-preset")
-    hardware_preset = get_hardware(hardware_preset or "cpu-local").name
+    hw = get_hardware(hardware_preset or "cpu-local")
+    if (device == "cpu") != (hw.default_dtype == "fp32"):  # CPU presets are fp32 machines; GPU presets are not
+        raise SpeedplanInputError(f"--hardware-preset {hw.name}: describes " + (
+            "a GPU; --device cpu measures this machine's CPU (a CPU preset such as cpu-local)" if device == "cpu"
+            else "a CPU; --device cuda measures a GPU (a GPU preset such as h100-sxm)"))
+    hardware_preset = hw.name
     grid = build_grid(grids, device, tp, dtypes, fp8=fp8)
     _clear_placeholder(Path(out))
     try:

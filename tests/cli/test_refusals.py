@@ -122,3 +122,28 @@ def test_a_path_the_file_system_cannot_take_is_one_line(tmp_path, capsys, monkey
     (tmp_path / "loopb").symlink_to(tmp_path / "loopa")
     _refused(["sweep", "--batch", "1", "--out", str(tmp_path / "loopa")], capsys, "Symlink loop")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loopa", "loopb"]  # nothing half-written
+
+
+def test_a_profile_command_never_replaces_another_kind_of_profile(tmp_path, capsys):
+    """`profile roofline`, `derive` and `import-aic` each replaced a measured profile with their own
+    (an audit of 2026-12-04: ~1,060 measured CPU points became datasheet values); the same
+    command may still replace its own earlier output."""
+    measured = tmp_path / "measured"
+    shutil.copytree(ROOT / "speedplan" / "data" / "profiles" / "cpu-local", measured)
+    before = sorted(p.name for p in measured.iterdir())
+    _refused(["profile", "roofline", "--hardware", "h200-sxm", "--out", str(measured)], capsys,
+             "holds a measured profile of `speedplan bench`, which `speedplan profile roofline` would replace")
+    _refused(["profile", "derive", str(H200), "--hardware", "h100-sxm", "--out", str(measured)], capsys,
+             "which `speedplan profile derive` would replace")
+    _refused(["profile", "import-aic", "--system", "h100_sxm", "--out", str(measured)], capsys,
+             "which `speedplan profile import-aic` would replace")
+    assert sorted(p.name for p in measured.iterdir()) == before
+    imported = tmp_path / "imported"
+    shutil.copytree(H200, imported)
+    _refused(["profile", "roofline", "--hardware", "h200-sxm", "--out", str(imported)], capsys,
+             "holds a profile imported from AIConfigurator")
+    roof = tmp_path / "roof"
+    assert run(["profile", "roofline", "--hardware", "h200-sxm", "--grid", "tiny", "--out", str(roof)]) == 0
+    assert run(["profile", "roofline", "--hardware", "h100-sxm", "--grid", "tiny", "--out", str(roof)]) == 0
+    _refused(["bench", "--device", "cpu", "--hardware-preset", "h100-sxm", "--out", str(tmp_path / "b")], capsys,
+             "--hardware-preset h100-sxm: describes a GPU")

@@ -106,7 +106,7 @@ def test_torn_last_line_is_dropped_on_resume(tmp_path):
     gemm = tmp_path / "gemm.csv"
     gemm.write_text(gemm.read_text() + "8,64,6")  # killed mid-write
     store = ProfileStore(tmp_path, {"device": "cpu", "device_name": json.loads((tmp_path / "meta.json").read_text())["device_name"],
-                                    "hardware_preset": "cpu-local"})
+                                    "hardware_preset": "cpu-local", "threads": 2})
     assert gemm.read_text().endswith("\n") and len(store.done["gemm"]) == 3
 
 
@@ -114,6 +114,8 @@ def test_store_refuses_a_folder_of_another_device(tmp_path):
     run(tiny_grid(), "cpu", tmp_path, "cpu-local", stop_after=1, **FAST)
     with pytest.raises(ValueError, match="hardware_preset"):
         run(tiny_grid(), "cpu", tmp_path, "h100-sxm", **FAST)
+    with pytest.raises(ValueError, match="threads=2, not 1"):  # one profile, one thread count (audit 2026-12-04)
+        run(tiny_grid(), "cpu", tmp_path, "cpu-local", threads=1, **FAST)
 
 
 def test_causal_mask_is_lower_right_aligned():
@@ -143,7 +145,7 @@ def test_bench_replaces_a_roofline_placeholder_but_not_a_measured_profile(tmp_pa
     result = run_bench(["tiny"], "cpu", str(tmp_path / "p"), min_time_ms=2, stop_after=2, progress=False,
                        quiet_tries=1, visits=1)
     assert result.measured == 2 and json.loads((tmp_path / "p" / "meta.json").read_text())["origin"] == "measured"
-    with pytest.raises(SpeedplanInputError, match="hardware_preset"):
+    with pytest.raises(SpeedplanInputError, match="hardware-preset h100-sxm: describes a GPU"):
         run_bench(["tiny"], "cpu", str(tmp_path / "p"), hardware_preset="h100-sxm", min_time_ms=2, progress=False)
 
 
