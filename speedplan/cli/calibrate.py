@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import List, Optional
 
@@ -36,9 +37,10 @@ def calibrate(
     from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
 
     files = [*measurements, *(more or [])]
-    check_output(out, folder=False, inputs=files)
+    check_output(out, folder=False, inputs=[*files, engine], kind="engine profile")
     if name is None:  # vllm.json must not read as the shipped vllm profile
-        name = out.stem + ("-calibrated" if out.stem.lower() in preset_names() else "")
+        stem = re.sub(r"[^A-Za-z0-9._+-]", "-", out.stem).lstrip("._+-") or "calibrated"  # a profile name is plain
+        name = stem + ("-calibrated" if stem.lower() in preset_names() else "")
     result = calibrate_files(model, hardware, tp, engine, files, mechanism, fit.split(",") if fit else None, name)
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))

@@ -6,7 +6,24 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.sweep_inputs import parse_int_list  # noqa: F401  (the library's; commands import it here)
 
 
-def check_output(path, option: str = "--out", folder: bool = True, inputs=()) -> None:
+def _head(path, size: int = 65536) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(size).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+# What each single-file output looks like, so that an existing file is replaced only when a
+# speedplan command wrote it (an audit of 2026-12-04: --out script.sh was overwritten).
+FILE_KINDS = {
+    "engine profile": lambda head: head.lstrip().startswith("{") and '"terms"' in head,
+    "predictions CSV": lambda head: "latency_us" in head.splitlines()[0] if head.strip() else False,
+    "runtime trace": lambda head: '"speedplan.trace/' in head.split("\n", 1)[0],
+}
+
+
+def check_output(path, option: str = "--out", folder: bool = True, inputs=(), kind: str | None = None) -> None:
     """Fail now, in one line, where `path` cannot be written: a folder on its way is a file, the
     nearest existing folder is not writable, or `path` is a file where a folder goes (or the other
     way round), `path` is a device or a pipe, or it is one of the command's `inputs` (which writing
@@ -25,6 +42,9 @@ def check_output(path, option: str = "--out", folder: bool = True, inputs=()) ->
         raise SpeedplanInputError(f"{option} {path}: exists and is not a regular file")
     if is_one_of(path, inputs):
         raise SpeedplanInputError(f"{option} {path}: is one of the input files; give another name")
+    if kind and path.is_file() and path.stat().st_size and not FILE_KINDS[kind](_head(path)):
+        raise SpeedplanInputError(f"{option} {path}: exists and is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
+                                  "speedplan wrote; give a new file name")
     above = path.absolute().parent
     while not above.exists() and above != above.parent:
         above = above.parent

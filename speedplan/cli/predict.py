@@ -22,7 +22,7 @@ def ops(
 
     from speedplan.specs.fallback import describe_fit
 
-    check_output(out, folder=False, inputs=[input])
+    check_output(out, folder=False, inputs=[input], kind="predictions CSV")
     cost = load_cost_model(hardware)
     n = predict_ops_file(cost, input, out)
     profile = (f"source 'profile': {cost.profile.origin_label} {cost.profile.path.name}; " if cost.profile else "")

@@ -71,7 +71,7 @@ def run(
         from speedplan.cli.options import check_output
         from speedplan.outputs import probe_writable
 
-        check_output(trace, "--trace", folder=False, inputs=[prompts] if prompts else [])
+        check_output(trace, "--trace", folder=False, inputs=[prompts] if prompts else [], kind="runtime trace")
         probe_writable(trace, "--trace")  # a real file made and removed, before minutes of generation
 
     from speedplan.runtime.api import run

@@ -62,7 +62,8 @@ def sweep(
         engines = plan_for.split(",") if plan_for else None
         # computed while the figures draw; an unknown engine or bad weights fail with nothing left behind
         plans = functools.cache(lambda: plan_engines(result, weights, engines))
-        out = out or Path("reports") / f"{result.meta['model']['model']}-{result.meta['hardware']}-{result.meta['engine']}"
+        out = out or Path("reports") / _folder_name(result.meta['model']['model'], result.meta['hardware'],
+                                                  result.meta['engine'])
         check_output(out)
         if len(result.frame) >= SAY_WRITING_FROM:  # seconds of CSV and figures ahead: say so
             typer.echo(f"speedplan: {len(result.frame):,} configurations priced; writing {out} "
@@ -88,3 +89,11 @@ def _command(options: dict) -> str:
         for v in value if isinstance(value, list) else [value]:
             parts += [f"--{name.replace('_', '-')}", shlex.quote(str(v))]
     return " ".join(parts)
+
+
+def _folder_name(*parts: str) -> str:
+    """The default report folder's name: its parts with anything but letters, digits, '.', '_',
+    '+' and '-' made '_' (a model or profile folder's name is the user's; it must not climb)."""
+    import re
+
+    return "-".join(re.sub(r"[^A-Za-z0-9._+-]", "_", str(p)).lstrip(".") or "_" for p in parts)

@@ -14,6 +14,8 @@ Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in 
 
 from __future__ import annotations
 
+import re
+
 import numbers
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -151,6 +153,9 @@ class EngineProfile:
     fit_order: tuple[str, ...] = ()  # terms calibration tries first for this engine (default: calibrate.FIT_ORDER)
 
     def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}", self.name):  # it names report folders and files
+            raise SpeedplanInputError(f"engine profile name {self.name!r}: use letters, digits, '.', '_', '+' or '-' "
+                                      "(up to 100, starting with a letter or digit)")
         missing = [t for t in TERMS if t not in self.terms]
         if missing:
             raise SpeedplanInputError(f"engine profile {self.name}: missing term {missing[0]!r}")

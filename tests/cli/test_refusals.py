@@ -147,3 +147,30 @@ def test_a_profile_command_never_replaces_another_kind_of_profile(tmp_path, caps
     assert run(["profile", "roofline", "--hardware", "h100-sxm", "--grid", "tiny", "--out", str(roof)]) == 0
     _refused(["bench", "--device", "cpu", "--hardware-preset", "h100-sxm", "--out", str(tmp_path / "b")], capsys,
              "--hardware-preset h100-sxm: describes a GPU")
+
+
+def test_a_single_file_output_replaces_only_what_speedplan_wrote(tmp_path, capsys, monkeypatch):
+    """calibrate --out, predict ops --out and run --trace overwrote any file, a shell script too,
+    and calibrate --engine base.json --out base.json its own base (audit of 2026-12-04)."""
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "r.sh"
+    script.write_text("#!/bin/sh\necho mine\n")
+    runs = tmp_path / "runs.csv"
+    runs.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\nnone,1,0,1024,7.0,\n"
+                    "eagle3,1,3,1024,4.0,2.8\n")
+    base = ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements", str(runs)]
+    _refused([*base, "--engine", "vllm", "--out", str(script)], capsys, "exists and is not an engine profile")
+    ops = tmp_path / "ops.csv"
+    ops.write_text("op,m,n,k,batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype\ngemm,1,64,64,,,,,,,,bf16\n")
+    _refused(["predict", "ops", "--hardware", "h100-sxm", "--in", str(ops), "--out", str(script)], capsys,
+             "exists and is not a predictions CSV")
+    _refused(["run", "--weights", "random:smollm2-135m", "--prompt", "hi", "--trace", str(script)], capsys,
+             "exists and is not a runtime trace")
+    assert script.read_text() == "#!/bin/sh\necho mine\n"
+    mine = tmp_path / "base.json"
+    shutil.copy(ROOT / "speedplan" / "specs" / "presets" / "engines" / "vllm.json", mine)
+    _refused([*base, "--engine", str(mine), "--out", str(mine)], capsys, "is one of the input files")
+    out = tmp_path / "mine.json"
+    assert run([*base, "--engine", str(mine), "--out", str(out)]) == 0
+    assert run([*base, "--engine", str(mine), "--out", str(out)]) == 0  # its own output: replaced
+    capsys.readouterr()
