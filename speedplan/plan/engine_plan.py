@@ -331,7 +331,7 @@ def _extras(result, plan: EnginePlan) -> dict:
     name = plan.mechanism.split(":")[0]
     if plan.mechanism in (meta.get("draft_models") or {}):
         d = meta["draft_models"][plan.mechanism]
-        extra.update(draft_model=d["model"], draft_tp=int(d["tp"]))
+        extra.update(draft_model=d.get("serve_as", d["model"]), draft_tp=int(d["tp"]))
     from speedplan.plan.mechanisms import TREE_MECHANISMS
 
     if name in TREE_MECHANISMS and len(plan.rows):
@@ -358,7 +358,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         at = rows[rows["context"] == context].sort_values("batch") if len(rows) else rows
         per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best))
                           for r in at.itertuples())
-        common = dict(model=meta["model"]["model"], tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
+        common = dict(model=meta["model"].get("serve_as", meta["model"]["model"]), tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
                       per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources)
         if plan.mechanism == "none":
             out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0, **common)

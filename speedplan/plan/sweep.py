@@ -269,6 +269,9 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
         if isinstance(acceptance, dict) and label in acceptance and label not in keys:
             used.add(label)  # a bare `draft-model` resolves to its default draft, which the key names
             mech = parse_mechanism(spec, target, acceptance[label])
+        if (getattr(mech, "draft_tp", None) or 0) > tp:
+            raise SpeedplanInputError(f"mechanism {spec}: draft TP {mech.draft_tp} above the target's TP {tp}: the "
+                                      "engines run the drafter on the target's GPUs (its TP or fewer)")
         if getattr(mech, "draft_tp", None) == tp:
             mech = replace(mech, draft_tp=None)  # the target's TP is the unmarked default
         mechs.append(mech)
@@ -290,7 +293,7 @@ def _mechanism_meta(mechs: list[Mechanism], tp: int) -> dict:
     return {
         "families": {m.label: m.family_name() for m in mechs},
         "published_acceptance": [m.label for m in mechs if str(m.acceptance_source).startswith("published")],
-        "draft_models": {m.label: {"model": m.draft.name, "tp": m.draft_tp or tp}
+        "draft_models": {m.label: {"model": m.draft.name, "serve_as": m.draft.serve_as(), "tp": m.draft_tp or tp}
                          for m in mechs if m.name == "draft-model"},
         "heads": {m.label: m.head.describe() for m in mechs if getattr(m, "head", None) is not None},
     }
@@ -361,7 +364,7 @@ def sweep(
     if min_tokens_per_user is not None:
         result.slo_pick = slo_pick(frame, min_tokens_per_user)
     result.meta = {
-        "model": target.summary(),
+        "model": {**target.summary(), "serve_as": target.serve_as()},
         "hardware": hw.name,
         "hardware_description": hw.description,
         "hardware_source": hw.source,

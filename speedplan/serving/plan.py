@@ -181,13 +181,17 @@ def _check_tree(tree: dict, mechanism: str) -> None:
 
 
 def mtp_layers(model: str) -> int | None:
-    """MTP layers of a preset target; None for a path or repo id (left to the engine)."""
-    key = str(model).strip().lower()
-    if key not in HF_REPOS:
-        return None
+    """MTP layers of a preset target or of a config.json folder; None for a repo id (left to the engine)."""
+    from pathlib import Path
+
     from speedplan.specs.model import get_model
 
-    return get_model(key).mtp_layers
+    key = str(model).strip().lower()
+    if key in HF_REPOS:
+        return get_model(key).mtp_layers
+    if (Path(str(model)) / "config.json").is_file():
+        return get_model(str(model)).mtp_layers
+    return None
 
 
 def _check_has_mtp(model: str) -> None:

@@ -87,9 +87,12 @@ def trtllm_speculative_config(plan: ServingPlan) -> tuple[dict, list[str]]:
             if any(d > first for _, _, d in segs):
                 notes.append(f"TensorRT-LLM needs the smallest batch's D to be the largest, so D is capped at "
                              f"{first} where the plan had more.")
-            last_batch = plan.schedule[-1][0]  # the open last range ends at the last planned batch
+            # each range keyed by its last batch, the open last one by OPEN_END_BATCH: above the largest key
+            # the engine runs D = 0 (1 for Draft_Target), so a key at the last planned batch turned
+            # speculation off past it (an audit of 2026-12-04); keys above the largest CUDA-graph size
+            # add no graph (DecodeCudaGraphConfig._merge_schedule_keys keeps keys <= max_batch_size)
             keyed = {1: first}  # key 1 as well: older validators require it (and it reads the same)
-            keyed.update({min(hi, last_batch): min(d, first) for _, hi, d in segs})
+            keyed.update({hi: min(d, first) for _, hi, d in segs})
             keys = sorted(keyed)  # a key whose next key has the same D adds nothing
             schedule = {k: keyed[k] for i, k in enumerate(keys)
                         if k == 1 or i + 1 == len(keys) or keyed[keys[i + 1]] != keyed[k]}
@@ -116,8 +119,8 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
     notes = []
     if "draft_len_schedule" in cfg:
         last = max(cfg["draft_len_schedule"])
-        notes += [f"above batch {last} (the largest key) TensorRT-LLM turns speculation off; the open end is "
-                  "not written because the keys are merged into cuda_graph_config.batch_sizes.",
+        notes += [f"the largest key, {last}, stands for every larger batch: above it TensorRT-LLM would run "
+                  "D = 0 (1 for Draft_Target); keys above the largest CUDA-graph batch size add no graph.",
                   "older builds required key 1 (added here, it reads the same either way); builds that read the "
                   "keys as lower bounds would apply each D one range late."]
         if plan.drafter_kept_warm:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, NGRAM_LOOKUP_MIN, OFF, Mode, ServingPlan, Support, eagle_head,
-                                    hf_repo, segments)
+from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, NGRAM_LOOKUP_MIN, OFF, OPEN_END_BATCH, Mode, ServingPlan,
+                                    Support, eagle_head, hf_repo, mtp_layers, segments)
 from speedplan.serving.text import header, json_one_key_per_line, shell, unsupported
 
 NAME = "vllm"
@@ -55,11 +55,17 @@ def vllm_speculative_config(plan: ServingPlan) -> dict:
     elif plan.mechanism in ("eagle", "eagle3"):
         cfg["model"] = eagle_head(plan, NAME)
     cfg["num_speculative_tokens"] = k_max
+    layers = mtp_layers(plan.model) if plan.mechanism == "mtp" else None
+    if layers and k_max > layers and k_max % layers:
+        # vLLM takes K above the MTP layers only as a multiple of them (config/speculative.py: "must be
+        # divisible by n_predict"); the per-batch K below is not so checked, so it carries the plan
+        cfg["num_speculative_tokens"] = -(-k_max // layers) * layers
+        segs = segs or [(1, OPEN_END_BATCH, k_max)]
     if plan.mechanism == "ngram":
         cfg.update(prompt_lookup_max=NGRAM_LOOKUP_MAX, prompt_lookup_min=NGRAM_LOOKUP_MIN)
     if plan.mechanism == "draft-model":
         cfg["draft_tensor_parallel_size"] = plan.draft_tp or plan.tp
-    if segs and any(d != k_max for _, _, d in segs):
+    if segs and any(d != cfg["num_speculative_tokens"] for _, _, d in segs):
         cfg["num_speculative_tokens_per_batch_size"] = [[lo, hi, d] for lo, hi, d in segs]
     return cfg
 
@@ -94,8 +100,13 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
         notes.append("draft_tensor_parallel_size is the target's: vLLM 0.33's draft-model path refuses another "
                      "value (v1/spec_decode/draft_model.py).")
     if plan.mechanism == "mtp":
-        notes.append("num_speculative_tokens above the model's MTP layers reuses the last MTP layer; speedplan "
-                     "priced those positions with a lower acceptance.")
+        notes.append("num_speculative_tokens above the model's MTP layers runs them again in turn (draft step i "
+                     "uses layer i mod layers, model_executor/models/deepseek_mtp.py), and vLLM takes such a K only "
+                     "as a multiple of the layers; speedplan priced those positions with a lower acceptance.")
+        if cfg["num_speculative_tokens"] != max([plan.draft_len] + [d for _, _, d in segments(plan)]):
+            notes.append(f"num_speculative_tokens is {cfg['num_speculative_tokens']}, the next multiple of the "
+                         "model's MTP layers, so that vLLM accepts it; num_speculative_tokens_per_batch_size holds "
+                         "the planned draft lengths.")
     return notes
 
 

@@ -238,6 +238,15 @@ class ModelSpec:
                                       "(max_position_embeddings in its config; a config.json whose rope_scaling "
                                       "extends it prices longer contexts)")
 
+    def serve_as(self) -> str:
+        """What a serving engine loads: a preset's name (the serving files map it to its Hugging
+        Face repo), else the folder of the config.json it was read from, absolute (an engine
+        given the folder's bare name looks for a repo of that name)."""
+        source = Path(self.source) if self.source else None
+        if self.name in preset_names() or source is None or source.name != "config.json" or not source.is_file():
+            return self.name
+        return str(source.parent.resolve())
+
     def summary(self) -> dict:
         return {
             "model": self.name,

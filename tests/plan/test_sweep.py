@@ -146,3 +146,13 @@ def test_moe_and_mla_models_sweep():
     assert r.frame.fits_memory.any()
     mtp = r.frame[(r.frame.mechanism == "mtp") & (r.frame.batch == 1)]
     assert (mtp.speedup > 1).all()
+
+
+def test_a_draft_tp_above_the_targets_is_refused():
+    """draft-model:...,tp=2 beside a TP-1 target priced one GPU for both (1.65x, 213 tok/s/GPU) and
+    every engine plan then said off without a reason (an audit of 2026-12-04)."""
+    from speedplan.plan.sweep import sweep
+
+    with pytest.raises(SpeedplanInputError, match="draft TP 2 above the target's TP 1"):
+        sweep(mechanisms=["draft-model:llama-3.2-1b,tp=2"], batches=(1,), draft_lens=(2,))
+    assert len(sweep(mechanisms=["draft-model:llama-3.2-1b,tp=1"], tp=2, batches=(1,), draft_lens=(2,)).frame)

@@ -273,9 +273,13 @@ def test_trtllm_yaml_schedule_matches_plan(mechanism):
     # llm_args.py validator: keys >= 1, values >= 0, smallest key maps to max_draft_len, all <= it.
     assert schedule[min(schedule)] == cfg["max_draft_len"] == 5 and 1 in schedule
     assert all(k >= 1 and 0 <= v <= cfg["max_draft_len"] for k, v in schedule.items())
-    for batch in (1, 7, 8, 31, 32, 100, 128):  # up to the last planned batch; above it speculation is off
+    for batch in (1, 7, 8, 31, 32, 100, 128, 4096):  # the last planned D carries on above the last planned batch
         assert trtllm_lookup(schedule, batch) == plan_d(p, batch)
-    assert max(schedule) == 128 and trtllm_lookup(schedule, 4096) == 0
+    # above its largest key the engine runs D = 0; a plan ending in D = 2 at batch 32 was keyed up to
+    # 32 and so switched speculation off above it (an audit of 2026-12-04): the open end is keyed now
+    assert max(schedule) == 65536
+    ends_on = yaml_config(render_trtllm(plan(mechanism, schedule=SCHEDULE[:3]))["trtllm_extra_llm_api_options.yaml"])
+    assert trtllm_lookup(ends_on["draft_len_schedule"], 33) == trtllm_lookup(ends_on["draft_len_schedule"], 4096) == 2
     argv = shell_command(files["trtllm_serve.sh"])
     assert flag_values(argv)["--extra_llm_api_options"] == "trtllm_extra_llm_api_options.yaml"
 
@@ -460,3 +464,43 @@ def test_d0_with_a_drafter_kept_warm_says_the_drafter_still_runs():
     cold = replace(p, drafter_kept_warm=False)
     assert "(speculation off)" in render_vllm(cold)["vllm_serve.sh"]
     assert "SGLANG_SPEC_SKIP" not in render_sglang(cold)["sglang_launch.sh"]
+
+
+PRESETS = Path(__file__).resolve().parents[2] / "speedplan" / "specs" / "presets" / "models"
+
+
+def _config_folder(tmp_path: Path, preset: str, name: str, **changes) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    cfg = {k: v for k, v in json.loads((PRESETS / f"{preset}.json").read_text()).items() if k != "_source"}
+    (folder / "config.json").write_text(json.dumps({**cfg, **changes}))
+    return folder
+
+
+def test_models_given_as_config_folders_are_served_from_those_folders(tmp_path, monkeypatch):
+    """A target or draft given as a config.json folder was written as the folder's bare name, a
+    Hugging Face repo no engine finds (an audit of 2026-12-04)."""
+    from speedplan.plan.engine_plan import plan_engines, serving_plans
+    from speedplan.plan.sweep import sweep
+
+    draft = _config_folder(tmp_path, "llama-3.2-1b", "mydraft")
+    monkeypatch.chdir(tmp_path)
+    result = sweep(mechanisms=["draft-model:mydraft"], batches=(1, 8), draft_lens=(2, 4))
+    plans = serving_plans(result, plan_engines(result))
+    files = serving.render_serving_configs(plans)
+    assert plans["vllm"].draft_model == str(draft.resolve())
+    text = "".join(files.values())
+    assert str(draft.resolve()) in text and '"mydraft"' not in text and "path mydraft" not in text
+
+
+def test_vllm_mtp_past_two_layers_asks_for_a_multiple_of_them(tmp_path):
+    """vLLM refuses num_speculative_tokens 3 over 2 MTP layers ("must be divisible by n_predict",
+    config/speculative.py, 0.33.0): it is written as 4, the schedule holding the planned 3."""
+    model = _config_folder(tmp_path, "deepseek-v3", "ds2", num_nextn_predict_layers=2)
+    cfg = json.loads(render_vllm(plan("mtp", model=str(model), draft_len=3, schedule=()))["vllm_speculative_config.json"])
+    assert cfg["num_speculative_tokens"] == 4
+    assert cfg["num_speculative_tokens_per_batch_size"] == [[1, OPEN_END_BATCH, 3]]
+    for batch in (1, 64, 4096):
+        assert vllm_lookup(cfg["num_speculative_tokens_per_batch_size"], cfg["num_speculative_tokens"], batch) == 3
+    one = json.loads(render_vllm(plan("mtp", draft_len=3, schedule=()))["vllm_speculative_config.json"])
+    assert one == {"method": "mtp", "num_speculative_tokens": 3}  # one layer divides every K
