@@ -101,7 +101,8 @@ def test_draft_tp_variants_follow_what_engines_run(monkeypatch):
     from speedplan.serving import vllm
 
     r = sweep("llama-3.1-70b", "h100-sxm", ["draft-model:llama-3.2-1b"], [1, 8], [0, 2, 4], tp=4)
-    assert r.meta["draft_models"] == {"draft-model:llama-3.2-1b": {"model": "llama-3.2-1b", "tp": 4}}
+    assert r.meta["draft_models"] == {"draft-model:llama-3.2-1b": {"model": "llama-3.2-1b", "serve_as": "llama-3.2-1b",
+                                                                    "tp": 4}}
     monkeypatch.setattr(vllm, "draft_tp_options", lambda mechanism, tp: {1, tp})
     r = sweep("llama-3.1-70b", "h100-sxm", ["draft-model:llama-3.2-1b"], [1, 8], [0, 2, 4], tp=4)
     assert set(r.meta["draft_models"]) == {"draft-model:llama-3.2-1b", "draft-model:llama-3.2-1b@tp1"}
