@@ -22,6 +22,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from speedplan import __version__
+
+        typer.echo(f"speedplan {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Plan speculative decoding: which mechanism and draft length per batch size, and what it buys."""
+
+
 app.command("sweep")(sweep.sweep)
 app.command("calibrate")(calibrate.calibrate)
 app.add_typer(predict.app, name="predict")

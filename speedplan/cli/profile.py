@@ -86,14 +86,21 @@ def bench(
 
 @app.command("check")
 def check(
-    path: str = typer.Argument(..., help="profile folder"),
+    path: str = typer.Argument(..., help="profile folder, or the name of a shipped one (speedplan hardware lists them)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Leave-one-out error of the profile lookup: each measured point predicted without it.
 
-    Example: speedplan profile check profiles/cpu-local --json
+    Example: speedplan profile check cpu-local --json
     """
+    from pathlib import Path
+
+    from speedplan.cost.ops import PROFILE_DIR
     from speedplan.profile.tools import leave_one_out
+
+    shipped = PROFILE_DIR / path
+    if not Path(path).exists() and "/" not in path and (shipped / "meta.json").is_file():
+        path = str(shipped)  # a shipped profile by name, as --hardware takes it
 
     result = leave_one_out(path)
     if as_json:

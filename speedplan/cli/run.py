@@ -24,11 +24,10 @@ def render_run(report, as_json: bool) -> None:
             typer.echo(f"--- prompt {i}")
         typer.echo(text)
     typer.echo("---")
-    speedup = f"{data['speedup']:.2f}x" if data["speedup"] is not None else "n/a"
-    plain = f"{data['plain_tokens_per_s']:.1f}" if data["plain_tokens_per_s"] else "n/a"
+    compared = (f" (plain {data['plain_tokens_per_s']:.1f} tok/s), speedup {data['speedup']:.2f}x"
+                if data["speedup"] is not None and data["plain_tokens_per_s"] else " (no plain run: --no-compare)")
     typer.echo(f"{data['mechanism']} D={data['draft_len']} B={data['batch']}: AL {data['acceptance_length']:.2f}, "
-               f"{data['tokens_per_s']:.1f} tok/s (plain {plain} tok/s), speedup {speedup}, "
-               f"{data['generated_tokens']} tokens in {data['steps']} steps")
+               f"{data['tokens_per_s']:.1f} tok/s{compared}, {data['generated_tokens']} tokens in {data['steps']} steps")
 
 
 def run(
@@ -52,7 +51,8 @@ def run(
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     matmul: str = typer.Option("fp32", help="CPU matmuls: fp32 (default, what profiles price) or q4_1 "
                                "(decode/verify read the GGUF's Q4_1 blocks via a C kernel built with gcc; same weights)."),
-    no_compare: bool = typer.Option(False, help="Skip the plain-decoding run (no speedup)."),
+    compare: bool = typer.Option(True, "--compare/--no-compare", help="Also decode plainly, for the speedup "
+                                 "(--no-compare skips it: no plain tokens/s, no speedup)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Generate with speculative decoding and report AL, tokens/s and speedup over plain decoding.
@@ -65,7 +65,7 @@ def run(
     options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=tree_depth,
                              tree_nodes=tree_nodes, draft_layers=draft_layers)
     spec = RunOptions(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
-                   not raw, not no_compare, str(trace) if trace else None, device, options, matmul)
+                   not raw, compare, str(trace) if trace else None, device, options, matmul)
     spec.check()  # bad input fails here, before torch is imported
     if trace:
         from speedplan.cli.options import check_output

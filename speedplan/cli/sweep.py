@@ -40,12 +40,19 @@ def sweep(
     from speedplan.plan.acceptance_sources import parse_acceptance_options
     from speedplan.plan.batch_weights import parse_batch_weights
     from speedplan.plan.engine_plan import plan_engines
-    from speedplan.plan.mechanisms import MECHANISMS
+    from speedplan.plan.mechanisms import MECHANISMS, TREE_MECHANISMS
     from speedplan.plan.shortfall import memory_shortfall
     from speedplan.plan.sweep import sweep as run_sweep
     from speedplan.report.folder import write_outputs
     from speedplan.report.summary import render_summary
 
+    for option, value in (("--batch-weights", batch_weights), ("--plan-for", plan_for)):
+        if value is not None and not value.strip():
+            raise SpeedplanInputError(f"{option} is empty; give a value or leave the option out for its default")
+    if mechanism and tree_nodes != _default("tree_nodes") and not any(
+            m.split(":")[0].strip().lower() in TREE_MECHANISMS for m in mechanism):
+        raise SpeedplanInputError(f"--tree-nodes {tree_nodes}: no swept mechanism is a tree "
+                                  f"({', '.join(sorted(TREE_MECHANISMS))}); it would be ignored")
     weights = parse_batch_weights(batch_weights)
     worker = entry.claim()  # the console script's figure worker, importing matplotlib meanwhile
     try:
@@ -97,3 +104,8 @@ def _folder_name(*parts: str) -> str:
     import re
 
     return "-".join(re.sub(r"[^A-Za-z0-9._+-]", "_", str(p)).lstrip(".") or "_" for p in parts)
+
+
+def _default(option: str) -> str:
+    """The default of one of `sweep`'s options (to tell a value given from the default)."""
+    return inspect.signature(sweep).parameters[option].default.default

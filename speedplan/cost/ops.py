@@ -244,3 +244,13 @@ def load_cost_model(hardware: str | Path) -> CostModel:
     if ("/" in key or key.startswith(".")) and not path.exists():
         raise SpeedplanInputError(f"{key}: no such profile folder")
     return CostModel(get_hardware(key))
+
+
+def profile_name(cost: "CostModel") -> str | None:
+    """How outputs name a cost model's profile: a shipped one by its name, any other folder by its
+    path (a copy or a re-measurement of cpu-local must not read as the shipped one); None
+    without a profile."""
+    path = getattr(getattr(cost, "profile", None), "path", None)
+    if path is None or not str(path):
+        return None
+    return path.name if Path(path).resolve().parent == PROFILE_DIR.resolve() else str(path)

@@ -26,6 +26,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import read_json
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "specs" / "presets" / "engines"
+SHIPPED = " (shipped)"  # how a shipped profile's origin ends
 DEFAULT_ENGINE = "vllm"
 
 
@@ -252,7 +253,9 @@ class EngineProfile:
 
     def label(self) -> str:
         """What every output says priced it, e.g. "engine profile vllm (vLLM V1, 2025-2026 releases)"."""
-        return f"engine profile {self.name} ({self.engine} {self.version})"
+        from_file = self.origin and not self.origin.endswith(SHIPPED)
+        where = f"file {self.origin}; " if from_file else ""  # a file named like a shipped one must not read as it
+        return f"engine profile {self.name} ({where}{self.engine} {self.version})"
 
     def to_json(self) -> dict:
         return {
@@ -334,4 +337,4 @@ def get_engine(name_or_path: str | Path | EngineProfile) -> EngineProfile:
                                                     else "no such engine profile file"))
         return engine_from_json(read_json(path), str(path))
     # a shipped profile is named by its place in the package, not this machine's install path
-    return engine_from_json(read_json(path), f"speedplan/specs/presets/engines/{path.name} (shipped)")
+    return engine_from_json(read_json(path), f"speedplan/specs/presets/engines/{path.name}{SHIPPED}")

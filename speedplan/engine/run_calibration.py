@@ -30,6 +30,12 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
                                   f"of {', '.join(SGLANG_DRAFTERS)} (with its options, e.g. eagle3:config=PATH); "
                                   "rows with topk > 1 are that EAGLE head's tree")
     mechanism = head.lower() + colon + options
+    seen: dict = {}
+    for f in files:  # the same file twice counted every row twice in the fit
+        key = Path(f).resolve() if Path(f).exists() else Path(f)
+        if key in seen:
+            raise SpeedplanInputError(f"--measurements: {f} is given twice; give each file once")
+        seen[key] = f
     setting = _setting(model, hardware, tp)
     scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
     acceptance = _scrape_acceptance([read_vllm_metrics(f) for f in scrapes])
@@ -141,7 +147,12 @@ def render_calibration(result: Calibration) -> str:
     p = result.profile
     lines = [f"calibrated {p.name} from base {p.fit.get('base')} on {len(result.rows)} rows"]
     for term in result.fitted:
-        lines.append(f"  fitted {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}")
+        spec, value = TERMS[term], p.terms[term].value
+        edge = spec.low if value - spec.low <= 1e-6 * (spec.high - spec.low) else (
+            spec.high if spec.high - value <= 1e-6 * (spec.high - spec.low) else None)
+        bound = (f"  (at its {'lower' if edge == spec.low else 'upper'} bound {edge:g}: the rows would take it "
+                 "further; check the rows or fit fewer terms)" if edge is not None else "")
+        lines.append(f"  fitted {term:<20} {value:>10.4g} {spec.unit}{bound}")
     for term, why in result.kept.items():
         lines.append(f"  kept   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  ({why})")
     for term, why in result.not_tried.items():

@@ -254,7 +254,8 @@ def fit_trace(path: Path) -> Acceptance:
     draft_len = int(meta.get("draft_len") or counts.max(initial=0))
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}: trace of plain decoding (draft_len 0) has no acceptance to fit")
-    source = f"trace: {path} ({len(counts)} sequence-steps, D={draft_len})"
+    ran = " on ".join(str(meta[k]) for k in ("mechanism", "model") if meta.get(k))  # whose acceptance it is
+    source = f"trace: {path} ({ran + ', ' if ran else ''}{len(counts)} sequence-steps, D={draft_len})"
     tree = meta.get("tree")
     if tree and any("accepted_ranks" in s for s in steps):
         ranks = fit_ranks(steps, int(tree.get("depth") or draft_len), int(tree.get("topk") or 8))

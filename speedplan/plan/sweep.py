@@ -29,7 +29,7 @@ import pandas as pd
 
 from speedplan import __version__
 from speedplan.plan.acceptance import MAX_DRAFT, Acceptance
-from speedplan.cost.ops import CostModel, load_cost_model
+from speedplan.cost.ops import CostModel, load_cost_model, profile_name
 from speedplan.errors import SpeedplanInputError
 from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
@@ -371,7 +371,7 @@ def sweep(
         "cost_origin": cost.origin,
         "roofline_fit": describe_fit(hw.roofline_fit),  # what the roofline fallback was fitted to
         # the profile folder's name, which reports print: cpu-local-xeon prices the cpu-local preset
-        "profile": getattr(getattr(cost, "profile", None), "path", Path("")).name or None,  # cost models without a profile: None
+        "profile": profile_name(cost),
         "profile_tables": sorted(getattr(getattr(cost, "profile", None), "tables", {}) or {}),
         **_engine_meta(engine),
         "tp": tp,

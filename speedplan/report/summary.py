@@ -243,6 +243,19 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
     return lines
 
 
+def batch_ranges(batches) -> str:
+    """Sorted batch sizes with runs of three or more consecutive ones as ranges: "1, 2, 110–256"."""
+    out, run = [], []
+    for b in sorted(int(b) for b in batches):
+        if run and b != run[-1] + 1:
+            out.append(f"{run[0]}–{run[-1]}" if len(run) >= 3 else ", ".join(map(str, run)))
+            run = []
+        run.append(b)
+    if run:
+        out.append(f"{run[0]}–{run[-1]}" if len(run) >= 3 else ", ".join(map(str, run)))
+    return ", ".join(out)
+
+
 def unplanned_line(result: "SweepResult") -> str | None:
     """The swept batch sizes at which nothing fits in memory, or plain decoding does not, or
     None: they drop out of the per-engine plans, and the terminal says so (with what the
@@ -258,13 +271,13 @@ def unplanned_line(result: "SweepResult") -> str | None:
     parts = []
     if missing:
         need = f" ({plain_memory_need(result, missing[0])})" if has_plain(missing[0]) else ""
-        parts.append(f"at B = {', '.join(map(str, missing))} nothing fits in memory{need}")
+        parts.append(f"at B = {batch_ranges(missing)} nothing fits in memory{need}")
     unfit = sorted({b for b, _ in plain_unfit_cells(frame)})
     if unfit:
         cap = result.meta.get("engine_spec_max_running") or 0
         why = (f"only speculative steps, which this engine caps at {cap:g} running requests (spec_max_running), "
                "fit there" if cap else "only some speculative configurations fit there")
-        parts.append(f"at B = {', '.join(map(str, unfit))} plain decoding does not fit in memory "
+        parts.append(f"at B = {batch_ranges(unfit)} plain decoding does not fit in memory "
                      f"({plain_memory_need(result, unfit[0])}): {why}; the speedups marked * are against plain "
                      "decoding priced as if it fit")
     return "not planned: " + "; ".join(parts) if parts else None

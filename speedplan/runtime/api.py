@@ -55,7 +55,9 @@ def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp
     if weights.startswith("random:"):
         from speedplan.specs.model import get_model
 
-        cfg = LlamaConfig.from_spec(get_model(weights.split(":", 1)[1]))
+        spec = get_model(weights.split(":", 1)[1])
+        _check_memory(spec, weights)
+        cfg = LlamaConfig.from_spec(spec)
         model, tok, name = random_model(cfg), _smollm2_tokenizer(), weights
     elif weights == "smollm2" or weights.endswith(".gguf"):
         path = smollm2_gguf_path() if weights == "smollm2" else Path(weights)
@@ -89,6 +91,20 @@ def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp
             raise SpeedplanInputError(f"--matmul q4_1: {name} has no Q4_1 matrices")
         enable_q4_1_matmul(model, blocks)  # warns and keeps fp32 if the kernel cannot be built
     return Target(model, tok, name)
+
+
+def _check_memory(spec, weights: str) -> None:
+    """Refuse random weights this machine cannot hold (fp32, 4 bytes a parameter) before torch
+    allocates them: random:llama-3.1-405b ran for minutes and ended in an allocator traceback."""
+    need = spec.param_count() * 4
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): let torch say
+        return
+    if need > 0.8 * have:
+        raise SpeedplanInputError(f"--weights {weights}: {spec.param_count() / 1e9:.1f}B parameters need "
+                                  f"{need / 2**30:.0f} GiB in fp32, and this machine has {have / 2**30:.0f} GiB of "
+                                  "memory; pick a smaller preset (random:llama-3.2-1b)")
 
 
 def _smollm2_tokenizer() -> BPETokenizer | None:

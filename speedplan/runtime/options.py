@@ -62,8 +62,13 @@ class RunOptions:
         if self.mechanism not in MECHANISMS:
             raise SpeedplanInputError(f"unknown mechanism {self.mechanism!r}; choose from {', '.join(MECHANISMS)}")
         o = self.options
-        if min(o.tree_topk, o.tree_depth, o.tree_nodes, o.draft_layers, o.ngram_min) < 1 or o.ngram_min > o.ngram_max:
-            raise SpeedplanInputError("tree sizes, --draft-layers and n-gram sizes must be >= 1 (and ngram min <= max)")
+        for option, value in (("--tree-topk", o.tree_topk), ("--tree-depth", o.tree_depth),
+                              ("--tree-nodes", o.tree_nodes), ("--draft-layers", o.draft_layers),
+                              ("--ngram-max", o.ngram_max), ("n-gram minimum", o.ngram_min)):
+            if value < 1:
+                raise SpeedplanInputError(f"{option} must be >= 1, got {value}")
+        if o.ngram_min > o.ngram_max:
+            raise SpeedplanInputError(f"--ngram-max {o.ngram_max} is below the n-gram minimum {o.ngram_min}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise SpeedplanInputError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         if self.matmul not in MATMULS:

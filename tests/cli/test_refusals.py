@@ -174,3 +174,32 @@ def test_a_single_file_output_replaces_only_what_speedplan_wrote(tmp_path, capsy
     assert run([*base, "--engine", str(mine), "--out", str(out)]) == 0
     assert run([*base, "--engine", str(mine), "--out", str(out)]) == 0  # its own output: replaced
     capsys.readouterr()
+
+
+def test_sweep_options_that_would_be_ignored_or_are_empty_are_refused(tmp_path, capsys):
+    """--plan-for "" and --batch-weights "" meant the default, --tree-nodes beside no tree was
+    dropped, and the same measurements file twice counted its rows twice (audit of 2026-12-04)."""
+    out = ["--out", str(tmp_path / "r")]
+    _refused(["sweep", "--plan-for", "", *out], capsys, "--plan-for is empty")
+    _refused(["sweep", "--batch-weights", " ", *out], capsys, "--batch-weights is empty")
+    _refused(["sweep", "--mechanism", "eagle3", "--tree-nodes", "8", *out], capsys,
+             "--tree-nodes 8: no swept mechanism is a tree")
+    runs = tmp_path / "runs.csv"
+    runs.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\nnone,1,0,1024,7.0,\n")
+    _refused(["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements", str(runs),
+              str(tmp_path / "." / "runs.csv"), "--out", str(tmp_path / "e.json")], capsys, "is given twice")
+    assert not (tmp_path / "r").exists() and not (tmp_path / "e.json").exists()
+
+
+def test_run_names_the_option_and_the_memory_random_weights_need(capsys):
+    _refused(["run", "--prompt", "x", "--ngram-max", "0"], capsys, "--ngram-max must be >= 1, got 0")
+    _refused(["run", "--prompt", "x", "--tree-topk", "0", "--mechanism", "eagle-tree"], capsys,
+             "--tree-topk must be >= 1, got 0")
+    _refused(["run", "--prompt", "x", "--weights", "random:llama-3.1-405b"], capsys, "405.9B parameters need")
+
+
+def test_version_and_shipped_profiles_by_name(capsys):
+    assert run(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("speedplan ")
+    assert run(["profile", "check", "cpu-local", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["points"] > 100

@@ -365,3 +365,18 @@ def test_a_row_its_model_and_gpus_cannot_have_run_is_refused():
         price([(full, _setting())])
     capped = Measurement("none", 256, 0, 131072, "tpot_ms", 70.0, None, "runs.csv:4", max_running=2)
     assert price([(capped, _setting())]).batch[0] == 256  # the server ran 2 of them at once: that fits
+
+
+def test_a_term_fitted_to_its_bound_says_so(tmp_path):
+    """host_step_us fitted to 1e-10 us printed as a fitted value (audit of 2026-12-04): steps a
+    little faster than the base prices without any per-step host work (exposed at the speculative
+    sync point) push it to its bound."""
+    from speedplan.engine.run_calibration import calibrate_rows, render_calibration
+
+    base = get_engine("vllm")
+    bare = {**base.values(), "host_step_us": 0.0}
+    probe = [Measurement("eagle", b, 3, 1024, "step_ms", 1.0, 2.5) for b in (1, 8, 32)]
+    floor = predict(bare, price([(m, _setting()) for m in probe]))
+    rows = [Measurement("eagle", m.batch, 3, 1024, "step_ms", 0.97 * f, 2.5) for m, f in zip(probe, floor)]
+    text = render_calibration(calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, free=["host_step_us"]))
+    assert "fitted host_step_us" in text and "at its lower bound 0: the rows would take it further" in text

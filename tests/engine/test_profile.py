@@ -89,3 +89,15 @@ def test_a_profile_written_before_the_zero_draft_settings_prices_d0_as_plain():
     assert "_draft_extend_for_decode" in get_engine("sglang").terms["zero_draft_forward"].source
     with pytest.raises(SpeedplanInputError, match="zero_draft_logits = 0.5 must be 0 or 1"):
         get_engine("vllm").with_terms({"zero_draft_logits": 0.5}, "test")
+
+
+def test_a_profile_from_a_file_says_so_even_under_a_shipped_name(tmp_path):
+    """A copy of vllm.json, edited, printed "engine profile vllm (vLLM ...)" like the shipped one."""
+    import shutil
+
+    from speedplan.engine.profile import PRESET_DIR, get_engine
+
+    mine = tmp_path / "mine.json"
+    shutil.copy(PRESET_DIR / "vllm.json", mine)
+    assert get_engine(str(mine)).label().startswith(f"engine profile vllm (file {mine}; vLLM ")
+    assert get_engine("vllm").label().startswith("engine profile vllm (vLLM ")

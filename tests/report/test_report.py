@@ -281,3 +281,11 @@ def test_the_engine_line_says_which_batch_sizes_lie_beyond_the_profiles_fitted_r
     assert "rows at B = 1–64 (" in line and "lie beyond" not in line
     at_one = sweep(**{**SMALL, "batches": [1]})
     assert "lie beyond" not in render_summary(at_one)
+
+
+def test_unplanned_batches_read_as_ranges():
+    """README's 70B example listed "at B = 110, 111, ..., 256" as 147 numbers (audit of 2026-12-04)."""
+    from speedplan.report.summary import batch_ranges
+
+    assert batch_ranges(range(110, 257)) == "110–256"
+    assert batch_ranges([256, 128]) == "128, 256" and batch_ranges([1, 2, 3, 5, 7, 8]) == "1–3, 5, 7, 8"
