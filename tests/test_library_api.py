@@ -179,3 +179,39 @@ def test_plans_of_a_sweep_run_in_the_same_second_are_told_apart_and_a_path_names
 
     config = Path(__file__).resolve().parents[1] / "speedplan" / "specs" / "presets" / "models" / "llama-3.2-1b.json"
     assert speedplan.sweep(config, batches=[1], mechanisms=["ngram"]).meta["model"]["model"] == "llama-3.2-1b"
+
+
+def test_library_calls_with_the_wrong_things_say_so_in_one_line(tmp_path):
+    """Each raised a bare TypeError, AttributeError, ValueError or FileExistsError, or (a plan under
+    another engine's name) rendered that engine's file with the other's speedups (audit of 2026-12-04)."""
+    import speedplan
+    from speedplan.plan.acceptance import Acceptance
+    from speedplan.plan.sweep import SweepResult, reprice
+
+    r = speedplan.sweep(batches=(1, 8))
+    plans = speedplan.plan_engines(r)
+    calls = {
+        "alpha must be a number": lambda: Acceptance.iid(None),
+        "positions must be a list of numbers": lambda: Acceptance.positional(0.9),
+        "mechanisms: expected a list": lambda: speedplan.sweep(mechanisms=5),
+        "plans['sglang'] is the vllm plan": lambda: speedplan.serving_plans(r, {"sglang": plans["vllm"]}),
+        "out_dir must be a folder path": lambda: speedplan.write_serving_configs(speedplan.serving_plans(r, plans), None),
+        "exists and is not a folder": lambda: speedplan.write_serving_configs(speedplan.serving_plans(r, plans),
+                                                                            "/dev/null"),
+        "reprice: expected the SweepResult": lambda: reprice(None, "sglang"),
+        "has no pricing to reuse": lambda: reprice(SweepResult(r.frame, r.pareto, r.best, None, r.meta), "sglang"),
+        "files must be a list": lambda: speedplan.calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", "runs.csv"),
+        "without its tables": lambda: speedplan.render_summary(SweepResult(None, None, None, None)),
+    }
+    for words, call in calls.items():
+        with pytest.raises(speedplan.SpeedplanInputError, match=re.escape(words)):
+            call()
+
+
+def test_a_sweep_result_pickles_for_a_notebooks_cache():
+    import pickle
+
+    import speedplan
+
+    r = pickle.loads(pickle.dumps(speedplan.sweep(batches=(1, 8))))
+    assert set(speedplan.plan_engines(r)) == {"vllm", "sglang", "trtllm"}

@@ -11,7 +11,7 @@ reason.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace, fields
 
 import numpy as np
 
@@ -90,6 +90,9 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
             mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
         except SpeedplanInputError as e:
             raise SpeedplanInputError(f"{m.where}: field 'mechanism': {e}") from None
+        peaks = s.cost.hardware.peak_flops_per_s
+        if getattr(mech, "draft", None) is not None and mech.draft.dtype not in peaks:  # as the sweep prices it
+            mech = replace(mech, draft=replace(mech.draft, dtype=s.cost.hardware.default_dtype))
         _check_nodes(m, mech)
         nodes = np.array([float(m.tree_nodes or m.draft_len)])
         q = mech.verify_tokens(d, nodes)

@@ -30,6 +30,8 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
                                   f"of {', '.join(SGLANG_DRAFTERS)} (with its options, e.g. eagle3:config=PATH); "
                                   "rows with topk > 1 are that EAGLE head's tree")
     mechanism = head.lower() + colon + options
+    if isinstance(files, (str, Path)) or not isinstance(files, (list, tuple)) or not files:
+        raise SpeedplanInputError(f"calibrate: files must be a list of measurement files, got {files!r}")
     seen: dict = {}
     for f in files:  # the same file twice counted every row twice in the fit
         key = Path(f).resolve() if Path(f).exists() else Path(f)
@@ -87,14 +89,21 @@ def _setting(model: str, hardware: str, tp: int) -> Setting:
     from speedplan.cost.ops import load_cost_model
     from speedplan.specs.model import get_model
 
+    from dataclasses import replace
+
     target = get_model(model)
     target.check_tp(tp)
-    return Setting(target, load_cost_model(hardware), tp, f"{target.name} on {hardware}, TP={tp}")
+    cost = load_cost_model(hardware)
+    if target.dtype not in cost.hardware.peak_flops_per_s:  # as the sweep: a bf16 checkpoint on an fp32-only CPU
+        target = replace(target, dtype=cost.hardware.default_dtype)
+    return Setting(target, cost, tp, f"{target.name} on {hardware}, TP={tp}")
 
 
 def _fit(engine, rows: list[Measurement], setting: Setting, free, name, described: str) -> Calibration:
     from speedplan.engine.profile import preset_names
 
+    if name is not None and not isinstance(name, str):
+        raise SpeedplanInputError(f"calibrate: name must be text, got {name!r}")
     if name is not None and str(name).strip().lower() in preset_names():  # it would read as the shipped one
         raise SpeedplanInputError(f"calibrate: name {name!r} is a shipped engine profile's; give the calibrated "
                                   f"profile its own (--name {str(name).strip()}-mine, or another --out file name)")

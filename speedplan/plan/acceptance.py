@@ -25,6 +25,9 @@ trace's `accepted` field) counts accepted *draft* tokens only, 0..D.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Iterable
+
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -63,21 +66,28 @@ class Acceptance:
 
     @classmethod
     def iid(cls, alpha: float, source: str = "user", match: float = 1.0) -> "Acceptance":
-        return cls((float(alpha),), _geometric_ranks(float(alpha)), source, "iid", float(match))
+        """Every draft accepted with the same chance `alpha` in [0, 1) (Leviathan et al.);
+        `match` is the chance a step proposes any draft at all (n-gram lookup; 1 otherwise)."""
+        alpha, match = _number(alpha, "alpha"), _number(match, "match")
+        return cls((alpha,), _geometric_ranks(alpha), source, "iid", match)
 
     @classmethod
     def positional(cls, probs, source: str = "user", match: float = 1.0) -> "Acceptance":
-        probs = tuple(float(p) for p in probs)
+        """`probs[i]`: the chance draft i+1 is accepted given drafts 1..i were; positions past
+        the last given repeat its rate. Trees take the geometric ranks of probs[0]."""
+        probs = _numbers(probs, "positions")
         if not probs:
             raise SpeedplanInputError("positions= needs at least one probability")
-        return cls(probs, _geometric_ranks(probs[0]), source, "positions", float(match))
+        return cls(probs, _geometric_ranks(probs[0]), source, "positions", _number(match, "match"))
 
     @classmethod
     def per_rank(cls, ranks, source: str = "user", match: float = 1.0) -> "Acceptance":
-        ranks = tuple(float(r) for r in ranks)
+        """`ranks[r]`: the chance the rank-(r+1) child of an accepted node is accepted (Sequoia);
+        they sum to < 1. Chains use ranks[0] at every depth."""
+        ranks = _numbers(ranks, "ranks")
         if not ranks:
             raise SpeedplanInputError("ranks= needs at least one probability")
-        return cls((ranks[0],), ranks, source, "ranks", float(match))
+        return cls((ranks[0],), ranks, source, "ranks", _number(match, "match"))
 
     @classmethod
     def geometric_ranks(cls, alpha: float, source: str) -> "Acceptance":
@@ -253,3 +263,16 @@ def conditional_from_position_rates(rates) -> np.ndarray:
     prev = np.concatenate([[1.0], r[:-1]])
     p = np.divide(r, prev, out=np.zeros_like(r), where=prev > 0)
     return np.clip(p, 0.0, 0.999)
+
+
+def _number(value, name: str) -> float:
+    """`value` as a float, or one line saying what `name` must be."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SpeedplanInputError(f"acceptance {name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _numbers(values, name: str) -> tuple[float, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise SpeedplanInputError(f"acceptance {name} must be a list of numbers, got {values!r}")
+    return tuple(_number(v, name) for v in values)

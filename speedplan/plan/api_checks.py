@@ -14,6 +14,12 @@ def sweep_result(result, where: str):
     if not isinstance(result, SweepResult):
         raise SpeedplanInputError(f"{where}: expected the SweepResult speedplan.sweep returns, "
                                   f"got {type(result).__name__}")
+    import pandas as pd
+
+    if not (isinstance(result.frame, pd.DataFrame) and isinstance(result.pareto, pd.DataFrame)
+            and isinstance(result.best, pd.DataFrame) and isinstance(result.meta, dict)):
+        raise SpeedplanInputError(f"{where}: a SweepResult without its tables (frame, pareto and best are "
+                                  "DataFrames, meta a dict, as speedplan.sweep returns them)")
     return result
 
 
@@ -32,6 +38,10 @@ def engine_plans(plans, result, where: str) -> dict:
     if not (isinstance(plans, dict) and all(isinstance(k, str) and isinstance(v, EnginePlan) for k, v in plans.items())):
         raise SpeedplanInputError(f"{where}: plans must be the {{engine: EnginePlan}} dict plan_engines(result) "
                                   f"returns, got {type(plans).__name__}")
+    misfiled = next((n for n, p in plans.items() if n != p.engine), None)
+    if misfiled is not None:  # an sglang file from vLLM's plan prints vLLM's speedups and cap
+        raise SpeedplanInputError(f"{where}: plans[{misfiled!r}] is the {plans[misfiled].engine} plan; each plan under "
+                                  "its own engine's name, as plan_engines(result) returns them")
     key = sweep_key(result)
     other = next((n for n, p in plans.items() if p.sweep_key and p.sweep_key != key), None)
     if other is not None:

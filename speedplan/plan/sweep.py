@@ -35,6 +35,7 @@ from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
+from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
@@ -213,11 +214,13 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     """The same sweep priced through another engine profile: the kernels, acceptance and
     memory are reused (they do not depend on the engine), only the step model is applied
     again. Frontier, best per batch and SLO pick are read off the new frame."""
+    sweep_result(result, "reprice")
     engine = get_engine(engine)
     if result.engine is not None and _same_engine(engine, result.engine):
         return result
     if result.pricing is None:
-        raise ValueError("reprice needs a SweepResult made by sweep() in this process")
+        raise SpeedplanInputError("reprice needs a SweepResult made by sweep() in this process (one rebuilt from "
+                                  "its tables has no pricing to reuse)")
     pricings, hw, target, tp, cost = result.pricing
     if any(p.mech is not None and p.spec_cap != engine.terms["spec_max_running"].value for p in pricings):
         # another speculative cap: speculative steps run another number of requests

@@ -73,6 +73,8 @@ def mechanism_specs(mechanisms) -> list | None:
 
     if mechanisms is None:
         return None
+    if not isinstance(mechanisms, (str, Mechanism, list, tuple, set, frozenset)):
+        raise SpeedplanInputError(f"mechanisms: expected a list of names like 'eagle3', got {mechanisms!r}")
     specs = [mechanisms] if isinstance(mechanisms, (str, Mechanism)) else list(mechanisms)
     if not specs:
         raise SpeedplanInputError("mechanisms: an empty list (None sweeps every mechanism that applies)")

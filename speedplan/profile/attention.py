@@ -16,6 +16,8 @@ nearest in (log G, log head_dim, log KV heads), "transferred" when it is not its
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from speedplan.cost.roofline import attention_sol_us, prefill_sol_us, tree_block_us
@@ -81,13 +83,21 @@ class _Configs:
         return cands, near[inverse], exact[inverse]
 
 
+def _attention_sol(hw: Hardware, r) -> np.ndarray:
+    return attention_sol_us(hw, r["batch"], r["q_len"], r["kv_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
+
+
+def _prefill_sol(hw: Hardware, r) -> np.ndarray:
+    return prefill_sol_us(hw, r["batch"], r["seq_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
+
+
 class PrefillTable:
     """Causal prefill of seq_len tokens (no cached prefix) per configuration, over
     (log batch, log seq_len)."""
 
     def __init__(self, rows: dict, hw: Hardware):
         self.hw = hw
-        sol = lambda r: prefill_sol_us(hw, r["batch"], r["seq_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
+        sol = functools.partial(_prefill_sol, hw)  # not a lambda: a SweepResult holding this table pickles
         self.configs = _Configs(rows, np.full(len(rows["dtype"]), "causal"), ("batch", "seq_len"), sol)
 
     def lookup(self, batch, seq_len, num_heads, num_kv_heads, head_dim, dtype: str):
@@ -137,10 +147,7 @@ class AttentionTable:
             rows = fill_attention_blocks(rows, np.stack([rows[c] for c in HEAD_KEYS], axis=1))
             rows = {**rows, "_filled": np.arange(len(rows["latency_us"])) >= n}
 
-        def sol(r):
-            return attention_sol_us(hw, r["batch"], r["q_len"], r["kv_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
-
-        self.configs = _Configs(rows, rows["mask"], ("batch", "q_len", "kv_len"), sol)
+        self.configs = _Configs(rows, rows["mask"], ("batch", "q_len", "kv_len"), functools.partial(_attention_sol, hw))
         self.has_tree = {k[0] for k in self.configs.index if k[1] == "tree"}
 
     def lookup(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str):

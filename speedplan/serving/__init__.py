@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.outputs import writing
 from speedplan.serving.plan import Mode, ServingPlan, Support
 
 _SHARED = {"plan", "text"}
@@ -70,12 +71,18 @@ def write_serving_configs(plan: ServingPlan | dict[str, ServingPlan], out_dir: P
     files into `out_dir` (files of the same names are replaced). `plan` as for
     `render_serving_configs`."""
     files = render_serving_configs(plan)
+    if not isinstance(out_dir, (str, Path)) or not str(out_dir).strip():
+        raise SpeedplanInputError(f"write_serving_configs: out_dir must be a folder path, got {out_dir!r}")
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SpeedplanInputError(f"write_serving_configs: {out_dir} exists and is not a folder")
+    with writing(out_dir, "write_serving_configs"):
+        out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, text in files.items():
         path = out_dir / name
-        path.write_text(text)
+        with writing(path, "write_serving_configs"):
+            path.write_text(text)
         if name.endswith(".sh"):
             path.chmod(0o755)
         paths.append(path)

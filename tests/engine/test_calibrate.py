@@ -380,3 +380,14 @@ def test_a_term_fitted_to_its_bound_says_so(tmp_path):
     rows = [Measurement("eagle", m.batch, 3, 1024, "step_ms", 0.97 * f, 2.5) for m, f in zip(probe, floor)]
     text = render_calibration(calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, free=["host_step_us"]))
     assert "fitted host_step_us" in text and "at its lower bound 0: the rows would take it further" in text
+
+
+def test_calibrating_on_a_cpu_prices_a_bf16_checkpoint_at_the_cpus_dtype():
+    """calibrate on cpu-local refused every bf16 model ("has no bf16 peak"), where the sweep prices
+    it in fp32 (an audit of 2026-12-04)."""
+    from speedplan.engine.run_calibration import calibrate_rows
+
+    rows = [{"mechanism": "none", "batch": 1, "draft_len": 0, "context": 100, "tpot_ms": 50},
+            {"mechanism": "eagle", "batch": 1, "draft_len": 2, "context": 100, "tpot_ms": 40, "acceptance_length": 2.0}]
+    result = calibrate_rows("smollm2-135m", "cpu-local", 1, "speedplan-runtime", rows)
+    assert len(result.rows) == 2 and all(r["predicted"] > 0 for r in result.rows)
