@@ -27,7 +27,9 @@ def models(
 def hardware() -> None:
     """List hardware presets with their datasheet numbers, where op latencies come from
     (a shipped measured profile or the datasheet roofline) and sources: speedplan hardware"""
-    from speedplan.cost.ops import latency_origin
+    import json
+
+    from speedplan.cost.ops import PROFILE_DIR, latency_origin
     from speedplan.specs.hardware import PRESETS
 
     peak = lambda h, dtype: round(h.peak_flops_per_s[dtype] / 1e12, 2) if h.peak_flops_per_s.get(dtype) else "-"
@@ -37,6 +39,16 @@ def hardware() -> None:
         "link_gb_s": round(h.link_bytes_per_s / 1e9, 1), "sms": str(h.sm_count or "-"),
         "latency": latency_origin(h.name), "source": _cut(h.source, 63),
     } for h in PRESETS.values()]
+    for folder in sorted(PROFILE_DIR.iterdir()):  # shipped profiles of a machine that has no preset of its own
+        meta_path = folder / "meta.json"
+        if folder.name in PRESETS or not meta_path.is_file():
+            continue
+        meta = json.loads(meta_path.read_text())
+        base = next((r for r in rows if r["hardware"] == meta.get("hardware_preset")), None)
+        if base is not None:
+            rows.append({**base, "hardware": folder.name,
+                         "latency": f"measured profile (preset {base['hardware']}'s other facts)",
+                         "source": _cut(str(meta.get("device_name") or base["source"]), 63)})
     typer.echo(table(rows))
 
 

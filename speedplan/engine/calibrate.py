@@ -291,6 +291,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         raise SpeedplanInputError("calibrate: no measurements")
     priced = price(pairs, base.terms["spec_max_running"].value)
     values = {t: base.terms[t].value for t in TERMS}
+    if free is not None and (isinstance(free, str) or not list(free)):
+        raise SpeedplanInputError(f"calibrate: free must list the terms to fit (None: the default ones), got {free!r}")
     candidates = list(free) if free is not None else list(base.fit_order or FIT_ORDER)
     unknown = [t for t in candidates if t not in TERMS]
     if unknown:

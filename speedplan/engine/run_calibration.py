@@ -53,7 +53,7 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
     """`speedplan calibrate` from Python: fit `engine`'s terms (a name, a JSON file or a profile)
     to `rows` measured on (model, hardware, tp), with the same checks as the command (the TP the
     model can run, rows that contradict each other). `rows`: Measurement records, dicts keyed
-    like the CSV's columns, or a DataFrame with those columns (docs/engine.md, "Calibrating").
+    like the CSV's columns, or a DataFrame with those columns (docs/engine.md, "`speedplan calibrate`").
 
         cal = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", [
             {"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "tpot_ms": 7.0},

@@ -359,7 +359,8 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best))
                           for r in at.itertuples())
         common = dict(model=meta["model"].get("serve_as", meta["model"]["model"]), tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
-                      per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources)
+                      per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources,
+                      contexts=tuple(sorted(int(c) for c in set(rows["context"]))) if len(rows) else ())
         if plan.mechanism == "none":
             out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0, **common)
             continue

@@ -36,7 +36,10 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
     if plan.sources:
         lines.append(f"Speedups from {plan.sources}.")
     if plan.per_batch:
-        lines.append("Planned for this engine" + (f" at context {plan.context} tokens" if plan.context else "")
+        over = (f" over contexts {', '.join(map(str, plan.contexts))} tokens, one D per batch size for all; "
+                f"the table is at context {plan.context}" if len(plan.contexts) > 1 else
+                f" at context {plan.context} tokens" if plan.context else "")
+        lines.append("Planned for this engine" + over
                      + " (loss: against the best this engine could reach at that batch size):")
         lines.append("  batch    D  speedup  loss")
         lines += [f"  {int(b):>5}  {int(d):>3}  {float(sp):>6.2f}x  {100 * float(loss):>4.1f}%"

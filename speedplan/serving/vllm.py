@@ -90,7 +90,9 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
                          "measure throughput around the planned switch-off batch size before relying on it.")
     notes.append("the schedule is by batch size only: vLLM 0.33 accepts [start, end, K] entries; context-aware "
                  "[bs_lo, bs_hi, ctx_lo, ctx_hi, K] entries exist only in open RFC #48627 / PR #48944, so they are "
-                 "not emitted" + (f" (this plan is for context {plan.context} tokens)." if plan.context else "."))
+                 "not emitted" + (f" (this plan's D per batch size serves contexts {', '.join(map(str, plan.contexts))})."
+                                   if len(plan.contexts) > 1 else f" (this plan is for context {plan.context} tokens)."
+                                   if plan.context else "."))
     if plan.mechanism == "ngram":
         notes.append(f"prompt_lookup_min/max = {NGRAM_LOOKUP_MIN}/{NGRAM_LOOKUP_MAX} are not planned by "
                      "speedplan; tune them for your workload.")

@@ -203,3 +203,10 @@ def test_version_and_shipped_profiles_by_name(capsys):
     assert capsys.readouterr().out.startswith("speedplan ")
     assert run(["profile", "check", "cpu-local", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["points"] > 100
+
+
+def test_the_hardware_list_names_every_shipped_profile(capsys):
+    """docs/profiles.md's table, which names `speedplan hardware` as its source, lists
+    cpu-local-xeon; the command did not (an audit of 2026-12-04)."""
+    assert run(["hardware"]) == 0
+    assert "cpu-local-xeon" in capsys.readouterr().out

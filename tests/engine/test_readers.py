@@ -342,3 +342,16 @@ def test_a_json_syntax_error_names_its_line_and_column(tmp_path):
     f.write_text('{"output_throughput": 5, "mechanism": "none\n')
     with pytest.raises(SpeedplanInputError, match=r"malformed JSON \(Unterminated string starting at line 1, column 39\)"):
         read_measurements(f)
+
+
+def test_a_csv_may_mix_quantities_one_per_row(tmp_path):
+    """The README's calibrate_rows example (a TPOT row beside speedup rows) could not be saved as one
+    CSV: "needs exactly one of the columns" (audit of 2026-12-04). A row filling two is refused."""
+    f = tmp_path / "runs.csv"
+    f.write_text("mechanism,batch,draft_len,context,tpot_ms,speedup,acceptance_length\n"
+                 "none,1,0,1024,7.0,,\neagle3,8,3,1024,,1.6,2.7\n")
+    plain, spec = read_measurements(f)
+    assert (plain.quantity, spec.quantity, spec.value) == ("tpot_ms", "speedup", 1.6)
+    f.write_text("mechanism,batch,draft_len,context,tpot_ms,speedup,acceptance_length\neagle3,8,3,1024,5.0,1.6,2.7\n")
+    with pytest.raises(SpeedplanInputError, match=r"runs.csv:2: needs exactly one of the fields .* found tpot_ms, speedup"):
+        read_measurements(f)

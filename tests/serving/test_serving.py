@@ -504,3 +504,13 @@ def test_vllm_mtp_past_two_layers_asks_for_a_multiple_of_them(tmp_path):
         assert vllm_lookup(cfg["num_speculative_tokens_per_batch_size"], cfg["num_speculative_tokens"], batch) == 3
     one = json.loads(render_vllm(plan("mtp", draft_len=3, schedule=()))["vllm_speculative_config.json"])
     assert one == {"method": "mtp", "num_speculative_tokens": 3}  # one layer divides every K
+
+
+def test_a_plan_over_several_contexts_says_so():
+    """Every header said "Planned for this engine at context 1024 tokens" for a plan chosen over
+    1024 and 8192 (an audit of 2026-12-04)."""
+    rows = ((1, 5, 2.0, 0.0), (8, 4, 1.6, 0.01))
+    text = render_vllm(plan("eagle", context=1024, contexts=(1024, 8192), per_batch=rows))["vllm_serve.sh"]
+    assert "over contexts 1024, 8192 tokens, one D per batch size for all; the table is at context 1024" in text
+    assert "serves contexts 1024, 8192" in text
+    assert "at context 1024 tokens" in render_vllm(plan("eagle", context=1024, per_batch=rows))["vllm_serve.sh"]

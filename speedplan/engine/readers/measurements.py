@@ -24,7 +24,8 @@ from speedplan.specs.files import parse_json
 
 
 def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
-    """Columns mechanism, batch, draft_len, context, one of tpot_ms/step_ms/tokens_per_s/speedup,
+    """Columns mechanism, batch, draft_len, context, one of tpot_ms/step_ms/tokens_per_s/speedup
+    (or several, each row filling one),
     acceptance_length for speculative rows (else `acceptance(mechanism, draft_len)`), optional
     tree_nodes and max_running_requests (the cap the server ran with; empty = the engine's default)."""
     reader = None
@@ -47,12 +48,14 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
         if key not in header:
             raise SpeedplanInputError(f"{path}: missing column {key!r}")
     quantities = [q for q in QUANTITIES if q in header]
-    if len(quantities) != 1:
-        raise SpeedplanInputError(f"{path}: needs exactly one of the columns {', '.join(QUANTITIES)}, "
-                                  f"found {', '.join(quantities) or 'none'}")
+    if not quantities:
+        raise SpeedplanInputError(f"{path}: needs one of the columns {', '.join(QUANTITIES)}, found none")
     if not rows:
         raise SpeedplanInputError(f"{path}: no rows")
-    return measurements_from_rows(rows, quantities[0], acceptance, where=lambda i: f"{path}:{i + 2}")
+    # several quantity columns: each row fills exactly one of them (a TPOT row beside speedup rows,
+    # as calibrate_rows takes them from Python)
+    quantity = quantities[0] if len(quantities) == 1 else None
+    return measurements_from_rows(rows, quantity, acceptance, where=lambda i: f"{path}:{i + 2}")
 
 
 COLUMNS = ("mechanism", "batch", "draft_len", "context", *QUANTITIES, "acceptance_length", "tree_nodes",
