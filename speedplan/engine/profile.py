@@ -251,6 +251,18 @@ class EngineProfile:
         """Requests one step of this engine runs (`running_requests` with its spec_max_running)."""
         return running_requests(batch, speculative, self.terms["spec_max_running"].value)
 
+    def meta(self) -> dict:
+        """What a sweep's meta records of the profile that priced it."""
+        return {"engine": self.name, "engine_family": self.engine, "engine_label": self.label(),
+                "engine_source": self.origin, "engine_fit": self.provenance(),
+                "engine_spec_max_running": self.terms["spec_max_running"].value,
+                "engine_fitted_batches": list(self.fitted_batches() or [])}
+
+    def prices_like(self, other: "EngineProfile") -> bool:
+        """Whether two profiles price alike and are labelled alike (name, file, every term's value)."""
+        return (self.name == other.name and self.origin == other.origin and self.values() == other.values()
+                and self.provenance() == other.provenance())
+
     def label(self) -> str:
         """What every output says priced it, e.g. "engine profile vllm (vLLM V1, 2025-2026 releases)"."""
         from_file = self.origin and not self.origin.endswith(SHIPPED)

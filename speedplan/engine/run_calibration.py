@@ -23,7 +23,10 @@ SGLANG_DRAFTERS = ("eagle", "eagle3", "mtp")  # what SGLang's EAGLE worker draft
 
 def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list, mechanism: str = "eagle3",
                     free: list[str] | None = None, name: str | None = None) -> Calibration:
-    """Fit `engine`'s terms to every row of `files`, all run on (model, hardware, tp)."""
+    """Fit `engine`'s terms (a name or a JSON file) to every row of `files` (a list of CSV,
+    vllm bench serve JSON, SGLang bench_speculative lines or a vLLM /metrics scrape), all run on
+    (model, hardware, tp GPUs). `mechanism` names the drafter of SGLang bench rows; `free` the
+    terms to fit (None: the base profile's fit order); `name` the fitted profile's name."""
     head, colon, options = str(mechanism).strip().partition(":")
     if head.lower() not in SGLANG_DRAFTERS:  # named for SGLang bench rows; wrong even where unused
         raise SpeedplanInputError(f"--mechanism {mechanism!r}: names the drafter of SGLang bench_speculative rows, one "

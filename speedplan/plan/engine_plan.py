@@ -206,8 +206,10 @@ def _profile_text(meta: dict) -> str:
 
 
 def plan_engines(result, batch_weights: dict[int, float] | str | None = None, engines=None) -> dict[str, EnginePlan]:
-    """The plan of every serving engine (or of the `engines` named) for this sweep, each
-    priced through its own engine profile (`engine_pricing`)."""
+    """The plan of every serving engine (or of the `engines` named: a list or "vllm,sglang") for
+    this sweep, each priced through its own engine profile (`engine_pricing`). `batch_weights`:
+    the share of serving time at each batch size ({batch: weight}, "1=4,8=2", or a .json/.csv
+    file of batch,weight); None weighs the swept batch sizes that fit alike."""
     key = sweep_key(sweep_result(result, "plan_engines"))
     return {name: replace(plan, sweep_key=key) for name, plan in _plans(result, batch_weights, engines).items()}
 

@@ -51,6 +51,8 @@ DEFAULT_TREE_NODES = (8, 16, 32, 64)
 
 @dataclass
 class SweepResult:
+    """What `sweep` returns: its tables (units in FRAME_COLUMNS' names), meta and pricing."""
+
     frame: pd.DataFrame  # every grid point, infeasible ones included (feasible == False)
     pareto: pd.DataFrame  # feasible Pareto-optimal rows (max tokens/s/user and tokens/s/GPU)
     best: pd.DataFrame  # per (batch, context): feasible row with the highest tokens/s/GPU
@@ -198,25 +200,13 @@ def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: Model
     return frame[FRAME_COLUMNS]
 
 
-def _engine_meta(engine: EngineProfile) -> dict:
-    return {"engine": engine.name, "engine_family": engine.engine, "engine_label": engine.label(),
-            "engine_source": engine.origin, "engine_fit": engine.provenance(),
-            "engine_spec_max_running": engine.terms["spec_max_running"].value,
-            "engine_fitted_batches": list(engine.fitted_batches() or [])}
-
-
-def _same_engine(a: EngineProfile, b: EngineProfile) -> bool:
-    """Whether two profiles price alike and are labelled alike (name, file, every term's value)."""
-    return a.name == b.name and a.origin == b.origin and a.values() == b.values() and a.provenance() == b.provenance()
-
-
 def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     """The same sweep priced through another engine profile: the kernels, acceptance and
     memory are reused (they do not depend on the engine), only the step model is applied
     again. Frontier, best per batch and SLO pick are read off the new frame."""
     sweep_result(result, "reprice")
     engine = get_engine(engine)
-    if result.engine is not None and _same_engine(engine, result.engine):
+    if result.engine is not None and engine.prices_like(result.engine):
         return result
     if result.pricing is None:
         raise SpeedplanInputError("reprice needs a SweepResult made by sweep() in this process (one rebuilt from "
@@ -226,7 +216,7 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
         # another speculative cap: speculative steps run another number of requests
         pricings = [p if p.mech is None else _gpu_pricing(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
     frame = _frame(pricings, engine, hw, target, tp)
-    out = SweepResult(frame, pareto(frame), best_per_batch(frame), None, {**result.meta, **_engine_meta(engine)},
+    out = SweepResult(frame, pareto(frame), best_per_batch(frame), None, {**result.meta, **engine.meta()},
                       result.pricing, engine)
     slo = result.meta.get("min_tokens_per_user")
     if slo is not None:
@@ -316,12 +306,15 @@ def sweep(
     command: str = "",
     engine: str | EngineProfile = DEFAULT_ENGINE,
 ) -> SweepResult:
-    """Price every (mechanism, D, B, context) point and rank them.
+    """Price every (mechanism, D, B, context) point and rank them (times in seconds, rates in tokens/s).
 
-    `mechanisms` are specs such as "eagle" or "draft-model:llama-3.2-1b" ("draft-model" alone
-    takes the target's usual small sibling); None sweeps every mechanism that applies to the
-    model and lists the others with the reason in `meta["skipped"]`. `acceptance` replaces the published default for
-    every mechanism (one Acceptance) or per mechanism name (dict; key "*" for the rest).
+    batches: concurrent requests B; draft_lens: drafted tokens D (a tree's depth); contexts: tokens
+    of KV per sequence; tree_nodes: draft nodes N a tree verifies (root excluded); tp: GPUs per
+    replica; min_tokens_per_user: an SLO, tokens/s per user; engine: the profile that prices each
+    step (a name, a calibrate JSON or an EngineProfile). `mechanisms`: specs such as "eagle" or
+    "draft-model:llama-3.2-1b" ("draft-model" alone takes the target's usual small sibling); None
+    sweeps every one that applies (the others, with why, in `meta["skipped"]`). `acceptance`: one
+    Acceptance for every mechanism, or a dict per mechanism name (key "*" for the rest).
 
     >>> r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 64], range(0, 5))
     >>> sorted(r.frame.mechanism.unique())
@@ -376,7 +369,7 @@ def sweep(
         # the profile folder's name, which reports print: cpu-local-xeon prices the cpu-local preset
         "profile": profile_name(cost),
         "profile_tables": sorted(getattr(getattr(cost, "profile", None), "tables", {}) or {}),
-        **_engine_meta(engine),
+        **engine.meta(),
         "tp": tp,
         "dtype": target.dtype,
         "acceptance": {m.label: m.acceptance_source for m in mechs},
