@@ -99,11 +99,14 @@ def parse_acceptance(spec: str) -> Acceptance:
 
 
 def _build(form: str, numbers, source: str, match: float, where: str) -> Acceptance:
-    if form == "alpha":
-        if len(numbers) != 1:
-            raise SpeedplanInputError(f"{where}: alpha takes one number")
-        return Acceptance.iid(numbers[0], source, match)
-    return (Acceptance.positional if form == "positions" else Acceptance.per_rank)(numbers, source, match)
+    if form == "alpha" and len(numbers) != 1:
+        raise SpeedplanInputError(f"{where}: alpha takes one number")
+    try:
+        if form == "alpha":
+            return Acceptance.iid(numbers[0], source, match)
+        return (Acceptance.positional if form == "positions" else Acceptance.per_rank)(numbers, source, match)
+    except SpeedplanInputError as e:
+        raise SpeedplanInputError(f"{where}: {e}") from None  # which file or option the numbers came from
 
 
 def _from_file(text: str) -> Acceptance:
@@ -111,8 +114,15 @@ def _from_file(text: str) -> Acceptance:
     a file whose own name holds an @ is read whole."""
     path_text, at, draft_len = text.rpartition("@") if "@" in text and not Path(text).is_file() else (text, "", "")
     path = Path(path_text)
+    if path.is_dir():
+        raise SpeedplanInputError(f"--acceptance {text!r}: is a folder; give a file in it")
     if not path.is_file():
-        raise SpeedplanInputError(f"--acceptance {text!r}: not alpha=, positions=, ranks= or an existing file")
+        from speedplan.plan.mechanisms import MECHANISMS
+
+        head = text.partition(":")[0]
+        hint = (f" ({head!r} is not a mechanism: MECH:alpha=... takes one of {', '.join(MECHANISMS)})"
+                if ":" in text and "=" in text else "")
+        raise SpeedplanInputError(f"--acceptance {text!r}: not alpha=, positions=, ranks= or an existing file{hint}")
     if at and (path.suffix == ".jsonl" or not looks_like_sglang_log(path.read_text(errors="replace"))):
         raise SpeedplanInputError(f"--acceptance {text!r}: @D is for an SGLang server log whose lines give no "
                                   f"accept rate; {path.name} is not one")

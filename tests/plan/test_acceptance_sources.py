@@ -170,3 +170,15 @@ def test_a_draft_models_acceptance_may_name_its_default_draft():
         result = sweep(mechanisms=mechanisms, batches=(1,), draft_lens=(2,), acceptance=acc)
         rows = result.frame[result.frame["mechanism"] == "draft-model:llama-3.2-1b"]
         assert len(rows) and rows["acceptance_length"].iloc[0] == pytest.approx(al_iid(0.6, 2))
+
+
+def test_acceptance_errors_name_where_the_numbers_came_from(tmp_path):
+    """{"alpha": 1.5} in a file was refused without the file's name; MECH:alpha with an unknown
+    MECH and a folder both read as "not ... an existing file" (audit of 2026-12-04)."""
+    bad = _write(tmp_path, "a.json", '{"alpha": 1.5}')
+    with pytest.raises(SpeedplanInputError, match=r"a\.json: acceptance probabilities must be in \[0, 1\), got 1\.5"):
+        parse_acceptance(str(bad))
+    with pytest.raises(SpeedplanInputError, match="'foo' is not a mechanism"):
+        parse_acceptance("foo:alpha=0.8")
+    with pytest.raises(SpeedplanInputError, match="is a folder; give a file in it"):
+        parse_acceptance(str(tmp_path))

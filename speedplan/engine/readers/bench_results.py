@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, SHORT_DRAFTS, Measurement, no_acceptance, number_field,
-                                                  scraped)
+from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, SHORT_DRAFTS, Measurement,
+                                                  no_acceptance, number_field, scraped)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 
@@ -156,6 +156,9 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
         if steps == 0:
             mech, nodes = "none", None
         elif topk > 1 or draft_tokens > steps + 1:  # the tree of the head `mechanism` names
+            if draft_tokens > MAX_TREE_NODES + 1:  # it counts the root: the nodes are one fewer
+                raise SpeedplanInputError(f"{where}: field 'num_draft_tokens' {draft_tokens} must be in "
+                                          f"2..{MAX_TREE_NODES + 1}")
             if draft_tokens < 2:
                 raise SpeedplanInputError(f"{where}: field 'num_draft_tokens' {draft_tokens} leaves a tree of topk "
                                           f"{topk} no draft node (it counts the root)")

@@ -189,7 +189,8 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
     if path.is_dir():
         raise SpeedplanInputError(f"{path}: is a folder; give its files (--measurements {path}/*.csv)")
     if not path.is_file():
-        raise SpeedplanInputError(f"{path}: no such measurements file")
+        raise SpeedplanInputError(f"{path}: " + ("not a regular file (a device or a pipe); give a measurements file"
+                                                 if path.exists() else "no such measurements file"))
     try:
         text = path.read_text().removeprefix("\ufeff")
     except (OSError, UnicodeDecodeError) as e:
