@@ -47,11 +47,12 @@ def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
     profile = load_profile(path)
     profile.check_repeated_points()
     hw = profile.hardware
-    families, pooled = {}, []
+    families, pooled, unchecked = {}, [], []
     for family, cls in TABLE_CLASSES.items():
         rows = profile.tables.get(family)
         if rows is None:
             continue
+        unchecked.append(family)  # until a point of it is predicted without itself
         n = len(rows["latency_us"])
         points = np.arange(n) if n <= sample else np.sort(np.random.default_rng(0).choice(n, sample, replace=False))
         errors, how = [], []
@@ -69,13 +70,19 @@ def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
                                 "max_error": float(e.max()), "points": len(e),
                                 "answers": {h: how.count(h) for h in sorted(set(how))}}
             pooled.extend(errors)
+            unchecked.remove(family)
     if not pooled:
         raise SpeedplanInputError(f"{path}: no table has two or more points to check")
     e = np.asarray(pooled)
     result = {"profile": str(path), "origin": profile.origin, "median_error": float(np.median(e)),
               "p90_error": float(np.percentile(e, 90)), "points": len(e), "families": families}
+    notes = []
     if profile.origin == "datasheet-roofline":
-        result["note"] = "tables are the datasheet roofline itself (not measured): zero error is trivial"
+        notes.append("tables are the datasheet roofline itself (not measured): zero error is trivial")
+    if unchecked:  # a table of one point, or none its neighbours can answer: said, not left out in silence
+        notes.append(f"not checked: {', '.join(unchecked)} (no point of it can be predicted from the others)")
+    if notes:
+        result["note"] = "; ".join(notes)
     cross = _cupy_cross_check(Path(path), profile)
     if cross:
         result["cupy_cross_check"] = cross

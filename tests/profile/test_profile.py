@@ -362,3 +362,17 @@ def test_elementwise_below_the_smallest_size_keeps_its_latency(tmp_path):
     lat, how = p.table("elementwise").lookup(np.array([small / 8, small, small * 1e4]), "fp32", op="scale")
     assert lat[0] == pytest.approx(lat[1]) and ANSWERS[how[0]] == "extrapolated"  # the fixed cost holds below
     assert lat[2] > 100 * lat[1]  # above, the bandwidth holds
+
+
+def test_a_table_profile_check_cannot_check_is_named(tmp_path):
+    """A gemm.csv of one row dropped out of `profile check` in silence (an audit of 2026-12-04)."""
+    import shutil
+
+    from speedplan.profile.tools import leave_one_out
+
+    folder = tmp_path / "p"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "speedplan" / "data" / "profiles" / "cpu-local", folder)
+    lines = (folder / "gemm.csv").read_text().splitlines()
+    (folder / "gemm.csv").write_text("\n".join(lines[:2]) + "\n")
+    result = leave_one_out(folder)
+    assert "gemm" not in result["families"] and "not checked: gemm" in result["note"]
