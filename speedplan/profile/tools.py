@@ -182,8 +182,12 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
 
 
 def _device_kind(preset: str, device: str | None = None) -> str:
-    """"CPU" for a CPU preset (cpu-*) or a profile measured with `--device cpu`, else "GPU"."""
-    return "CPU" if preset.startswith("cpu") or device == "cpu" else "GPU"
+    """"CPU" for a CPU preset (cpu-*) or a profile measured with `--device cpu`, else the GPU's
+    vendor ("AMD GPU", "NVIDIA GPU": one vendor's kernels are not another's)."""
+    if preset.startswith("cpu") or device == "cpu":
+        return "CPU"
+    words = get_hardware(preset).description.split()
+    return f"{words[0]} GPU" if words and words[0] in ("AMD", "NVIDIA") else "GPU"
 
 
 def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
@@ -197,9 +201,10 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
         raise SpeedplanInputError(f"{source}: can only derive from a measured profile (origin is {src.origin!r})")
     kinds = _device_kind(src.hardware.name, src.meta.get("device")), _device_kind(get_hardware(hardware).name)
     if kinds[0] != kinds[1]:
-        raise SpeedplanInputError(f"{source}: a {kinds[0]} profile cannot be derived for {hardware} (a {kinds[1]}): "
-                                  "derive carries each shape's efficiency to a sibling chip, and a CPU's kernels are "
-                                  "not a GPU's; measure it (speedplan bench) or import one (profile import-aic)")
+        a = lambda kind: ("an " if kind.split()[0] in ("AMD", "NVIDIA") else "a ") + kind  # as said aloud
+        raise SpeedplanInputError(f"{source}: {a(kinds[0])} profile cannot be derived for {hardware} ({a(kinds[1])}): "
+                                  "derive carries each shape's efficiency to a sibling chip, and one kind's kernels "
+                                  "are not another's; measure it (speedplan bench) or import one (profile import-aic)")
     target_meta = {**src.meta, "hardware_preset": get_hardware(hardware).name}
     measured = src.hardware.extra.get("measured", {})  # fractions of peak and floors carry over
     target_hw = get_hardware(hardware).with_overrides(**measured)

@@ -260,7 +260,7 @@ def test_a_cpu_profile_is_not_derived_for_a_gpu_nor_a_gpu_one_for_a_cpu(tmp_path
     """derive carries each shape's efficiency to a sibling chip; a CPU's kernels are not a GPU's."""
     with pytest.raises(SpeedplanInputError, match="a CPU profile cannot be derived for h100-sxm"):
         derive_profile(ROOT / "speedplan/data/profiles/cpu-local", "h100-sxm", tmp_path / "a")
-    with pytest.raises(SpeedplanInputError, match="a GPU profile cannot be derived for cpu-local"):
+    with pytest.raises(SpeedplanInputError, match="GPU profile cannot be derived for cpu-local"):
         derive_profile(synthetic_profile(tmp_path / "h200", preset="h200-sxm"), "cpu-local", tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
@@ -376,3 +376,14 @@ def test_a_table_profile_check_cannot_check_is_named(tmp_path):
     (folder / "gemm.csv").write_text("\n".join(lines[:2]) + "\n")
     result = leave_one_out(folder)
     assert "gemm" not in result["families"] and "not checked: gemm" in result["note"]
+
+
+def test_a_profile_is_derived_for_a_chip_of_its_own_vendor_only(tmp_path):
+    """profile derive took an H100 profile to an MI300X as a "sibling chip" (audit of 2026-12-04)."""
+    from speedplan.errors import SpeedplanInputError
+    from speedplan.profile.tools import derive_profile
+
+    h100 = Path(__file__).resolve().parents[2] / "speedplan" / "data" / "profiles" / "h100-sxm"
+    with pytest.raises(SpeedplanInputError, match=r"an NVIDIA GPU profile cannot be derived for mi300x \(an AMD GPU\)"):
+        derive_profile(h100, "mi300x", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
