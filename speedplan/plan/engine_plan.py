@@ -326,6 +326,15 @@ def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> 
     return out
 
 
+def _unsupported(result, engine: str) -> tuple:
+    """The swept mechanisms (family names) `engine` cannot run at all."""
+    from speedplan.serving import engine_module
+
+    layers = int((result.meta.get("model") or {}).get("mtp_layers") or 0)
+    families = sorted({str(m).split(":")[0].split("@")[0] for m in result.frame["mechanism"].unique()} - {"none"})
+    return tuple(f for f in families if engine_module(engine).support(f, layers) is None)
+
+
 def _extras(result, plan: EnginePlan) -> dict:
     """tree / draft model of a plan, from the sweep's meta."""
     meta = result.meta
@@ -364,7 +373,8 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
                       per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources,
                       contexts=tuple(sorted(int(c) for c in set(rows["context"]))) if len(rows) else ())
         if plan.mechanism == "none":
-            out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0, **common)
+            out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0,
+                                    unsupported=_unsupported(result, name), **common)
             continue
         extra = _extras(result, plan)
         schedule = tuple((int(b), int(d)) for b, d in zip(at["batch"], at["draft_len"]))

@@ -33,7 +33,7 @@ def memory_shortfall(result: SweepResult) -> str | None:
 def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
     """What the smallest plain-decoding configuration (at `batch`, if given) needs per GPU
     against what is usable, with enough digits to show a shortfall, e.g. "plain decoding at
-    B=128, context 4096 needs 84.8 GB per GPU (weights 16.1 GB) and 72.0 GB are usable (90% of 80 GB, vLLM's default gpu_memory_utilization)"."""
+    B=128, context 4096 needs 84.8 GB per GPU (weights 16.1 GB) and 72.0 GB are usable (90% of 80 GB, vLLM's default gpu_memory_utilization, assumed for every engine)"."""
     plain = result.frame[result.frame["mechanism"] == "none"]
     if batch is not None:
         plain = plain[plain["batch"] == batch]
@@ -43,4 +43,4 @@ def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
     usable = total * MEMORY_UTILIZATION
     digits = 1 if round(need, 1) > round(usable, 1) else 3
     return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {need:.{digits}f} GB per GPU "
-            f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable ({MEMORY_UTILIZATION:.0%} of {total:.0f} GB, vLLM's default gpu_memory_utilization)")
+            f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable ({MEMORY_UTILIZATION:.0%} of {total:.0f} GB, vLLM's default gpu_memory_utilization, assumed for every engine)")

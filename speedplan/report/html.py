@@ -17,8 +17,8 @@ from urllib.parse import quote
 import pandas as pd
 
 from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
-                                      plain_unfit_cells, setting_text, short_provenance, slo_line, table_rows, tuples,
-                                      unplanned_line)
+                                      not_servable, plain_unfit_cells, setting_text, short_provenance, slo_line,
+                                      table_rows, tuples, unplanned_line)
 
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
@@ -89,7 +89,10 @@ _FIGURE_TEXT = {
                            "beats plain decoding.",
     "best_draft_len.png": "Per mechanism, the planner's draft-length schedule over batch size (non-increasing; "
                           "crosses where the pointwise best D differs; an engine's plan takes the cross where it "
-                          "gains more than 1%), and the overall pick at each batch size.",
+                          "gains more than 1%), and the overall pick at each batch size. D = 0 here is plain "
+                          "decoding without a drafter; an engine's plan that turns drafting off keeps its drafter "
+                          "loaded (and running, in vLLM, SGLang and TensorRT-LLM's EAGLE paths), so its D = 0 costs "
+                          "more and its schedule may keep D > 0 there (see each engine's plan).",
     "step_breakdown.png": "Where the time of one target step goes for the picked configuration at each batch "
                           "size (the black tick is the plain-decoding step).",
     "roofline.png": "The verify step's linear layers against the achievable roofline (its numbers and where "
@@ -219,6 +222,8 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         unplanned = unplanned_line(result)
         if unplanned:
             parts.append(f'<p class="note">{_e(unplanned)}</p>')
+        parts.extend(f'<p class="note">{_e(line)}</p>'
+                     for line in not_servable(result.meta, set(result.best["mechanism"])))
     if plans:
         parts.extend(_engine_sections(plans))
     parts.extend(_sensitivity_section(result, sensitivity_table))

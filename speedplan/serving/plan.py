@@ -120,6 +120,7 @@ class ServingPlan:
     per_batch: tuple = ()  # planner rows for the comment: (batch, D, speedup, loss_vs_best)
     context: int | None = None  # context length (tokens) the plan was made for, for comments
     contexts: tuple = ()  # every context (tokens) the plan's one D per batch size was chosen over, when several
+    unsupported: tuple = ()  # swept mechanisms this engine cannot run (said where the plan is off)
     priced_by: str = ""  # the engine profile that priced the plan (name: how its terms were set), for comments
     sources: str = ""  # where the rest came from (latency, acceptance), for comments
     fits_memory: bool = True  # False: plain decoding fits at no planned batch size (OFF, said in the header)

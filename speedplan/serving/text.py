@@ -18,6 +18,9 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
         what = ("Mechanism: none: no setting this engine can express gains over plain decoding across the planned "
                 "batch sizes as a whole, so speculation is off (the loss column shows the batch sizes where one "
                 "would be faster on its own).")
+    elif plan.mechanism == OFF and plan.unsupported:
+        what = ("Mechanism: none: no swept mechanism this engine can run gains over plain decoding, so speculation "
+                f"is off; it cannot run {', '.join(plan.unsupported)}, which the sweep also priced.")
     elif plan.mechanism == OFF:
         what = "Mechanism: none: speculation loses at every planned batch size, so it is off."
     else:

@@ -289,3 +289,18 @@ def test_unplanned_batches_read_as_ranges():
 
     assert batch_ranges(range(110, 257)) == "110–256"
     assert batch_ranges([256, 128]) == "128, 256" and batch_ranges([1, 2, 3, 5, 7, 8]) == "1–3, 5, 7, 8"
+
+
+def test_a_table_winner_the_pricing_engine_cannot_run_is_named():
+    """The default table recommends eagle3-tree at B = 1-8 priced by vLLM, which runs no trees; and
+    a TensorRT-LLM plan left off because it cannot run EAGLE-1 said speculation loses (an audit of
+    2026-12-04)."""
+    import speedplan
+    from speedplan.report.summary import render_summary
+
+    r = speedplan.sweep(mechanisms=["eagle3-tree", "eagle3"], batches=(1, 8), draft_lens=(0, 4, 8))
+    text = render_summary(r)
+    assert "note: vLLM cannot run eagle3-tree" in text
+    eagle1 = speedplan.sweep(mechanisms=["eagle"], batches=(1, 8), draft_lens=(0, 2, 4), engine="trtllm")
+    files = speedplan.render_serving_configs(speedplan.serving_plans(eagle1, speedplan.plan_engines(eagle1)))
+    assert "it cannot run eagle, which the sweep also priced" in files["trtllm_serve.sh"]
