@@ -168,24 +168,26 @@ def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | Non
 
 
 def _per_batch_records(best: pd.DataFrame) -> list[dict]:
-    out = []
-    for _, r in best.iterrows():
-        out.append({
-            "batch": int(r.batch),
-            "context": int(r.context),
-            "mechanism": r.mechanism,
-            "draft_len": int(r.draft_len),
-            "verify_tokens": int(r.verify_tokens),
-            "acceptance_length": round(float(r.acceptance_length), 4),
-            "speedup": round(float(r.speedup), 4),
-            "tokens_per_s_per_user": round(float(r.tokens_per_s_per_user), 3),
-            "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
-            "t_step_s": float(r.t_step_s),
-            "engine_profile": r.engine,
-            "cost_source": r.cost_source,
-            "acceptance_source": r.acceptance_source,
-        })
-    return out
+    return [_record(r) for _, r in best.iterrows()]
+
+
+def _record(r) -> dict:
+    """One configuration row as recommendations.json writes it."""
+    return {
+        "batch": int(r.batch),
+        "context": int(r.context),
+        "mechanism": r.mechanism,
+        "draft_len": int(r.draft_len),
+        "verify_tokens": int(r.verify_tokens),
+        "acceptance_length": round(float(r.acceptance_length), 4),
+        "speedup": round(float(r.speedup), 4),
+        "tokens_per_s_per_user": round(float(r.tokens_per_s_per_user), 3),
+        "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
+        "t_step_s": float(r.t_step_s),
+        "engine_profile": r.engine,
+        "cost_source": r.cost_source,
+        "acceptance_source": r.acceptance_source,
+    }
 
 
 def recommendations(result, plans=None, batch_weights=None) -> dict:
@@ -198,7 +200,12 @@ def recommendations(result, plans=None, batch_weights=None) -> dict:
 
     if plans is None:
         plans = plan_engines(result, batch_weights)
-    return {"per_batch": _per_batch_records(result.best), "engines": engine_records(result, plans, batch_weights)}
+    out = {"per_batch": _per_batch_records(result.best), "engines": engine_records(result, plans, batch_weights)}
+    slo = result.meta.get("min_tokens_per_user")
+    if slo is not None:  # the SLO pick, as the terminal and report.html show it (None: nothing meets it)
+        out["slo_pick"] = {"min_tokens_per_user": float(slo),
+                           "pick": None if result.slo_pick is None else _record(result.slo_pick)}
+    return out
 
 
 def sensitivity(frame: pd.DataFrame, mechanisms, factor: float = 0.1) -> pd.DataFrame:

@@ -304,3 +304,18 @@ def test_a_table_winner_the_pricing_engine_cannot_run_is_named():
     eagle1 = speedplan.sweep(mechanisms=["eagle"], batches=(1, 8), draft_lens=(0, 2, 4), engine="trtllm")
     files = speedplan.render_serving_configs(speedplan.serving_plans(eagle1, speedplan.plan_engines(eagle1)))
     assert "it cannot run eagle, which the sweep also priced" in files["trtllm_serve.sh"]
+
+
+def test_recommendations_json_carries_the_slo_pick():
+    """The SLO pick was in the terminal and report.html only (an audit of 2026-12-04)."""
+    import json
+
+    import speedplan
+    from speedplan.plan.pick import recommendations
+
+    r = speedplan.sweep(mechanisms=["eagle3"], batches=(1, 8, 64), draft_lens=(0, 2, 4), min_tokens_per_user=50)
+    rec = json.loads(json.dumps(recommendations(r)))
+    assert rec["slo_pick"]["min_tokens_per_user"] == 50
+    assert rec["slo_pick"]["pick"]["tokens_per_s_per_user"] >= 50
+    assert rec["slo_pick"]["pick"]["batch"] == int(r.slo_pick.batch)
+    assert "slo_pick" not in recommendations(speedplan.sweep(mechanisms=["eagle3"], batches=(1,), draft_lens=(0, 2)))
