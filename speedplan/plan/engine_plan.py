@@ -388,13 +388,13 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
 
 
 def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:
-    """schedule.csv: every engine's plan per (batch, context), D = 0 where speculation is off."""
+    """schedule.csv: each engine's plan per (batch, context); D 0: drafting off; fits_memory False: launch too big."""
     parts = [p.rows.assign(engine=name, engine_profile=p.engine_profile.split(":")[0], plan_mechanism=p.mechanism,
-                           mode=p.mode) for name, p in plans.items() if len(p.rows)]
+                           mode=p.mode, fits_memory=p.rows["speedup"] > 0) for name, p in plans.items() if len(p.rows)]
     if not parts:
         return pd.DataFrame(columns=["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context",
                                      "draft_len"])
     cols = ["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context", "weight", "draft_len",
-            "verify_tokens", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any", "best_mechanism",
-            "best_draft_len", "best_verify_tokens", "best_speedup"]
+            "verify_tokens", "fits_memory", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any",
+            "best_mechanism", "best_draft_len", "best_verify_tokens", "best_speedup"]
     return pd.concat(parts, ignore_index=True)[cols]

@@ -319,3 +319,16 @@ def test_recommendations_json_carries_the_slo_pick():
     assert rec["slo_pick"]["pick"]["tokens_per_s_per_user"] >= 50
     assert rec["slo_pick"]["pick"]["batch"] == int(r.slo_pick.batch)
     assert "slo_pick" not in recommendations(speedplan.sweep(mechanisms=["eagle3"], batches=(1,), draft_lens=(0, 2)))
+
+
+def test_schedule_csv_says_where_a_plan_does_not_fit():
+    """A 70B plan's batch sizes where its launch (drafter loaded) does not fit read as D = 0,
+    speedup 0, like speculation off (an audit of 2026-12-04): fits_memory tells them apart."""
+    import speedplan
+    from speedplan.plan.engine_plan import schedule_frame
+
+    r = speedplan.sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=tuple(range(96, 110)),
+                        draft_lens=(0, 2, 4), tp=4)
+    frame = schedule_frame(speedplan.plan_engines(r))
+    assert frame["fits_memory"].dtype == bool and not frame["fits_memory"].all()  # B = 106-109 with EAGLE-3 loaded
+    assert (frame.loc[~frame["fits_memory"], "speedup"] == 0).all() and (frame.loc[frame["fits_memory"], "speedup"] > 0).all()
