@@ -110,6 +110,8 @@ def _check_runnable(m: Measurement, s: Setting, spec_max_running: float) -> None
     """Refuse a row its setting cannot have run: a context above the model's, or more KV cache
     and weights than the GPUs hold (all of their memory, no allowance for activations)."""
     s.target.check_context([m.context], f"{m.where}: field {m._f('context')}")
+    if s.cost.hardware.default_dtype == "fp32":  # a CPU: its preset's memory is not this machine's RAM
+        return
     requests = m.running(spec_max_running)
     need = s.target.weight_bytes() / s.tp + requests * float(s.target.kv_bytes_per_rank(m.context + m.draft_len + 1, s.tp))
     have = s.cost.hardware.memory_bytes
@@ -291,7 +293,9 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         raise SpeedplanInputError("calibrate: no measurements")
     priced = price(pairs, base.terms["spec_max_running"].value)
     values = {t: base.terms[t].value for t in TERMS}
-    if free is not None and (isinstance(free, str) or not list(free)):
+    if free is not None and not isinstance(free, str):
+        free = list(free)  # once: a generator is used up by reading it
+    if free is not None and (isinstance(free, str) or not free):
         raise SpeedplanInputError(f"calibrate: free must list the terms to fit (None: the default ones), got {free!r}")
     candidates = list(free) if free is not None else list(base.fit_order or FIT_ORDER)
     unknown = [t for t in candidates if t not in TERMS]

@@ -154,9 +154,9 @@ class EngineProfile:
     fit_order: tuple[str, ...] = ()  # terms calibration tries first for this engine (default: calibrate.FIT_ORDER)
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}", self.name):  # it names report folders and files
-            raise SpeedplanInputError(f"engine profile name {self.name!r}: use letters, digits, '.', '_', '+' or '-' "
-                                      "(up to 100, starting with a letter or digit)")
+        if not self.name.strip() or len(self.name) > 200 or re.search(r"[\x00-\x1f\x7f]", self.name):
+            # printed in every output; report folder names made from it are made safe (cli/sweep._folder_name)
+            raise SpeedplanInputError(f"engine profile name {self.name!r}: give printable text (up to 200 characters)")
         missing = [t for t in TERMS if t not in self.terms]
         if missing:
             raise SpeedplanInputError(f"engine profile {self.name}: missing term {missing[0]!r}")

@@ -11,7 +11,7 @@ import numpy as np
 from speedplan.engine.calibrate import Calibration, Setting, calibrate
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
-from speedplan.engine.readers.measurement import SHORT_DRAFTS
+from speedplan.engine.readers.measurement import drafts_ran_short
 from speedplan.engine.readers.vllm_metrics import DRAFT_TOKENS, DRAFTS, looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import target, writing
@@ -142,8 +142,8 @@ def _scrape_acceptance(scrapes):
         if draft_len > len(rates):
             raise SpeedplanInputError(f"{counters.path}: the scrape has {len(rates)} draft positions, a row has "
                                       f"draft_len {draft_len}")
-        mean = counters.mean_draft_tokens
-        if mechanism.split(":")[0] != "ngram" and mean is not None and mean < SHORT_DRAFTS * len(rates):
+        mean = drafts_ran_short(counters.mean_draft_tokens, len(rates))
+        if mechanism.split(":")[0] != "ngram" and mean is not None:
             raise SpeedplanInputError(
                 f"{counters.path}: the server drafted {mean:.2f} tokens per draft ({DRAFT_TOKENS} / {DRAFTS}) against "
                 f"the {len(rates)} positions it counts: its draft length varied (a per-batch-size schedule), so "

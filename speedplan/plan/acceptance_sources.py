@@ -23,6 +23,7 @@ import numpy as np
 
 from speedplan.engine.readers.sglang_log import (draft_len_from_rates, looks_like_sglang_log, mean_accept_length,
                                                  read_sglang_log)
+from speedplan.engine.readers.measurement import drafts_ran_short
 from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
@@ -164,8 +165,10 @@ def from_vllm_metrics(path: Path) -> Acceptance:
                                   f"({counters.num_drafts:g} drafts): no acceptance rate below 1 can be read from it "
                                   "(a workload that repeats its prompt?); measure a representative one")
     p = conditional_from_position_rates(rates)
+    short = drafts_ran_short(counters.mean_draft_tokens, len(rates))
     source = (f"vLLM metrics: {path} ({counters.num_drafts:g} drafts, AL {counters.acceptance_length:.3f} "
-              f"at D={len(rates)})")
+              f"at D={len(rates)}" + (f"; drafts averaged {short:.2f} of {len(rates)} tokens (a schedule or an n-gram "
+                                      "drafter): understated for full drafts" if short is not None else "") + ")")
     return Acceptance.positional(np.maximum(p, 1e-6), source)
 
 
@@ -175,14 +178,11 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
     records = read_sglang_log(path)
     al = mean_accept_length(records)
     how = "given"
-    implied = draft_len_from_rates(records)
-    if draft_len is None:
+    if draft_len is None:  # @D given is trusted: accept rate gives D for chains only (a tree divides by its nodes)
+        implied = draft_len_from_rates(records)
         if implied is None:
             raise SpeedplanInputError(f"{path}: its lines have no 'accept rate'; give the draft length as {path}@D")
         draft_len, how = max(1, int(round(implied))), f"from accept rate ({implied:.2f})"
-    elif implied is not None and abs(implied - draft_len) >= 0.5:
-        raise SpeedplanInputError(f"{path}@{draft_len}: its lines' accept rate implies draft length {implied:.2f}, "
-                                  f"not {draft_len}; leave out @D to use the log's own")
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}@{draft_len}: the draft length must be >= 1")
     if al > 1.0 + draft_len + 1e-6:

@@ -391,3 +391,14 @@ def test_calibrating_on_a_cpu_prices_a_bf16_checkpoint_at_the_cpus_dtype():
             {"mechanism": "eagle", "batch": 1, "draft_len": 2, "context": 100, "tpot_ms": 40, "acceptance_length": 2.0}]
     result = calibrate_rows("smollm2-135m", "cpu-local", 1, "speedplan-runtime", rows)
     assert len(result.rows) == 2 and all(r["predicted"] > 0 for r in result.rows)
+
+
+def test_calibrating_on_a_cpu_skips_the_gpu_memory_check():
+    """A CPU profile's memory is its preset's (cpu-local: 26 GB), not the machine's RAM: an 8B
+    model in fp32 at B = 1 was refused (a review of 2026-12-04); and a generator of terms is read once."""
+    from speedplan.engine.run_calibration import calibrate_rows
+
+    rows = [{"mechanism": "none", "batch": b, "draft_len": 0, "context": 100, "tpot_ms": 900 + b} for b in (1, 2, 4)]
+    result = calibrate_rows("llama-3.1-8b", "cpu-local", 1, "speedplan-runtime", rows,
+                            free=(t for t in ["host_step_us"]))
+    assert result.fitted == ["host_step_us"]

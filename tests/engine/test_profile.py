@@ -101,3 +101,22 @@ def test_a_profile_from_a_file_says_so_even_under_a_shipped_name(tmp_path):
     shutil.copy(PRESET_DIR / "vllm.json", mine)
     assert get_engine(str(mine)).label().startswith(f"engine profile vllm (file {mine}; vLLM ")
     assert get_engine("vllm").label().startswith("engine profile vllm (vLLM ")
+
+
+def test_a_profile_name_is_any_printable_text_and_the_report_folder_stays_safe(tmp_path):
+    """Profiles calibrate wrote before 2026-12-04 may be named "vllm h100 (tuned)"; a name is
+    printed, and the default report folder made from it is made safe (no climbing out of reports/)."""
+    import json
+    import shutil
+
+    from speedplan.cli.sweep import _folder_name
+    from speedplan.engine.profile import PRESET_DIR, get_engine
+
+    data = json.loads((PRESET_DIR / "vllm.json").read_text())
+    for name in ("vllm h100 (tuned)", "../../ESC"):
+        (tmp_path / "p.json").write_text(json.dumps({**data, "name": name}))
+        assert get_engine(str(tmp_path / "p.json")).name == name
+    assert "/" not in _folder_name("llama-3.1-8b", "h100-sxm", "../../ESC") and not _folder_name("..").startswith(".")
+    (tmp_path / "p.json").write_text(json.dumps({**data, "name": "a\nb"}))
+    with pytest.raises(SpeedplanInputError, match="give printable text"):
+        get_engine(str(tmp_path / "p.json"))

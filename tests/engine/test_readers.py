@@ -355,3 +355,12 @@ def test_a_csv_may_mix_quantities_one_per_row(tmp_path):
     f.write_text("mechanism,batch,draft_len,context,tpot_ms,speedup,acceptance_length\neagle3,8,3,1024,5.0,1.6,2.7\n")
     with pytest.raises(SpeedplanInputError, match=r"runs.csv:2: needs exactly one of the fields .* found tpot_ms, speedup"):
         read_measurements(f)
+
+
+def test_a_vllm_tree_run_drafts_its_nodes_per_step(tmp_path):
+    """A tree's server drafts tree_nodes tokens per draft, more than its depth (draft_len): the
+    check against the metadata takes the nodes (a review of 2026-12-04 found tree runs refused)."""
+    f = tmp_path / "tree.json"
+    f.write_text(json.dumps({**VLLM_RUN, "mechanism": "eagle3-tree:topk=2", "tree_nodes": 6,
+                             "spec_decode_draft_tokens": 6000}))
+    assert read_measurements(f)[0].tree_nodes == 6

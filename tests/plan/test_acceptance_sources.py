@@ -142,18 +142,18 @@ def test_at_d_is_for_sglang_logs_and_a_file_may_have_an_at_in_its_name(tmp_path)
 
 
 def test_engine_acceptance_that_cannot_be_is_refused(tmp_path):
-    """An audit of 2026-12-04: a log read at @1 with accept len 3.2 (above 1 + D) and a scrape
-    with every draft accepted both became alpha 0.999 and a 5x plan; @3 against a log whose
-    accept rate implies 4 used 3."""
+    """An audit of 2026-12-04: a log read at @1 with accept len 3.3 (above 1 + D) and a scrape
+    with every draft accepted both became alpha 0.999 and a 5x plan."""
     log = _write(tmp_path, "server.log", LOG.replace(", accept rate: 0.50", "").replace(", accept rate: 0.60", ""))
     with pytest.raises(SpeedplanInputError, match=r"mean accept len 3\.300 exceeds 1 \+ D = 2"):
         parse_acceptance(f"{log}@1")
     full = _write(tmp_path, "full.log", log.read_text().replace("accept len: 3.40", "accept len: 3.00"))
     with pytest.raises(SpeedplanInputError, match=r"full.log@2: mean accept len 3\.000 is 1 \+ D"):
         parse_acceptance(f"{full}@2")
-    rated = _write(tmp_path, "rated.log", LOG)  # accept len / accept rate: D = 4 from either line
-    with pytest.raises(SpeedplanInputError, match=r"accept rate implies draft length .*, not 2"):
-        parse_acceptance(f"{rated}@2")
+    # @D is trusted over accept rate, which gives D for chains only: a tree's rate divides by its nodes
+    tree = _write(tmp_path, "tree.log", LOG.replace("accept rate: 0.50", "accept rate: 0.13").replace(
+        "accept rate: 0.60", "accept rate: 0.13"))
+    assert "D=4 given" in parse_acceptance(f"{tree}@4").source
     all_in = SCRAPE.replace("} 54.0", "} 60.0").replace("} 36.0", "} 40.0").replace("} 70.0", "} 100.0").replace(
         "} 50.0", "} 100.0")
     with pytest.raises(SpeedplanInputError, match="every drafted token was accepted at all 3 positions"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, SHORT_DRAFTS, Measurement,
+from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, Measurement, drafts_ran_short,
                                                   no_acceptance, number_field, scraped)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
@@ -56,9 +56,10 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
             raise SpeedplanInputError(f"{where}: mechanism none, but the server drafted during the run "
                                       f"('spec_decode_num_drafts' {drafts:g}): measure plain decoding on a server "
                                       "started without --speculative-config")
-        if mech not in ("none", "ngram") and drafts:
+        tree_nodes = number_field(run, "tree_nodes", where, True, required=False)
+        if mech.split(":")[0] not in ("none", "ngram") and drafts:  # a tree drafts its nodes per step, not its depth
             _check_draft_length(number_field(run, "spec_decode_draft_tokens", where, required=False), drafts,
-                                draft_len, where)
+                                tree_nodes or draft_len, where)
         al, al_field = None, "acceptance_length"
         if mech != "none":
             for key in ("spec_decode_acceptance_length", "acceptance_length"):
@@ -75,7 +76,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
             quantity="tokens_per_s", value=number_field(run, "output_throughput", where),
             acceptance_length=al if mech != "none" else None, where=where,
             max_running=number_field(run, "max_running_requests", where, True, required=False),
-            tree_nodes=number_field(run, "tree_nodes", where, True, required=False),
+            tree_nodes=tree_nodes,
             names=(("batch", batch_field), ("tokens_per_s", "output_throughput"), ("acceptance_length", al_field),
                    ("context", context_field))))
     return out
@@ -111,7 +112,7 @@ def _check_draft_length(draft_tokens: float | None, drafts: float, draft_len: in
         raise SpeedplanInputError(f"{where}: the server drafted {mean:.2f} tokens per draft "
                                   f"('spec_decode_draft_tokens' / 'spec_decode_num_drafts'), more than draft_len "
                                   f"{draft_len}: the metadata names the wrong draft length")
-    if mean < SHORT_DRAFTS * draft_len:
+    if drafts_ran_short(mean, draft_len) is not None:
         raise SpeedplanInputError(f"{where}: the server drafted {mean:.2f} tokens per draft "
                                   f"('spec_decode_draft_tokens' / 'spec_decode_num_drafts') against draft_len "
                                   f"{draft_len}: its draft length varied (a per-batch-size schedule), so this run "

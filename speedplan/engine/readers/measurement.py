@@ -148,6 +148,14 @@ def number_field(row: dict, key: str, where: str, integer: bool = False, require
     return value
 
 
+def drafts_ran_short(mean_draft_tokens: float | None, draft_len: int) -> float | None:
+    """The mean draft length where a server's counters show drafts shorter on average than
+    SHORT_DRAFTS of `draft_len` (the length varied over the run), else None."""
+    if mean_draft_tokens is None or not mean_draft_tokens < SHORT_DRAFTS * draft_len:
+        return None
+    return float(mean_draft_tokens)
+
+
 def no_acceptance(mechanism: str, draft_len: int) -> None:
     """The acceptance source of rows when no /metrics scrape was given: none."""
     return None
