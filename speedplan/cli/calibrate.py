@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import List, Optional
 
@@ -39,8 +38,7 @@ def calibrate(
     files = [*measurements, *(more or [])]
     check_output(out, folder=False, inputs=[*files, engine], kind="engine profile")
     if name is None:  # vllm.json must not read as the shipped vllm profile
-        stem = re.sub(r"[^A-Za-z0-9._+-]", "-", out.stem).lstrip("._+-") or "calibrated"  # a profile name is plain
-        name = stem + ("-calibrated" if stem.lower() in preset_names() else "")
+        name = out.stem + ("-calibrated" if out.stem.lower() in preset_names() else "")
     result = calibrate_files(model, hardware, tp, engine, files, mechanism, fit.split(",") if fit else None, name)
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))

@@ -90,9 +90,8 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
             mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
         except SpeedplanInputError as e:
             raise SpeedplanInputError(f"{m.where}: field 'mechanism': {e}") from None
-        peaks = s.cost.hardware.peak_flops_per_s
-        if getattr(mech, "draft", None) is not None and mech.draft.dtype not in peaks:  # as the sweep prices it
-            mech = replace(mech, draft=replace(mech.draft, dtype=s.cost.hardware.default_dtype))
+        if getattr(mech, "draft", None) is not None:  # at the dtype the hardware prices, as the sweep does
+            mech = replace(mech, draft=mech.draft.priced_on(s.cost.hardware))
         _check_nodes(m, mech)
         nodes = np.array([float(m.tree_nodes or m.draft_len)])
         q = mech.verify_tokens(d, nodes)
@@ -110,10 +109,10 @@ def _check_runnable(m: Measurement, s: Setting, spec_max_running: float) -> None
     """Refuse a row its setting cannot have run: a context above the model's, or more KV cache
     and weights than the GPUs hold (all of their memory, no allowance for activations)."""
     s.target.check_context([m.context], f"{m.where}: field {m._f('context')}")
-    if s.cost.hardware.default_dtype == "fp32":  # a CPU: its preset's memory is not this machine's RAM
+    if s.cost.hardware.is_cpu:  # its preset's memory is not this machine's RAM
         return
     requests = m.running(spec_max_running)
-    need = s.target.weight_bytes() / s.tp + requests * float(s.target.kv_bytes_per_rank(m.context + m.draft_len + 1, s.tp))
+    need = float(s.target.memory_per_rank(requests, m.context + m.draft_len + 1, s.tp))
     have = s.cost.hardware.memory_bytes
     if need > have:
         raise SpeedplanInputError(

@@ -14,9 +14,8 @@ Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in 
 
 from __future__ import annotations
 
-import re
-
 import numbers
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 

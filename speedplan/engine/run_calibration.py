@@ -92,14 +92,10 @@ def _setting(model: str, hardware: str, tp: int) -> Setting:
     from speedplan.cost.ops import load_cost_model
     from speedplan.specs.model import get_model
 
-    from dataclasses import replace
-
     target = get_model(model)
     target.check_tp(tp)
     cost = load_cost_model(hardware)
-    if target.dtype not in cost.hardware.peak_flops_per_s:  # as the sweep: a bf16 checkpoint on an fp32-only CPU
-        target = replace(target, dtype=cost.hardware.default_dtype)
-    return Setting(target, cost, tp, f"{target.name} on {hardware}, TP={tp}")
+    return Setting(target.priced_on(cost.hardware), cost, tp, f"{target.name} on {hardware}, TP={tp}")
 
 
 def _fit(engine, rows: list[Measurement], setting: Setting, free, name, described: str) -> Calibration:

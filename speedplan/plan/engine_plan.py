@@ -176,8 +176,7 @@ def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray
 
 def _runnable(engine, labels: list[str], meta: dict) -> dict:
     """label -> Support for the swept labels this engine runs (draft models at a draft TP it runs)."""
-    out = {}
-    mtp_layers = int((meta.get("model") or {}).get("mtp_layers") or 0)
+    out, mtp_layers = {}, int((meta.get("model") or {}).get("mtp_layers") or 0)
     for label in labels:
         name = label.split(":")[0]
         support = engine.support(name, mtp_layers)
@@ -326,13 +325,14 @@ def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> 
     return out
 
 
-def _unsupported(result, engine: str) -> tuple:
-    """The swept mechanisms (family names) `engine` cannot run at all."""
+def unsupported(engine: str, labels, meta: dict) -> tuple[str, ...]:
+    """The mechanisms among sweep `labels` that serving engine `engine` cannot run at all (`_runnable`'s test)."""
+    from speedplan.plan.mechanisms import MECHANISMS
     from speedplan.serving import engine_module
 
-    layers = int((result.meta.get("model") or {}).get("mtp_layers") or 0)
-    families = sorted({str(m).split(":")[0].split("@")[0] for m in result.frame["mechanism"].unique()} - {"none"})
-    return tuple(f for f in families if engine_module(engine).support(f, layers) is None)
+    names, layers = sorted({str(lb).split(":")[0] for lb in labels} & set(MECHANISMS)), int(
+        (meta.get("model") or {}).get("mtp_layers") or 0)
+    return tuple(n for n in names if engine_module(engine).support(n, layers) is None)
 
 
 def _extras(result, plan: EnginePlan) -> dict:
@@ -374,7 +374,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
                       contexts=tuple(sorted(int(c) for c in set(rows["context"]))) if len(rows) else ())
         if plan.mechanism == "none":
             out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0,
-                                    unsupported=_unsupported(result, name), **common)
+                                    unsupported=unsupported(name, result.frame["mechanism"].unique(), meta), **common)
             continue
         extra = _extras(result, plan)
         schedule = tuple((int(b), int(d)) for b, d in zip(at["batch"], at["draft_len"]))

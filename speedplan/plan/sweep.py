@@ -148,7 +148,7 @@ def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec,
         draft = mech.draft_cost(cost, target, B, D, L, N, tp)
         parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft)
         al, extra_mem = mech.acceptance_length(D, N), mech.extra_memory_bytes(target, B, L + q, tp)
-    memory = target.weight_bytes() / tp + B * target.kv_bytes_per_rank(L + q, tp, states=q) + extra_mem
+    memory = target.memory_per_rank(B, L + q, tp, states=q) + extra_mem
     return _GpuPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory, B)
 
 
@@ -340,10 +340,8 @@ def sweep(
 
     acceptance = acceptance_arg(acceptance, tuple(REGISTRY))
     mechs, skipped = _mechanisms(mechanism_specs(mechanisms), target, acceptance, tp)
-    if target.dtype not in hw.peak_flops_per_s:  # e.g. a bf16 checkpoint priced on an fp32-only CPU
-        target = replace(target, dtype=hw.default_dtype)
-    mechs = [m if getattr(m, "draft", None) is None or m.draft.dtype in hw.peak_flops_per_s
-             else replace(m, draft=replace(m.draft, dtype=hw.default_dtype)) for m in mechs]
+    target = target.priced_on(hw)  # e.g. a bf16 checkpoint priced on an fp32-only CPU
+    mechs = [m if getattr(m, "draft", None) is None else replace(m, draft=m.draft.priced_on(hw)) for m in mechs]
     labels = [m.label for m in mechs]
     twice = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
     if twice is not None:

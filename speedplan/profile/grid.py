@@ -178,7 +178,7 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
             if hardware_preset is None:
                 raise SpeedplanInputError(f"no hardware preset for {name!r}; pass --hardware-preset")
     hw = get_hardware(hardware_preset or "cpu-local")
-    if (device == "cpu") != (hw.default_dtype == "fp32"):  # CPU presets are fp32 machines; GPU presets are not
+    if (device == "cpu") != hw.is_cpu:
         raise SpeedplanInputError(f"--hardware-preset {hw.name}: describes " + (
             "a GPU; --device cpu measures this machine's CPU (a CPU preset such as cpu-local)" if device == "cpu"
             else "a CPU; --device cuda measures a GPU (a GPU preset such as h100-sxm)"))

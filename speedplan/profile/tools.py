@@ -182,9 +182,9 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
 
 
 def _device_kind(preset: str, device: str | None = None) -> str:
-    """"CPU" for a CPU preset (cpu-*) or a profile measured with `--device cpu`, else the GPU's
+    """"CPU" for a CPU preset or a profile measured with `--device cpu`, else the GPU's
     vendor ("AMD GPU", "NVIDIA GPU": one vendor's kernels are not another's)."""
-    if preset.startswith("cpu") or device == "cpu":
+    if get_hardware(preset).is_cpu or device == "cpu":
         return "CPU"
     words = get_hardware(preset).description.split()
     return f"{words[0]} GPU" if words and words[0] in ("AMD", "NVIDIA") else "GPU"

@@ -246,19 +246,13 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
 def not_servable(meta: dict, labels: set) -> list[str]:
     """A line naming the table's mechanisms that the engine whose profile priced it cannot run
     (the table is the best any mechanism reaches; each engine's plan keeps to what it runs)."""
-    from speedplan.plan.mechanisms import MECHANISMS
+    from speedplan.plan.engine_plan import unsupported
     from speedplan.serving import ENGINES
 
-    family = str(meta.get("engine_family", "")).split()[0].lower() if meta.get("engine_family") else ""
-    if family not in ENGINES:
-        return []
-    layers = int((meta.get("model") or {}).get("mtp_layers") or 0)
-    names = sorted({str(m).split(":")[0].split("@")[0] for m in labels} - {"none", "off", "off (plain decoding)"})
-    cannot = [n for n in names if n in MECHANISMS and ENGINES[family].support(n, layers) is None]
-    if not cannot:
-        return []
-    return [f"note: {meta.get('engine_family', family).split()[0]} cannot run {', '.join(cannot)}: this table is the "
-            "best any mechanism reaches under its profile; the engine plans below keep to what each engine runs"]
+    family = str(meta.get("engine_family") or "").split(" ")[0]
+    cannot = unsupported(family.lower(), labels, meta) if family.lower() in ENGINES else ()
+    return [f"note: {family} cannot run {', '.join(cannot)}: this table is the best any mechanism reaches under "
+            "its profile; the engine plans below keep to what each engine runs"] if cannot else []
 
 
 def batch_ranges(batches) -> str:

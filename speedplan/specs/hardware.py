@@ -74,6 +74,11 @@ class Hardware:
                 f"hardware {self.name}: default dtype {self.default_dtype} has no peak FLOP/s"
             )
 
+    @property
+    def is_cpu(self) -> bool:
+        """A CPU preset: an fp32 machine (GPU presets default to bf16)."""
+        return self.default_dtype == "fp32"
+
     def flops_per_s(self, dtype: str) -> float:
         """Achievable dense FLOP/s for `dtype` (datasheet peak × compute_efficiency)."""
         if dtype not in DTYPE_BYTES:

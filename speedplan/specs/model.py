@@ -197,6 +197,17 @@ class ModelSpec:
         """Layers that attend within the sliding window (a spec cut to fewer layers keeps at most its own)."""
         return min(self.window_layers, self.attention_layers) if self.window else 0
 
+    def memory_per_rank(self, batch, tokens, tp: int, states=1):
+        """Bytes one of `tp` ranks holds for the weights and `batch` sequences' KV of `tokens` each."""
+        return self.weight_bytes() / tp + batch * self.kv_bytes_per_rank(tokens, tp, states=states)
+
+    def priced_on(self, hw) -> "ModelSpec":
+        """This model at the dtype `hw` prices: its own, or the hardware's default where `hw` has
+        no peak for it (a bf16 checkpoint on an fp32-only CPU), as the sweep and calibrate price it."""
+        from dataclasses import replace
+
+        return self if self.dtype in hw.peak_flops_per_s else replace(self, dtype=hw.default_dtype)
+
     def kv_bytes_per_rank(self, tokens, tp: int, states=1):
         """KV-cache bytes one sequence of `tokens` tokens (array or number) holds on one of `tp`
         ranks: full-attention layers keep every token, sliding-window layers at most `window`
