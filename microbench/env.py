@@ -107,6 +107,7 @@ def provenance(device: str, threads: int | None) -> dict:
         except ImportError:
             pass
         info.update(device_name=props.name, compute_capability=f"{props.major}.{props.minor}",
+                    sm_count=props.multi_processor_count,
                     memory_bytes=props.total_memory, clocks=_nvidia_smi())
     else:
         info.update(**this_cpu(), clocks={"cpu_mhz": _cpu_mhz()},

@@ -142,11 +142,21 @@ def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_t
             measured += 1
             bar.step(_label(point))
 
+    failed = 0
     try:
         for block in blocks_of(todo, MAX_BLOCK if interleave and device == "cpu" else 1):
             if full():
                 break
-            timings = measure(block, min(quiet_tries, 2), wait_s=0.2)
+            try:
+                timings = measure(block, min(quiet_tries, 2), wait_s=0.2)
+            except RuntimeError as e:  # CUDA: an op this GPU / torch lacks (fp8) or memory: skip, go on
+                if device != "cuda":
+                    raise
+                failed += 1
+                print(f"skipped {_label(block[0][0])} ({block[0][0]}): {str(e).splitlines()[0][:200]}",
+                      file=sys.stderr)
+                torch.cuda.empty_cache()
+                continue
             if quiet_tries > 2 and _other_cpu(timings) > MAX_OTHER_CPU:
                 deferred.append((block, timings))
             else:
@@ -158,7 +168,9 @@ def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_t
             keep(block, first if _other_cpu(first) <= _other_cpu(again) else again)
     finally:
         bar.close()
-        remaining = len(todo) - measured
+        if failed:
+            print(f"{failed} point(s) skipped for errors (left to do: a rerun tries them again)", file=sys.stderr)
+        remaining = len(todo) - measured  # skipped points stay to do: a rerun tries them again
         final = store.finish(remaining == 0, time.perf_counter() - t0)
     return RunResult(Path(out), measured, remaining, time.perf_counter() - t0, final)
 

@@ -74,15 +74,21 @@ class TorchBackend:
         self.min_time_s = min_time_s
         self.gen = torch.Generator().manual_seed(seed)
         self._pool = None  # normal samples that _rand copies from
+        self._device_gen = None  # a generator on `device` (GPU data is drawn there)
         self._cache: dict = {}  # the last two weight / KV-cache sets, by shape
 
     # ---- tensors -----------------------------------------------------------------------
     def _rand(self, *shape, dtype: str):
         """Random non-zero data (normal, scaled so products stay in range) in freshly allocated
-        memory on the device: copied from a random offset of a fixed pool of POOL_NUMEL normal
-        samples (drawing 96 MiB afresh with randn takes ~0.16 s on the CPU machine class, a copy
+        memory on the device. On a GPU drawn there; on the CPU copied from a random offset of a
+        fixed pool of POOL_NUMEL normal samples (drawing 96 MiB afresh with randn takes ~0.16 s on the CPU machine class, a copy
         ~0.03 s; the values only need to be non-zero and unrelated to the layout)."""
         torch = self.torch
+        if self.device != "cpu":  # drawn where it lives: GBs of KV cache through the host take minutes
+            if self._device_gen is None:
+                self._device_gen = torch.Generator(device=self.device).manual_seed(int(self.gen.initial_seed()))
+            x = torch.randn(*shape, device=self.device, generator=self._device_gen).mul_(0.1)
+            return x.to(torch_dtype(dtype)) if dtype != "fp32" else x
         if self._pool is None:
             self._pool = torch.randn(2 * POOL_NUMEL, generator=self.gen) * 0.1
         numel = math.prod(shape)

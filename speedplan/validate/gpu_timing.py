@@ -5,8 +5,14 @@ per sequence on a KV cache of `context` tokens, plus the lm_head) captured in a 
 replayed, for B × D × context; the cost model predicts the same points from the profile just
 measured. On CPU (`--dry-run`): the same code path on a tiny grid, eager, fp32.
 
-    python -m speedplan.validate.gpu_timing --device cuda --hardware profiles/h200-sxm --out reports/validation-h200
+    python -m speedplan.validate.gpu_timing --device cuda --hardware h200-sxm --out reports/validation-h200
+    python -m speedplan.validate.gpu_timing --reprice reports/validation-h200 --hardware PROFILE [--hardware ...]
     python -m speedplan.validate.gpu_timing --dry-run --out /tmp/vt      # what the tests run
+
+--reprice predicts the measured points again (no GPU needed) from each --hardware: the
+first one's predictions are `pred_t_verify` and the summary's errors (the campaign measures
+the verify step before its profile, then reprices against that profile); every one's errors
+are under the summary's "by_profile".
 
 The summary has the CPU validation's keys: step-time errors are those of the verify step;
 "speedup" compares the verify-cost ratio t_verify(1+D)/t_verify(1) predicted and measured;
@@ -66,9 +72,10 @@ def _timer(device: str):
     return measure
 
 
-def time_verify(model, batch: int, q_len: int, context: int, device: str, repeats: int) -> float:
+def time_verify(model, batch: int, q_len: int, context: int, device: str, repeats: int) -> tuple[float, str]:
     """Median seconds of one verify step: forward of q_len tokens per sequence after
-    `context` cached ones, then the lm_head (graph-captured and replayed on CUDA)."""
+    `context` cached ones, then the lm_head; and how it ran ("graph": captured and replayed
+    on CUDA; "eager")."""
     import torch
 
     cache = model.new_cache(batch, context + q_len + 1)
@@ -90,16 +97,23 @@ def time_verify(model, batch: int, q_len: int, context: int, device: str, repeat
                     step()
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                step()
-            graph.replay()
-            torch.cuda.synchronize()
-            return measure(graph.replay, repeats)
+            try:
+                with torch.cuda.graph(graph):
+                    step()
+                graph.replay()
+                torch.cuda.synchronize()
+            except RuntimeError as e:  # not capturable here: timed eagerly, and the row says so
+                print(f"graph capture failed ({str(e).splitlines()[0][:160]}): timed eagerly", flush=True)
+                torch.cuda.synchronize()
+                return measure(step, repeats), "eager"
+            return measure(graph.replay, repeats), "graph"
         step()  # warm-up
-        return measure(step, repeats)
+        return measure(step, repeats), "eager"
 
 
-def run(grid: TimingGrid, hardware: str, device: str, progress=print) -> tuple[pd.DataFrame, dict]:
+def run(grid: TimingGrid, hardware: str, device: str, progress=print, save=None) -> tuple[pd.DataFrame, dict]:
+    """Measure and predict every point of `grid`; `save(table)` is called after each point (a
+    run cut short keeps what it measured). A point whose step fails for memory is skipped."""
     import torch
 
     from speedplan.cost.ops import load_cost_model
@@ -111,7 +125,8 @@ def run(grid: TimingGrid, hardware: str, device: str, progress=print) -> tuple[p
     spec = replace(get_model(grid.model), dtype=grid.dtype)
     cost = load_cost_model(hardware)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[grid.dtype]
-    model = random_model(LlamaConfig.from_spec(spec), dtype=dtype, device=device)
+    positions = max(grid.contexts) + max(grid.draft_lens) + 2  # RoPE rows the longest verify reads
+    model = random_model(LlamaConfig.from_spec(spec), dtype=dtype, device=device, max_positions=max(8192, positions))
     if device == "cpu":
         model.pack_cpu_weights()
     capacity = (torch.cuda.get_device_properties(0).total_memory if device == "cuda" else 4e9) * 0.85
@@ -124,59 +139,146 @@ def run(grid: TimingGrid, hardware: str, device: str, progress=print) -> tuple[p
                 if spec.weight_bytes(torch.finfo(dtype).bits // 8) + kv > capacity:
                     progress(f"skip B={batch} D={d} L={context}: KV cache does not fit")
                     continue
-                meas = time_verify(model, batch, q, context, device, grid.repeats)
+                try:
+                    meas, mode = time_verify(model, batch, q, context, device, grid.repeats)
+                except torch.OutOfMemoryError:
+                    progress(f"skip B={batch} D={d} L={context}: out of memory")
+                    torch.cuda.empty_cache()
+                    continue
                 pred = float(forward_cost(cost, spec, batch, q, context).total_s)
                 rows.append({"batch": batch, "draft_len": d, "context": context, "pred_t_verify": pred,
-                             "meas_t_verify": meas})
+                             "meas_t_verify": meas, "mode": mode})
                 progress(f"B={batch} D={d} L={context}: measured {meas * 1e3:.3f} ms, predicted {pred * 1e3:.3f} ms")
+                if save is not None:
+                    save(pd.DataFrame(rows))
                 if device == "cuda":
                     torch.cuda.empty_cache()
     table = pd.DataFrame(rows)
-    return table, summarize(table, cost.origin, hardware, device)
+    table.attrs.update(model=grid.model, dtype=grid.dtype)
+    return table, summarize(table, [(hardware, cost.origin)], device)
 
 
-def summarize(table: pd.DataFrame, origin: str, hardware: str, device: str) -> dict:
-    err = np.abs(table.pred_t_verify - table.meas_t_verify) / table.meas_t_verify
+def predict(table: pd.DataFrame, model: str, dtype: str, hardware: str) -> tuple[np.ndarray, str]:
+    """The cost model's verify-step seconds for every (batch, draft_len, context) row of
+    `table` under `hardware` (a preset, shipped profile or profile folder), and its origin."""
+    from speedplan.cost.forward import forward_cost
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.specs.model import get_model
+
+    spec = replace(get_model(model), dtype=dtype)
+    cost = load_cost_model(hardware)
+    pred = [float(forward_cost(cost, spec, int(r.batch), int(r.draft_len) + 1, int(r.context)).total_s)
+            for r in table.itertuples()]
+    return np.asarray(pred), cost.origin
+
+
+def _errors(table: pd.DataFrame, pred: np.ndarray) -> dict:
+    """Step-time errors, verify-cost-ratio ('speedup') errors and the regret of the best D per
+    (B, context) at acceptance ALPHA, of predictions `pred` against `table.meas_t_verify`."""
+    t = table.assign(pred=pred)
+    err = np.abs(t.pred - t.meas_t_verify) / t.meas_t_verify
     ratios, regrets = [], []
-    for (_, _), g in table.groupby(["batch", "context"]):
+    for _, g in t.groupby(["batch", "context"]):
         base = g[g.draft_len == 0]
         if base.empty:
             continue
         g = g.sort_values("draft_len")
-        pred_ratio = g.pred_t_verify / float(base.pred_t_verify.iloc[0])
+        pred_ratio = g.pred / float(base.pred.iloc[0])
         meas_ratio = g.meas_t_verify / float(base.meas_t_verify.iloc[0])
         ratios += list((np.abs(pred_ratio - meas_ratio) / meas_ratio)[g.draft_len > 0])
         al = (1 - ALPHA ** (g.draft_len + 1)) / (1 - ALPHA)
         meas_tput = al / g.meas_t_verify
-        pick = int(np.argmax((al / g.pred_t_verify).to_numpy()))
+        pick = int(np.argmax((al / g.pred).to_numpy()))
         regrets.append(float(1 - meas_tput.iloc[pick] / meas_tput.max()))
     q = lambda x, p: float(np.percentile(x, p)) if len(x) else None
+    return {"step_time_median_error": q(err, 50), "step_time_p90_error": q(err, 90),
+            "speedup_median_error": q(ratios, 50), "max_regret": max(regrets) if regrets else None}
+
+
+def summarize(table: pd.DataFrame, profiles: list[tuple[str, str]], device: str) -> dict:
+    """The CPU validation's summary keys for the first of `profiles` ((hardware, origin); its
+    predictions are `pred_t_verify`), and every profile's errors under "by_profile"."""
+    by_profile = {}
+    for i, (hardware, origin) in enumerate(profiles):
+        column = "pred_t_verify" if i == 0 else f"pred_t_verify_{_column_name(hardware)}"
+        by_profile[hardware] = {"cost_origin": origin, **_errors(table, table[column].to_numpy())}
+    first = by_profile[profiles[0][0]]
     return {
-        "points": int(len(table)), "device": device, "hardware": hardware, "cost_origin": origin,
-        "step_time_median_error": q(err, 50), "step_time_p90_error": q(err, 90),
-        "al_median_error": None, "speedup_median_error": q(ratios, 50),
-        "max_regret": max(regrets) if regrets else None,
+        "points": int(len(table)), "graph_points": int((table["mode"] == "graph").sum()), "device": device, "hardware": profiles[0][0], "cost_origin": profiles[0][1],
+        **{k: v for k, v in first.items() if k != "cost_origin"}, "al_median_error": None,
+        "by_profile": by_profile,
         "note": "verify step only (random weights): AL not measured; speedup = verify-cost ratio t(1+D)/t(1); "
                 f"regret of the best D per (B, context) at alpha={ALPHA} priced with measured times",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 
+def _column_name(hardware: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in Path(hardware).name or hardware)
+
+
+def reprice(folder: Path, hardwares: list[str]) -> dict:
+    """Predict `folder`/verify_timing.csv's points again from each of `hardwares`; rewrite the
+    table (first profile's predictions as `pred_t_verify`, others as extra columns) and
+    summary.json (device and grid kept from the measuring run)."""
+    table = pd.read_csv(folder / "verify_timing.csv")
+    summary_path = folder / "summary.json"  # absent where the measuring run was cut short
+    old = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    model, dtype = old.get("model", GPU_GRID.model), old.get("dtype", GPU_GRID.dtype)
+    table = table[["batch", "draft_len", "context", "meas_t_verify", "mode"]].copy()
+    profiles = []
+    for i, hardware in enumerate(hardwares):
+        pred, origin = predict(table, model, dtype, hardware)
+        if i == 0:
+            table.insert(3, "pred_t_verify", pred)
+        else:
+            table[f"pred_t_verify_{_column_name(hardware)}"] = pred
+        profiles.append((hardware, origin))
+    summary = summarize(table, profiles, old.get("device", "cuda"))
+    summary.update({k: old[k] for k in ("model", "dtype", "measured") if k in old})
+    table.to_csv(folder / "verify_timing.csv", index=False, float_format="%.6g")
+    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--hardware", default="h200-sxm", help="profile folder or preset that predicts")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--hardware", action="append", help="profile folder or preset that predicts (repeat with --reprice)")
+    parser.add_argument("--out", help="folder for verify_timing.csv and summary.json")
+    parser.add_argument("--reprice", metavar="FOLDER", help="predict a measured FOLDER again from each --hardware")
     parser.add_argument("--dry-run", action="store_true", help="tiny CPU grid (what the tests run)")
     args = parser.parse_args(argv)
-    grid, device, hardware = (DRY_GRID, "cpu", "cpu-local") if args.dry_run else (GPU_GRID, args.device, args.hardware)
-    table, summary = run(grid, hardware, device)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "verify_timing.csv", index=False, float_format="%.6g")
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps({k: summary[k] for k in ("points", "step_time_median_error", "step_time_p90_error")}))
+    if args.reprice:
+        summary = reprice(Path(args.reprice), args.hardware or ["h200-sxm"])
+    else:
+        if not args.out:
+            parser.error("--out is required (or --reprice FOLDER)")
+        grid, device, hardware = ((DRY_GRID, "cpu", "cpu-local") if args.dry_run
+                                  else (GPU_GRID, args.device, (args.hardware or ["h200-sxm"])[0]))
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        table, summary = run(grid, hardware, device, progress=lambda m: print(m, flush=True),
+                             save=lambda t: t.to_csv(out / "verify_timing.csv", index=False, float_format="%.6g"))
+        summary.update(model=grid.model, dtype=grid.dtype, measured=_device_facts(device))
+        table.to_csv(out / "verify_timing.csv", index=False, float_format="%.6g")
+        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps({k: summary[k] for k in ("points", "hardware", "step_time_median_error", "step_time_p90_error")}))
     return 0
+
+
+def _device_facts(device: str) -> dict:
+    """What measured: the device's name and the torch / CUDA versions."""
+    import platform
+
+    import torch
+
+    facts = {"torch": torch.__version__, "python": platform.python_version()}
+    if device == "cuda":
+        facts.update(device_name=torch.cuda.get_device_name(0), cuda=torch.version.cuda)
+    else:
+        facts.update(device_name=platform.processor() or platform.machine())
+    return facts
 
 
 if __name__ == "__main__":

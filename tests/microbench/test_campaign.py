@@ -24,10 +24,14 @@ def test_campaign_dry_run(tmp_path):
     assert check["points"] > 20 and 0 <= check["median_error"] <= check["p90_error"]
     assert "campaign done" in r.stdout
     # step 4: the runtime's verify step timed against the profile's prediction
-    summary = json.loads((tmp_path / "validation" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["points"] == 2 * 3 * 2  # B {1,2} x D {0,1,3} x context {64,128}
     for key in ("step_time_median_error", "step_time_p90_error", "al_median_error", "speedup_median_error", "max_regret"):
         assert key in summary
     assert 0 <= summary["step_time_median_error"] < 10
-    table = (tmp_path / "validation" / "verify_timing.csv").read_text().splitlines()
-    assert table[0].startswith("batch,draft_len,context,pred_t_verify,meas_t_verify") and len(table) == 13
+    # step 5: priced again from the profile just measured (first) and the shipped one
+    assert summary["hardware"] == str(tmp_path / "profile-measured")
+    assert set(summary["by_profile"]) == {str(tmp_path / "profile-measured"), "cpu-local"}
+    assert summary["by_profile"]["cpu-local"]["step_time_median_error"] != summary["step_time_median_error"]
+    table = (tmp_path / "verify_timing.csv").read_text().splitlines()
+    assert table[0] == "batch,draft_len,context,pred_t_verify,meas_t_verify,mode,pred_t_verify_cpu_local" and len(table) == 13

@@ -257,16 +257,25 @@ def load_hf_folder(folder: str | Path) -> Transformer:
     return from_hf_state_dict(cfg, sd)
 
 
-def random_model(cfg: LlamaConfig, seed: int = 0, dtype=torch.float32, device="cpu") -> Transformer:
-    """Random weights of the given shape (timing-only runs); std 0.02 like GPT-2 init."""
-    gen = torch.Generator().manual_seed(seed)
-    model = Transformer(cfg)
+def random_model(cfg: LlamaConfig, seed: int = 0, dtype=torch.float32, device="cpu",
+                 max_positions: int = 8192) -> Transformer:
+    """Random weights of the given shape (timing-only runs); std 0.02 like GPT-2 init.
+    `max_positions`: RoPE table rows (a verify step at context L needs L + 1 + D of them).
+
+    On a GPU the model is built and its weights drawn there (an 8B model drawn on the CPU
+    takes minutes and 32 GB of host memory); on the CPU with a seeded CPU generator."""
+    where = torch.device(device)
+    gen = torch.Generator(device=where).manual_seed(seed)
+    with where:
+        model = Transformer(cfg, max_positions)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
                 p.fill_(1.0)
-            else:
+            elif where.type == "cpu":
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+            else:
+                p.normal_(0.0, 0.02, generator=gen)
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
 
