@@ -109,6 +109,12 @@ class Grid:
         """Deduplicate and sort so points sharing a weight / KV shape are measured together."""
         for name in FAMILIES:
             setattr(self, name, sorted(set(getattr(self, name))))
+        # A profile looks elementwise ops up by bytes moved, so one (op, dtype, numel) measured at
+        # two hidden sizes (two models' grids meeting) would be one point with two latencies:
+        # the first, the smaller hidden, is kept.
+        seen: set = set()
+        self.elementwise = [p for p in self.elementwise
+                            if (key := (p.op, p.dtype, p.numel)) not in seen and not seen.add(key)]
         return self
 
     def points(self) -> list:

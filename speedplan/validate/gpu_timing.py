@@ -145,7 +145,7 @@ def run(grid: TimingGrid, hardware: str, device: str, progress=print, save=None)
                     progress(f"skip B={batch} D={d} L={context}: out of memory")
                     torch.cuda.empty_cache()
                     continue
-                pred = float(forward_cost(cost, spec, batch, q, context).total_s)
+                pred = float(forward_cost(cost, spec, batch, q, attended(context, q, device) - q).total_s)
                 rows.append({"batch": batch, "draft_len": d, "context": context, "pred_t_verify": pred,
                              "meas_t_verify": meas, "mode": mode})
                 progress(f"B={batch} D={d} L={context}: measured {meas * 1e3:.3f} ms, predicted {pred * 1e3:.3f} ms")
@@ -158,17 +158,31 @@ def run(grid: TimingGrid, hardware: str, device: str, progress=print, save=None)
     return table, summarize(table, [(hardware, cost.origin)], device)
 
 
-def predict(table: pd.DataFrame, model: str, dtype: str, hardware: str) -> tuple[np.ndarray, str]:
+def attended(context: int, q_len: int, device: str) -> int:
+    """KV slots the timed step's attention reads: on CUDA the whole cache (`static_span`),
+    context + q_len + 1 slots rounded up to the runtime's block; on CPU the prefix and the new
+    tokens."""
+    if device == "cpu":
+        return context + q_len
+    from speedplan.runtime.transformer import GPU_SLOT_BLOCK
+
+    return -(-(context + q_len + 1) // GPU_SLOT_BLOCK) * GPU_SLOT_BLOCK
+
+
+def predict(table: pd.DataFrame, model: str, dtype: str, hardware: str, device: str = "cuda") -> tuple[np.ndarray, str]:
     """The cost model's verify-step seconds for every (batch, draft_len, context) row of
-    `table` under `hardware` (a preset, shipped profile or profile folder), and its origin."""
+    `table` under `hardware` (a preset, shipped profile or profile folder), with attention over
+    the slots the step reads on `device`, and the profile's origin."""
     from speedplan.cost.forward import forward_cost
     from speedplan.cost.ops import load_cost_model
     from speedplan.specs.model import get_model
 
     spec = replace(get_model(model), dtype=dtype)
     cost = load_cost_model(hardware)
-    pred = [float(forward_cost(cost, spec, int(r.batch), int(r.draft_len) + 1, int(r.context)).total_s)
-            for r in table.itertuples()]
+    pred = []
+    for r in table.itertuples():
+        q = int(r.draft_len) + 1
+        pred.append(float(forward_cost(cost, spec, int(r.batch), q, attended(int(r.context), q, device) - q).total_s))
     return np.asarray(pred), cost.origin
 
 
@@ -228,7 +242,7 @@ def reprice(folder: Path, hardwares: list[str]) -> dict:
     table = table[["batch", "draft_len", "context", "meas_t_verify", "mode"]].copy()
     profiles = []
     for i, hardware in enumerate(hardwares):
-        pred, origin = predict(table, model, dtype, hardware)
+        pred, origin = predict(table, model, dtype, hardware, old.get("device", "cuda"))
         if i == 0:
             table.insert(3, "pred_t_verify", pred)
         else:
@@ -236,6 +250,8 @@ def reprice(folder: Path, hardwares: list[str]) -> dict:
         profiles.append((hardware, origin))
     summary = summarize(table, profiles, old.get("device", "cuda"))
     summary.update({k: old[k] for k in ("model", "dtype", "measured") if k in old})
+    if old.get("measured_at") or old.get("created"):  # when the GPU measured ("created": when priced)
+        summary["measured_at"] = old.get("measured_at") or old["created"]
     table.to_csv(folder / "verify_timing.csv", index=False, float_format="%.6g")
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary

@@ -35,3 +35,26 @@ def test_campaign_dry_run(tmp_path):
     assert summary["by_profile"]["cpu-local"]["step_time_median_error"] != summary["step_time_median_error"]
     table = (tmp_path / "verify_timing.csv").read_text().splitlines()
     assert table[0] == "batch,draft_len,context,pred_t_verify,meas_t_verify,mode,pred_t_verify_cpu_local" and len(table) == 13
+
+
+def test_gpu_grid_measures_each_elementwise_point_once():
+    """Two models' grids can meet at one (op, dtype, numel) with different hidden sizes; a profile
+    looks elementwise ops up by bytes, so the grid keeps one (on the H200 both were measured and
+    the profile would not load)."""
+    import collections
+
+    from speedplan.profile.grid import build_grid
+
+    grid = build_grid(["gpu"], "cuda", dtypes=["bf16", "fp16"])
+    counts = collections.Counter((p.op, p.dtype, p.numel) for p in grid.elementwise)
+    assert counts and max(counts.values()) == 1
+    assert {p.hidden for p in grid.elementwise if p.numel == 2**27} == {4096}  # the first (smaller) kept
+
+
+def test_verify_timing_prices_the_slots_the_step_reads():
+    """On CUDA the step attends over its whole cache (context + q + 1 rounded up to 16 slots);
+    on CPU over the prefix and the new tokens."""
+    from speedplan.validate.gpu_timing import attended
+
+    assert attended(8192, 2, "cuda") == 8208 and attended(8192, 2, "cpu") == 8194
+    assert attended(1024, 15, "cuda") == 1040
