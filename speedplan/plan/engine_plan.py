@@ -19,8 +19,9 @@ tokens/s (B = 64 makes 10-20x the tokens of B = 1):
 
 J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of
 the candidates. A plan that loads a drafter keeps its weights and cache at every batch size, D = 0
-included: where the drafter does not fit beside the KV cache, such a plan loses that (batch,
-context) whatever D it sets there (`_Table.with_drafter`). A schedule ("any", "first-max") maximises J less a cost for each rise (a longer
+included: where the drafter does not fit beside the KV cache of B sequences, the engine runs as
+many as fit and the rest wait, so such a plan gets there what it gets at the largest batch that
+fits (`plan_table.PlanTable.with_drafter`; `runs_at_batch` in its rows). A schedule ("any", "first-max") maximises J less a cost for each rise (a longer
 draft at the next batch size; falls are free; `pick.few_rises`): settings within 1% of a batch's
 best count as its best, so near-ties fall with B as the best-D figure draws them, and each rise
 costs RISE_GAIN (3%) of one batch's share, so the profile's tile-grid steps of 1-3% at single
@@ -45,7 +46,6 @@ the D_1 with the largest J.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -56,11 +56,11 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
 from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, falling_schedule
+from speedplan.plan.plan_table import OFF_KEY, PlanTable
 from speedplan.plan.zero_draft import ZeroDraft
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
 _SIMPLE = {"off": 0, "fixed": 1}
-OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain decoding
 
 
 @dataclass(frozen=True)
@@ -94,48 +94,7 @@ class EnginePlan:
         return [tuple(x) for x in out]
 
 
-class _Table:
-    """tokens/s/GPU of every (label, setting) at every planned (batch, context) cell."""
-
-    def __init__(self, frame: pd.DataFrame, weights: pd.Series):
-        self.cells = weights.index
-        self.w = weights.to_numpy()
-        self.batches = np.array(sorted(set(weights.index.get_level_values(0))))
-        self.cell_batch = np.searchsorted(self.batches, weights.index.get_level_values(0))
-        f = frame[frame["feasible"]]
-        cell = {c: i for i, c in enumerate(self.cells)}
-        self.rows: dict[tuple, np.ndarray] = {}  # NaN where infeasible or not planned
-        for key, b, c, thr in zip(zip(f["mechanism"], f["draft_len"], f["verify_tokens"]), f["batch"], f["context"],
-                                  f["tokens_per_s_per_gpu"].to_numpy(dtype=float)):
-            i = cell.get((b, c))
-            if i is None:
-                continue
-            # plain decoding: the "none" rows, or a mechanism's own D = 0 rows if a frame carries those
-            key = OFF_KEY if key[0] == "none" or key[1] == 0 else (key[0], int(key[1]), int(key[2]))
-            self.rows.setdefault(key, np.full(len(cell), np.nan))[i] = thr
-        self.plain = self.rows[OFF_KEY]
-
-    def with_drafter(self, label: str, zero: np.ndarray | None = None) -> "_Table":
-        """The table as a plan that loads `label`'s drafter sees it: D = 0 in a schedule only
-        where some setting of that drafter fits in memory. Its weights and cache stay loaded
-        whatever D a batch size gets, so D = 0 does not bring back the memory they take (a batch
-        and context that fit plain decoding alone are lost to such a plan). `zero`: tokens/s/GPU
-        of a D = 0 step in that launch where it is not plain decoding's (`zero_draft.ZeroDraft`:
-        a cap on the requests a step runs, the drafter's forward that keeps its cache current)."""
-        out = copy.copy(self)
-        loaded = np.zeros(len(self.cells), dtype=bool)
-        for key, row in self.rows.items():
-            if key[0] == label:
-                loaded |= np.isfinite(row)
-        out.rows = {**self.rows, OFF_KEY: np.where(loaded, self.plain if zero is None else zero, np.nan)}
-        return out
-
-    def score(self, key, norm: np.ndarray) -> np.ndarray:
-        """S[B] = Σ_L w(B, L) · thr / norm (infeasible cells count 0)."""
-        return np.bincount(self.cell_batch, np.nan_to_num(self.rows[key]) / norm * self.w, minlength=len(self.batches))
-
-
-def _settings(table: _Table, label: str, mode, is_tree: bool) -> list[tuple]:
+def _settings(table: PlanTable, label: str, mode, is_tree: bool) -> list[tuple]:
     keys = [k for k in table.rows if k[0] == label and k[1] >= 1]
     if is_tree and not mode.trees:
         return []
@@ -150,7 +109,7 @@ def _best_of(scores: dict, keys: list) -> tuple:
     return next(k for k in keys if scores[k] >= (1.0 - TIE_TOLERANCE) * top)
 
 
-def _candidates(table: _Table, label: str, mode, is_tree: bool, norm: np.ndarray):
+def _candidates(table: PlanTable, label: str, mode, is_tree: bool, norm: np.ndarray):
     """(J, the key chosen at each planned batch) of the best plan of one mechanism in one mode."""
     keys = _settings(table, label, mode, is_tree)
     if not keys:
@@ -246,18 +205,20 @@ def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | Non
     from speedplan.plan.mechanisms import TREE_MECHANISMS
 
     frame, meta = result.frame, result.meta
-    table = _Table(frame, weights)
+    table = PlanTable(frame, weights)
     labels = [m for m in dict.fromkeys(frame["mechanism"]) if m != "none"]
     runnable = _runnable(engine, labels, meta)
-    reach = [OFF_KEY] + [k for label, support in runnable.items() for mode in support.modes
-                         for k in _settings(table, label, mode, label.split(":")[0] in TREE_MECHANISMS)]
-    reach = list(dict.fromkeys(reach))
-    norm = np.nanmax(np.vstack([table.rows[k] for k in reach]), axis=0)  # the engine's best per cell
+    zero = ZeroDraft(result, table.cells, kernels)  # D = 0 in a launch that loads a drafter (zero_draft.py)
+    views = {label: table.with_drafter(label, zero.throughput(label, support.drafter_runs_at_zero))
+             for label, support in runnable.items()}
+    reach = {OFF_KEY: table.plain} | {k: views[label].rows[k] for label, support in runnable.items()
+                                      for mode in support.modes
+                                      for k in _settings(table, label, mode, label.split(":")[0] in TREE_MECHANISMS)}
+    norm = np.nanmax(np.vstack(list(reach.values())), axis=0)  # the engine's best per cell
     cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
               "no speculative options", table)]
-    zero = ZeroDraft(result, table.cells, kernels)  # D = 0 in a launch that loads a drafter (zero_draft.py)
     for label, support in runnable.items():
-        loaded = table.with_drafter(label, zero.throughput(label, support.drafter_runs_at_zero))
+        loaded = views[label]
         is_tree = label.split(":")[0] in TREE_MECHANISMS
         fixed = next((m for m in support.modes if m.shape == "fixed"), None)
         for mode in support.modes:
@@ -277,16 +238,18 @@ def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | Non
                       drafter_kept_warm=zero.kept_warm.get(label, False))
 
 
-def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list, plain: np.ndarray) -> pd.DataFrame:
+def _rows(table: PlanTable, frame: pd.DataFrame, picks: list, reach: dict, plain: np.ndarray) -> pd.DataFrame:
     """Per planned (batch, context): the plan's setting (as `table`, the plan's view, prices it)
-    and its loss against the engine's best, plain decoding without a drafter included."""
+    and its loss against the engine's best (`reach`: key -> tokens/s/GPU per cell as a launch
+    of that key sees it; plain decoding without a drafter included)."""
     cell_key = [picks[i] for i in table.cell_batch]
     thr = np.array([table.rows[k][c] for c, k in enumerate(cell_key)], dtype=float)
-    reach_thr = np.vstack([plain if k == OFF_KEY else table.rows[k] for k in reach])
+    keys, reach_thr = list(reach), np.vstack(list(reach.values()))
     best_i = np.nanargmax(np.nan_to_num(reach_thr, nan=-1.0), axis=0)
     best = reach_thr[best_i, np.arange(len(plain))]
     feasible = frame[frame["feasible"]]
     any_best = feasible.groupby(["batch", "context"])["tokens_per_s_per_gpu"].max().reindex(table.cells).to_numpy()
+    any_best = np.fmax(any_best, best)  # a launch running fewer sequences than offered is no frame row
     got = np.nan_to_num(thr)
     shown = np.where(table.w <= 10 * UNWEIGHTED * table.w.max(), 0.0, table.w)  # left out: counts for nothing
     return pd.DataFrame({
@@ -294,9 +257,10 @@ def _rows(table: _Table, frame: pd.DataFrame, picks: list, reach: list, plain: n
         "weight": shown / shown.sum(),
         "mechanism": [k[0] for k in cell_key], "draft_len": [int(k[1]) for k in cell_key],
         "verify_tokens": [int(k[2]) for k in cell_key], "feasible": ~np.isnan(thr),
+        "runs_at_batch": np.nan_to_num(table.runs_at).astype(int),
         "speedup": got / plain, "tokens_per_s_per_gpu": got,
-        "best_mechanism": [reach[i][0] for i in best_i], "best_draft_len": [int(reach[i][1]) for i in best_i],
-        "best_verify_tokens": [int(reach[i][2]) for i in best_i],
+        "best_mechanism": [keys[i][0] for i in best_i], "best_draft_len": [int(keys[i][1]) for i in best_i],
+        "best_verify_tokens": [int(keys[i][2]) for i in best_i],
         "best_speedup": best / plain, "loss_vs_best": 1.0 - got / best, "loss_vs_any": 1.0 - got / any_best,
     })
 
@@ -316,7 +280,7 @@ def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> 
             "batch": int(r.batch), "context": int(r.context), "draft_len": int(r.draft_len),
             "verify_tokens": int(r.verify_tokens), "speedup": round(float(r.speedup), 4),
             "loss_vs_best": round(float(r.loss_vs_best), 4), "loss_vs_any": round(float(r.loss_vs_any), 4),
-            "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
+            "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3), "runs_at_batch": int(r.runs_at_batch),
             "best_mechanism": r.best_mechanism, "best_draft_len": int(r.best_draft_len),
             "best_verify_tokens": int(r.best_verify_tokens),
             "best_speedup": round(float(r.best_speedup), 4),
@@ -388,13 +352,15 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
 
 
 def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:
-    """schedule.csv: each engine's plan per (batch, context); D 0: drafting off; fits_memory False: launch too big."""
+    """schedule.csv: each engine's plan per (batch, context); D 0: drafting off; fits_memory False: the launch
+    (its drafter loaded) does not hold that many sequences, and runs_at_batch is how many it runs (0: none)."""
     parts = [p.rows.assign(engine=name, engine_profile=p.engine_profile.split(":")[0], plan_mechanism=p.mechanism,
-                           mode=p.mode, fits_memory=p.rows["speedup"] > 0) for name, p in plans.items() if len(p.rows)]
+                           mode=p.mode, fits_memory=p.rows["runs_at_batch"] == p.rows["batch"])
+             for name, p in plans.items() if len(p.rows)]
     if not parts:
         return pd.DataFrame(columns=["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context",
                                      "draft_len"])
     cols = ["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context", "weight", "draft_len",
-            "verify_tokens", "fits_memory", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any",
+            "verify_tokens", "fits_memory", "runs_at_batch", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any",
             "best_mechanism", "best_draft_len", "best_verify_tokens", "best_speedup"]
     return pd.concat(parts, ignore_index=True)[cols]

@@ -15,7 +15,7 @@ The step is priced with a plain step's host terms: no draft is verified (SGLang'
 its verify path with a one-node tree, `_build_trivial_verify_input`, on the spec v2 overlap
 worker that adaptive mode requires).
 
-`engine_plan._Table.with_drafter` prices a plan's D = 0 cells with `ZeroDraft.throughput`;
+`plan_table.PlanTable.with_drafter` prices a plan's D = 0 cells with `ZeroDraft.throughput`;
 plain decoding without a drafter (the "off" plan) is the sweep's plain rows. Worked example
 (vLLM, llama-3.1-8b on an H100, EAGLE-1 head, B = 256, context 1024): the plain step plus one
 head layer and fuse over 256 tokens and one draft forward's launches: 0.96x of plain decoding.

@@ -134,7 +134,8 @@ def _engine_sections(plans: dict) -> list[str]:
              "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3 chains; TensorRT-LLM: "
              "draft_len_schedule, no D above batch 1's), chosen for the largest weighted mean of tokens/s/GPU over "
              "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: no drafts "
-             "(a loaded drafter keeps its memory: where it leaves no room, the cell does not fit; where the engine still "
+             "(a loaded drafter keeps its memory: where it leaves room for fewer sequences than offered, the engine runs "
+             "as many as fit and the others wait, priced as the largest planned batch that fits; where the engine still "
              "runs its forward over each step's tokens to keep its KV cache current, that is priced). Loss: against the best any setting of that engine reaches "
              "at that batch size; loss vs any: against the best row of the sweep under the same engine profile, whatever "
              "engine could run it. Each engine's plan is priced with its own engine profile (the sweep's --engine "
@@ -146,7 +147,9 @@ def _engine_sections(plans: dict) -> list[str]:
                      f"profile {_e(plan.engine_profile)}</p>")
         rows = [{"B": str(int(r.batch)), "context": str(int(r.context)), "D": str(int(r.draft_len)),
                  "verified/seq": str(int(r.verify_tokens)),
-                 "speedup": f"{r.speedup:.2f}x" if r.feasible else "does not fit in memory",
+                 "speedup": (f"{r.speedup:.2f}x" if not r.feasible or r.runs_at_batch == r.batch else
+                             f"{r.speedup:.2f}x (runs {int(r.runs_at_batch)}: the drafter leaves no room for more)")
+                 if r.feasible else "does not fit in memory",
                  "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
                  "best": f"{setting_text(r.best_mechanism, r.best_draft_len, r.best_verify_tokens)} {r.best_speedup:.2f}x",
                  "loss vs any": f"{100 * r.loss_vs_any:.1f}%"} for r in plan.rows.itertuples()]

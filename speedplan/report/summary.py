@@ -234,6 +234,11 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
             tail = f"worst loss {100 * per_b['loss'].max():.1f}% ({where}: {best} reaches {at.best_speedup:.2f}x)"
         else:
             tail = "worst loss 0.0%"
+        short = p.rows[(p.rows["runs_at_batch"] > 0) & (p.rows["runs_at_batch"] < p.rows["batch"])]
+        if len(short):  # the launch, its drafter loaded, holds fewer sequences than offered
+            first = short.sort_values("batch").iloc[0]
+            tail += (f"; from B={first.batch} the drafter's launch holds {first.runs_at_batch} sequences"
+                     + (f" at context {first.context}" if several_contexts else "") + ", the rest wait")
         ds = " ".join(str(int(per_b["d"][b])) for b in shown)
         tree = p.rows[p.rows["verify_tokens"] > p.rows["draft_len"] + 1]["verify_tokens"].unique()
         ds += f" ({int(tree[0]) - 1} nodes)" if len(tree) == 1 else ""  # a tree plan's size

@@ -295,17 +295,39 @@ def test_a_loaded_drafter_keeps_its_memory_at_d_0():
     """At B = 13 plain decoding of llama-3.1-8b fits 32k-token contexts on one H100 and EAGLE-3
     does not (its head and cache take the last GB). Setting D = 0 at B = 13 does not unload the
     head, so a schedule cannot win that cell back by switching off there (until 2026-12-03 the
-    vLLM plan went D 7 7 0 7 for B = 1, 8, 13, 16 to do just that); the plan says it loses it."""
+    vLLM plan went D 7 7 0 7 for B = 1, 8, 13, 16 to do just that). The engine runs the 8
+    sequences that fit and the others wait: the cell gets the plan's tokens/s/GPU at B = 8
+    (until 2026-12-04 it got 0, so with few batch sizes swept "off" won plans it should lose)."""
     r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 13, 16], [0, 3, 7], contexts=[1024, 32768])
     f = r.frame.set_index(["mechanism", "batch", "context"])
     assert f.loc[("none", 13, 32768), "feasible"].all() and not f.loc[("eagle3", 13, 32768), "feasible"].any()
     plan = plan_engines(r, engines=["vllm"])["vllm"]
     rows = plan.rows.set_index(["batch", "context"])
     assert plan.mechanism == "eagle3" and rows.loc[(13, 1024), "draft_len"] > 0
-    assert not rows.loc[(13, 32768), "feasible"] and rows.loc[(13, 32768), "loss_vs_best"] == 1.0
-    from speedplan.report.html import _engine_sections  # the report says why, not "0.00x"
+    capped, at8 = rows.loc[(13, 32768)], rows.loc[(8, 32768)]
+    assert capped["runs_at_batch"] == 8 and rows.loc[(13, 1024), "runs_at_batch"] == 13
+    assert capped["tokens_per_s_per_gpu"] == pytest.approx(at8["tokens_per_s_per_gpu"])  # B = 8's own setting
+    plain13 = float(f.loc[("none", 13, 32768), "tokens_per_s_per_gpu"])
+    assert capped["speedup"] == pytest.approx(at8["tokens_per_s_per_gpu"] / plain13)
+    assert capped["speedup"] > 0 and 0 <= capped["loss_vs_best"] < 1
+    assert capped["best_speedup"] >= capped["speedup"] * (1 - 1e-12)
+    from speedplan.report.html import _engine_sections  # the report says why
 
-    assert "does not fit in memory" in "".join(_engine_sections({"vllm": plan}))
+    assert "runs 8: the drafter leaves no room for more" in "".join(_engine_sections({"vllm": plan}))
+
+
+def test_a_launch_that_holds_fewer_sequences_still_beats_switching_off():
+    """70B on 4 H100s, EAGLE-3 and a 1B draft model, B = 1, 64, 104, 106, 109: EAGLE-3's launch
+    holds 104 sequences. Scored 0 at B = 106 and 109 (before 2026-12-04), vLLM's and TensorRT-LLM's
+    plans were "off", losing 62.6% and 64.6% at B = 1; the engine runs 104 with EAGLE-3 at about
+    1.9x plain decoding's tokens/s/GPU, so the plan keeps EAGLE-3 and loses nothing."""
+    r = sweep("llama-3.1-70b", "h100-sxm", ["eagle3", "draft-model:llama-3.2-1b"], batches=(1, 64, 104, 106, 109),
+              draft_lens=(0, 2, 4), tp=4)
+    for name, plan in plan_engines(r, engines=["vllm", "trtllm"]).items():
+        rows = plan.rows.set_index("batch")
+        assert plan.mechanism == "eagle3" and plan.objective == pytest.approx(1.0), name
+        assert list(rows["runs_at_batch"]) == [1, 64, 104, 104, 104] and (rows["speedup"] > 1.5).all(), name
+        assert (rows["loss_vs_best"] < 1e-9).all() and (rows["loss_vs_any"] < 1e-9).all(), name
 
 
 def test_batch_sizes_left_out_of_the_weights_do_not_hold_the_weighted_one_back():

@@ -322,8 +322,9 @@ def test_recommendations_json_carries_the_slo_pick():
 
 
 def test_schedule_csv_says_where_a_plan_does_not_fit():
-    """A 70B plan's batch sizes where its launch (drafter loaded) does not fit read as D = 0,
-    speedup 0, like speculation off (an audit of 2026-12-04): fits_memory tells them apart."""
+    """A 70B plan's batch sizes where its launch (drafter loaded) does not hold every sequence:
+    fits_memory False and runs_at_batch the sequences it runs (the largest batch that fits),
+    priced at that batch's tokens/s/GPU (an audit of 2026-12-04)."""
     import speedplan
     from speedplan.plan.engine_plan import schedule_frame
 
@@ -331,4 +332,6 @@ def test_schedule_csv_says_where_a_plan_does_not_fit():
                         draft_lens=(0, 2, 4), tp=4)
     frame = schedule_frame(speedplan.plan_engines(r))
     assert frame["fits_memory"].dtype == bool and not frame["fits_memory"].all()  # B = 106-109 with EAGLE-3 loaded
-    assert (frame.loc[~frame["fits_memory"], "speedup"] == 0).all() and (frame.loc[frame["fits_memory"], "speedup"] > 0).all()
+    short = frame[~frame["fits_memory"]]
+    assert (short["runs_at_batch"] == 105).all() and (short["batch"] >= 106).all() and (short["speedup"] > 1).all()
+    assert (frame.loc[frame["fits_memory"], "runs_at_batch"] == frame.loc[frame["fits_memory"], "batch"]).all()
