@@ -44,6 +44,7 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     (["--acceptance", "/no/such/trace.jsonl"], "acceptance"),
     (["--acceptance", "alpha=2"], "acceptance"),
     (["--mechanism", "warp"], "unknown mechanism"),
+    (["--mechanism", "eagle3,ngram"], "one mechanism per --mechanism"),
     (["--tp", "0"], "--tp"),
     (["--tp", "3"], "do not split evenly"),
     (["--tp", "64"], "above"),
