@@ -95,6 +95,27 @@ def offset_transform(ax, base, dx_pt: float, dy_pt: float):
     return base + ScaledTranslation(dx_pt / 72, dy_pt / 72, ax.get_figure().dpi_scale_trans)
 
 
+def thin(values, most: int = 12, linear: bool = False) -> list[int]:
+    """Indices of at most `most` of the sorted batch sizes `values` to label or draw: all of
+    them when few; else the first, the last and the powers of two between (on a log axis) or
+    the multiples of a round step (`linear`: columns one batch size apart), spread evenly when
+    those are too many, or evenly spaced ones when they are too few (`--batch 1-256` would
+    otherwise print 256 overlapping labels)."""
+    n = len(values)
+    if n <= most:
+        return list(range(n))
+    if linear:
+        step = nice_step((float(values[-1]) - float(values[0])) / max(most - 2, 1))
+        keep = sorted({0, *(i for i, v in enumerate(values) if float(v) % step == 0)})
+    else:
+        keep = sorted({0, n - 1, *(i for i, v in enumerate(values) if float(v).is_integer() and int(v) & (int(v) - 1) == 0)})
+    if len(keep) < min(4, most):
+        keep = sorted({round(j * (n - 1) / (most - 1)) for j in range(most)})
+    if len(keep) > most:
+        keep = sorted({keep[round(j * (len(keep) - 1) / (most - 1))] for j in range(most)})
+    return keep
+
+
 def tick_labels(ax, which: str, ticks, labels, grid: bool = True) -> None:
     """Tick labels as plain texts beside the axis, with light grid lines as one collection;
     matplotlib's own axis is hidden (its Tick objects cost about a millisecond each)."""

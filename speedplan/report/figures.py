@@ -19,9 +19,10 @@ import numpy as np
 
 from speedplan.report.axes import (DPI, FONT, NO_FEASIBLE, axis_titles, canvas, caption_pixels, empty_note,
                           figure_with_axes, linear_ticks, log_axes, nice_step, rows_of, save_png, set_title,
-                          side_key, take_rows, tick_labels)
+                          side_key, take_rows, thin, tick_labels)
 
 MAX_SCATTER_POINTS = 1500  # per mechanism in pareto.png; beyond this the cloud is subsampled
+BREAKDOWN_BARS = 16  # step_breakdown.png draws at most this many batch sizes (schedule.csv has them all)
 
 MECHANISM_COLORS = {
     "none": "#555555",
@@ -162,8 +163,8 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
         for j in np.flatnonzero((np.nan_to_num(values, nan=0.0) > 1.0).any(axis=0)):  # B where some D wins
             stars.append((x + (j + 0.5) * cw, y + (np.nanargmax(values[:, j]) + 0.5) * ch))
         if label_b:
-            for j, b in enumerate(batches):
-                text(x + (j + 0.5) * cw, y - 0.04, str(b), ha="center", va="top")
+            for j in thin(list(batches), max(2, int(pw / 0.3)), linear=True):  # labels >= ~0.3 in apart
+                text(x + (j + 0.5) * cw, y - 0.04, str(batches[j]), ha="center", va="top")
             text(x + pw / 2, y - 0.2, "batch B", fontsize=8.5, ha="center", va="top")
         if label_d:
             for k, d in enumerate(drafts):
@@ -200,9 +201,11 @@ def best_d_figure(schedules: dict, pick: dict, batches: list, top: int, path: Pa
         empty_note(ax)
         return save_png(fig, path)
     entries = []
+    dense = len(batches) > 24  # markers at every batch would merge into a bar: lines only, picks thinned
     for i, (mech, schedule) in enumerate(schedules.items()):
         nudge = 0.07 * (i - (len(schedules) - 1) / 2)  # keeps overlapping lines apart
-        ax.plot(schedule["batch"], schedule["draft_len"] + nudge, marker="o", ms=3.5, lw=1.3, color=color(mech))
+        ax.plot(schedule["batch"], schedule["draft_len"] + nudge, marker=None if dense else "o", ms=3.5, lw=1.3,
+                color=color(mech))
         off = schedule["pointwise_draft_len"] != schedule["draft_len"]
         ax.scatter(schedule["batch"][off], schedule["pointwise_draft_len"][off] + nudge, s=16, marker="x",
                    color=color(mech), linewidths=1)
@@ -210,13 +213,15 @@ def best_d_figure(schedules: dict, pick: dict, batches: list, top: int, path: Pa
     entries.append(("✕", "#444444", "pointwise best D,\n   where it differs"))
     if len(pick["batch"]):
         ax.plot(pick["batch"], pick["draft_len"], color="black", lw=2.5, alpha=0.3, zorder=2)
-        ax.scatter(pick["batch"], pick["draft_len"], s=70, marker="s", zorder=3, facecolors="none",
-                   edgecolors=[color(m) for m in pick["mechanism"]], linewidths=1.8)
+        at = thin(list(pick["batch"]), 24) if dense else slice(None)
+        ax.scatter(np.asarray(pick["batch"])[at], np.asarray(pick["draft_len"])[at], s=70, marker="s", zorder=3,
+                   facecolors="none", edgecolors=[color(m) for m in np.asarray(pick["mechanism"])[at]], linewidths=1.8)
         entries.append(("□", "#444444", "overall pick (edge:\n   its mechanism)"))
     ax.set_xscale("log", base=2)
     ax.set_xlim(batches[0] / 1.3, batches[-1] * 1.3)
     ax.set_ylim(-0.5, top + 0.5)
-    tick_labels(ax, "x", batches, [str(b) for b in batches])
+    labelled = [batches[i] for i in thin(batches, 14)]
+    tick_labels(ax, "x", labelled, [str(b) for b in labelled])
     tick_labels(ax, "y", range(top + 1), [str(d) for d in range(top + 1)])
     axis_titles(ax, "batch size B (concurrent sequences)", "draft length D", y_pad_pt=18)
     side_key(ax, entries, "lines: D schedule per\nmechanism (non-increasing)")
@@ -230,6 +235,11 @@ def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, tit
     `BREAKDOWN` -> seconds per pick."""
     from matplotlib.collections import PolyCollection
 
+    shown = thin(list(pick["batch"]), BREAKDOWN_BARS)  # one bar per batch size, at most BREAKDOWN_BARS
+    if len(shown) < len(pick["batch"]):
+        title += f" ({len(shown)} of {len(pick['batch'])} batch sizes)"
+        pick = {k: np.asarray(v)[shown] for k, v in pick.items()}
+        components = {k: np.asarray(v)[shown] for k, v in components.items()}
     n = len(pick["batch"])
     fig, ax, _ = figure_with_axes(max(7.5, 0.85 * n + 2.8), 5.0, caption, below_in=0.7)  # room for "eagle3-tree"
     set_title(ax, title)

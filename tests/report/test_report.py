@@ -335,3 +335,22 @@ def test_schedule_csv_says_where_a_plan_does_not_fit():
     short = frame[~frame["fits_memory"]]
     assert (short["runs_at_batch"] == 105).all() and (short["batch"] >= 106).all() and (short["speedup"] > 1).all()
     assert (frame.loc[frame["fits_memory"], "runs_at_batch"] == frame.loc[frame["fits_memory"], "batch"]).all()
+
+
+def test_figures_stay_readable_with_hundreds_of_batch_sizes(tmp_path):
+    """--batch 1-256 drew one bar per batch size (an 8,208-pixel-wide step_breakdown.png) and
+    256 overlapping batch labels: the figures now thin their labels and bars."""
+    from PIL import Image
+
+    from speedplan.report.axes import thin
+
+    batches = list(range(1, 257))
+    assert [batches[i] for i in thin(batches, 14)] == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # log axis
+    assert [batches[i] for i in thin(batches, 8, linear=True)] == [1, 50, 100, 150, 200, 250]  # columns
+    assert thin([1, 8, 64], 12) == [0, 1, 2]
+    assert len(thin(list(range(96, 110)), 8)) <= 8  # no power of two there: evenly spaced
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=tuple(batches), draft_lens=(0, 2, 4))
+    written = write_report(r, tmp_path, [])
+    with Image.open(tmp_path / "step_breakdown.png") as img:
+        assert img.size[0] < 1000
+    assert all(p.exists() for p in written)
