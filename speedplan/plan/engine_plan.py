@@ -257,7 +257,7 @@ def _rows(table: PlanTable, frame: pd.DataFrame, picks: list, reach: dict, plain
         "weight": shown / shown.sum(),
         "mechanism": [k[0] for k in cell_key], "draft_len": [int(k[1]) for k in cell_key],
         "verify_tokens": [int(k[2]) for k in cell_key], "feasible": ~np.isnan(thr),
-        "runs_at_batch": np.nan_to_num(table.runs_at).astype(int),
+        "runs_at_batch": np.nan_to_num([table.runs_at_of(k)[c] for c, k in enumerate(cell_key)]).astype(int),
         "speedup": got / plain, "tokens_per_s_per_gpu": got,
         "best_mechanism": [keys[i][0] for i in best_i], "best_draft_len": [int(keys[i][1]) for i in best_i],
         "best_verify_tokens": [int(keys[i][2]) for i in best_i],

@@ -5,9 +5,12 @@ A launch that loads a drafter keeps its weights and cache at every batch size, D
 so a (batch, context) that fits plain decoding alone may not fit it. An engine does not fail
 there: its scheduler admits requests while KV cache lasts (vLLM's and SGLang's block managers,
 TensorRT-LLM's KV cache manager), so it runs the most sequences that fit and the others wait.
-Such a cell is priced at the tokens/s/GPU of the largest planned batch below it, at the same
-context, where the launch fits (`PlanTable.runs_at`), with the setting planned there; where no
-smaller batch fits either, it scores 0.
+A setting that does not fit a cell is priced there at its own tokens/s/GPU at the largest
+planned batch below it, at the same context, where it fits (`PlanTable.runs_at_of`); where no
+smaller planned batch fits either, it scores 0. Two approximations: the largest *planned* batch
+that fits, not the exact number of sequences that would (a sparse batch grid prices low), and
+the setting chosen for the offered batch, where an engine holding fewer would use the
+schedule's setting for that many.
 """
 
 from __future__ import annotations
@@ -22,15 +25,14 @@ OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain dec
 
 class PlanTable:
     """tokens/s/GPU of every (label, setting) at every planned (batch, context) cell; NaN where
-    that setting does not fit. `runs_at`: the batch each cell runs at (its own; a smaller one
-    where a loaded drafter leaves room for fewer sequences; NaN where nothing fits)."""
+    that setting does not fit (`runs_at_of`: the batch each setting runs as at each cell)."""
 
     def __init__(self, frame: pd.DataFrame, weights: pd.Series):
         self.cells = weights.index
         self.w = weights.to_numpy()
         self.batches = np.array(sorted(set(weights.index.get_level_values(0))))
         self.cell_batch = np.searchsorted(self.batches, weights.index.get_level_values(0))
-        self.runs_at = weights.index.get_level_values(0).to_numpy(dtype=float)
+        self.runs_at_key: dict[tuple, np.ndarray] = {}  # set by with_drafter
         f = frame[frame["feasible"]]
         cell = {c: i for i, c in enumerate(self.cells)}
         self.rows: dict[tuple, np.ndarray] = {}  # NaN where infeasible or not planned
@@ -45,24 +47,31 @@ class PlanTable:
         self.plain = self.rows[OFF_KEY]
 
     def with_drafter(self, label: str, zero: np.ndarray | None = None) -> "PlanTable":
-        """The table as a plan that loads `label`'s drafter sees it: a cell fits where some
-        setting of that drafter fits; D = 0 there is `zero` (tokens/s/GPU of a D = 0 step in
-        that launch where it is not plain decoding's: `zero_draft.ZeroDraft`), else plain
-        decoding's. A cell that does not fit runs as the largest fitting batch below it (module
-        docstring)."""
+        """The table as a plan that loads `label`'s drafter sees it: D = 0 is `zero` (tokens/s/GPU
+        of a D = 0 step in that launch where it is not plain decoding's: `zero_draft.ZeroDraft`),
+        else plain decoding's, where some setting of that drafter fits (D = 0 does not unload
+        it). Each setting that does not fit a cell runs as the largest planned batch below it
+        where that setting fits (module docstring); `runs_at_key` holds how many per setting."""
         out = copy.copy(self)
         loaded = np.zeros(len(self.cells), dtype=bool)
         for key, row in self.rows.items():
             if key[0] == label:
                 loaded |= np.isfinite(row)
-        source = self._largest_below(loaded)
-        fill = lambda row: np.where(loaded, row, np.where(source >= 0, row[np.maximum(source, 0)], np.nan))
-        off = np.where(loaded, self.plain if zero is None else zero, np.nan)
-        out.rows = {key: fill(row) if key[0] == label else row for key, row in self.rows.items()}
-        out.rows[OFF_KEY] = fill(off)
         batch = self.cells.get_level_values(0).to_numpy(dtype=float)
-        out.runs_at = np.where(loaded, batch, np.where(source >= 0, batch[np.maximum(source, 0)], np.nan))
+        out.rows, out.runs_at_key = dict(self.rows), {}
+        off = np.where(loaded, self.plain if zero is None else zero, np.nan)
+        for key, row in [(k, r) for k, r in self.rows.items() if k[0] == label] + [(OFF_KEY, off)]:
+            fits = np.isfinite(row)
+            source = self._largest_below(fits)
+            take = np.maximum(source, 0)
+            out.rows[key] = np.where(fits, row, np.where(source >= 0, row[take], np.nan))
+            out.runs_at_key[key] = np.where(fits, batch, np.where(source >= 0, batch[take], np.nan))
         return out
+
+    def runs_at_of(self, key) -> np.ndarray:
+        """Per cell: the batch `key` runs as there (its own where it fits; NaN where nothing does)."""
+        own = self.cells.get_level_values(0).to_numpy(dtype=float)
+        return self.runs_at_key.get(key, np.where(np.isfinite(self.rows[key]), own, np.nan))
 
     def _largest_below(self, fits: np.ndarray) -> np.ndarray:
         """Per cell: the index of the cell of the largest smaller batch at the same context where

@@ -148,7 +148,8 @@ def _engine_sections(plans: dict) -> list[str]:
         rows = [{"B": str(int(r.batch)), "context": str(int(r.context)), "D": str(int(r.draft_len)),
                  "verified/seq": str(int(r.verify_tokens)),
                  "speedup": (f"{r.speedup:.2f}x" if not r.feasible or r.runs_at_batch == r.batch else
-                             f"{r.speedup:.2f}x (runs {int(r.runs_at_batch)}: the drafter leaves no room for more)")
+                             f"{r.speedup:.2f}x (priced as B={int(r.runs_at_batch)}, the largest swept batch that "
+                             "fits with the drafter loaded)")
                  if r.feasible else "does not fit in memory",
                  "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
                  "best": f"{setting_text(r.best_mechanism, r.best_draft_len, r.best_verify_tokens)} {r.best_speedup:.2f}x",

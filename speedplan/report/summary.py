@@ -237,8 +237,9 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
         short = p.rows[(p.rows["runs_at_batch"] > 0) & (p.rows["runs_at_batch"] < p.rows["batch"])]
         if len(short):  # the launch, its drafter loaded, holds fewer sequences than offered
             first = short.sort_values("batch").iloc[0]
-            tail += (f"; from B={first.batch} the drafter's launch holds {first.runs_at_batch} sequences"
-                     + (f" at context {first.context}" if several_contexts else "") + ", the rest wait")
+            tail += (f"; from B={first.batch}" + (f" at context {first.context}" if several_contexts else "")
+                     + f" its launch does not hold every sequence: priced as B={first.runs_at_batch}, the largest"
+                     " swept batch that fits (the rest wait)")
         ds = " ".join(str(int(per_b["d"][b])) for b in shown)
         tree = p.rows[p.rows["verify_tokens"] > p.rows["draft_len"] + 1]["verify_tokens"].unique()
         ds += f" ({int(tree[0]) - 1} nodes)" if len(tree) == 1 else ""  # a tree plan's size

@@ -218,7 +218,7 @@ def summarize(table: pd.DataFrame, profiles: list[tuple[str, str]], device: str)
         by_profile[hardware] = {"cost_origin": origin, **_errors(table, table[column].to_numpy())}
     first = by_profile[profiles[0][0]]
     return {
-        "points": int(len(table)), "graph_points": int((table["mode"] == "graph").sum()), "device": device, "hardware": profiles[0][0], "cost_origin": profiles[0][1],
+        "points": int(len(table)), "graph_points": int((table.get("mode", pd.Series(dtype=str)) == "graph").sum()), "device": device, "hardware": profiles[0][0], "cost_origin": profiles[0][1],
         **{k: v for k, v in first.items() if k != "cost_origin"}, "al_median_error": None,
         "by_profile": by_profile,
         "note": "verify step only (random weights): AL not measured; speedup = verify-cost ratio t(1+D)/t(1); "
@@ -239,7 +239,7 @@ def reprice(folder: Path, hardwares: list[str]) -> dict:
     summary_path = folder / "summary.json"  # absent where the measuring run was cut short
     old = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     model, dtype = old.get("model", GPU_GRID.model), old.get("dtype", GPU_GRID.dtype)
-    table = table[["batch", "draft_len", "context", "meas_t_verify", "mode"]].copy()
+    table = table[[c for c in ("batch", "draft_len", "context", "meas_t_verify", "mode") if c in table]].copy()
     profiles = []
     for i, hardware in enumerate(hardwares):
         pred, origin = predict(table, model, dtype, hardware, old.get("device", "cuda"))

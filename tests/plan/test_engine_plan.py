@@ -313,7 +313,7 @@ def test_a_loaded_drafter_keeps_its_memory_at_d_0():
     assert capped["best_speedup"] >= capped["speedup"] * (1 - 1e-12)
     from speedplan.report.html import _engine_sections  # the report says why
 
-    assert "runs 8: the drafter leaves no room for more" in "".join(_engine_sections({"vllm": plan}))
+    assert "priced as B=8, the largest swept batch that fits" in "".join(_engine_sections({"vllm": plan}))
 
 
 def test_a_launch_that_holds_fewer_sequences_still_beats_switching_off():
@@ -461,3 +461,18 @@ def test_a_sweep_result_without_its_pricing_cannot_be_planned():
     bare = SweepResult(r.frame, r.pareto, r.best, r.slo_pick, r.meta)
     with pytest.raises(SpeedplanInputError, match="carries no pricing"):
         plan_engines(bare)
+
+
+def test_sweeping_more_draft_lengths_cannot_make_a_plan_worse():
+    """Each setting that does not fit a cell runs as the largest swept batch where that setting
+    fits (a review of 2026-12-04: with the fit decided per drafter, D = 8 scored 0 at B = 12,
+    context 27,192, once D = 1 fitted there, and SGLang's plan fell from D = 8, J = 1, to D = 1,
+    J = 0.83, when D = 1 was added to the sweep)."""
+    plans = []
+    for draft_lens in ((0, 8), (0, 1, 8)):
+        r = sweep("llama-3.1-8b", "h100-sxm", ["draft-model:llama-3.2-1b"], batches=(1, 8, 12), draft_lens=draft_lens,
+                  contexts=[27192])
+        plans.append(plan_engines(r, engines=["sglang"])["sglang"])
+    assert plans[1].tokens_per_s_per_gpu >= plans[0].tokens_per_s_per_gpu * (1 - 1e-9)
+    rows = plans[1].rows.set_index("batch")
+    assert rows.loc[12, "draft_len"] == 8 and rows.loc[12, "runs_at_batch"] == 8  # D = 8 holds 8 sequences there

@@ -48,7 +48,7 @@ TREE_MECHANISMS: tuple[str, ...] = tuple(n for n, cls in REGISTRY.items() if cls
 def mechanism_class(name: str) -> type[Mechanism]:
     key = name.strip().lower()
     if key not in REGISTRY:
-        parts = [part.strip().split(":")[0] for part in key.split(",")]
+        parts = [part.strip() for part in key.split(",")]
         if len(parts) > 1 and all(part in REGISTRY for part in parts):  # "eagle3,ngram": commas hold a mechanism's options
             raise SpeedplanInputError(f"mechanism {name!r}: one mechanism per --mechanism (a comma starts a mechanism's "
                                       f"options): {' '.join('--mechanism ' + part for part in parts)}")
