@@ -13,7 +13,7 @@ slot − length (3·B·S·8), ≤ offset (B·S·8 + B·q·S); RoPE cos and sin r
 embedding and final RMSNorm (2·T·h·b each); logits to fp32 (T·V·(b+4)).
 
 T = B·q tokens, b bytes per element, S the slots a graph-captured step attends over (context
-+ q + 1 rounded up to 16). Two ways to price those kernels, nothing fitted:
++ q + 1 rounded up to 16: `gpu_timing.attended`). Two ways to price those kernels, nothing fitted:
 
   table  each kernel from the measured profile's elementwise table at its bytes
   floor  each kernel at max(the graph launch floor, bytes / the table's streaming bandwidth)
@@ -34,6 +34,7 @@ import pandas as pd
 from speedplan.cost.forward import attention_shape, forward_cost
 from speedplan.cost.ops import load_cost_model
 from speedplan.specs.model import get_model
+from speedplan.validate.gpu_timing import attended
 
 ROOT = Path(__file__).resolve().parents[1] / "reports" / "validation-h200"
 
@@ -65,7 +66,7 @@ def main() -> None:
     ways = {"forward_cost (4 fused kernels per layer)": [], "runtime kernels, table": [], "runtime kernels, floor": []}
     for r in table.itertuples():
         q = int(r.draft_len) + 1
-        span = -(-(int(r.context) + q + 1) // 16) * 16
+        span = attended(int(r.context), q, "cuda")  # the slots the timed step read
         fc = forward_cost(cost, spec, int(r.batch), q, span - q)
         kernels_s = float(fc.gemm_s + fc.attention_s + fc.comm_s)
         layer, step = kernel_bytes(spec, int(r.batch), q, span)

@@ -117,13 +117,12 @@ def run(grid: TimingGrid, hardware: str, device: str, progress=print, save=None)
     import torch
 
     from speedplan.cost.ops import load_cost_model
-    from speedplan.cost.forward import forward_cost
     from speedplan.specs.model import get_model
     from speedplan.runtime.transformer import LlamaConfig
     from speedplan.runtime.io.weights import random_model
 
     spec = replace(get_model(grid.model), dtype=grid.dtype)
-    cost = load_cost_model(hardware)
+    cost = load_cost_model(hardware)  # a bad --hardware fails before any GPU time is spent
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[grid.dtype]
     positions = max(grid.contexts) + max(grid.draft_lens) + 2  # RoPE rows the longest verify reads
     model = random_model(LlamaConfig.from_spec(spec), dtype=dtype, device=device, max_positions=max(8192, positions))
@@ -145,16 +144,14 @@ def run(grid: TimingGrid, hardware: str, device: str, progress=print, save=None)
                     progress(f"skip B={batch} D={d} L={context}: out of memory")
                     torch.cuda.empty_cache()
                     continue
-                pred = float(forward_cost(cost, spec, batch, q, attended(context, q, device) - q).total_s)
-                rows.append({"batch": batch, "draft_len": d, "context": context, "pred_t_verify": pred,
-                             "meas_t_verify": meas, "mode": mode})
-                progress(f"B={batch} D={d} L={context}: measured {meas * 1e3:.3f} ms, predicted {pred * 1e3:.3f} ms")
+                rows.append({"batch": batch, "draft_len": d, "context": context, "meas_t_verify": meas, "mode": mode})
+                progress(f"B={batch} D={d} L={context}: measured {meas * 1e3:.3f} ms")
                 if save is not None:
                     save(pd.DataFrame(rows))
                 if device == "cuda":
                     torch.cuda.empty_cache()
-    table = pd.DataFrame(rows)
-    table.attrs.update(model=grid.model, dtype=grid.dtype)
+    table = pd.DataFrame(rows, columns=["batch", "draft_len", "context", "meas_t_verify", "mode"])
+    table.insert(3, "pred_t_verify", predict(table, grid.model, grid.dtype, cost, device)[0])
     return table, summarize(table, [(hardware, cost.origin)], device)
 
 
@@ -169,16 +166,16 @@ def attended(context: int, q_len: int, device: str) -> int:
     return -(-(context + q_len + 1) // GPU_SLOT_BLOCK) * GPU_SLOT_BLOCK
 
 
-def predict(table: pd.DataFrame, model: str, dtype: str, hardware: str, device: str = "cuda") -> tuple[np.ndarray, str]:
+def predict(table: pd.DataFrame, model: str, dtype: str, hardware, device: str = "cuda") -> tuple[np.ndarray, str]:
     """The cost model's verify-step seconds for every (batch, draft_len, context) row of
-    `table` under `hardware` (a preset, shipped profile or profile folder), with attention over
-    the slots the step reads on `device`, and the profile's origin."""
+    `table` under `hardware` (a preset, shipped profile or profile folder, or a CostModel), with
+    attention over the slots the step reads on `device`, and the profile's origin."""
     from speedplan.cost.forward import forward_cost
     from speedplan.cost.ops import load_cost_model
     from speedplan.specs.model import get_model
 
     spec = replace(get_model(model), dtype=dtype)
-    cost = load_cost_model(hardware)
+    cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware
     pred = []
     for r in table.itertuples():
         q = int(r.draft_len) + 1
@@ -235,7 +232,15 @@ def reprice(folder: Path, hardwares: list[str]) -> dict:
     """Predict `folder`/verify_timing.csv's points again from each of `hardwares`; rewrite the
     table (first profile's predictions as `pred_t_verify`, others as extra columns) and
     summary.json (device and grid kept from the measuring run)."""
-    table = pd.read_csv(folder / "verify_timing.csv")
+    from speedplan.errors import SpeedplanInputError
+
+    path = folder / "verify_timing.csv"
+    if not path.is_file():
+        raise SpeedplanInputError(f"--reprice {folder}: no verify_timing.csv there (a measuring run writes it)")
+    table = pd.read_csv(path)
+    missing = [c for c in ("batch", "draft_len", "context", "meas_t_verify") if c not in table]
+    if missing:
+        raise SpeedplanInputError(f"{path}: no column {missing[0]!r}; is it a verify timing table?")
     summary_path = folder / "summary.json"  # absent where the measuring run was cut short
     old = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     model, dtype = old.get("model", GPU_GRID.model), old.get("dtype", GPU_GRID.dtype)
@@ -297,5 +302,18 @@ def _device_facts(device: str) -> dict:
     return facts
 
 
+def _main() -> int:
+    """main() with input errors as one line and exit 2 (`python -m speedplan.validate.gpu_timing`)."""
+    import sys
+
+    from speedplan.errors import SpeedplanInputError
+
+    try:
+        return main()
+    except SpeedplanInputError as e:
+        print(f"gpu_timing: error: {e}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_main())

@@ -58,3 +58,20 @@ def test_verify_timing_prices_the_slots_the_step_reads():
 
     assert attended(8192, 2, "cuda") == 8208 and attended(8192, 2, "cpu") == 8194
     assert attended(1024, 15, "cuda") == 1040
+
+
+def test_reprice_bad_input_is_one_line_and_exit_2(tmp_path):
+    """A folder without a timing table, or an unknown --hardware: one line, exit 2, nothing written."""
+    import shutil
+    import sys
+
+    missing = subprocess.run([sys.executable, "-m", "speedplan.validate.gpu_timing", "--reprice", str(tmp_path / "none"),
+                              "--hardware", "h200-sxm"], cwd=ROOT, capture_output=True, text=True)
+    assert missing.returncode == 2 and "no verify_timing.csv" in missing.stderr and "Traceback" not in missing.stderr
+    folder = tmp_path / "v"
+    shutil.copytree(ROOT / "reports" / "validation-h200", folder, ignore=shutil.ignore_patterns("profile-*"))
+    before = (folder / "summary.json").read_text()
+    bad = subprocess.run([sys.executable, "-m", "speedplan.validate.gpu_timing", "--reprice", str(folder),
+                          "--hardware", "tpu-v9"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown hardware" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert (folder / "summary.json").read_text() == before
