@@ -77,8 +77,7 @@ fi
 stage 120 "3/5 derived profile: $derived" \
   $PY -m speedplan.cli profile derive "$measured" --hardware "$sibling" --out "$derived"
 echo "== 4/5 leave-one-out check"
-$PY -m speedplan.cli profile check "$measured" --json > "$root/profile-check.json" || status=1
-$PY -m speedplan.cli profile check "$measured" || status=1
+$PY -m speedplan.cli profile check "$measured" --json-out "$root/profile-check.json" || status=1
 stage 120 "5/5 verify step priced from the measured and the shipped profile" \
   $PY -m speedplan.validate.gpu_timing --reprice "$root" --hardware "$measured" --hardware "$shipped"
 if [[ $status -eq 0 ]]; then

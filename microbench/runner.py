@@ -149,13 +149,16 @@ def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_t
                 break
             try:
                 timings = measure(block, min(quiet_tries, 2), wait_s=0.2)
-            except RuntimeError as e:  # CUDA: an op this GPU / torch lacks (fp8) or memory: skip, go on
+            except (RuntimeError, MemoryError) as e:  # CUDA: an op this GPU / torch lacks (fp8) or memory
+                # (cupy's OutOfMemoryError is a MemoryError, torch's a RuntimeError): skip, go on
                 if device != "cuda":
                     raise
                 failed += 1
                 print(f"skipped {_label(block[0][0])} ({block[0][0]}): {str(e).splitlines()[0][:200]}",
                       file=sys.stderr)
                 torch.cuda.empty_cache()
+                if cupy_backend is not None:
+                    cupy_backend.cp.get_default_memory_pool().free_all_blocks()
                 continue
             if quiet_tries > 2 and _other_cpu(timings) > MAX_OTHER_CPU:
                 deferred.append((block, timings))

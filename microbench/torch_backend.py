@@ -87,8 +87,11 @@ class TorchBackend:
         if self.device != "cpu":  # drawn where it lives: GBs of KV cache through the host take minutes
             if self._device_gen is None:
                 self._device_gen = torch.Generator(device=self.device).manual_seed(int(self.gen.initial_seed()))
-            x = torch.randn(*shape, device=self.device, generator=self._device_gen).mul_(0.1)
-            return x.to(torch_dtype(dtype)) if dtype != "fp32" else x
+            # drawn in the stored dtype where randn can (an fp32 draw then a cast held 3x a bf16
+            # KV cache at its peak); fp8 is drawn in fp16 and cast
+            draw = torch_dtype(dtype) if dtype in ("fp32", "bf16", "fp16") else torch.float16
+            x = torch.randn(*shape, device=self.device, dtype=draw, generator=self._device_gen).mul_(0.1)
+            return x if draw is torch_dtype(dtype) else x.to(torch_dtype(dtype))
         if self._pool is None:
             self._pool = torch.randn(2 * POOL_NUMEL, generator=self.gen) * 0.1
         numel = math.prod(shape)

@@ -8,13 +8,14 @@ microbench), so importing the command line stays free of it.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from speedplan.cli.options import check_output
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import PROFILE, check_replaceable, target
+from speedplan.outputs import PROFILE, check_replaceable, target, writing
 
 # What each command writes, as the `origin` (and for an import, `source`) of a profile's meta.json:
 # a folder holding another kind of profile is the user's data, never replaced by this one.
@@ -88,21 +89,27 @@ def bench(
 def check(
     path: str = typer.Argument(..., help="profile folder, or the name of a shipped one (speedplan hardware lists them)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    json_out: Optional[Path] = typer.Option(None, "--json-out",
+                                            help="also write the result as JSON to this file (the text is printed)"),
 ) -> None:
     """Leave-one-out error of the profile lookup: each measured point predicted without it.
 
-    Example: speedplan profile check cpu-local --json
+    Example: speedplan profile check cpu-local --json-out check.json
     """
-    from pathlib import Path
-
     from speedplan.cost.ops import PROFILE_DIR
     from speedplan.profile.tools import leave_one_out
 
     shipped = PROFILE_DIR / path
     if not Path(path).exists() and "/" not in path and (shipped / "meta.json").is_file():
         path = str(shipped)  # a shipped profile by name, as --hardware takes it
+    if json_out is not None:
+        check_output(json_out, "--json-out", folder=False, inputs=[Path(path) / "meta.json"])
 
     result = leave_one_out(path)
+    if json_out is not None:
+        with writing(json_out, "--json-out"):
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(result, indent=1) + "\n")
     if as_json:
         typer.echo(json.dumps(result, indent=1))
         return

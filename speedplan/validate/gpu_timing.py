@@ -228,10 +228,11 @@ def _column_name(hardware: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in Path(hardware).name or hardware)
 
 
-def reprice(folder: Path, hardwares: list[str]) -> dict:
+def reprice(folder: Path, hardwares: list[str], device: str = "cuda") -> dict:
     """Predict `folder`/verify_timing.csv's points again from each of `hardwares`; rewrite the
     table (first profile's predictions as `pred_t_verify`, others as extra columns) and
-    summary.json (device and grid kept from the measuring run)."""
+    summary.json (device and grid kept from the measuring run, which writes them before it
+    measures; `device` only for a folder without them)."""
     from speedplan.errors import SpeedplanInputError
 
     path = folder / "verify_timing.csv"
@@ -241,19 +242,19 @@ def reprice(folder: Path, hardwares: list[str]) -> dict:
     missing = [c for c in ("batch", "draft_len", "context", "meas_t_verify") if c not in table]
     if missing:
         raise SpeedplanInputError(f"{path}: no column {missing[0]!r}; is it a verify timing table?")
-    summary_path = folder / "summary.json"  # absent where the measuring run was cut short
+    summary_path = folder / "summary.json"  # a cut-short measuring run leaves its first, without results
     old = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    model, dtype = old.get("model", GPU_GRID.model), old.get("dtype", GPU_GRID.dtype)
+    model, dtype, device = old.get("model", GPU_GRID.model), old.get("dtype", GPU_GRID.dtype), old.get("device", device)
     table = table[[c for c in ("batch", "draft_len", "context", "meas_t_verify", "mode") if c in table]].copy()
     profiles = []
     for i, hardware in enumerate(hardwares):
-        pred, origin = predict(table, model, dtype, hardware, old.get("device", "cuda"))
+        pred, origin = predict(table, model, dtype, hardware, device)
         if i == 0:
             table.insert(3, "pred_t_verify", pred)
         else:
             table[f"pred_t_verify_{_column_name(hardware)}"] = pred
         profiles.append((hardware, origin))
-    summary = summarize(table, profiles, old.get("device", "cuda"))
+    summary = summarize(table, profiles, device)
     summary.update({k: old[k] for k in ("model", "dtype", "measured") if k in old})
     if old.get("measured_at") or old.get("created"):  # when the GPU measured ("created": when priced)
         summary["measured_at"] = old.get("measured_at") or old["created"]
@@ -271,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="tiny CPU grid (what the tests run)")
     args = parser.parse_args(argv)
     if args.reprice:
-        summary = reprice(Path(args.reprice), args.hardware or ["h200-sxm"])
+        summary = reprice(Path(args.reprice), args.hardware or ["h200-sxm"], args.device)
     else:
         if not args.out:
             parser.error("--out is required (or --reprice FOLDER)")
@@ -279,9 +280,12 @@ def main(argv: list[str] | None = None) -> int:
                                   else (GPU_GRID, args.device, (args.hardware or ["h200-sxm"])[0]))
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
+        what = dict(model=grid.model, dtype=grid.dtype, device=device, measured=_device_facts(device))
+        (out / "summary.json").write_text(json.dumps({**what, "points": 0, "note": "measuring (a run cut short "
+                                                      "leaves this; --reprice prices its table)"}, indent=1) + "\n")
         table, summary = run(grid, hardware, device, progress=lambda m: print(m, flush=True),
                              save=lambda t: t.to_csv(out / "verify_timing.csv", index=False, float_format="%.6g"))
-        summary.update(model=grid.model, dtype=grid.dtype, measured=_device_facts(device))
+        summary.update(what)
         table.to_csv(out / "verify_timing.csv", index=False, float_format="%.6g")
         (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: summary[k] for k in ("points", "hardware", "step_time_median_error", "step_time_p90_error")}))

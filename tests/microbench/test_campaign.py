@@ -23,6 +23,7 @@ def test_campaign_dry_run(tmp_path):
     check = json.loads((tmp_path / "profile-check.json").read_text())
     assert check["points"] > 20 and 0 <= check["median_error"] <= check["p90_error"]
     assert "campaign done" in r.stdout
+    assert r.stdout.count("leave-one-out median") == 1  # step 4 prints its text and saves the JSON in one run
     # step 4: the runtime's verify step timed against the profile's prediction
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["points"] == 2 * 3 * 2  # B {1,2} x D {0,1,3} x context {64,128}
@@ -75,3 +76,33 @@ def test_reprice_bad_input_is_one_line_and_exit_2(tmp_path):
                           "--hardware", "tpu-v9"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown hardware" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     assert (folder / "summary.json").read_text() == before
+
+
+def test_a_cut_short_measuring_run_reprices_on_its_own_device(tmp_path, monkeypatch):
+    """The measuring run writes model, dtype and device before it measures, so --reprice of a
+    run cut short (its table so far, no results) prices on that device, not on a default of cuda."""
+    import pandas as pd
+
+    import speedplan.validate.gpu_timing as gt
+
+    real_run = gt.run
+
+    def cut_short(grid, hardware, device, progress, save):
+        def save_then_stop(table):
+            save(table)
+            if len(table) == 3:
+                raise KeyboardInterrupt  # the run is killed after three points
+        return real_run(grid, hardware, device, progress=progress, save=save_then_stop)
+
+    monkeypatch.setattr(gt, "run", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        gt.main(["--dry-run", "--out", str(tmp_path)])
+    monkeypatch.setattr(gt, "run", real_run)
+    left = json.loads((tmp_path / "summary.json").read_text())
+    assert left["device"] == "cpu" and left["points"] == 0
+    assert gt.main(["--reprice", str(tmp_path), "--hardware", "cpu-local"]) == 0  # --device left at its default, cuda
+    again = json.loads((tmp_path / "summary.json").read_text())
+    assert again["device"] == "cpu" and again["points"] == 3 and again["model"] == gt.DRY_GRID.model
+    table = pd.read_csv(tmp_path / "verify_timing.csv")
+    on_cpu = gt.predict(table, gt.DRY_GRID.model, gt.DRY_GRID.dtype, "cpu-local", "cpu")[0]
+    assert table["pred_t_verify"].tolist() == pytest.approx(on_cpu.tolist())  # priced on the CPU's spans

@@ -221,3 +221,31 @@ def test_measure_block_returns_one_timing_per_point_in_order():
     points = [p for p in tiny_grid().attention if (p.batch, p.kv_len) == (2, 64)]
     timings = backend.measure_block(points)
     assert len(timings) == len(points) and all(t.latency_us > 0 for t in timings)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("CUDA error: no kernel image"), MemoryError("Out of memory allocating")],
+                         ids=["torch-runtime-error", "cupy-out-of-memory"])
+def test_a_cuda_point_that_fails_is_skipped_and_left_to_do(tmp_path, monkeypatch, error, capsys):
+    """On CUDA a point whose op fails (torch raises RuntimeError, cupy's out-of-memory is a
+    MemoryError) is skipped with a line on stderr and stays to do; the others are kept. The GPU
+    is faked: the point's timing comes from a stand-in for the measuring call."""
+    import microbench.env
+    import microbench.runner as runner
+    from microbench.timing import Timing
+
+    grid = tiny_grid()
+    victim = grid.finalize().points()[2]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(microbench.env, "provenance", lambda device, threads: {"gpu": "fake"})
+
+    def fake_measure(backend, points, device, tries, wait_s):
+        if victim in points:
+            raise error
+        return [Timing(10.0, 9.0, 11.0, 5, 1) for _ in points]
+
+    monkeypatch.setattr(runner, "_measure_quietly", fake_measure)
+    result = run(grid, "cuda", tmp_path, "h100-sxm", **FAST)
+    assert result.measured == len(grid.finalize().points()) - 1 and result.remaining == 1
+    err = capsys.readouterr().err
+    assert "skipped" in err and "1 point(s) skipped for errors" in err

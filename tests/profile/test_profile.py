@@ -271,6 +271,14 @@ def test_cli_profile_check_json(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert {"median_error", "p90_error", "points"} <= set(data) and data["points"] > 100
+    # --json-out: the same result in a file, the text on the terminal (one leave-one-out, not two)
+    saved = tmp_path / "sub" / "check.json"
+    result = CliRunner().invoke(app, ["profile", "check", str(folder), "--json-out", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(saved.read_text()) == data
+    assert result.output.startswith(f"{folder} (") and "leave-one-out median" in result.output
+    refused = CliRunner().invoke(app, ["profile", "check", str(folder), "--json-out", str(tmp_path)])
+    assert isinstance(refused.exception, SpeedplanInputError) and "--json-out" in str(refused.exception)
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
