@@ -331,7 +331,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         sources = f"latency {latency}" + (f"; acceptance {acceptance}" if acceptance else "")
         context = int(rows["context"].min()) if len(rows) else None
         at = rows[rows["context"] == context].sort_values("batch") if len(rows) else rows
-        per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best))
+        per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best), int(r.runs_at_batch))
                           for r in at.itertuples())
         common = dict(model=meta["model"].get("serve_as", meta["model"]["model"]), tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
                       per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources,

@@ -14,7 +14,7 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
     if plan.mechanism == OFF and not plan.fits_memory:
         what = ("Mechanism: none: plain decoding fits in memory at no swept batch size and context "
                 "(see the report), so this configuration will not start.")
-    elif plan.mechanism == OFF and any(float(loss) > 0.0005 for *_, loss in plan.per_batch):
+    elif plan.mechanism == OFF and any(float(loss) > 0.0005 for _, _, _, loss, _ in _rows(plan)):
         what = ("Mechanism: none: no setting this engine can express gains over plain decoding across the planned "
                 "batch sizes as a whole, so speculation is off (the loss column shows the batch sizes where one "
                 "would be faster on its own).")
@@ -47,12 +47,14 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
         lines.append("  batch    D  speedup  loss")
         lines += [f"  {int(b):>5}  {int(d):>3}  {float(sp):>6.2f}x  {100 * float(loss):>4.1f}%"
                   + (_off_note([loss], warm=plan.drafter_kept_warm) if int(d) == 0 else "")
-                  for b, d, sp, loss in plan.per_batch]
+                  + (f"  (priced as B = {runs_at}, the largest swept batch where the launch holds every sequence; "
+                     "the rest wait)" if 0 < runs_at < b else "")
+                  for b, d, sp, loss, runs_at in _rows(plan)]
     lines += ["Per-batch draft length planned by speedplan:", "  batches          D"]
     if plan.schedule:
         lines += [f"  {lo:>5}-{hi:<7}  {d:>3}"
-                  + (_off_note([loss for b, _, _, loss in plan.per_batch if lo <= b <= hi],
-                               [b for b, _, _, loss in plan.per_batch if lo <= b <= hi],
+                  + (_off_note([loss for b, _, _, loss, _ in _rows(plan) if lo <= b <= hi],
+                               [b for b, _, _, loss, _ in _rows(plan) if lo <= b <= hi],
                                plan.drafter_kept_warm) if d == 0 else "")
                   for lo, hi, d in segments(plan)]
     else:
@@ -60,6 +62,12 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
     lines.append(f"How this engine gets it: {expressed}")
     lines += [f"Note: {n}" for n in notes]
     return "\n".join("# " + line for line in lines) + "\n"
+
+
+def _rows(plan: ServingPlan) -> list[tuple]:
+    """`plan.per_batch` as (batch, D, speedup, loss, runs_at_batch): a row given without the
+    batch it runs as runs as its own (0: nothing fits)."""
+    return [(int(r[0]), r[1], r[2], r[3], int(r[4]) if len(r) > 4 else int(r[0])) for r in plan.per_batch]
 
 
 def _off_note(losses, batches=(), warm: bool = False) -> str:

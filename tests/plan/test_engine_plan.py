@@ -316,6 +316,20 @@ def test_a_loaded_drafter_keeps_its_memory_at_d_0():
     assert "priced as B=8, the largest swept batch that fits" in "".join(_engine_sections({"vllm": plan}))
 
 
+def test_the_terminal_names_every_batch_a_capped_launch_is_priced_as():
+    """Two contexts cap the launch at different batch sizes (12 sequences of 32k tokens, 24 of
+    16k): the terminal named only the first capped row's batch (B=12) for both."""
+    from speedplan import render_summary
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], (1, 8, 12, 13, 24, 25, 26), (0, 3, 7), contexts=[16384, 32768])
+    plans = plan_engines(r, engines=["vllm"])
+    rows = plans["vllm"].rows.set_index(["batch", "context"])
+    assert rows.loc[(13, 32768), "runs_at_batch"] == 12 and rows.loc[(26, 16384), "runs_at_batch"] == 24
+    line = next(x for x in render_summary(r, plans=plans).splitlines() if x.startswith("  vllm"))
+    assert "from B=13 at context 32768 its launch does not hold every sequence" in line
+    assert "each priced as the largest swept batch where its setting fits at its context (B=12, 24)" in line
+
+
 def test_a_launch_that_holds_fewer_sequences_still_beats_switching_off():
     """70B on 4 H100s, EAGLE-3 and a 1B draft model, B = 1, 64, 104, 106, 109: EAGLE-3's launch
     holds 104 sequences. Scored 0 at B = 106 and 109 (before 2026-12-04), vLLM's and TensorRT-LLM's
@@ -323,11 +337,20 @@ def test_a_launch_that_holds_fewer_sequences_still_beats_switching_off():
     1.9x plain decoding's tokens/s/GPU, so the plan keeps EAGLE-3 and loses nothing."""
     r = sweep("llama-3.1-70b", "h100-sxm", ["eagle3", "draft-model:llama-3.2-1b"], batches=(1, 64, 104, 106, 109),
               draft_lens=(0, 2, 4), tp=4)
-    for name, plan in plan_engines(r, engines=["vllm", "trtllm"]).items():
+    plans = plan_engines(r, engines=["vllm", "trtllm"])
+    for name, plan in plans.items():
         rows = plan.rows.set_index("batch")
         assert plan.mechanism == "eagle3" and plan.objective == pytest.approx(1.0), name
         assert list(rows["runs_at_batch"]) == [1, 64, 104, 104, 104] and (rows["speedup"] > 1.5).all(), name
         assert (rows["loss_vs_best"] < 1e-9).all() and (rows["loss_vs_any"] < 1e-9).all(), name
+    # the serving files' comment tables say which rows run as fewer sequences (they showed plain speedups)
+    from speedplan import render_serving_configs, serving_plans
+
+    files = render_serving_configs(serving_plans(r, plans))
+    for name in ("vllm_serve.sh", "trtllm_extra_llm_api_options.yaml"):
+        table = [line for line in files[name].splitlines() if line.startswith("#  ") and line[3:8].strip().isdigit()]
+        capped = [line.split()[1] for line in table if "priced as B = 104," in line]
+        assert capped == ["106", "109"], (name, table)
 
 
 def test_batch_sizes_left_out_of_the_weights_do_not_hold_the_weighted_one_back():
