@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from speedplan.plan.pick import TIE_TOLERANCE
 from speedplan.report.figures import BREAKDOWN, MAX_SCATTER_POINTS, FigureSet
 
 if TYPE_CHECKING:
@@ -34,6 +35,18 @@ def speedup_grid(rows: pd.DataFrame) -> tuple[list, list, np.ndarray]:
     np.fmax.at(values, (np.searchsorted(drafts, ok["draft_len"]), np.searchsorted(batches, ok["batch"])),
                ok["speedup"].to_numpy(dtype=float))
     return batches, drafts, values
+
+
+def starred_rows(values: np.ndarray, tolerance: float = TIE_TOLERANCE) -> list[int]:
+    """Per batch (column of speedup[D, B], D ascending): the row of the shortest draft within
+    `tolerance` of the fastest, as the planner's table picks (`pick.best_per_batch`), or -1
+    where plain decoding (speedup 1) is itself within it or nothing fits."""
+    out = []
+    for col in values.T:
+        top = np.nanmax(col) if np.isfinite(col).any() else np.nan
+        near = np.flatnonzero(np.nan_to_num(col, nan=-np.inf) >= (1.0 - tolerance) * top)
+        out.append(int(near[0]) if top == top and 1.0 < (1.0 - tolerance) * top else -1)
+    return out
 
 
 def _pareto(result: "SweepResult") -> dict:
@@ -91,7 +104,8 @@ def figure_set(result: "SweepResult", context: int) -> FigureSet:
     heat_rows = frame[(frame["context"] == context) & (frame["mechanism"] != "none")]
     grids = {str(m): speedup_grid(heat_rows[heat_rows["mechanism"] == m]) for m in dict.fromkeys(heat_rows["mechanism"])}
     return FigureSet(
-        pareto=_pareto(result), heatmap=dict(grids=grids), best_d=_best_d(result, context),
+        pareto=_pareto(result), heatmap=dict(grids=grids, stars={m: starred_rows(g[2]) for m, g in grids.items()},
+                                             tolerance=TIE_TOLERANCE), best_d=_best_d(result, context),
         breakdown=_breakdown(result, context), roofline=_roofline(result, context),
         titles={"pareto": f"Pareto frontier: {head} (all contexts)",
                 "heatmap": f"Speedup over plain decoding, {head}, {at}",

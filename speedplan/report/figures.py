@@ -111,9 +111,10 @@ def pareto_figure(clouds: list, span: tuple, front: dict, path: Path, caption: s
     return save_png(fig, path)
 
 
-def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
+def heatmap_figure(grids: dict, stars: dict, tolerance: float, path: Path, caption: str, title: str) -> Path:
     """Speedup over plain decoding on a B × D grid, one panel per mechanism, infeasible grey.
-    grids: mechanism -> (batches, draft lengths, speedup[D, B] with NaN where infeasible).
+    grids: mechanism -> (batches, draft lengths, speedup[D, B] with NaN where infeasible);
+    stars: mechanism -> per batch the row of the pick (-1: none), as `data.starred_rows` says.
 
     All panels and the colour bar are drawn on one hidden axes whose data units are inches of
     the figure: a matplotlib axes costs ~10 ms to build and draw, five of them half the figure."""
@@ -135,7 +136,8 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
     board.set_ylim(0, h)
     text = functools.partial(board.text, fontsize=FONT)
     text(w / 2, h - 0.1, title, fontsize=10, ha="center", va="top")
-    text(w / 2, h - 0.3, "grey: infeasible;  ★: best D per B, where it beats plain decoding", ha="center", va="top",
+    text(w / 2, h - 0.3, f"grey: infeasible;  ★: best D per B (the shortest within {tolerance:.0%} of the fastest), "
+         "where it beats plain decoding", ha="center", va="top",
          color="#444444")
     shown = np.concatenate([g[2].ravel() for g in grids.values()] or [np.zeros(0)])
     shown = shown[np.isfinite(shown)]
@@ -146,7 +148,7 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
     norm = TwoSlopeNorm(vcenter=1.0, vmin=min(float(shown.min()) if len(shown) else 0.9, 0.95),
                         vmax=max(float(shown.max()) if len(shown) else 1.1, 1.05))
     cmap = colormaps["RdYlGn"].with_extremes(bad="#c8c8c8")
-    frames, stars = [], []
+    frames, marks = [], []
     pw, ph = panel_w - 0.8, panel_h - 0.78  # the cell area of a panel
     panels = list(grids.values())
     for i, (mech, (batches, drafts, values)) in enumerate(grids.items()):
@@ -160,8 +162,7 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
         board.imshow(np.ma.masked_invalid(values), extent=(x, x + pw, y, y + ph), aspect="auto", origin="lower",
                      cmap=cmap, norm=norm, interpolation="nearest")
         frames.append([(x, y), (x + pw, y), (x + pw, y + ph), (x, y + ph), (x, y)])
-        for j in np.flatnonzero((np.nan_to_num(values, nan=0.0) > 1.0).any(axis=0)):  # B where some D wins
-            stars.append((x + (j + 0.5) * cw, y + (np.nanargmax(values[:, j]) + 0.5) * ch))
+        marks += [(x + (j + 0.5) * cw, y + (k + 0.5) * ch) for j, k in enumerate(stars[mech]) if k >= 0]
         if label_b:
             for j in thin(list(batches), max(2, int(pw / 0.3)), linear=True):  # labels >= ~0.3 in apart
                 text(x + (j + 0.5) * cw, y - 0.04, str(batches[j]), ha="center", va="top")
@@ -171,8 +172,8 @@ def heatmap_figure(grids: dict, path: Path, caption: str, title: str) -> Path:
                 text(x - 0.05, y + (k + 0.5) * ch, str(d), ha="right", va="center")
             text(x - 0.22, y + ph / 2, "draft length D", fontsize=8.5, ha="right", va="center", rotation=90)
         text(x + pw / 2, y + ph + 0.05, mech, fontsize=9, ha="center", va="bottom", color=color(mech))
-    if stars:
-        board.scatter(*zip(*stars), marker="*", s=45, color="black", linewidths=0, zorder=3)
+    if marks:
+        board.scatter(*zip(*marks), marker="*", s=45, color="black", linewidths=0, zorder=3)
     # colour bar, linear in speedup, with ticks at round values and at 1 (plain decoding)
     lo, hi = float(norm.vmin), float(norm.vmax)
     bx, by0, by1 = w - 0.95, bottom_in + 0.3, h - 0.75

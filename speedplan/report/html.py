@@ -86,7 +86,7 @@ _FIGURE_TEXT = {
                   "tokens/s per user against tokens/s per GPU.",
     "speedup_heatmap.png": "Speedup over plain decoding at each batch size B and draft length D, one panel "
                            "per mechanism; grey cells are infeasible, stars mark the best D per B where it "
-                           "beats plain decoding.",
+                           "beats plain decoding (the shortest within 1% of the fastest, as the tables pick).",
     "best_draft_len.png": "Per mechanism, the planner's draft-length schedule over batch size (non-increasing; "
                           "crosses where the pointwise best D differs; an engine's plan takes the cross where it "
                           "gains more than 1%), and the overall pick at each batch size. D = 0 here is plain "

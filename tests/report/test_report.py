@@ -354,3 +354,23 @@ def test_figures_stay_readable_with_hundreds_of_batch_sizes(tmp_path):
     with Image.open(tmp_path / "step_breakdown.png") as img:
         assert img.size[0] < 1000
     assert all(p.exists() for p in written)
+
+
+def test_the_heatmap_stars_the_table_pick():
+    """The heatmap starred the fastest D at each batch while the table picks the shortest within
+    TIE_TOLERANCE of it: on llama-3.1-8b / H100 with EAGLE-3 alone they differed at some batch
+    sizes. Now the star sits on the table's D wherever the table speculates, and nowhere else."""
+    import numpy as np
+
+    from speedplan.report.data import figure_set, starred_rows
+
+    assert starred_rows(np.array([[0.99, 0.99, np.nan], [1.5, 1.004, np.nan], [1.505, 1.006, np.nan]])) == [1, -1, -1]
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 2, 4, 8, 16, 32, 64, 128], draft_lens=range(0, 9))
+    heat = figure_set(r, 4096).heatmap
+    batches, drafts, _ = heat["grids"]["eagle3"]
+    starred = {b: drafts[k] for b, k in zip(batches, heat["stars"]["eagle3"]) if k >= 0}
+    best = r.best.set_index("batch")
+    assert starred == {b: int(best.loc[b, "draft_len"]) for b in batches
+                       if b in best.index and best.loc[b, "mechanism"] == "eagle3"}  # B = 128 fits nowhere
+    fastest = {b: int(g.loc[g.speedup.idxmax(), "draft_len"]) for b, g in r.frame[r.frame.mechanism == "eagle3"].groupby("batch")}
+    assert any(fastest[b] != d for b, d in starred.items())  # where the old star (the fastest D) was elsewhere
