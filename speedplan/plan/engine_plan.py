@@ -20,8 +20,8 @@ tokens/s (B = 64 makes 10-20x the tokens of B = 1):
 J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of
 the candidates. A plan that loads a drafter keeps its weights and cache at every batch size, D = 0
 included: where the drafter does not fit beside the KV cache of B sequences, the engine runs as
-many as fit and the rest wait, so such a plan gets there what it gets at the largest batch that
-fits (`plan_table.PlanTable.with_drafter`; `runs_at_batch` in its rows). A schedule ("any", "first-max") maximises J less a cost for each rise (a longer
+many as fit and the rest wait, so such a plan gets there what it gets with that many sequences
+(`capacity.Capacity`, `plan_table.PlanTable.with_drafter`; `runs_at_batch` in its rows). A schedule ("any", "first-max") maximises J less a cost for each rise (a longer
 draft at the next batch size; falls are free; `pick.few_rises`): settings within 1% of a batch's
 best count as its best, so near-ties fall with B as the best-D figure draws them, and each rise
 costs RISE_GAIN (3%) of one batch's share, so the profile's tile-grid steps of 1-3% at single
@@ -56,6 +56,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
 from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, falling_schedule
+from speedplan.plan.capacity import Capacity
 from speedplan.plan.plan_table import OFF_KEY, PlanTable
 from speedplan.plan.zero_draft import ZeroDraft
 
@@ -209,7 +210,9 @@ def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | Non
     labels = [m for m in dict.fromkeys(frame["mechanism"]) if m != "none"]
     runnable = _runnable(engine, labels, meta)
     zero = ZeroDraft(result, table.cells, kernels)  # D = 0 in a launch that loads a drafter (zero_draft.py)
-    views = {label: table.with_drafter(label, zero.throughput(label, support.drafter_runs_at_zero))
+    capacity = Capacity(result, kernels)  # how many sequences a launch holds where it holds fewer than offered
+    views = {label: table.with_drafter(label, zero.throughput(label, support.drafter_runs_at_zero), capacity,
+                                       support.drafter_runs_at_zero)
              for label, support in runnable.items()}
     reach = {OFF_KEY: table.plain} | {k: views[label].rows[k] for label, support in runnable.items()
                                       for mode in support.modes

@@ -5,12 +5,11 @@ A launch that loads a drafter keeps its weights and cache at every batch size, D
 so a (batch, context) that fits plain decoding alone may not fit it. An engine does not fail
 there: its scheduler admits requests while KV cache lasts (vLLM's and SGLang's block managers,
 TensorRT-LLM's KV cache manager), so it runs the most sequences that fit and the others wait.
-A setting that does not fit a cell is priced there at its own tokens/s/GPU at the largest
-planned batch below it, at the same context, where it fits (`PlanTable.runs_at_of`); where no
-smaller planned batch fits either, it scores 0. Two approximations: the largest *planned* batch
-that fits, not the exact number of sequences that would (a sparse batch grid prices low), and
-the setting chosen for the offered batch, where an engine holding fewer would use the
-schedule's setting for that many.
+A setting that does not fit a cell is priced there at the most sequences it holds at that
+context (`capacity.Capacity`, from the sweep's memory model, priced through the same engine
+profile; `PlanTable.runs_at_of`); where it holds none, it scores 0. One approximation: the
+setting chosen for the offered batch, where an engine holding fewer would use the schedule's
+setting for that many.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ import copy
 
 import numpy as np
 import pandas as pd
+
+from speedplan.plan.capacity import Capacity
 
 OFF_KEY = ("none", 0, 1)  # (frame label, draft_len, verify_tokens) of plain decoding
 
@@ -46,44 +47,53 @@ class PlanTable:
             self.rows.setdefault(key, np.full(len(cell), np.nan))[i] = thr
         self.plain = self.rows[OFF_KEY]
 
-    def with_drafter(self, label: str, zero: np.ndarray | None = None) -> "PlanTable":
+    def with_drafter(self, label: str, zero: np.ndarray | None, capacity: Capacity, runs: bool = True) -> "PlanTable":
         """The table as a plan that loads `label`'s drafter sees it: D = 0 is `zero` (tokens/s/GPU
-        of a D = 0 step in that launch where it is not plain decoding's: `zero_draft.ZeroDraft`),
-        else plain decoding's, where some setting of that drafter fits (D = 0 does not unload
-        it). Each setting that does not fit a cell runs as the largest planned batch below it
-        where that setting fits (module docstring); `runs_at_key` holds how many per setting."""
+        of a D = 0 step in that launch where it is not plain decoding's: `zero_draft.ZeroDraft`;
+        `runs`: whether the engine runs the drafter at D = 0), else plain decoding's, where some
+        setting of that drafter fits (D = 0 does not unload it). Each setting that does not fit
+        a cell runs there the most sequences it holds (`capacity`), priced at that many; D = 0
+        holds what the launch's best-fitting setting holds. `runs_at_key`: how many, per setting."""
         out = copy.copy(self)
         loaded = np.zeros(len(self.cells), dtype=bool)
         for key, row in self.rows.items():
             if key[0] == label:
                 loaded |= np.isfinite(row)
         batch = self.cells.get_level_values(0).to_numpy(dtype=float)
+        context = self.cells.get_level_values(1).to_numpy(dtype=float)
         out.rows, out.runs_at_key = dict(self.rows), {}
         off = np.where(loaded, self.plain if zero is None else zero, np.nan)
+        held_off = np.zeros(len(self.cells))
+        short: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # key: (cells it does not fit, sequences it holds there)
         for key, row in [(k, r) for k, r in self.rows.items() if k[0] == label] + [(OFF_KEY, off)]:
-            fits = np.isfinite(row)
-            source = self._largest_below(fits)
-            take = np.maximum(source, 0)
-            out.rows[key] = np.where(fits, row, np.where(source >= 0, row[take], np.nan))
-            out.runs_at_key[key] = np.where(fits, batch, np.where(source >= 0, batch[take], np.nan))
+            cells = np.flatnonzero(~np.isfinite(row))
+            if key == OFF_KEY:
+                held = held_off[cells]
+            else:
+                held = capacity.most_sequences(label, key[1], key[2], batch[cells], context[cells])
+                held_off[cells] = np.maximum(held_off[cells], held)
+            short[key] = (cells[held >= 1], held[held >= 1])
+            out.rows[key] = row.copy()
+            out.runs_at_key[key] = np.where(np.isfinite(row), batch, np.nan)
+        spec = [k for k in short if k != OFF_KEY and len(short[k][0])]
+        if spec:  # every setting's short cells priced in one call
+            cells = np.concatenate([short[k][0] for k in spec])
+            thr = capacity.throughput(label, np.concatenate([np.full(len(short[k][0]), k[1]) for k in spec]),
+                                      np.concatenate([np.full(len(short[k][0]), k[2]) for k in spec]),
+                                      np.concatenate([short[k][1] for k in spec]), context[cells])
+            for k, part in zip(spec, np.split(thr, np.cumsum([len(short[k][0]) for k in spec])[:-1])):
+                out.rows[k][short[k][0]] = part
+        at, n = short[OFF_KEY]
+        if len(at):
+            out.rows[OFF_KEY][at] = capacity.plain_throughput(label, runs, n, context[at])
+        for k, (at, n) in short.items():
+            out.runs_at_key[k][at] = n
         return out
 
     def runs_at_of(self, key) -> np.ndarray:
         """Per cell: the batch `key` runs as there (its own where it fits; NaN where nothing does)."""
         own = self.cells.get_level_values(0).to_numpy(dtype=float)
         return self.runs_at_key.get(key, np.where(np.isfinite(self.rows[key]), own, np.nan))
-
-    def _largest_below(self, fits: np.ndarray) -> np.ndarray:
-        """Per cell: the index of the cell of the largest smaller batch at the same context where
-        `fits`, or -1."""
-        batch = self.cells.get_level_values(0).to_numpy(dtype=float)
-        context = self.cells.get_level_values(1).to_numpy(dtype=float)
-        out = np.full(len(self.cells), -1)
-        for i in np.flatnonzero(~fits):
-            below = np.flatnonzero(fits & (context == context[i]) & (batch < batch[i]))
-            if len(below):
-                out[i] = below[np.argmax(batch[below])]
-        return out
 
     def score(self, key, norm: np.ndarray) -> np.ndarray:
         """S[B] = Σ_L w(B, L) · thr / norm (cells that fit nowhere count 0)."""

@@ -36,6 +36,7 @@ from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.api_checks import sweep_result
+from speedplan.plan.memory import memory_bytes
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
@@ -141,14 +142,14 @@ def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec,
         verify = forward_cost(cost, target, B, 1, L, tp)
         draft = ForwardCost.zeros(len(B))
         parts = plain_parts(cost, target, B, verify)
-        al, extra_mem = np.ones(len(B)), np.zeros(len(B))
+        al = np.ones(len(B))
     else:
         q = mech.verify_tokens(D, N)
         verify = forward_cost(cost, target, B, q, L, tp, mask="tree" if mech.is_tree else "causal")
         draft = mech.draft_cost(cost, target, B, D, L, N, tp)
         parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft)
-        al, extra_mem = mech.acceptance_length(D, N), mech.extra_memory_bytes(target, B, L + q, tp)
-    memory = target.memory_per_rank(B, L + q, tp, states=q) + extra_mem
+        al = mech.acceptance_length(D, N)
+    memory = memory_bytes(mech, target, B, D, L, N, tp)
     return _GpuPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory, B)
 
 

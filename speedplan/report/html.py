@@ -135,7 +135,7 @@ def _engine_sections(plans: dict) -> list[str]:
              "draft_len_schedule, no D above batch 1's), chosen for the largest weighted mean of tokens/s/GPU over "
              "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: no drafts "
              "(a loaded drafter keeps its memory: where it leaves room for fewer sequences than offered, the engine runs "
-             "as many as fit and the others wait, priced as the largest planned batch that fits; where the engine still "
+             "as many as fit and the others wait, priced with that many sequences; where the engine still "
              "runs its forward over each step's tokens to keep its KV cache current, that is priced). Loss: against the best any setting of that engine reaches "
              "at that batch size; loss vs any: against the best row of the sweep under the same engine profile, whatever "
              "engine could run it. Each engine's plan is priced with its own engine profile (the sweep's --engine "
@@ -148,8 +148,8 @@ def _engine_sections(plans: dict) -> list[str]:
         rows = [{"B": str(int(r.batch)), "context": str(int(r.context)), "D": str(int(r.draft_len)),
                  "verified/seq": str(int(r.verify_tokens)),
                  "speedup": (f"{r.speedup:.2f}x" if not r.feasible or r.runs_at_batch == r.batch else
-                             f"{r.speedup:.2f}x (priced as B={int(r.runs_at_batch)}, the largest swept batch that "
-                             "fits with the drafter loaded)")
+                             f"{r.speedup:.2f}x (runs {int(r.runs_at_batch)} sequences, the most that fit with the "
+                             "drafter loaded; the rest wait)")
                  if r.feasible else "does not fit in memory",
                  "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
                  "best": f"{setting_text(r.best_mechanism, r.best_draft_len, r.best_verify_tokens)} {r.best_speedup:.2f}x",

@@ -238,11 +238,11 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
         if len(short):  # the launch, its drafter loaded, holds fewer sequences than offered
             first = short.sort_values("batch").iloc[0]
             runs_at = sorted({int(x) for x in short["runs_at_batch"]})
-            priced = (f"priced as B={runs_at[0]}, the largest swept batch that fits" if len(runs_at) == 1 else
-                      f"each priced as the largest swept batch where its setting fits"
-                      + (" at its context" if several_contexts else "") + f" (B={', '.join(map(str, runs_at))})")
+            held = (f"it runs {runs_at[0]}, the most that fit" if len(runs_at) == 1 else
+                    f"it runs the most its setting holds" + (" at its context" if several_contexts else "")
+                    + f" ({', '.join(map(str, runs_at))})")
             tail += (f"; from B={first.batch}" + (f" at context {first.context}" if several_contexts else "")
-                     + f" its launch does not hold every sequence: {priced} (the rest wait)")
+                     + f" its launch does not hold every sequence: {held}, priced so (the rest wait)")
         ds = " ".join(str(int(per_b["d"][b])) for b in shown)
         tree = p.rows[p.rows["verify_tokens"] > p.rows["draft_len"] + 1]["verify_tokens"].unique()
         ds += f" ({int(tree[0]) - 1} nodes)" if len(tree) == 1 else ""  # a tree plan's size

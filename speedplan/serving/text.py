@@ -47,8 +47,8 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
         lines.append("  batch    D  speedup  loss")
         lines += [f"  {int(b):>5}  {int(d):>3}  {float(sp):>6.2f}x  {100 * float(loss):>4.1f}%"
                   + (_off_note([loss], warm=plan.drafter_kept_warm) if int(d) == 0 else "")
-                  + (f"  (priced as B = {runs_at}, the largest swept batch where the launch holds every sequence; "
-                     "the rest wait)" if 0 < runs_at < b else "")
+                  + (f"  (runs {runs_at} sequences, the most that fit with the drafter loaded; the rest wait)"
+                     if 0 < runs_at < b else "")
                   for b, d, sp, loss, runs_at in _rows(plan)]
     lines += ["Per-batch draft length planned by speedplan:", "  batches          D"]
     if plan.schedule:

@@ -295,25 +295,30 @@ def test_a_loaded_drafter_keeps_its_memory_at_d_0():
     """At B = 13 plain decoding of llama-3.1-8b fits 32k-token contexts on one H100 and EAGLE-3
     does not (its head and cache take the last GB). Setting D = 0 at B = 13 does not unload the
     head, so a schedule cannot win that cell back by switching off there (until 2026-12-03 the
-    vLLM plan went D 7 7 0 7 for B = 1, 8, 13, 16 to do just that). The engine runs the 8
-    sequences that fit and the others wait: the cell gets the plan's tokens/s/GPU at B = 8
-    (until 2026-12-04 it got 0, so with few batch sizes swept "off" won plans it should lose)."""
+    vLLM plan went D 7 7 0 7 for B = 1, 8, 13, 16 to do just that). The engine runs the 12
+    sequences that fit and the others wait: the cell gets the plan's tokens/s/GPU with 12 (until
+    2026-12-04 it got 0, so with few batch sizes swept "off" won plans it should lose; then, until
+    later that day, B = 8's, the largest swept batch that fitted)."""
     r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 13, 16], [0, 3, 7], contexts=[1024, 32768])
     f = r.frame.set_index(["mechanism", "batch", "context"])
     assert f.loc[("none", 13, 32768), "feasible"].all() and not f.loc[("eagle3", 13, 32768), "feasible"].any()
     plan = plan_engines(r, engines=["vllm"])["vllm"]
     rows = plan.rows.set_index(["batch", "context"])
     assert plan.mechanism == "eagle3" and rows.loc[(13, 1024), "draft_len"] > 0
-    capped, at8 = rows.loc[(13, 32768)], rows.loc[(8, 32768)]
-    assert capped["runs_at_batch"] == 8 and rows.loc[(13, 1024), "runs_at_batch"] == 13
-    assert capped["tokens_per_s_per_gpu"] == pytest.approx(at8["tokens_per_s_per_gpu"])  # B = 8's own setting
+    capped = rows.loc[(13, 32768)]
+    assert capped["runs_at_batch"] == 12 and rows.loc[(13, 1024), "runs_at_batch"] == 13
+    # the same setting swept at 12 sequences fits and makes what the capped cell is priced at
+    at12 = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [12, 13], [int(capped["draft_len"])], contexts=[32768]).frame
+    own = at12[(at12.mechanism == "eagle3")].set_index("batch")
+    assert own.loc[12, "feasible"] and not own.loc[13, "feasible"]
+    assert capped["tokens_per_s_per_gpu"] == pytest.approx(own.loc[12, "tokens_per_s_per_gpu"], rel=1e-9)
     plain13 = float(f.loc[("none", 13, 32768), "tokens_per_s_per_gpu"])
-    assert capped["speedup"] == pytest.approx(at8["tokens_per_s_per_gpu"] / plain13)
+    assert capped["speedup"] == pytest.approx(capped["tokens_per_s_per_gpu"] / plain13)
     assert capped["speedup"] > 0 and 0 <= capped["loss_vs_best"] < 1
     assert capped["best_speedup"] >= capped["speedup"] * (1 - 1e-12)
     from speedplan.report.html import _engine_sections  # the report says why
 
-    assert "priced as B=8, the largest swept batch that fits" in "".join(_engine_sections({"vllm": plan}))
+    assert "runs 12 sequences, the most that fit with the drafter loaded" in "".join(_engine_sections({"vllm": plan}))
 
 
 def test_the_terminal_names_every_batch_a_capped_launch_is_priced_as():
@@ -327,7 +332,7 @@ def test_the_terminal_names_every_batch_a_capped_launch_is_priced_as():
     assert rows.loc[(13, 32768), "runs_at_batch"] == 12 and rows.loc[(26, 16384), "runs_at_batch"] == 24
     line = next(x for x in render_summary(r, plans=plans).splitlines() if x.startswith("  vllm"))
     assert "from B=13 at context 32768 its launch does not hold every sequence" in line
-    assert "each priced as the largest swept batch where its setting fits at its context (B=12, 24)" in line
+    assert "it runs the most its setting holds at its context (12, 24), priced so (the rest wait)" in line
 
 
 def test_a_launch_that_holds_fewer_sequences_still_beats_switching_off():
@@ -341,7 +346,7 @@ def test_a_launch_that_holds_fewer_sequences_still_beats_switching_off():
     for name, plan in plans.items():
         rows = plan.rows.set_index("batch")
         assert plan.mechanism == "eagle3" and plan.objective == pytest.approx(1.0), name
-        assert list(rows["runs_at_batch"]) == [1, 64, 104, 104, 104] and (rows["speedup"] > 1.5).all(), name
+        assert list(rows["runs_at_batch"]) == [1, 64, 104, 105, 105] and (rows["speedup"] > 1.5).all(), name
         assert (rows["loss_vs_best"] < 1e-9).all() and (rows["loss_vs_any"] < 1e-9).all(), name
     # the serving files' comment tables say which rows run as fewer sequences (they showed plain speedups)
     from speedplan import render_serving_configs, serving_plans
@@ -349,7 +354,7 @@ def test_a_launch_that_holds_fewer_sequences_still_beats_switching_off():
     files = render_serving_configs(serving_plans(r, plans))
     for name in ("vllm_serve.sh", "trtllm_extra_llm_api_options.yaml"):
         table = [line for line in files[name].splitlines() if line.startswith("#  ") and line[3:8].strip().isdigit()]
-        capped = [line.split()[1] for line in table if "priced as B = 104," in line]
+        capped = [line.split()[1] for line in table if "(runs 105 sequences, the most that fit" in line]
         assert capped == ["106", "109"], (name, table)
 
 
@@ -487,8 +492,7 @@ def test_a_sweep_result_without_its_pricing_cannot_be_planned():
 
 
 def test_sweeping_more_draft_lengths_cannot_make_a_plan_worse():
-    """Each setting that does not fit a cell runs as the largest swept batch where that setting
-    fits (a review of 2026-12-04: with the fit decided per drafter, D = 8 scored 0 at B = 12,
+    """Each setting that does not fit a cell runs the most sequences that setting holds (a review of 2026-12-04: with the fit decided per drafter, D = 8 scored 0 at B = 12,
     context 27,192, once D = 1 fitted there, and SGLang's plan fell from D = 8, J = 1, to D = 1,
     J = 0.83, when D = 1 was added to the sweep)."""
     plans = []
@@ -498,4 +502,28 @@ def test_sweeping_more_draft_lengths_cannot_make_a_plan_worse():
         plans.append(plan_engines(r, engines=["sglang"])["sglang"])
     assert plans[1].tokens_per_s_per_gpu >= plans[0].tokens_per_s_per_gpu * (1 - 1e-9)
     rows = plans[1].rows.set_index("batch")
-    assert rows.loc[12, "draft_len"] == 8 and rows.loc[12, "runs_at_batch"] == 8  # D = 8 holds 8 sequences there
+    assert rows.loc[12, "draft_len"] == 8 and rows.loc[12, "runs_at_batch"] == 11  # D = 8 holds 11 sequences there
+    at = sweep("llama-3.1-8b", "h100-sxm", ["draft-model:llama-3.2-1b"], batches=(11, 12), draft_lens=(8,),
+               contexts=[27192]).frame.query("mechanism != 'none'").set_index("batch")
+    assert at.loc[11, "feasible"] and not at.loc[12, "feasible"]
+
+
+def test_a_launch_that_holds_fewer_is_priced_at_the_most_it_holds_not_at_a_swept_batch():
+    """Swept at B = 1, 64, 106 only, 70B on 4 H100s with EAGLE-3 holds 105 sequences at B = 106
+    (the sweep's own memory model says 105 fit and 106 do not): the plan prices that cell at 105
+    sequences, not at B = 64, the largest swept batch that fits (23% fewer tokens/s/GPU)."""
+    from speedplan.plan.capacity import Capacity
+
+    r = sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=(1, 64, 106), draft_lens=(0, 2), tp=4)
+    rows = plan_engines(r, engines=["vllm"])["vllm"].rows.set_index("batch")
+    assert rows.loc[106, "draft_len"] == 2 and rows.loc[106, "runs_at_batch"] == 105
+    direct = sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=(64, 105, 106), draft_lens=(2,), tp=4).frame
+    own = direct[direct.mechanism == "eagle3"].set_index("batch")
+    assert own.loc[105, "feasible"] and not own.loc[106, "feasible"]
+    assert rows.loc[106, "tokens_per_s_per_gpu"] == pytest.approx(own.loc[105, "tokens_per_s_per_gpu"], rel=1e-9)
+    assert rows.loc[106, "tokens_per_s_per_gpu"] > 1.25 * own.loc[64, "tokens_per_s_per_gpu"]
+    # D = 0 in that launch holds what its best-fitting setting holds, priced as plain decoding of that many
+    cap = Capacity(r)
+    plain = direct[direct.mechanism == "none"].set_index("batch")
+    assert cap.plain_throughput("eagle3", False, [105], [4096])[0] == pytest.approx(plain.loc[105, "tokens_per_s_per_gpu"])
+    assert list(cap.most_sequences("eagle3", 2, 3, [106, 64, 2], [4096] * 3)) == [105, 63, 1]  # at most B - 1

@@ -1,0 +1,99 @@
+"""How many sequences a launch holds where a batch size offers more, and what it makes there.
+
+A launch that loads a drafter keeps the drafter's weights and state beside the KV cache, so at
+a (batch, context) cell where plain decoding alone fits, a setting of that launch may not. Its
+scheduler then runs the most sequences that fit and the others wait (vLLM's and SGLang's block
+managers, TensorRT-LLM's KV cache manager admit requests while KV cache lasts). `Capacity`
+answers, from the sweep's own memory model (`plan.memory.memory_bytes`, affine in the
+sequences held: weights plus bytes per sequence) and within the usable share of device memory:
+
+    n = floor((usable − memory(0)) / (memory(1) − memory(0))),  at most B − 1
+
+and prices that setting at n sequences through the engine profile that priced the sweep, the
+same step model as every row of the frame. Plain decoding in such a launch (D = 0, the drafter
+still loaded) holds as many as the launch's best-fitting setting, and is priced as
+`zero_draft.ZeroDraft` prices it, or as plain decoding where that is the same.
+
+Worked example (llama-3.1-70b on 4 H100s, EAGLE-3 D = 2, context 4096): 105 sequences fit and
+106 do not, so at B = 106 the launch runs 105 at its tokens/s/GPU for 105, whatever batch sizes
+were swept (with B = 1, 64, 106 swept, pricing it as B = 64 made 23% fewer tokens/s/GPU).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from speedplan.plan.memory import memory_bytes
+from speedplan.plan.zero_draft import ZeroDraft
+
+
+class Capacity:
+    """The most sequences each setting of a launch holds at a context, and its tokens/s/GPU
+    there, for one sweep priced through one engine profile (`result.engine`)."""
+
+    def __init__(self, result, kernels: dict | None = None):
+        from speedplan.plan.sweep import MEMORY_UTILIZATION
+
+        self.result = result
+        self.pricings, hw, self.target, self.tp, self.cost = result.pricing
+        self.hardware = hw.name
+        self.usable = hw.memory_bytes * MEMORY_UTILIZATION  # bytes per GPU
+        self.kernels = {} if kernels is None else kernels
+
+    def _mechanism(self, label: str):
+        return next((p.mech for p in self.pricings if p.mech is not None and p.mech.label == label), None)
+
+    def most_sequences(self, label: str, draft_len: int, verify_tokens: int, batch, context) -> np.ndarray:
+        """Per (batch, context): the most sequences below `batch` that setting (label, D, verify
+        width) holds at that context (0: none)."""
+        mech = self._mechanism(label)
+        batch, context = np.asarray(batch, dtype=float), np.asarray(context, dtype=float)
+        if mech is None:
+            return np.zeros(len(batch), dtype=int)
+        D = np.full(len(batch), int(draft_len))
+        N = np.full(len(batch), int(verify_tokens) - 1 if mech.is_tree else int(draft_len) + 1)  # as sweep._grid
+        # the step that holds n sequences runs R(n) of them (an engine's speculative cap)
+        engine = self.result.engine
+
+        def held(n):
+            return memory_bytes(mech, self.target, engine.running(n, True), D, context, N, self.tp)
+
+        base, per_seq = held(np.zeros(len(batch))), held(np.ones(len(batch))) - held(np.zeros(len(batch)))
+        n = np.floor((self.usable - base) / np.where(per_seq > 0, per_seq, np.inf))
+        n = np.clip(np.nan_to_num(n, posinf=0.0), 0, batch - 1)
+        n = np.where(held(n) <= self.usable, n, np.maximum(n - 1, 0))  # rounding at the boundary
+        return n.astype(int)
+
+    def throughput(self, label: str, draft_len, verify_tokens, running, context) -> np.ndarray:
+        """tokens/s/GPU of each setting (draft_len[i], verify width verify_tokens[i]) of `label`
+        with running[i] sequences in flight at context[i] (arrays of one length). The kernels
+        are priced in one call and kept in `kernels` (engines without a speculative cap share
+        them); the engine profile's step model is applied to them here."""
+        from speedplan.plan.sweep import _gpu_pricing, _rows
+
+        mech = self._mechanism(label)
+        D = np.asarray(draft_len, dtype=int)
+        N = np.where(mech.is_tree, np.asarray(verify_tokens, dtype=int) - 1, D + 1)
+        grid = {"draft_len": D, "nodes": N, "batch": np.asarray(running, dtype=float),
+                "context": np.asarray(context, dtype=float)}
+        engine = self.result.engine
+        key = ("capacity", label, engine.terms["spec_max_running"].value,
+               *(grid[k].tobytes() for k in ("draft_len", "nodes", "batch", "context")))
+        if key not in self.kernels:
+            self.kernels[key] = _gpu_pricing(mech, grid, self.cost, self.target, self.tp, engine)
+        return _rows(self.kernels[key], engine, self.hardware, self.target, self.tp)["tokens_per_s_per_gpu"].to_numpy(float)
+
+    def plain_throughput(self, label: str, runs: bool, running, context) -> np.ndarray:
+        """tokens/s/GPU of a D = 0 step in a launch that loads `label`'s drafter, `running`
+        sequences in flight (`runs`: whether the engine runs the drafter at D = 0)."""
+        from speedplan.plan.sweep import _gpu_pricing, _rows
+
+        n, context = np.asarray(running, dtype=float), np.asarray(context, dtype=float)
+        cells = pd.MultiIndex.from_arrays([n, context])
+        zero = ZeroDraft(self.result, cells, self.kernels).throughput(label, runs)
+        if zero is not None:
+            return zero
+        grid = {"draft_len": np.zeros(len(n), int), "nodes": np.ones(len(n), int), "batch": n, "context": context}
+        p = _gpu_pricing(None, grid, self.cost, self.target, self.tp, self.result.engine)
+        return _rows(p, self.result.engine, self.hardware, self.target, self.tp)["tokens_per_s_per_gpu"].to_numpy(float)
