@@ -17,7 +17,8 @@ def calibrate(
                                             "tokens_per_s|speedup|verify_ms|draft_ms,acceptance_length; optional tree_nodes, "
                                             "max_running_requests), a vllm bench serve --save-result JSON, "
                                             "SGLang bench_speculative.py output, or a vLLM /metrics scrape (text) giving the "
-                                            "acceptance of rows that state none."),
+                                            "acceptance of rows of one mechanism that state none. At most 10,000 rows "
+                                            "in all; above 100, 10-fold cross-validation stands for leave-one-out."),
     out: Path = typer.Option(..., help="Engine profile JSON to write (use it with speedplan sweep --engine FILE)."),
     mechanism: str = typer.Option("eagle3", help="The drafter of SGLang bench_speculative chain rows (the file does not say)."),
     fit: Optional[str] = typer.Option(None, help="Comma-separated terms to fit (default: every term the rows identify)."),

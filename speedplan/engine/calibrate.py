@@ -32,6 +32,10 @@ from speedplan.specs.model import ModelSpec
 FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "host_spec_seq_us", "overlap_spec", "overlap_plain",
              "host_token_us")
 IDENTIFIABLE = 1e-3  # smallest relative change of some prediction over a term's whole range
+# Leave-one-out refits once per row; above LOO_ROWS rows each row is predicted by a fit without
+# its fold of FOLDS (row i in fold i mod FOLDS), so that 10,000 rows refit 10 times, not 10,000.
+LOO_ROWS = 100
+FOLDS = 10
 
 
 @dataclass(frozen=True)
@@ -62,47 +66,64 @@ class Priced:
     plain_running: np.ndarray  # requests the same engine's plain step runs at the row's batch
 
 
-def _stack(parts: list[StepParts]) -> StepParts:
-    return StepParts(*(np.concatenate([np.atleast_1d(getattr(p, f.name)) for p in parts]) for f in fields(StepParts)))
+def _stack(groups: list[tuple[list[int], StepParts]], n: int) -> StepParts:
+    """One StepParts of n rows from parts priced in groups (`groups`: each group's row indices
+    and its parts, arrays over those rows)."""
+    if not groups:
+        return StepParts(*(np.zeros(0) for _ in fields(StepParts)))
+    order = np.argsort(np.concatenate([np.asarray(idx, dtype=int) for idx, _ in groups]), kind="stable")
+    return StepParts(*(np.concatenate([np.broadcast_to(np.atleast_1d(getattr(p, f.name)), (len(idx),))
+                                       for idx, p in groups])[order] for f in fields(StepParts)))
 
 
 def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.0) -> Priced:
     """Price each measurement's verify, draft and plain forward passes with its setting's cost
     model. A step runs min(batch, cap) requests: the cap a row states (`max_running`, the
     server's --max-running-requests) for plain and speculative steps, else the engine's
-    speculative cap (`spec_max_running`, 0 = none) for speculative steps only."""
-    steps, plains, al, running, plain_running = [], [], [], [], []
+    speculative cap (`spec_max_running`, 0 = none) for speculative steps only. Rows of one
+    setting (and mechanism) are priced together, as arrays: one row alone costs about 10 ms."""
+    rows = [m for m, _ in pairs]
     for m, s in pairs:
         _check_runnable(m, s, spec_max_running)
-        b, d, ctx = np.array([float(m.batch)]), np.array([float(m.draft_len)]), np.array([float(m.context)])
-        plain_b = np.array([float(m.running(speculative=False))])
-        plain = plain_parts(s.cost, s.target, plain_b, forward_cost(s.cost, s.target, plain_b, 1, ctx, s.tp))
-        plains.append(plain)
-        plain_running.append(float(plain_b[0]))
-        if m.mechanism == "none":
-            steps.append(plain)
-            al.append(1.0)
-            running.append(float(plain_b[0]))
-            continue
-        b = np.array([float(m.running(spec_max_running))])
-        running.append(float(b[0]))
+    plain_running = np.array([float(m.running(speculative=False)) for m in rows])
+    running = np.array([float(m.running(spec_max_running)) for m in rows])
+    ctx = np.array([float(m.context) for m in rows])
+    by_setting: dict[int, list[int]] = {}
+    by_mechanism: dict[tuple[int, str], list[int]] = {}
+    for i, (m, s) in enumerate(pairs):
+        by_setting.setdefault(id(s), []).append(i)
+        if m.mechanism != "none":
+            by_mechanism.setdefault((id(s), m.mechanism), []).append(i)
+    plains, steps = [], []
+    for idx in by_setting.values():
+        s, b = pairs[idx[0]][1], plain_running[idx]
+        part = plain_parts(s.cost, s.target, b, forward_cost(s.cost, s.target, b, 1, ctx[idx], s.tp))
+        plains.append((idx, part))
+        none = np.array([rows[i].mechanism == "none" for i in idx])
+        if none.any():  # a plain row's step is its plain step (plain steps take no speculative cap)
+            steps.append(([i for i, k in zip(idx, none) if k], StepParts(
+                *(np.broadcast_to(np.atleast_1d(getattr(part, f.name)), none.shape)[none] for f in fields(StepParts)))))
+    for (_, label), idx in by_mechanism.items():
+        first, s = pairs[idx[0]]
         try:
-            mech = s.mechanisms.get(m.mechanism) or parse_mechanism(m.mechanism, s.target, Acceptance.iid(0.5, "measured"))
+            mech = s.mechanisms.get(label) or parse_mechanism(label, s.target, Acceptance.iid(0.5, "measured"))
         except SpeedplanInputError as e:
-            raise SpeedplanInputError(f"{m.where}: field 'mechanism': {e}") from None
+            raise SpeedplanInputError(f"{first.where}: field 'mechanism': {e}") from None
         if getattr(mech, "draft", None) is not None:  # at the dtype the hardware prices, as the sweep does
             mech = replace(mech, draft=mech.draft.priced_on(s.cost.hardware))
-        _check_nodes(m, mech)
-        nodes = np.array([float(m.tree_nodes or m.draft_len)])
+        for i in idx:
+            _check_nodes(rows[i], mech)
+        b, c = running[idx], ctx[idx]
+        d = np.array([float(rows[i].draft_len) for i in idx])
+        nodes = np.array([float(rows[i].tree_nodes or rows[i].draft_len) for i in idx])
         q = mech.verify_tokens(d, nodes)
-        verify = forward_cost(s.cost, s.target, b, q, ctx, s.tp, mask="tree" if mech.is_tree else "causal")
-        draft = mech.draft_cost(s.cost, s.target, b, d, ctx, nodes, s.tp)
-        steps.append(speculative_parts(s.cost, s.target, mech, b, d, nodes, q, verify, draft))
-        al.append(float(m.acceptance_length))
-    rows = [m for m, _ in pairs]
-    return Priced(rows, [s for _, s in pairs], _stack(steps), _stack(plains),
-                  np.array([float(m.batch) for m in rows]), np.array(al), np.array([m.quantity for m in rows]),
-                  np.array([m.value for m in rows]), np.array(running), np.array(plain_running))
+        verify = forward_cost(s.cost, s.target, b, q, c, s.tp, mask="tree" if mech.is_tree else "causal")
+        draft = mech.draft_cost(s.cost, s.target, b, d, c, nodes, s.tp)
+        steps.append((idx, speculative_parts(s.cost, s.target, mech, b, d, nodes, q, verify, draft)))
+    al = np.array([1.0 if m.mechanism == "none" else float(m.acceptance_length) for m in rows])
+    return Priced(rows, [s for _, s in pairs], _stack(steps, len(rows)), _stack(plains, len(rows)),
+                  np.array([float(m.batch) for m in rows]), al, np.array([m.quantity for m in rows]),
+                  np.array([m.value for m in rows]), running, plain_running)
 
 
 def _check_runnable(m: Measurement, s: Setting, spec_max_running: float) -> None:
@@ -189,10 +210,12 @@ class Calibration:
     kept: dict[str, str]  # term -> why it kept the base value
     predicted: np.ndarray
     measured: np.ndarray
-    loo_error: np.ndarray  # |pred / meas − 1| of each row predicted by a fit without it
+    loo_error: np.ndarray  # |pred / meas − 1| of each row predicted by a fit without it (or without its fold)
     rows: list = field(default_factory=list)
     not_tried: dict[str, str] = field(default_factory=dict)  # term -> where its (base) value comes from
     too_fast: np.ndarray | None = None  # rows measured faster than their kernels alone (`too_fast`)
+    held_out: str = "leave-one-out"  # how loo_error was taken: leave-one-out, or k-fold above LOO_ROWS rows
+    notes: list[str] = field(default_factory=list)  # lines the caller adds to the printout (the files' model)
 
     @property
     def residual(self) -> np.ndarray:
@@ -321,18 +344,21 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     pred = predict(fitted, priced)
     meas = priced.measured
     loo = np.full(n, np.nan)
+    folds = np.arange(n) if n <= LOO_ROWS else np.arange(n) % FOLDS  # row i is held out in fold folds[i]
+    held_out = "leave-one-out" if n <= LOO_ROWS else f"{FOLDS}-fold cross-validation"
     if ok and n > len(ok):
-        for i in range(n):
-            keep = np.arange(n) != i
+        for k in np.unique(folds):
+            out = folds == k
             # each refit starts where the full fit started (the base values), not from the full fit,
-            # which has seen row i: with noisy rows the fit has several minima, and that start flatters it
-            loo[i] = abs(predict(_fit_values(values, ok, priced, keep), priced)[i] / meas[i] - 1.0)
+            # which has seen the held-out rows: with noisy rows the fit has several minima, and that start flatters it
+            loo[out] = np.abs(predict(_fit_values(values, ok, priced, ~out), priced)[out] / meas[out] - 1.0)
     resid = np.abs(pred / meas - 1.0)
     source = (f"fitted by speedplan calibrate to {n} rows ({described or 'measurements'}); "
               f"median |residual| {np.median(resid):.1%}, max {resid.max():.1%}"
-              + (f", leave-one-out median {np.nanmedian(loo):.1%}" if np.isfinite(loo).any() else ""))
+              + (f", {held_out} median {np.nanmedian(loo):.1%}" if np.isfinite(loo).any() else ""))
     rows = [{"where": m.where, "mechanism": m.mechanism, "batch": m.batch, "draft_len": m.draft_len,
-             "context": m.context, "quantity": m.quantity, "measured": float(v), "predicted": float(p),
+             "context": m.context, "acceptance_length": m.acceptance_length if m.mechanism != "none" else 1.0,
+             "quantity": m.quantity, "measured": float(v), "predicted": float(p),
              "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
              "setting": s.label}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
@@ -345,8 +371,9 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
                                    "median_abs_residual": float(np.median(resid)), "max_abs_residual": float(resid.max()),
                                    "loo_median_error": float(np.nanmedian(loo)) if np.isfinite(loo).any() else None,
                                    "loo_max_error": float(np.nanmax(loo)) if np.isfinite(loo).any() else None,
+                                   "cross_validation": held_out,
                                    "rows": rows,
                                    **({"faster_than_kernels": [r["where"] for r, f in zip(rows, fast) if f]}
                                       if fast.any() else {})})
-    return Calibration(profile, ok, kept, pred, meas, loo, rows, not_tried, fast)
+    return Calibration(profile, ok, kept, pred, meas, loo, rows, not_tried, fast, held_out)
 

@@ -37,6 +37,9 @@ class TermSpec:
     meaning: str
     low: float
     high: float
+    # whether each bound is a physical limit (no negative host work; a fraction is at most 1), or
+    # only the range a fit searches (a fit pinned there says the rows would take it further)
+    physical: tuple[bool, bool] = (True, False)
 
 
 TERMS: dict[str, TermSpec] = {
@@ -57,10 +60,10 @@ TERMS: dict[str, TermSpec] = {
         "mapping, acceptance bookkeeping", 0.0, 2000.0),
     "overlap_plain": TermSpec(
         "fraction", "share of a plain step's host work that runs while the GPU computes the previous "
-        "step (async / overlap scheduling); 0 = none, 1 = all", 0.0, 1.0),
+        "step (async / overlap scheduling); 0 = none, 1 = all", 0.0, 1.0, (True, True)),
     "overlap_spec": TermSpec(
         "fraction", "the same for speculative steps: the accepted count decides the next step's lengths, "
-        "a GPU→CPU sync point that often keeps host work exposed", 0.0, 1.0),
+        "a GPU→CPU sync point that often keeps host work exposed", 0.0, 1.0, (True, True)),
     "launch_us": TermSpec(
         "µs per kernel launch", "host time to launch one kernel that is not inside a CUDA graph", 0.0, 100.0),
     "layer_launches": TermSpec(
@@ -81,7 +84,7 @@ TERMS: dict[str, TermSpec] = {
     "kernel_scale": TermSpec(
         "ratio", "time the machine's kernels take now over what the op cost model's profile measured: clocks, "
         "power cap, a co-tenant, or the engine's kernels against the profiled ones (1 = as profiled); it "
-        "scales the forward passes and the sampler, not host work or launches", 0.25, 4.0),
+        "scales the forward passes and the sampler, not host work or launches", 0.25, 4.0, (False, False)),
     "spec_max_running": TermSpec(
         "sequences", "most requests the engine runs in one speculative step by default; with more in flight "
         "the rest wait in its queue (0 = no such cap). Not fitted: an engine setting", 0.0, 1e6),
@@ -217,7 +220,7 @@ class EngineProfile:
         if fit.get("median_abs_residual") is not None:
             parts.append(f"median |residual| {fit['median_abs_residual']:.1%}")
         if fit.get("loo_median_error") is not None:
-            parts.append(f"leave-one-out {fit['loo_median_error']:.1%}")
+            parts.append(f"{fit.get('cross_validation', 'leave-one-out')} {fit['loo_median_error']:.1%}")
         earlier = (f"; {', '.join(before)} fitted earlier (base {fit.get('base')}: see its source)"
                    if before else "")
         return ", ".join(parts) + earlier + self._by_hand() + "; the others from documents or stated assumptions"

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 
-from speedplan.engine.calibrate import Calibration, Setting, calibrate
+from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, calibrate
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
-from speedplan.engine.readers.measurement import drafts_ran_short
+from speedplan.engine.readers.measurement import MAX_ROWS, drafts_ran_short, shown
 from speedplan.engine.readers.vllm_metrics import DRAFT_TOKENS, DRAFTS, looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import target, writing
@@ -35,20 +37,76 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     mechanism = head.lower() + colon + options
     if isinstance(files, (str, Path)) or not isinstance(files, (list, tuple)) or not files:
         raise SpeedplanInputError(f"calibrate: files must be a list of measurement files, got {files!r}")
+    _check_distinct(files)
+    setting = _setting(model, hardware, tp)
+    scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
+    counters = [read_vllm_metrics(f) for f in scrapes]
+    acceptance = _scrape_acceptance(counters)
+    rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
+    if not rows:
+        raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
+    named = [(m.where, m.model) for m in rows if m.model] + [(c.path, c.models[0]) for c in counters if c.models]
+    _check_models(named, setting.target.name, model)
+    described = f"{', '.join(Path(f).name for f in files)}; {setting.label}"
+    result = _fit(engine, rows, setting, free, name, described)
+    names = sorted({n for _, n in named})
+    if names:  # fine-tunes have any name: said, not refused, unless plainly another size (_check_models)
+        result.notes.append(f"the files name the model {' and '.join(names)}; priced as {setting.target.name}")
+    return result
+
+
+def _check_distinct(files: list) -> None:
+    """Each file once: the same path twice, or two paths with the same content (a copy), would
+    count every row twice in the fit."""
     seen: dict = {}
-    for f in files:  # the same file twice counted every row twice in the fit
+    contents: dict[bytes, object] = {}  # sha256 of each file's bytes -> the file
+    for f in files:
         key = Path(f).resolve() if Path(f).exists() else Path(f)
         if key in seen:
             raise SpeedplanInputError(f"--measurements: {f} is given twice; give each file once")
         seen[key] = f
-    setting = _setting(model, hardware, tp)
-    scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
-    acceptance = _scrape_acceptance([read_vllm_metrics(f) for f in scrapes])
-    rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
-    if not rows:
-        raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
-    described = f"{', '.join(Path(f).name for f in files)}; {setting.label}"
-    return _fit(engine, rows, setting, free, name, described)
+        if Path(f).is_file():
+            try:
+                digest = hashlib.sha256(Path(f).read_bytes()).digest()
+            except OSError:
+                continue  # read_measurements names it
+            if digest in contents:
+                raise SpeedplanInputError(f"--measurements: {f} has the same content as {contents[digest]}: one run "
+                                          "counted twice; give it once")
+            contents[digest] = f
+
+
+_SIZE = re.compile(r"\d+(?:\.\d+)?[bm]")  # a parameter count in a model name: 8b, 70b, 1.5b, 135m
+
+
+def _words(name: str) -> list[str]:
+    """A model name's words, lower case, without its organisation: meta-llama/Llama-3.1-8B → llama, 3.1, 8b."""
+    return [w for w in re.split(r"[-_\s]+", name.strip().rstrip("/").split("/")[-1].lower()) if w]
+
+
+def _check_models(named: list[tuple[str, str]], target: str, given: str) -> None:
+    """Files that name two models contradict each other (one name within the other, e.g.
+    Llama-3.1-8B and Meta-Llama-3.1-8B-Instruct, is one model); a name that is plainly another
+    size of --model's family (every other word of the preset's name, another size: Llama-3.1-70B
+    for llama-3.1-8b) is refused too. Other names are not: a fine-tune has any name."""
+    first: dict[str, str] = {}  # each name once, where it is first named
+    for where, model in named:
+        first.setdefault(model, where)
+    named = [(where, model) for model, where in first.items()]
+    for i, (where, model) in enumerate(named):
+        words = "-".join(_words(model))
+        for other_where, other in named[:i]:
+            others = "-".join(_words(other))
+            if words not in others and others not in words:
+                raise SpeedplanInputError(f"{where}: names the model {shown(model)}, {other_where} {shown(other)}: "
+                                          "measurements of two models contradict each other; give one model's files")
+        mine, theirs = _words(target), _words(model)
+        sizes = [w for w in mine if _SIZE.fullmatch(w)]
+        their_sizes = [w for w in theirs if _SIZE.fullmatch(w)]
+        if (len(sizes) == 1 and their_sizes and sizes[0] not in their_sizes
+                and all(w in theirs for w in mine if w not in sizes)):
+            raise SpeedplanInputError(f"{where}: names the model {shown(model)}, another size than --model {given} "
+                                      f"({target}, {sizes[0]}): give the --model the measurements ran")
 
 
 def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineProfile = "vllm", rows=(),
@@ -106,31 +164,44 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
     if name is not None and str(name).strip().lower() in preset_names():  # it would read as the shipped one
         raise SpeedplanInputError(f"calibrate: name {name!r} is a shipped engine profile's; give the calibrated "
                                   f"profile its own (--name {str(name).strip()}-mine, or another --out file name)")
+    if len(rows) > MAX_ROWS:
+        raise SpeedplanInputError(f"calibrate: {len(rows):,} rows; calibrate reads at most {MAX_ROWS:,} in all "
+                                  "(a few hundred configurations identify every term: average repeated runs first)")
     base = get_engine(engine)
     check_consistent(rows, base.spec_max_running)
     return calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
 
 
 def _is_metrics(path: Path) -> bool:
+    """Whether `path` is a vLLM /metrics scrape, by content (a scrape saved as metrics.csv is still
+    one); the whole file: a server's histograms can fill 300 kB before its spec_decode counters."""
+    if not path.is_file():  # a device or a pipe: read_measurements names it
+        return False
     try:
-        head = path.read_text(errors="replace")[:200_000]
+        text = path.read_text(errors="replace")
     except OSError:
         return False
-    return looks_like_vllm_metrics(head)  # by content: a scrape saved as metrics.csv is still one
+    return looks_like_vllm_metrics(text)
 
 
 def _scrape_acceptance(scrapes):
     """Acceptance length at D from vLLM's per-position counters: 1 + Σ_{i<D} accepted_i / drafts.
     A chain's first D positions are accepted alike whatever K the server ran, so a scrape taken
-    at K gives every D ≤ K (one scrape; several are a contradiction unless the caller says which)."""
+    at K gives every D ≤ K (one scrape; several are a contradiction unless the caller says which).
+    A scrape is one server, one drafter: rows of one mechanism take their acceptance from it."""
     if not scrapes:
         return lambda mechanism, draft_len: None
     if len(scrapes) > 1:
         raise SpeedplanInputError(f"calibrate: {len(scrapes)} vLLM /metrics scrapes; give one (rows of other "
                                   "runs should state acceptance_length)")
     counters = scrapes[0]
+    users: list[str] = []  # the mechanism whose rows take their acceptance from it
 
     def acceptance(mechanism: str, draft_len: int):
+        if users and mechanism != users[0]:  # one scrape is one server, one drafter
+            raise SpeedplanInputError(f"{counters.path} is one server's counters, one drafter's acceptance: rows of "
+                                      f"{users[0]} take theirs from it, so rows of {mechanism} cannot; give them their "
+                                      "own acceptance_length")
         if mechanism.split(":")[0] in TREE_MECHANISMS:
             raise SpeedplanInputError(f"{counters.path} gives a chain's acceptance per position; rows of {mechanism} "
                                       "need their own acceptance_length")
@@ -145,6 +216,8 @@ def _scrape_acceptance(scrapes):
                 f"the {len(rates)} positions it counts: its draft length varied (a per-batch-size schedule), so "
                 "accepted per position over all drafts understates the acceptance of full-length drafts; scrape a "
                 "server with a fixed num_speculative_tokens")
+        if not users:
+            users.append(mechanism)
         return 1.0 + sum(rates[:draft_len])
 
     return acceptance
@@ -156,17 +229,20 @@ def render_calibration(result: Calibration) -> str:
     lines = [f"calibrated {p.name} from base {p.fit.get('base')} on {len(result.rows)} rows"]
     for term in result.fitted:
         spec, value = TERMS[term], p.terms[term].value
-        edge = spec.low if value - spec.low <= 1e-6 * (spec.high - spec.low) else (
-            spec.high if spec.high - value <= 1e-6 * (spec.high - spec.low) else None)
-        bound = (f"  (at its {'lower' if edge == spec.low else 'upper'} bound {edge:g}: the rows would take it "
-                 "further; check the rows or fit fewer terms)" if edge is not None else "")
-        lines.append(f"  fitted {term:<20} {value:>10.4g} {spec.unit}{bound}")
+        side = 0 if value - spec.low <= 1e-6 * (spec.high - spec.low) else (
+            1 if spec.high - value <= 1e-6 * (spec.high - spec.low) else None)
+        edge = None if side is None else (spec.low, spec.high)[side]
+        bound = ("" if side is None else f"  (at {edge:g}, its physical limit)" if spec.physical[side] else
+                 f"  (at its {('lower', 'upper')[side]} bound {edge:g}: the rows would take it further; check the rows "
+                 "or fit fewer terms)")
+        lines.append(f"  fitted {term:<20} {_shown_value(term, value):>10.4g} {spec.unit}{bound}")
     for term, why in result.kept.items():
-        lines.append(f"  kept   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  ({why})")
+        lines.append(f"  kept   {term:<20} {_shown_value(term, p.terms[term].value):>10.4g} {TERMS[term].unit}  ({why})")
     for term, why in result.not_tried.items():
-        lines.append(f"  base   {term:<20} {p.terms[term].value:>10.4g} {TERMS[term].unit}  "
+        lines.append(f"  base   {term:<20} {_shown_value(term, p.terms[term].value):>10.4g} {TERMS[term].unit}  "
                      + (f"({why})" if "never fitted" in why else f"({why}; not tried unless named in --fit)"))
-    lines.append("  row                                  quantity      measured   predicted  residual  leave-one-out")
+    lines.append("  row                                  quantity      measured   predicted  residual  "
+                 + ("leave-one-out" if result.held_out == "leave-one-out" else f"{FOLDS}-fold"))
     contexts = {r["context"] for r in result.rows}
     for r in result.rows:
         loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
@@ -183,10 +259,14 @@ def render_calibration(result: Calibration) -> str:
                      + "); no host or launch term can fit them (only kernel_scale < 1, kernels faster than the "
                        "profile measured): check --hardware and --tp, and that the quantity is what the column says "
                        "(tokens_per_s counts every request's output tokens)")
+    lines.extend(f"  note: {note}" for note in result.notes)
     resid = np.abs(result.residual)
     loo = result.loo_error[np.isfinite(result.loo_error)]
     if len(loo):
-        tail = f"; leave-one-out median {np.median(loo):.1%}, max {loo.max():.1%}"
+        folds = ("" if result.held_out == "leave-one-out" else
+                 f" (each row predicted by a fit without its fold, row i in fold i mod {FOLDS}: leave-one-out "
+                 f"refits once a row, so it is taken up to {LOO_ROWS} rows)")
+        tail = f"; {result.held_out} median {np.median(loo):.1%}, max {loo.max():.1%}{folds}"
     elif not result.fitted:  # nothing moved: the rows are priced with the base's values as they are
         tail = ("; no term fitted, so the residuals are the base profile's own (name the terms these rows measure "
                 "with --fit, e.g. kernel_scale for verify_ms rows)")
@@ -194,6 +274,12 @@ def render_calibration(result: Calibration) -> str:
         tail = "; leave-one-out: needs more rows than fitted terms"
     lines.append(f"  |residual| median {np.median(resid):.1%}, max {resid.max():.1%}{tail}")
     return "\n".join(lines)
+
+
+def _shown_value(term: str, value: float) -> float:
+    """A term's value as printed: 0 where a fit left it a rounding error from 0 (2e-15 µs)."""
+    spec = TERMS[term]
+    return 0.0 if abs(value) <= 1e-9 * (spec.high - spec.low) else value
 
 
 def write_profile(profile: EngineProfile, out: Path) -> Path:

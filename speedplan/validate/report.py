@@ -72,7 +72,8 @@ def _engine_table(summary: dict) -> str:
                    for n, t in (engine.get("terms") or {}).items())
     fit = engine.get("fit") or {}
     note = (f"<p>Median |residual| on the calibration runs {100 * fit['median_abs_residual']:.1f}%"
-            + (f", leave-one-out {100 * fit['loo_median_error']:.1f}%" if fit.get("loo_median_error") is not None else "")
+            + (f", {fit.get('cross_validation', 'leave-one-out')} {100 * fit['loo_median_error']:.1f}%"
+               if fit.get("loo_median_error") is not None else "")
             + ".</p>") if fit.get("median_abs_residual") is not None else ""
     return f"<table><tr><th>term</th><th>value</th><th>unit</th><th>source</th></tr>{rows}</table>{note}"
 

@@ -368,9 +368,11 @@ def test_a_row_its_model_and_gpus_cannot_have_run_is_refused():
 
 
 def test_a_term_fitted_to_its_bound_says_so(tmp_path):
-    """host_step_us fitted to 1e-10 us printed as a fitted value (audit of 2026-12-04): steps a
-    little faster than the base prices without any per-step host work (exposed at the speculative
-    sync point) push it to its bound."""
+    """host_step_us fitted to 1e-10 us printed as a fitted value (audit of 2026-12-04), and later
+    as 2.118e-15 us with a warning that the rows would take it below 0 host work (audit of
+    2026-12-04, second round): a value a rounding error from 0 prints as 0, and a bound that is a
+    physical limit (no negative host work; a fraction at most 1) is named as one, not warned
+    about. A bound that is only the fit's search range (kernel_scale 0.25..4) still warns."""
     from speedplan.engine.run_calibration import calibrate_rows, render_calibration
 
     base = get_engine("vllm")
@@ -379,7 +381,17 @@ def test_a_term_fitted_to_its_bound_says_so(tmp_path):
     floor = predict(bare, price([(m, _setting()) for m in probe]))
     rows = [Measurement("eagle", m.batch, 3, 1024, "step_ms", 0.97 * f, 2.5) for m, f in zip(probe, floor)]
     text = render_calibration(calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, free=["host_step_us"]))
-    assert "fitted host_step_us" in text and "at its lower bound 0: the rows would take it further" in text
+    line = next(t for t in text.splitlines() if "fitted host_step_us" in t)
+    assert line.split()[2] == "0" and "(at 0, its physical limit)" in line and "would take it further" not in text
+    fast = [Measurement("eagle", m.batch, 3, 1024, "step_ms", 0.1 * f, 2.5) for m, f in zip(probe, floor)]
+    text = render_calibration(calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", fast, free=["kernel_scale"]))
+    assert "at its lower bound 0.25: the rows would take it further" in text
+    # plain steps whose host work is all hidden: overlap_plain at 1, its physical limit
+    plain = [Measurement("none", b, 0, 1024, "step_ms", 1.0, None) for b in (1, 8, 32)]
+    hidden = predict({**base.values(), "overlap_plain": 1.0}, price([(m, _setting()) for m in plain]))
+    plain = [Measurement("none", m.batch, 0, 1024, "step_ms", 0.97 * f, None) for m, f in zip(plain, hidden)]
+    text = render_calibration(calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", plain, free=["overlap_plain"]))
+    assert "(at 1, its physical limit)" in text and "would take it further" not in text
 
 
 def test_calibrating_on_a_cpu_prices_a_bf16_checkpoint_at_the_cpus_dtype():

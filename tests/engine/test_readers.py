@@ -158,9 +158,10 @@ def test_two_quantities_of_one_configuration_that_imply_other_steps_are_refused(
     # plain steps are not capped: 128 sequences at 21333 tokens/s is a 6 ms step (2.25 ms if 48 ran)
     check_consistent([Measurement("none", 128, 0, 2048, "step_ms", 6.0, None, "p.csv:2"),
                       Measurement("none", 128, 0, 2048, "tokens_per_s", 21333.0, None, "q.csv:2")], spec_cap=48)
-    # each row is checked against every earlier row of its configuration, whatever the first one was
-    rows = [Measurement("eagle3", 8, 3, 2048, "tpot_ms", 10.0, 2.0, "r.csv:2"),
-            Measurement("eagle3", 8, 3, 2048, "tpot_ms", 10.0, 3.0, "r.csv:3"),
+    # each row is checked against every earlier row of its configuration, whatever the first one was:
+    # steps of 14 and 20 ms agree, and 10 ms agrees with the first, not the second
+    rows = [Measurement("eagle3", 8, 3, 2048, "tpot_ms", 7.0, 2.0, "r.csv:2"),
+            Measurement("eagle3", 8, 3, 2048, "tpot_ms", 10.0, 2.0, "r.csv:3"),
             Measurement("eagle3", 8, 3, 2048, "tokens_per_s", 2400.0, 3.0, "r.csv:4")]
     with pytest.raises(SpeedplanInputError, match="r.csv:4: .* contradicts r.csv:3"):
         check_consistent(rows)
@@ -285,7 +286,10 @@ def test_a_vllm_run_reads_its_batch_and_context_from_what_the_benchmark_did(tmp_
     ({"failed": 20, "completed": 140}, r"20 of 160 requests failed \('failed'\)"),
     ({"mechanism": "none", "draft_len": None}, r"mechanism none, but the server drafted .*'spec_decode_num_drafts' 1000"),
     ({"spec_decode_draft_tokens": 5000}, r"drafted 5\.00 tokens per draft .* more than draft_len 3: the metadata"),
-    ({"spec_decode_draft_tokens": 2000}, r"drafted 2\.00 tokens per draft .* its draft length varied"),
+    ({"spec_decode_draft_tokens": 2500}, r"drafted 2\.50 tokens per draft .* its draft length varied"),
+    # every draft 2 long against draft_len 3: the metadata is wrong, not the length varying (audit 2026-12-04)
+    ({"spec_decode_draft_tokens": 2000}, r"the metadata's draft length 3 disagrees with the 2\.00 tokens per draft "
+                                         r".*: it ran 2 a draft"),
 ])
 def test_a_vllm_run_whose_own_counters_contradict_it_is_refused(tmp_path, change, word):
     run = {**VLLM_RUN, "completed": 320, "failed": 0, "spec_decode_draft_tokens": 3000, **change}

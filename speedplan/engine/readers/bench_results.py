@@ -18,10 +18,11 @@ field names checked in the engines' own sources):
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, Measurement, drafts_ran_short,
-                                                  no_acceptance, number_field, scraped)
+                                                  no_acceptance, number_field, parse_number, scraped, shown)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 
@@ -48,6 +49,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
                                       "--metadata mechanism=NAME draft_len=K (mechanism=none for plain decoding)")
         if run.get("max_concurrency") is None:
             raise SpeedplanInputError(f"{where}: field 'max_concurrency' missing: run with --max-concurrency B")
+        _check_held(run, where)
         batch, batch_field = _vllm_batch(run, where)
         _check_completed(run, where)
         draft_len = number_field(run, "draft_len", where, True, required=mech != "none") or 0
@@ -76,7 +78,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
             quantity="tokens_per_s", value=number_field(run, "output_throughput", where),
             acceptance_length=al if mech != "none" else None, where=where,
             max_running=number_field(run, "max_running_requests", where, True, required=False),
-            tree_nodes=tree_nodes,
+            tree_nodes=tree_nodes, model=run["model_id"] if isinstance(run.get("model_id"), str) else None,
             names=(("batch", batch_field), ("tokens_per_s", "output_throughput"), ("acceptance_length", al_field),
                    ("context", context_field))))
     return out
@@ -94,6 +96,28 @@ def _vllm_batch(run: dict, where: str) -> tuple[int, str]:
     return batch, "max_concurrency"
 
 
+def _check_held(run: dict, where: str) -> None:
+    """The batch is max_concurrency only where every request was sent at once and the client
+    kept that many in flight: `vllm bench serve` writes `request_rate` as the number it was given,
+    or "inf" (vllm/benchmarks/serve.py, commit 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1,
+    `main_async`), and `ramp_up_strategy` when the rate ramped. At a finite rate requests arrive
+    as a Poisson process and fewer are in flight between arrivals; `max_concurrent_requests` is
+    the run's peak (a sweep over the requests' start and end times, `calculate_metrics`), not a
+    batch it held, so no batch size describes the run."""
+    rate, ramp = run.get("request_rate"), run.get("ramp_up_strategy")
+    held = rate is None or (isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity"))
+    if not held and not isinstance(rate, bool):
+        try:
+            held = parse_number(rate) == float("inf")
+        except (TypeError, ValueError):
+            held = False
+    if not held or ramp is not None:
+        field_name, value = ("request_rate", rate) if not held else ("ramp_up_strategy", ramp)
+        raise SpeedplanInputError(f"{where}: field {field_name!r} {shown(value)}: requests arrived over time, so the "
+                                  "batch was not held at max_concurrency (max_concurrent_requests is the run's peak); "
+                                  "rerun with --request-rate inf --max-concurrency B")
+
+
 def _check_completed(run: dict, where: str) -> None:
     failed = number_field(run, "failed", where, True, required=False) or 0
     done = number_field(run, "completed", where, True, required=False) or 0
@@ -103,11 +127,17 @@ def _check_completed(run: dict, where: str) -> None:
 
 
 def _check_draft_length(draft_tokens: float | None, drafts: float, draft_len: int, where: str) -> None:
-    """The server's own counters say how long its drafts were: more than draft_len means the
-    metadata names the wrong D; much less, that D varied (dynamic speculative decoding)."""
+    """The server's own counters say how long its drafts were: more than draft_len, or all of
+    them (within SHORT_DRAFTS) a shorter whole length, means the metadata names the wrong D; a
+    mean between whole lengths, that D varied (dynamic speculative decoding)."""
     if draft_tokens is None or drafts <= 0:
         return
     mean = draft_tokens / drafts
+    ran = math.ceil(mean - 1e-6)  # the server's K where its drafts were all (nearly) full length
+    if 1 <= ran < draft_len and drafts_ran_short(mean, ran) is None:  # every draft ran, at another length
+        raise SpeedplanInputError(f"{where}: the metadata's draft length {draft_len} disagrees with the {mean:.2f} tokens "
+                                  "per draft the server drafted ('spec_decode_draft_tokens' / 'spec_decode_num_drafts'): "
+                                  f"it ran {ran} a draft; give the length it ran in --metadata")
     if mean > draft_len + 1e-6:
         raise SpeedplanInputError(f"{where}: the server drafted {mean:.2f} tokens per draft "
                                   f"('spec_decode_draft_tokens' / 'spec_decode_num_drafts'), more than draft_len "
@@ -133,6 +163,10 @@ def _vllm_context(run: dict, where: str) -> tuple[int, str]:
     return DEFAULT_CONTEXT, "context"
 
 
+# the fields of a bench_speculative.py line speedplan needs (acc_length: speculative rows only)
+SGLANG_KEYS = ("batch_size", "steps", "acc_length", "step_time")
+
+
 def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Measurement]:
     """JSON lines of SGLang's bench_speculative.py; steps = 0 rows are plain decoding. The
     file does not say which drafter ran: `mechanism` (eagle or eagle3) does, and a row with
@@ -145,6 +179,10 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
         rec = parse_json(line, where)
         if not isinstance(rec, dict):
             raise SpeedplanInputError(f"{where}: expected a JSON object")
+        for key in SGLANG_KEYS:
+            if key not in rec and (key != "acc_length" or rec.get("steps")):  # a plain row's is not read
+                raise SpeedplanInputError(f"{where}: field {key!r} missing (an SGLang bench_speculative.py line has "
+                                          f"{', '.join(SGLANG_KEYS)})")
         steps = number_field(rec, "steps", where, True)
         topk = number_field(rec, "topk", where, True, required=False)
         topk = 1 if topk is None else topk
@@ -170,6 +208,11 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
             mech, nodes = f"{head}-tree:topk={topk}", draft_tokens - 1
         else:
             mech, nodes = mechanism, None
+        if steps and number_field(rec, "acc_length", where) == 1.0:  # sglang commit 01d2a3d0d57b, send_one_batch
+            raise SpeedplanInputError(f"{where}: field 'acc_length' is 1.0 on a speculative row (steps {steps}): "
+                                      "bench_speculative.py writes `accept_length or 1.0`, so 1.0 means the server "
+                                      "reported no accept length; rerun it, or give the row as a CSV with its "
+                                      "acceptance_length")
         if number_field(rec, "step_time", where) <= 0:
             raise SpeedplanInputError(f"{where}: field 'step_time' must be a positive number of seconds, "
                                       f"got {rec['step_time']!r}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from dataclasses import dataclass
 
 from speedplan.errors import SpeedplanInputError
@@ -23,6 +24,27 @@ PLAUSIBLE = {"tpot_ms": (1e-3, 6e5, "ms"), "step_ms": (1e-3, 6e5, "ms"), "verify
 # one draft length. Truncation at a request's last tokens shortens a few drafts below that.
 SHORT_DRAFTS = 0.95
 MAX_TREE_NODES = 4096  # draft nodes a tree verifies per sequence (engines run 8-64; SGLang's num_draft_tokens - 1)
+# Rows one calibration reads, all files together: a few hundred measured configurations identify
+# every term; rows are priced as arrays and cross-validated in 10 folds, so 10,000 take seconds.
+MAX_ROWS = 10_000
+# A number in a text field: plain ASCII decimal or scientific notation (float() also takes
+# "1_0" = 10 and non-ASCII digits), or inf / nan, which the callers refuse as not finite.
+_NUMBER = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)", re.I | re.A)
+SHOWN = 40  # characters of a value an error line echoes
+
+
+def shown(value) -> str:
+    """`value` as an error line echoes it: its repr, cut to SHOWN characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
+
+
+def parse_number(text) -> float:
+    """`text` (a number or a string) as a float; ValueError unless it is plain ASCII decimal or
+    scientific notation (or inf / nan)."""
+    if isinstance(text, str) and not _NUMBER.fullmatch(text.strip()):
+        raise ValueError(text)
+    return float(text)
 
 
 @dataclass(frozen=True)
@@ -52,6 +74,7 @@ class Measurement:
     max_running: int | None = None
     # the file's own names for fields, where it is not a CSV: (("batch", "max_concurrency"), ...)
     names: tuple[tuple[str, str], ...] = ()
+    model: str | None = None  # the model the file names (a vllm bench serve result's model_id), if any
 
     def running(self, spec_cap: float = 0.0, speculative: bool | None = None) -> int:
         """Requests one step of this run ran: min(batch, cap), the cap the row states
@@ -78,14 +101,15 @@ class Measurement:
             if value is None:
                 continue
             if not real(value) or not math.isfinite(value) or value != int(value):
-                raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be an integer, got {value!r}")
+                raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be an integer, "
+                                          f"got {shown(value)}")
             object.__setattr__(self, attr, int(value))  # numpy integers or 8.0 → int
         for attr, field_name in (("value", self.quantity), ("acceptance_length", "acceptance_length")):
             value = getattr(self, attr)
             if value is None and attr == "acceptance_length":
                 continue
             if not real(value):
-                raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be a number, got {value!r}")
+                raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be a number, got {shown(value)}")
             object.__setattr__(self, attr, float(value))
         speculative = self.mechanism != "none"
         if self.quantity not in QUANTITIES:
@@ -120,10 +144,15 @@ class Measurement:
             if not 1.0 <= al <= 1.0 + self.draft_len + 1e-9:
                 raise SpeedplanInputError(f"{self.where}: field {self._f('acceptance_length')} {al} is outside "
                                           f"1..1+draft_len ({1 + self.draft_len}); it counts the bonus token")
+        elif self.acceptance_length is not None and abs(self.acceptance_length - 1.0) > 1e-9:
+            raise SpeedplanInputError(f"{self.where}: field {self._f('acceptance_length')} {self.acceptance_length:g} on "
+                                      "a plain row: plain decoding emits one token a step (leave it empty, or 1)")
         elif self.quantity == "draft_ms":
             raise SpeedplanInputError(f"{self.where}: field 'draft_ms' needs a speculative row (plain decoding drafts nothing)")
         elif self.quantity == "speedup" and abs(self.value - 1.0) > 1e-6:
             raise SpeedplanInputError(f"{self.where}: field 'speedup' of plain decoding must be 1, got {self.value}")
+        if not speculative:  # 1 or empty: the same plain row
+            object.__setattr__(self, "acceptance_length", None)
 
 
 def number_field(row: dict, key: str, where: str, integer: bool = False, required: bool = True):
@@ -134,16 +163,17 @@ def number_field(row: dict, key: str, where: str, integer: bool = False, require
             raise SpeedplanInputError(f"{where}: field {key!r} missing")
         return None
     if isinstance(text, bool):  # JSON true is not the number 1
-        raise SpeedplanInputError(f"{where}: field {key!r} must be a number, got {text!r}")
+        raise SpeedplanInputError(f"{where}: field {key!r} must be a number, got {shown(text)}")
     try:
-        value = float(text)
+        value = parse_number(text)
     except (TypeError, ValueError):
-        raise SpeedplanInputError(f"{where}: field {key!r} must be a number, got {text!r}") from None
+        raise SpeedplanInputError(f"{where}: field {key!r} must be a number (plain digits, e.g. 7.25 or 1e3), "
+                                  f"got {shown(text)}") from None
     if not math.isfinite(value):
-        raise SpeedplanInputError(f"{where}: field {key!r} must be finite, got {text!r}")
+        raise SpeedplanInputError(f"{where}: field {key!r} must be finite, got {shown(text)}")
     if integer:
         if value != int(value):
-            raise SpeedplanInputError(f"{where}: field {key!r} must be an integer, got {text!r}")
+            raise SpeedplanInputError(f"{where}: field {key!r} must be an integer, got {shown(text)}")
         return int(value)
     return value
 

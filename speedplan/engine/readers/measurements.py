@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import csv
 import difflib
+import itertools
 import json
 import math
 import numbers
 from pathlib import Path
 
-from speedplan.engine.readers.bench_results import read_sglang_bench, read_vllm_bench
-from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, PLAUSIBLE, QUANTITIES,  # noqa: F401
-                                                  Measurement, no_acceptance, number_field, scraped)
+from speedplan.engine.readers.bench_results import SGLANG_KEYS, read_sglang_bench, read_vllm_bench
+from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_ROWS, MAX_TREE_NODES, PLAUSIBLE,  # noqa: F401
+                                                  QUANTITIES, Measurement, no_acceptance, number_field, scraped, shown)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 
@@ -33,13 +34,16 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
         with Path(path).open(newline="", encoding="utf-8-sig") as f:  # -sig: Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(f, strict=True)  # strict: a quote left open is an error, not one huge cell
             header = [h.strip() for h in (reader.fieldnames or [])]
-            rows = list(reader)
+            rows = list(itertools.islice(reader, MAX_ROWS + 1))
     except csv.Error as e:
         hint = "; a quote opened there is not closed" if "unexpected end of data" in str(e) else ""
         row = reader.line_num + 1 if reader else 1  # the row that failed starts after the last one read
         raise SpeedplanInputError(f"{path}:{row}: cannot read ({e}{hint})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    if not any(header) and not rows:
+        raise SpeedplanInputError(f"{path}: empty file")
+    _too_many(path, len(rows))
     _check_header(path, header)
     for i, row in enumerate(rows):
         if None in row:  # DictReader keeps cells beyond the header under None
@@ -58,6 +62,13 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
     return measurements_from_rows(rows, quantity, acceptance, where=lambda i: f"{path}:{i + 2}")
 
 
+def _too_many(where, rows: int) -> None:
+    """Refuse more than MAX_ROWS rows (`where`: the file, or "calibrate" for all files together)."""
+    if rows > MAX_ROWS:
+        raise SpeedplanInputError(f"{where}: more than {MAX_ROWS:,} rows; calibrate reads at most {MAX_ROWS:,} in all "
+                                  "(a few hundred configurations identify every term: average repeated runs first)")
+
+
 COLUMNS = ("mechanism", "batch", "draft_len", "context", *QUANTITIES, "acceptance_length", "tree_nodes",
            "max_running_requests")
 
@@ -70,7 +81,7 @@ def _check_header(path: Path | str, header: list[str]) -> None:
     seen = set()
     for name in names:
         if name in seen:
-            raise SpeedplanInputError(f"{path}: column {name!r} appears twice")
+            raise SpeedplanInputError(f"{path}: column {shown(name)} appears twice")
         seen.add(name)
         if name not in COLUMNS:
             near = [n for n in difflib.get_close_matches(name, COLUMNS, n=1, cutoff=0.85) if n not in names]
@@ -85,6 +96,7 @@ def measurements_from_rows(rows: list[dict], quantity: str | None = None, accept
     numbers or text. `quantity`: the column that holds the measured value (default: the one of
     QUANTITIES each row has). `where(i)` names row i in errors."""
     out = []
+    _too_many("calibrate", len(rows))
     for i, raw in enumerate(rows):
         if not isinstance(raw, dict):
             raise SpeedplanInputError(f"{where(i)}: a measurement row must be a dict of column: value, "
@@ -114,10 +126,9 @@ def _measurement(row: dict, quantity: str, acceptance, where: str) -> Measuremen
     if not mech:
         raise SpeedplanInputError(f"{where}: field 'mechanism' missing")
     draft_len = number_field(row, "draft_len", where, True)
-    al = None
-    if mech != "none":
-        al = number_field(row, "acceptance_length", where, required=False)
-        al = al if al is not None else scraped(acceptance, mech, draft_len, where)
+    al = number_field(row, "acceptance_length", where, required=False)  # a plain row's: empty or 1 (Measurement)
+    if mech != "none" and al is None:
+        al = scraped(acceptance, mech, draft_len, where)
     return Measurement(
         mechanism=mech, batch=number_field(row, "batch", where, True), draft_len=draft_len,
         context=number_field(row, "context", where, True), quantity=quantity,
@@ -145,36 +156,70 @@ def implied_step_ms(m: Measurement, spec_cap: float = 0.0) -> float | None:
 
 def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
     """Refuse rows that contradict each other: the same configuration (mechanism, batch,
-    draft_len, context, tree_nodes, requests a step ran, and acceptance length within 5%)
-    measured twice with values more than `REPEAT_SPREAD` apart, in one quantity or in the engine
-    step two of step_ms, tpot_ms and tokens_per_s imply (`implied_step_ms`; `spec_cap`: the base
-    profile's spec_max_running). Repeated runs of an engine differ by a few percent; 1.5x is a
-    mislabelled row (a unit, a batch, another model), which a fit would split the difference of.
-    Rows with other acceptance lengths may differ: another dataset drafts better."""
-    seen: dict[tuple, list[Measurement]] = {}
+    draft_len, context, tree_nodes, requests a step ran) measured twice more than `REPEAT_SPREAD`
+    apart as an engine step (`_compared`): step_ms, tpot_ms × AL, R·AL / tokens_per_s, a speedup
+    against a plain row of its batch, or (no plain row) AL / speedup, the step over plain
+    decoding's. A step's time does not depend on acceptance (a dataset that drafts better takes
+    fewer steps, not shorter ones), so rows of other acceptance lengths are compared too.
+    Repeated runs of an engine differ by a few percent; 1.5x is a mislabelled row (a unit, a
+    batch, another model), which a fit would split the difference of. `spec_cap`: the base
+    profile's spec_max_running."""
+    plains: dict[tuple, tuple[Measurement, float]] = {}
+    for m in rows:  # the plain step a speedup row of the same batch and context is over
+        step = implied_step_ms(m, spec_cap) if m.mechanism == "none" else None
+        if step is not None:
+            plains.setdefault((m.batch, m.context, m.running(spec_cap)), (m, step))
+    seen: dict[tuple, list[tuple[Measurement, float, Measurement | None]]] = {}
+    spread: dict[tuple, tuple[float, float]] = {}  # smallest and largest value of each configuration so far
     for m in rows:
-        step = implied_step_ms(m, spec_cap)
-        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, m.running(spec_cap),
-               "step" if step is not None else m.quantity)
-        for first in seen.setdefault(key, []):
-            same_al = (m.acceptance_length is None and first.acceptance_length is None) or (
-                m.acceptance_length is not None and first.acceptance_length is not None
-                and abs(m.acceptance_length / first.acceptance_length - 1.0) <= 0.05)
-            a, b = (step, implied_step_ms(first, spec_cap)) if step is not None else (m.value, first.value)
-            if same_al and max(a, b) > REPEAT_SPREAD * min(a, b):
-                _contradiction(m, first, a, b)
-        seen[key].append(m)
+        kind, value, plain = _compared(m, spec_cap, plains)
+        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, m.running(spec_cap), kind)
+        low, high = spread.get(key, (value, value))
+        if value > REPEAT_SPREAD * low or high > REPEAT_SPREAD * value:  # then name the earliest row it contradicts
+            for first, other, first_plain in seen[key]:
+                if max(value, other) > REPEAT_SPREAD * min(value, other):
+                    _contradiction(m, first, value, other, kind, plain or first_plain)
+        spread[key] = (min(low, value), max(high, value))
+        seen.setdefault(key, []).append((m, value, plain))
 
 
-def _contradiction(m: Measurement, first: Measurement, a: float, b: float) -> None:
+def _compared(m: Measurement, spec_cap: float, plains: dict) -> tuple[str, float, Measurement | None]:
+    """What `check_consistent` compares of `m`: ("step", its engine step in ms, the plain row a
+    speedup was taken against), ("speedup", AL / speedup, None) for a speedup with no plain row
+    of its batch, or (quantity, value, None) for a part of a step (verify_ms, draft_ms)."""
+    step = implied_step_ms(m, spec_cap)
+    if step is not None:
+        return "step", step, None
+    if m.quantity != "speedup":
+        return m.quantity, m.value, None
+    al = m.acceptance_length or 1.0
+    found = plains.get((m.batch, m.context, m.running(speculative=False)))
+    if found is None or m.mechanism == "none":
+        return "speedup", al / m.value, None
+    plain, plain_step = found  # speedup = (R·AL / step) / (R_p / plain step)
+    return "step", m.running(spec_cap) * al * plain_step / (m.value * plain.running(spec_cap)), plain
+
+
+def _contradiction(m: Measurement, first: Measurement, a: float, b: float, kind: str = "step",
+                   plain: Measurement | None = None) -> None:
     """The one line naming two rows of one configuration that disagree (`a`, `b`: what was
-    compared, engine steps in ms where their quantities differ)."""
-    same = m.quantity == first.quantity
-    why = "" if same else f" (as engine steps: {a:.3g} ms here, {b:.3g} ms there" + (
-        "; output throughput also counts prefill and ramp-up, which TPOT and step times leave out: "
-        "give one quantity per configuration" if "tokens_per_s" in (m.quantity, first.quantity) else "") + ")"
+    compared, of `kind` as `_compared` says)."""
+    same = m.quantity == first.quantity and plain is None and m.acceptance_length == first.acceptance_length
+    if same:
+        why = ""
+    elif kind == "speedup":
+        why = (f" (at acceptance lengths {m.acceptance_length:g} and {first.acceptance_length:g}: steps "
+               f"{a:.3g}x and {b:.3g}x plain decoding's, AL / speedup; a step's time does not depend on acceptance)")
+    else:
+        notes = ["output throughput also counts prefill and ramp-up, which TPOT and step times leave out: give one "
+                 "quantity per configuration" if "tokens_per_s" in (m.quantity, first.quantity) else "",
+                 f"a speedup's step is running x AL / speedup times {plain.where}'s plain step"
+                 if plain is not None else "",
+                 "a step's time does not depend on acceptance" if m.acceptance_length != first.acceptance_length else ""]
+        why = f" (as engine steps: {a:.3g} ms here, {b:.3g} ms there{''.join('; ' + n for n in notes if n)})"
     raise SpeedplanInputError(
-        f"{m.where}: field {m.quantity!r} {m.value:g} contradicts {first.where} ({'' if same else first.quantity + ' '}"
+        f"{m.where}: field {m._f(m.quantity)} {m.value:g} contradicts {first.where} "
+        f"({'' if m.quantity == first.quantity else first.quantity + ' '}"
         f"{first.value:g}): the same configuration ({m.mechanism}, batch {m.batch}, draft_len {m.draft_len}, "
         f"context {m.context}) measured more than {REPEAT_SPREAD:g}x apart{why}")
 
@@ -196,12 +241,12 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
     except (OSError, UnicodeDecodeError) as e:
         raise SpeedplanInputError(f"{path}: cannot read ({e})") from None
     stripped = text.strip()
+    if not stripped:
+        raise SpeedplanInputError(f"{path}: empty file")
     lines = stripped.splitlines()
     first = lines[0] if lines else ""
     if path.suffix.lower() == ".csv" or ("," in first and not first.startswith(("{", "["))):
         return read_csv(path, acceptance)
-    if not stripped:
-        raise SpeedplanInputError(f"{path}: empty file")
     try:
         data = json.loads(stripped)
     except json.JSONDecodeError:
@@ -210,11 +255,15 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
         raise SpeedplanInputError(f"{path}: malformed JSON (nested too deeply)") from None
     if isinstance(data, list) and not data:
         raise SpeedplanInputError(f"{path}: an empty JSON list (no runs)")
+    if isinstance(data, list):
+        _too_many(path, len(data))
     if isinstance(data, (dict, list)) and (isinstance(data, list) or "output_throughput" in data):
         return read_vllm_bench(path, data, acceptance)
-    if first.startswith("{") and ("step_time" in first or "acc_length" in first):
+    if first.startswith("{") and any(f'"{key}"' in first for key in SGLANG_KEYS):
+        _too_many(path, sum(1 for line in lines if line.strip()))  # a row a line
         return read_sglang_bench(path, lines, mechanism)
     if first.startswith("{") and "output_throughput" in first:  # vllm bench serve --append-result
+        _too_many(path, sum(1 for line in lines if line.strip()))  # a run a line
         return read_vllm_bench(path, [parse_json(line, f"{path}:{i}") for i, line in enumerate(lines, 1)
                                       if line.strip()], acceptance)
     if isinstance(data, dict):

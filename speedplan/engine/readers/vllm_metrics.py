@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from speedplan.engine.readers.measurement import parse_number, shown
 from speedplan.errors import SpeedplanInputError
 
 PREFIX = "vllm:spec_decode_"
@@ -81,6 +82,7 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
     seen: set[str] = set()
     per_pos: dict[int, float] = {}
     models: set[str] = set()
+    bare: set[str] = set()  # counters without the _total suffix prometheus_client gives every counter
     for i, line in enumerate(lines, 1):
         line = line.strip()
         if not line.startswith(PREFIX):
@@ -91,11 +93,13 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
             raise SpeedplanInputError(f"{where}: not a Prometheus sample line")
         name = m.group("name")
         if name not in totals and name != PER_POSITION:
+            if f"{name}_total" in (*totals, PER_POSITION):
+                bare.add(name)
             continue
         try:
-            value = float(m.group("value"))
+            value = parse_number(m.group("value"))
         except ValueError:
-            raise SpeedplanInputError(f"{where}: {name} value {m.group('value')!r} is not a number") from None
+            raise SpeedplanInputError(f"{where}: {name} value {shown(m.group('value'))} is not a number") from None
         if not 0 <= value < float("inf"):
             raise SpeedplanInputError(f"{where}: {name} value must be a finite count >= 0, got {m.group('value')}")
         labels = _labels(m.group("labels") or "", where)
@@ -109,6 +113,11 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
             per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
         else:
             totals[name] += value
+    if not seen & {DRAFTS, PER_POSITION} and bare:
+        name = min(bare, key=lambda n: (n != DRAFTS.removesuffix("_total"), n))
+        raise SpeedplanInputError(f"{path}: has {name} but no {name}_total: prometheus_client exposes each vLLM counter "
+                                  "with the _total suffix, and this file lacks those samples (edited, or written by "
+                                  "another exporter); give the scrape as `curl HOST:8000/metrics` writes it")
     if not seen & {DRAFTS, PER_POSITION} and any(line.lstrip().startswith(PREFIX) for line in lines):
         raise SpeedplanInputError(f"{path}: vLLM speculative-decoding metrics without {DRAFTS}: vLLM exports the "
                                   "per-draft and per-position counters from 0.8.5 on (PR #16665); scrape a newer "
