@@ -31,6 +31,7 @@ class FolderKind:
     markers: tuple[str, ...]  # files every such folder holds
     meta_keys: tuple[str, ...]  # keys its meta.json always has
     names: tuple[str, ...]  # the files the command writes there (fnmatch patterns; no subfolders)
+    meta_file: str = "meta.json"  # the JSON file whose meta_keys say speedplan wrote it
 
 
 MANIFEST = ".speedplan-files"  # in every output folder: the names of the files speedplan wrote there
@@ -40,6 +41,8 @@ REPORT = FolderKind("speedplan report", ("meta.json", "sweep.csv"), ("command", 
 PROFILE = FolderKind("profile folder", ("meta.json",), ("origin",),
                      ("meta.json", "meta.json.tmp", "README.md", "NOTICE.md", "LICENSE*", "gemm.csv", "gemm_cupy.csv", "attention.csv",
                       "prefill.csv", "elementwise.csv", "allreduce.csv", "moe.csv", "floors.csv"))
+VALIDATION = FolderKind("validation folder", ("summary.json", "validation.csv"), ("points", "grid"),
+                        ("summary.json", "validation.csv", "report.html", "*.png"), meta_file="summary.json")
 
 
 @contextlib.contextmanager
@@ -66,11 +69,11 @@ def _ours(out: Path, kind: FolderKind) -> str | None:
     if missing:
         return f"it has no {missing[0]}"
     try:
-        meta = json.loads((out / "meta.json").read_text())
+        meta = json.loads((out / kind.meta_file).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         meta = None
     if not isinstance(meta, dict) or any(k not in meta for k in kind.meta_keys):
-        return "its meta.json is not one speedplan wrote"
+        return f"its {kind.meta_file} is not one speedplan wrote"
     manifest = out / MANIFEST
     if manifest.is_file():  # the names it wrote, listed when it was moved into place
         try:

@@ -34,10 +34,14 @@ def calibrate(
     """
     from speedplan.cli.options import check_output
     from speedplan.engine.profile import preset_names
+    from speedplan.errors import SpeedplanInputError
     from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
 
     files = [*measurements, *(more or [])]
     check_output(out, folder=False, inputs=[*files, engine], kind="engine profile")
+    for option, value in (("--fit", fit), ("--name", name)):
+        if value is not None and not value.strip():  # '' fell back to the default in silence
+            raise SpeedplanInputError(f"{option} is empty; give a value or leave the option out for its default")
     if name is None:  # vllm.json must not read as the shipped vllm profile
         name = out.stem + ("-calibrated" if out.stem.lower() in preset_names() else "")
     result = calibrate_files(model, hardware, tp, engine, files, mechanism, fit.split(",") if fit else None, name)

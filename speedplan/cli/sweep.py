@@ -66,7 +66,7 @@ def sweep(
         shortfall = memory_shortfall(result)
         if shortfall:
             raise SpeedplanInputError(shortfall)
-        engines = plan_for.split(",") if plan_for else None
+        engines = plan_for or None  # "vllm,sglang": plan_engines splits and checks it
         # computed while the figures draw; an unknown engine or bad weights fail with nothing left behind
         plans = functools.cache(lambda: plan_engines(result, weights, engines))
         out = out or Path("reports") / _folder_name(result.meta['model']['model'], result.meta['hardware'],

@@ -28,6 +28,7 @@ def validate(
     """
     from speedplan.cli.options import check_output
     from speedplan.errors import SpeedplanInputError
+    from speedplan.outputs import VALIDATION, check_replaceable, discard, move_into_place, staging_folder
     from speedplan.validate.run import FULL, QUICK, run_validation, write_validation
 
     if reprice is not None:
@@ -41,9 +42,16 @@ def validate(
         raise SpeedplanInputError("validate runs on --device cpu here; for CUDA use microbench/campaign.sh")
     out = out or Path("reports") / ("validation-cpu-quick" if quick else "validation-cpu")
     check_output(out)
+    check_replaceable(out, VALIDATION)  # before the run: never over a folder of the user's own
     table, summary = run_validation(QUICK if quick else FULL, hardware,
                                     progress=lambda m: typer.echo(m, err=True))
-    write_validation(table, summary, out)
+    staging = staging_folder(out)  # all or nothing: the folder appears when every file is in it
+    try:
+        write_validation(table, summary, staging)
+        move_into_place(staging, out)
+    except BaseException:
+        discard(staging)
+        raise
     pct = lambda x: f"{100 * x:.1f}%"
     typer.echo(f"step time error: median {pct(summary['step_time_median_error'])}, p90 {pct(summary['step_time_p90_error'])}")
     typer.echo(f"AL error: median {pct(summary['al_median_error'])}; speedup error: median {pct(summary['speedup_median_error'])}")

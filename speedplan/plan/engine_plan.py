@@ -178,7 +178,10 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
 
     batch_weights = batch_weights_arg(batch_weights)
     names = [str(e).strip().lower() for e in (engines.split(",") if isinstance(engines, str) else engines or [])]
-    names = [n for n in names if n] if engines is not None else list(ENGINES)
+    if engines is not None and (not names or "" in names):  # "vllm,,sglang" has a name missing
+        raise SpeedplanInputError(f"engines {engines if isinstance(engines, str) else list(engines)!r}: an empty name; "
+                                  f"name one or more of {', '.join(ENGINES)}")
+    names = names if engines is not None else list(ENGINES)
     if not names:
         raise SpeedplanInputError(f"engines: name one or more of {', '.join(ENGINES)}")
     modules = {n: engine_module(n) for n in names}  # unknown names fail before any work

@@ -38,7 +38,7 @@ from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.memory import memory_bytes
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
-from speedplan.plan.sweep_inputs import acceptance_arg, axis, mechanism_specs
+from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
 from speedplan.specs.fallback import describe_fit
 
@@ -350,6 +350,7 @@ def sweep(
                                   "sweep them one at a time)" if mechs[labels.index(twice)].is_tree else
                                   f"mechanism {twice!r} is listed twice")
 
+    check_grid_size([len(_grid(m, [1], draft_lens, [1], tree_nodes)["batch"]) for m in [None, *mechs]], batches, contexts)
     grids = [(mech, _grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
     pricings = [_gpu_pricing(mech, g, cost, target, tp, engine) for mech, g in grids if len(g["batch"])]
     frame = _frame(pricings, engine, hw, target, tp)

@@ -210,3 +210,26 @@ def test_the_hardware_list_names_every_shipped_profile(capsys):
     cpu-local-xeon; the command did not (an audit of 2026-12-04)."""
     assert run(["hardware"]) == 0
     assert "cpu-local-xeon" in capsys.readouterr().out
+
+
+def test_validate_refuses_a_folder_of_ones_own_before_the_run(tmp_path, capsys, monkeypatch):
+    """validate wrote report.html, summary.json and the rest straight into --out at the end of
+    its run, whatever the folder held (an audit of 2026-12-04): `--out .` or a sweep report's
+    folder would have been written over. Now refused in one line before anything runs, and a
+    previous validation folder (the shipped reports/validation-cpu) is still replaceable."""
+    from speedplan.outputs import VALIDATION, check_replaceable
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    _refused(["validate", "--quick", "--out", str(mine)], capsys, "is not a validation folder")
+    report = tmp_path / "report"
+    assert run(["sweep", "--batch", "1", "--draft-len", "0-1", "--mechanism", "ngram", "--out", str(report)]) == 0
+    capsys.readouterr()
+    _refused(["validate", "--quick", "--out", str(report)], capsys, "is not a validation folder")
+    monkeypatch.chdir(mine)
+    _refused(["validate", "--quick", "--out", "."], capsys, "is the current folder")
+    assert (mine / "notes.txt").read_text() == "mine" and (report / "report.html").exists()
+    previous = tmp_path / "previous"
+    shutil.copytree(ROOT / "reports" / "validation-cpu", previous)
+    check_replaceable(previous, VALIDATION)  # no error: a folder validate wrote

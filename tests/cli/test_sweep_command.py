@@ -41,6 +41,9 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     (["--batch", "0"], "--batch"),
     (["--batch", "1-x"], "--batch"),
     (["--draft-len", "-1"], "--draft-len"),
+    (["--batch", "1_000"], "--batch '1_000': expected integers"),  # int() reads it as 1000
+    (["--batch", "\u0663"], "expected integers"),  # an Arabic-Indic 3, which int() takes
+    (["--context", "1-2000", "--batch", "1-2048"], "speedplan sweeps at most 500,000"),  # was killed for memory at 10.9 GB
     (["--acceptance", "/no/such/trace.jsonl"], "acceptance"),
     (["--acceptance", "alpha=2"], "acceptance"),
     (["--mechanism", "warp"], "unknown mechanism"),
@@ -335,3 +338,17 @@ def test_a_report_or_profile_holding_a_users_files_is_not_replaced(tmp_path, mon
     assert run(["sweep", "--batch", "1,2", "--draft-len", "0-1", "--out", str(link)]) == 0
     assert link.is_symlink() and "2" in (rep / "schedule.csv").read_text().split("\n", 2)[2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "proj", "rep"]  # nothing hidden left behind
+
+
+def test_an_empty_item_in_a_list_option_is_refused(tmp_path, capsys):
+    """`--plan-for vllm,,sglang` planned two engines and `calibrate --fit ''` / `--name ''` fell
+    back to their defaults in silence, where `--batch 1,,2` is refused (an audit of 2026-12-04)."""
+    from speedplan.cli.app import run
+
+    assert run(["sweep", "--plan-for", "vllm,,sglang", "--out", str(tmp_path / "r")]) == 2
+    assert "engines 'vllm,,sglang': an empty name" in capsys.readouterr().err
+    for option in ("--fit", "--name"):
+        assert run(["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements",
+                    str(tmp_path / "x.csv"), "--out", str(tmp_path / "c.json"), option, ""]) == 2
+        assert f"{option} is empty" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "c.json").exists()
