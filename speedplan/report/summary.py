@@ -144,9 +144,17 @@ def slo_line(result: "SweepResult") -> str:
     need = f">= {target:g} tokens/s/user" if target is not None else "SLO"
     if pick is None:
         return f"SLO pick ({need}): no feasible configuration reaches it"
+    from speedplan.plan.engine_plan import unsupported
+    from speedplan.serving import ENGINES
+
+    family = str(result.meta.get("engine_family") or "").split(" ")[0]
+    cannot = (family.lower() in ENGINES and pick["mechanism"] != "none"
+              and unsupported(family.lower(), {pick["mechanism"]}, result.meta))
     return (f"SLO pick ({need}): {pick['mechanism']} D={int(pick['draft_len'])} at B={int(pick['batch'])}, "
             f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user, "
-            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU")
+            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
+            + (f" ({family} cannot run {pick['mechanism']}: the best any mechanism reaches under its profile)"
+               if cannot else ""))
 
 
 def plain_unfit_cells(frame: pd.DataFrame) -> set[tuple[int, int]]:
@@ -293,6 +301,13 @@ def unplanned_line(result: "SweepResult") -> str | None:
     if missing:
         need = f" ({plain_memory_need(result, missing[0])})" if has_plain(missing[0]) else ""
         parts.append(f"at B = {batch_ranges(missing)} nothing fits in memory{need}")
+    cells = set(zip(frame.loc[frame["feasible"], "batch"], frame.loc[frame["feasible"], "context"]))
+    for c in sorted(set(frame["context"])):  # a batch size that fits at another context only
+        lost = sorted({b for b in fits if (b, c) not in cells})
+        if lost:
+            parts.append(f"at context {int(c)}, B = {batch_ranges(lost)} nothing fits in memory (at a shorter "
+                         "context it does)" if (frame["context"] < c).any() else
+                         f"at context {int(c)}, B = {batch_ranges(lost)} nothing fits in memory")
     unfit = sorted({b for b, _ in plain_unfit_cells(frame)})
     if unfit:
         cap = result.meta.get("engine_spec_max_running") or 0

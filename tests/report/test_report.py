@@ -374,3 +374,44 @@ def test_the_heatmap_stars_the_table_pick():
                        if b in best.index and best.loc[b, "mechanism"] == "eagle3"}  # B = 128 fits nowhere
     fastest = {b: int(g.loc[g.speedup.idxmax(), "draft_len"]) for b, g in r.frame[r.frame.mechanism == "eagle3"].groupby("batch")}
     assert any(fastest[b] != d for b, d in starred.items())  # where the old star (the fastest D) was elsewhere
+
+
+def test_a_cell_that_fits_at_a_shorter_context_only_is_named_as_not_planned():
+    """--context 1024,8192 --batch 1,8,64: B = 64 fits at 1024 and not at 8192, and that cell
+    dropped out of the table and the plans without a word (an audit of 2026-12-04)."""
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 64], [0, 3], contexts=[1024, 8192])
+    assert not r.frame.query("batch == 64 and context == 8192").feasible.any()
+    line = next(x for x in render_summary(r).splitlines() if x.startswith("not planned"))
+    assert "at context 8192, B = 64 nothing fits in memory (at a shorter context it does)" in line
+    assert "context 1024" not in line
+
+
+def test_a_model_named_in_emoji_draws_without_a_warning(tmp_path):
+    """A config folder named 'ünicode🙂' wrote two matplotlib 'Glyph 128578 missing' warnings to
+    stderr on an otherwise clean run (an audit of 2026-12-04): the glyph is a box in the title."""
+    import warnings
+
+    folder = tmp_path / "ünicode🙂"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+        "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}))
+    r = sweep(str(folder), "h100-sxm", ["ngram"], [1, 8], [0, 2])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        write_report(r, tmp_path, [])
+    assert not [w for w in caught if "Glyph" in str(w.message)], [str(w.message) for w in caught]
+    assert (tmp_path / "pareto.png").exists()
+
+
+def test_the_slo_pick_says_when_the_pricing_engine_cannot_run_it():
+    """--min-tokens-per-user 300 on the default picked eagle3-tree under the vllm profile without
+    saying vLLM cannot run it (the table's own note said so; the SLO line did not)."""
+    from speedplan.report.summary import slo_line
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "eagle3-tree"], [1, 8, 64], range(0, 9), min_tokens_per_user=300)
+    assert r.slo_pick["mechanism"] == "eagle3-tree"
+    assert "(vLLM cannot run eagle3-tree: the best any mechanism reaches under its profile)" in slo_line(r)
+    chain = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 64], range(0, 9), min_tokens_per_user=300)
+    assert chain.slo_pick["mechanism"] == "eagle3" and "cannot run" not in slo_line(chain)
