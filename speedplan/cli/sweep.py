@@ -53,6 +53,9 @@ def sweep(
             m.split(":")[0].strip().lower() in TREE_MECHANISMS for m in mechanism):
         raise SpeedplanInputError(f"--tree-nodes {tree_nodes}: no swept mechanism is a tree "
                                   f"({', '.join(sorted(TREE_MECHANISMS))}); it would be ignored")
+    if max(parse_int_list(draft_len, "--draft-len")) == 0:  # the serving files would say speculation loses
+        raise SpeedplanInputError("--draft-len 0: no draft length of 1 or more to price speculation at; give e.g. 0-8 "
+                                  "(plain decoding, D = 0, is always priced)")
     weights = parse_batch_weights(batch_weights)
     worker = entry.claim()  # the console script's figure worker, importing matplotlib meanwhile
     try:

@@ -332,9 +332,6 @@ def sweep(
     engine = get_engine(engine)
     batches = axis("--batch", batches, 1, 65536)
     draft_lens = axis("--draft-len", draft_lens, 0, MAX_DRAFT)
-    if max(draft_lens) == 0:  # plain decoding is priced anyway: nothing speculative would be
-        raise SpeedplanInputError("--draft-len 0: no draft length of 1 or more to price speculation at; give e.g. 0-8 "
-                                  "(plain decoding, D = 0, is always priced)")
     contexts = axis("--context", contexts, 1, 10_000_000)
     target.check_context(contexts)
     tree_nodes = axis("tree nodes", tree_nodes, 1, 1024)
