@@ -54,6 +54,30 @@ def _fp8_weights(node) -> bool:
     return False
 
 
+# The per-layer kinds speedplan prices: transformers' ALLOWED_LAYER_TYPES for attention and
+# Gated DeltaNet; "mamba", "conv" and the like name mixers it does not price.
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+
+
+def check_layer_types(cfg: dict, layers: int, where: str) -> None:
+    """Refuse a `layer_types` that is not one known kind per layer: a list as long as
+    num_hidden_layers (transformers' layer_type_validation asks the same), of `LAYER_TYPES`.
+    `sliding_window`, `chunked_attention` and `linear_attention` then count its entries."""
+    types = cfg.get("layer_types")
+    if types is None:
+        return
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        text = repr(types)
+        raise SpeedplanInputError(f"{where}: 'layer_types' must be a list of layer kinds, one per layer, got "
+                                  f"{text if len(text) <= 60 else text[:57] + '...'}")
+    if len(types) != layers:
+        raise SpeedplanInputError(f"{where}: 'layer_types' names {len(types)} layers, num_hidden_layers is {layers}")
+    unknown = next((t for t in types if t not in LAYER_TYPES), None)
+    if unknown is not None:
+        raise SpeedplanInputError(f"{where}: 'layer_types' holds {unknown[:40]!r}; speedplan prices "
+                                  f"{', '.join(LAYER_TYPES)}")
+
+
 def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int, bool]:
     """(window in tokens, how many of the `layers` attend only within it, whether the window is
     Llama-4's attention chunk); (0, 0, False) for full attention everywhere. Read, in this order:

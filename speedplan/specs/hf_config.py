@@ -5,8 +5,10 @@ malformed or missing key is one `SpeedplanInputError` naming the file and the ke
 
 from __future__ import annotations
 
+import re
+
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.config_families import expert_weight_bits, quantized_dtype, sliding_window
+from speedplan.specs.config_families import check_layer_types, expert_weight_bits, quantized_dtype, sliding_window
 from speedplan.specs.linear_attention import linear_attention
 from speedplan.specs.model import MLASpec, MoESpec, ModelSpec
 from speedplan.specs.sparse_attention import sparse_index
@@ -27,6 +29,20 @@ _NOT_PRICED = {
 }
 _NOT_CAUSAL_LM = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
                   "ForImageClassification")
+# Architectures whose layers speedplan describes (README "A Hugging Face config.json is read for these
+# families"), as `_family` spells them; EAGLE heads name their base family (LlamaForCausalLMEagle3).
+PRICED_FAMILIES = ("llama", "llama4", "mistral", "mixtral", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next",
+                   "qwen35", "qwen35moe", "gemma", "gemma2", "gemma3", "phi3", "deepseekv2", "deepseekv3",
+                   "deepseekv32", "glm4moe", "glm4moelite", "glmmoedsa", "gptoss")
+# Families whose intermediate_size is the dense MLP's width and whose experts' width is
+# moe_intermediate_size (Mixtral, gpt-oss and Llama-4 give the experts' width as intermediate_size).
+_EXPERT_WIDTH_OWN_KEY = ("qwen2moe", "qwen3moe", "qwen3next", "qwen35", "deepseek", "glm4moe", "glmmoe")
+
+
+def _family(name: str) -> str:
+    """`Qwen3_5MoeForConditionalGeneration` → "qwen35moe", `LlamaForCausalLMEagle3` → "llama"."""
+    base = re.sub(r"For(CausalLM|ConditionalGeneration)", "", name)
+    return re.sub(r"^Eagle3?|Eagle3?$", "", base).replace("_", "").lower()
 
 
 def _check_family(cfg: dict, arch: list[str], where: str) -> None:
@@ -40,6 +56,11 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
     wrong = [a for a in arch if a.endswith(_NOT_CAUSAL_LM)]
     if wrong:
         raise SpeedplanInputError(f"{where}: architecture {wrong[0]!r} is not a causal language model")
+    if arch and not any(_family(a) in PRICED_FAMILIES for a in arch):
+        raise SpeedplanInputError(
+            f"{where}: architecture {arch[0]!r} is not a family speedplan prices (Llama, Mistral, Mixtral, Qwen2/3, "
+            "Qwen-MoE, Qwen3-Next, Gemma, Phi-3, DeepSeek-V2/V3, GLM-4 MoE, Llama-4, gpt-oss); to price it as a "
+            "Llama-style decoder from its standard keys, set \"architectures\": [\"LlamaForCausalLM\"] in a copy")
 
 
 def _dtype(cfg: dict, where: str) -> str:
@@ -81,6 +102,49 @@ def _names(cfg: dict, key: str, where: str) -> list:
     return value
 
 
+def _short(value) -> str:
+    """A config value as an error line quotes it: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _expert_width(cfg: dict, intermediate: int, where: str) -> int:
+    """The routed experts' MLP width: `moe_intermediate_size`, else `intermediate_size` where
+    that is the experts' width (Mixtral, gpt-oss). Qwen-MoE, Qwen3-Next, DeepSeek and GLM give
+    the dense MLP's width as intermediate_size (Qwen3-30B-A3B: 6144 dense, 768 per expert), so
+    a config of theirs without moe_intermediate_size is refused, not priced with dense experts."""
+    names = [str(cfg.get("model_type", ""))] + _names(cfg, "architectures", where)
+    own_key = any(f in _family(n) for n in names for f in _EXPERT_WIDTH_OWN_KEY)
+    if own_key and cfg.get("moe_intermediate_size") is None:
+        raise SpeedplanInputError(f"{where}: missing 'moe_intermediate_size' (the experts' width; in this family "
+                                  f"intermediate_size, {intermediate}, is the dense MLP's)")
+    width = _int(cfg, "moe_intermediate_size", where, intermediate)
+    if width == 0:
+        raise SpeedplanInputError(f"{where}: the experts' width ('moe_intermediate_size', else 'intermediate_size') "
+                                  "must be > 0")
+    return width
+
+
+def _dense_mlp_layers(cfg: dict, layers: int, where: str) -> int:
+    """How many of a MoE model's `layers` keep a dense MLP: DeepSeek's `first_k_dense_replace`
+    leading layers, or the layers Qwen-MoE's `mlp_only_layers` lists (distinct indices below
+    `layers`). Either must leave at least one MoE layer."""
+    first = _optional(cfg, "first_k_dense_replace", where)
+    if first >= layers:
+        raise SpeedplanInputError(f"{where}: 'first_k_dense_replace' {first} leaves no MoE layer of the {layers} "
+                                  "(num_hidden_layers)")
+    listed = cfg.get("mlp_only_layers")
+    if listed is None or listed == []:
+        return first
+    if not isinstance(listed, list) or len(set(map(repr, listed))) != len(listed) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in listed):
+        raise SpeedplanInputError(f"{where}: 'mlp_only_layers' must list distinct layer indices in 0..{layers - 1} "
+                                  f"(num_hidden_layers {layers}), got {_short(listed)}")
+    if len(listed) == layers:
+        raise SpeedplanInputError(f"{where}: 'mlp_only_layers' lists all {layers} layers: no MoE layer is left")
+    return len(listed)
+
+
 def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json dict (Llama/Qwen/Mistral/Mixtral/
     Qwen-MoE/DeepSeek-V3 families and anything with the standard keys)."""
@@ -110,7 +174,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     n_experts = _int(cfg, experts_key, where) if experts_key else 0
     if n_experts:
         top_k = _int(cfg, "num_experts_per_tok", where)
-        expert_inter = _int(cfg, "moe_intermediate_size", where, intermediate)
+        expert_inter = _expert_width(cfg, intermediate, where)
         shared = _optional(cfg, "n_shared_experts", where)
         shared_inter = expert_inter if "n_shared_experts" in cfg else _int(cfg, "shared_expert_intermediate_size", where, 0)
         llama4 = str(cfg.get("model_type", "")).startswith("llama4")
@@ -118,11 +182,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
             shared_inter = expert_inter
         if shared_inter and not shared:
             shared = 1
-        first_dense = _optional(cfg, "first_k_dense_replace", where)
-        if cfg.get("mlp_only_layers"):
-            if not isinstance(cfg["mlp_only_layers"], list):
-                raise SpeedplanInputError(f"{where}: 'mlp_only_layers' must be a list of layer indices")
-            first_dense = len(cfg["mlp_only_layers"])
+        first_dense = _dense_mlp_layers(cfg, layers, where)
         step = _int(cfg, "interleave_moe_layer_step", where, 1) if llama4 else 1
         if step < 1:
             raise SpeedplanInputError(f"{where}: 'interleave_moe_layer_step' must be >= 1, got {step}")
@@ -153,12 +213,16 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
             qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where),
             v_head_dim=_int(cfg, "v_head_dim", where),
         )
+        zero = [k for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim") if not cfg[k]]
+        if zero:
+            raise SpeedplanInputError(f"{where}: {zero[0]!r} must be > 0 (multi-head latent attention), got 0")
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
 
     dtype = _dtype(cfg, where)
     if dtype == "fp32":
         dtype = "bf16"  # served in bf16 unless the user says otherwise
     dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
+    check_layer_types(cfg, layers, where)
     window, window_layers, chunked = sliding_window(cfg, layers, where)
     linear = linear_attention(cfg, layers, where)
     return ModelSpec(

@@ -88,6 +88,9 @@ class ModelSpec:
             raise SpeedplanInputError(f"model {self.name}: sliding window and its layer count must be integers >= 0")
         if self.moe is None and self.intermediate <= 0:
             raise SpeedplanInputError(f"model {self.name}: intermediate_size must be > 0")
+        if self.moe is not None and not 0 <= self.moe.first_dense_layers <= self.layers:
+            raise SpeedplanInputError(f"model {self.name}: {self.moe.first_dense_layers} dense-MLP layers of "
+                                      f"{self.layers} (first_k_dense_replace or mlp_only_layers)")
 
     # ---- shapes -------------------------------------------------------------------------
     @property
@@ -232,7 +235,13 @@ class ModelSpec:
         return self.kv_bytes_per_token() * -(-self.kv_heads // tp) / self.kv_heads
 
     def check_tp(self, tp: int, option: str = "--tp") -> None:
-        """Refuse a tensor-parallel size the engines refuse: query heads must split evenly."""
+        """Refuse a tensor-parallel size vLLM refuses (vllm-project/vllm): query heads % tp
+        (vllm/config/model.py verify_with_parallel_config, at 18ec66292536); KV heads split when
+        kv_heads % tp == 0, replicated when tp % kv_heads == 0 (QKVParallelLinear), and each MLP
+        width % tp (MergedColumnParallelLinear, RowParallelLinear: divide() asserts it), in
+        vllm/model_executor/layers/linear.py at 0036d38de46c; the experts' width % tp (FusedMoE,
+        vllm/model_executor/layers/fused_moe/layer.py at c439a1397901: speedplan prices no expert
+        parallelism). MLA caches one latent on every rank: no KV-head condition."""
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
             raise SpeedplanInputError(f"{option} must be a positive integer, got {tp!r}")
         if tp > self.heads:
@@ -240,6 +249,20 @@ class ModelSpec:
         if self.heads % tp:
             raise SpeedplanInputError(f"{option} {tp}: {self.name}'s {self.heads} query heads do not split "
                                       f"evenly over {tp} GPUs")
+        kv = self.kv_heads
+        if not self.mla and (kv % tp if tp < kv else tp % kv):
+            raise SpeedplanInputError(f"{option} {tp}: {self.name}'s {kv} KV heads neither split evenly over {tp} "
+                                      f"GPUs nor replicate evenly onto them (vLLM needs {kv} % tp == 0 or "
+                                      f"tp % {kv} == 0)")
+        label = "intermediate_size" if self.moe is None else "dense layers' intermediate size"
+        widths = [(label, self.dense_intermediate)] if self.dense_layers else []
+        if self.moe is not None:
+            widths += [("routed experts' intermediate size", self.moe.expert_intermediate),
+                       ("shared experts' intermediate size", self.moe.shared_experts * self.moe.shared_intermediate)]
+        for label, width in widths:
+            if width % tp:
+                raise SpeedplanInputError(f"{option} {tp}: {self.name}'s {label} {width} does not split evenly "
+                                          f"over {tp} GPUs (vLLM shards it by TP)")
 
     def check_context(self, contexts, option: str = "--context") -> None:
         """Refuse a context above what the model's config says it holds (`max_context`)."""

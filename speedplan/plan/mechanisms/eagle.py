@@ -56,6 +56,10 @@ class Eagle(ChainDrafting, Mechanism):
         config = options.pop("config", None)
         if config is not None:  # the head's own config.json: its layer's shape (one layer, dense)
             layer = get_model(config)
+            if layer.hidden != target.hidden or layer.layers != 1:  # its 2h→h fuse reads the target's hidden states
+                raise SpeedplanInputError(
+                    f"mechanism {cls.name}:{arg}: the head config has hidden_size {layer.hidden} and {layer.layers} "
+                    f"layers; an EAGLE-1/2 head for {target.name} has hidden_size {target.hidden} and 1 layer")
             draft = replace(draft, hidden=layer.hidden, heads=layer.heads, kv_heads=layer.kv_heads,
                             head_dim=layer.head_dim, intermediate=layer.dense_intermediate or draft.intermediate)
         return cls(*cls.resolve_acceptance(acceptance, target), draft=draft, draft_vocab=vocab, **options, **fields)

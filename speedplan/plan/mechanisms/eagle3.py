@@ -2,7 +2,8 @@
 the first after fusing the target's low/mid/high hidden states (fc 3h→h), each through a
 reduced-vocabulary lm_head (heads.py). `eagle3:config=PATH` (or `eagle3:PATH`) reads the head's
 shape from its config.json; `eagle3:vocab=N` sets the draft vocabulary. vLLM `method: eagle3`,
-SGLang `EAGLE3`, TensorRT-LLM `Eagle3`."""
+SGLang `EAGLE3`, TensorRT-LLM `Eagle3`. A head config of 2..4 decoder layers is priced as
+such and named in the acceptance source (the published acceptance is a one-layer head's)."""
 
 from __future__ import annotations
 
@@ -65,4 +66,8 @@ class Eagle3(ChainDrafting, Mechanism):
         if config is not None and not str(config).strip():
             raise SpeedplanInputError(f"mechanism {spec}: config= needs the path of the head's config.json")
         head = eagle3_head(target, config, vocab)
-        return cls(*cls.resolve_acceptance(acceptance, target), head=head, **options, **fields)
+        rate, source = cls.resolve_acceptance(acceptance, target)
+        if head.layer.layers != 1:  # the published rows are one-layer heads'
+            source += (f"; the head given has {head.layer.layers} decoder layers"
+                       + (", the published heads 1" if acceptance is None else ""))
+        return cls(rate, source, head=head, **options, **fields)

@@ -27,6 +27,12 @@ from speedplan.specs.model import ModelSpec
 # and TensorRT-LLM's docs use); the default for a head whose config is not given.
 EAGLE3_DRAFT_VOCAB = 32000
 EAGLE3_AUX_STATES = 3  # vLLM llama_eagle3.py: num_aux_hidden_states defaults to 3
+# The published EAGLE-3 heads have one decoder layer (EAGLE-3, Li et al. 2025; SpecForge's EAGLE3
+# docs: "often consists of only one dense decoder layer"). vLLM builds `num_hidden_layers` of them
+# (vllm/model_executor/models/llama_eagle3.py at 00bd1493b3e8: the first reads [embedding, hidden],
+# 2h wide, the others h). A head of more than a few layers costs what a small draft model costs and
+# has no published acceptance: price it with draft-model:PATH.
+EAGLE3_MAX_LAYERS = 4
 
 
 def head_spec(target: ModelSpec, name: str, draft_vocab: int | None = None) -> ModelSpec:
@@ -129,14 +135,26 @@ def eagle3_head(target: ModelSpec, config: str | None = None, draft_vocab: int |
     layer_cfg.setdefault("vocab_size", target.vocab)
     vocab = draft_vocab or cfg.get("draft_vocab_size") or layer_cfg.get("draft_vocab_size") or layer_cfg["vocab_size"]
     layer_cfg["vocab_size"] = vocab
+    where = f"eagle3 head config {path}"
     eagle_cfg = cfg.get("eagle_config") or {}
     aux = eagle_cfg.get("eagle_aux_hidden_state_layer_ids") or cfg.get("eagle_aux_hidden_state_layer_ids")
-    aux_states = len(aux) if aux else int(cfg.get("num_aux_hidden_states") or EAGLE3_AUX_STATES)
-    target_hidden = int(cfg.get("target_hidden_size") or target.hidden)
-    layer = from_hf_config(layer_cfg, name=f"{target.name}-eagle3-head", where=f"eagle3 head config {path}")
+    aux_states = len(aux) if isinstance(aux, list) and aux else cfg.get("num_aux_hidden_states") or EAGLE3_AUX_STATES
+    if isinstance(aux_states, bool) or not isinstance(aux_states, int) or not 1 <= aux_states <= 64:
+        raise SpeedplanInputError(f"{where}: the auxiliary hidden states (eagle_aux_hidden_state_layer_ids, "
+                                  "num_aux_hidden_states) must be a list of layer ids or a count in 1..64")
+    layer = from_hf_config(layer_cfg, name=f"{target.name}-eagle3-head", where=where)
     layer = replace(layer, moe=None, mla=None, mtp_layers=0, dtype=target.dtype)
     if layer.intermediate <= 0:
-        raise SpeedplanInputError(f"eagle3 head config {path}: intermediate_size must be > 0")
+        raise SpeedplanInputError(f"{where}: intermediate_size must be > 0")
+    if layer.layers > EAGLE3_MAX_LAYERS:
+        raise SpeedplanInputError(f"{where}: {layer.layers} decoder layers (num_hidden_layers); an EAGLE-3 head has 1 "
+                                  f"(speedplan takes up to {EAGLE3_MAX_LAYERS}); a full model drafts as "
+                                  "draft-model:PATH")
+    target_hidden = cfg.get("target_hidden_size", layer_cfg.get("target_hidden_size")) or layer.hidden
+    wide = isinstance(target_hidden, int) and not isinstance(target_hidden, bool)
+    if not wide or target_hidden != target.hidden:  # vLLM's fc reads 3 x (target_hidden_size, else hidden_size)
+        raise SpeedplanInputError(f"{where}: the head reads hidden states {target_hidden!r} wide (target_hidden_size, "
+                                  f"else hidden_size), {target.name}'s are {target.hidden}: a head for another model")
     if not 1 <= vocab <= target.vocab:
         raise SpeedplanInputError(f"eagle3 head config {path}: draft vocab {vocab} is outside 1..{target.vocab}")
     return Eagle3Head(layer, aux_states, target_hidden, f"config {path}")
@@ -146,21 +164,22 @@ def eagle3_pass(cost, head: Eagle3Head, batch, q_len, context, tp: int, first: b
                 lm_head: bool = True) -> ForwardCost:
     """One EAGLE-3 head forward of `batch` × `q_len` tokens on one of `tp` ranks: the
     decoder layer(s) with the reduced lm_head (unless `lm_head` is False), the embedding half
-    of qkv's 2h input, and on the first pass the fc over the target's fused hidden states (seconds)."""
+    of the first layer's 2h qkv input, and on the first pass the fc over the target's fused
+    hidden states (seconds)."""
     l = head.layer
     tokens = batch * q_len
     cost_ = forward_cost(cost, l, batch, q_len, context, tp, lm_head=lm_head)
     qkv_out = -(-(l.heads + 2 * l.kv_heads) * l.head_dim // tp)
-    cost_ = cost_ + _gemm(cost, tokens, qkv_out, l.hidden, l.dtype, l.dtype_bytes).scaled(l.layers)
+    cost_ = cost_ + _gemm(cost, tokens, qkv_out, l.hidden, l.dtype, l.dtype_bytes)  # the first layer's only
     if first:
         cost_ = cost_ + _gemm(cost, tokens, l.hidden, head.aux_states * head.target_hidden, l.dtype, l.dtype_bytes)
     return cost_
 
 
 def eagle3_memory_bytes(head: Eagle3Head, batch, context, tp: int):
-    """Weights (layers with the 2h qkv input, fc, reduced lm_head) and KV cache per rank (bytes)."""
+    """Weights (layers, the first with a 2h qkv input, fc, reduced lm_head) and KV cache per rank (bytes)."""
     l = head.layer
     extra_qkv = (l.heads + 2 * l.kv_heads) * l.head_dim * l.hidden
-    weights = l.layers * (l.layer_params(False) + extra_qkv) + head.aux_states * head.target_hidden * l.hidden
+    weights = l.layers * l.layer_params(False) + extra_qkv + head.aux_states * head.target_hidden * l.hidden
     weights += l.vocab * l.hidden
     return weights * l.dtype_bytes / tp + batch * context * l.kv_bytes_per_token() / tp
