@@ -31,16 +31,17 @@ from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_p
                                        fit_positions, fit_ranks)
 
 _FORMS = ("alpha", "positions", "ranks")
+_EXPECTED = "give alpha=, positions=, ranks= or an acceptance file (a trace, a vLLM scrape, an SGLang log, JSON)"
 
 
 def _split_mechanism(spec: str, mechanisms: tuple[str, ...]) -> tuple[str, str]:
     """(key, value) of one --acceptance text: `MECH:SPEC` → (MECH, SPEC), where MECH may be a
     whole mechanism spec with its argument (`draft-model:llama-3.2-1b:alpha=0.6`, for one of two
-    draft models) when SPEC is numbers; a bare SPEC → ("*", SPEC)."""
+    draft models) when SPEC is numbers (or empty); a bare SPEC → ("*", SPEC)."""
     parts = spec.split(":")
     for i in range(len(parts) - 1, 1, -1):  # the longest MECH:ARG prefix followed by numbers
         head, rest = ":".join(parts[:i]).strip().lower(), ":".join(parts[i:])
-        if head.split(":")[0] in mechanisms and rest.partition("=")[0].strip() in _FORMS:
+        if head.split(":")[0] in mechanisms and (rest.partition("=")[0].strip() in _FORMS or not rest.strip()):
             return head, rest
     head, colon, rest = spec.partition(":")
     return (head.strip().lower(), rest) if colon and head.strip().lower() in mechanisms else ("*", spec)
@@ -53,6 +54,8 @@ def parse_acceptance_options(specs: list[str], mechanisms: tuple[str, ...]) -> d
     out: dict[str, Acceptance] = {}
     for spec in specs:
         key, value = _split_mechanism(spec, mechanisms)
+        if key != "*" and not value.strip():
+            raise SpeedplanInputError(f"--acceptance {spec!r}: nothing after '{key}:'; {_EXPECTED}")
         if key in out:
             raise SpeedplanInputError(f"--acceptance given twice for {'all mechanisms' if key == '*' else key}")
         out[key] = parse_acceptance(value)
@@ -86,6 +89,8 @@ def _numbers(spec: str) -> dict[str, list[float]]:
 def parse_acceptance(spec: str) -> Acceptance:
     """One --acceptance value (without its `MECH:` prefix): numbers or a file (module docstring)."""
     text = spec.strip()
+    if not text:
+        raise SpeedplanInputError(f"--acceptance {spec!r}: empty; {_EXPECTED}")
     key = text.partition("=")[0].strip()
     if key in _FORMS:
         values = _numbers(text)
@@ -139,7 +144,14 @@ def _from_file(text: str) -> Acceptance:
         if at and not draft_len.isdigit():
             raise SpeedplanInputError(f"--acceptance {text!r}: the draft length after @ must be an integer")
         return from_sglang_log(path, int(draft_len) if at else None)
-    obj = parse_json(body, str(path))
+    try:
+        obj = parse_json(body, str(path))
+    except SpeedplanInputError as e:
+        if path.suffix.lower() == ".json":
+            raise
+        why = str(e).partition("malformed JSON ")[2]  # "(Expecting value at line 1, column 1)"
+        raise SpeedplanInputError(f"{path}: neither an SGLang server log ('Decode batch ... accept len' lines), "
+                                  f"a vLLM /metrics scrape nor JSON {why}") from None
     forms = [k for k in _FORMS if isinstance(obj, dict) and k in obj]
     if len(forms) != 1:
         raise SpeedplanInputError(f"{path}: expected a JSON object with one of alpha, positions or ranks "
@@ -180,8 +192,14 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
     how = "given"
     if draft_len is None:  # @D given is trusted: accept rate gives D for chains only (a tree divides by its nodes)
         implied = draft_len_from_rates(records)
-        if implied is None:
+        if implied is None and all(r.accept_rate is None for r in records):
             raise SpeedplanInputError(f"{path}: its lines have no 'accept rate'; give the draft length as {path}@D")
+        if implied is None and al > 1.0 + 1e-9:  # 0.00 is a rate rounded down: D = (AL - 1) / rate is unbounded
+            raise SpeedplanInputError(f"{path}: accept rate is 0 on every line but mean accept len is {al:.3f} > 1, so "
+                                      f"the rate was rounded to 0 and gives no draft length; give it as {path}@D")
+        if implied is None:  # accept rate 0 and accept len 1: no draft was accepted, at any D
+            return Acceptance.iid(0.0, f"SGLang log: {path} ({len(records)} decode lines, accept rate 0 and accept "
+                                       "len 1 on every line: no drafted token accepted; i.i.d. alpha 0)")
         draft_len, how = max(1, int(round(implied))), f"from accept rate ({implied:.2f})"
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}@{draft_len}: the draft length must be >= 1")
@@ -201,7 +219,7 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
 def read_trace(path: Path) -> tuple[dict, list[dict]]:
     """The meta line and the step records of a speedplan.trace/1 file."""
     meta: dict = {}
-    steps: list[dict] = []
+    steps: list[tuple[int, dict]] = []
     try:
         lines = Path(path).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as e:
@@ -216,6 +234,8 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
             tree = rec.get("tree")
             if rec.get("draft_len") is not None and not _count(rec["draft_len"], 0):
                 raise SpeedplanInputError(f"{path}:{i}: meta 'draft_len' must be an integer in 0..{MAX_DRAFT}")
+            if rec.get("batch") is not None and not _whole(rec["batch"], 1):
+                raise SpeedplanInputError(f"{path}:{i}: meta 'batch' must be an integer >= 1, got {rec['batch']!r}")
             if tree is not None and not (isinstance(tree, dict) and all(
                     tree.get(k) is None or _count(tree[k], 1) for k in ("depth", "topk"))):
                 raise SpeedplanInputError(f"{path}:{i}: meta 'tree' must be an object with integer depth and topk")
@@ -227,16 +247,42 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
                 if key in rec and not _nested_ints(rec[key], depth + 1, len(accepted)):
                     raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
                                               "(docs/trace.md)")
-            steps.append(rec)
+            steps.append((i, rec))
     if not steps:
         raise SpeedplanInputError(f"{path}: trace has no step records")
-    return meta, steps
+    for i, rec in steps:
+        _check_step(rec, meta, f"{path}:{i}")
+    return meta, [rec for _, rec in steps]
+
+
+def _check_step(rec: dict, meta: dict, where: str) -> None:
+    """A step against its trace's own header (docs/trace.md): one accepted count per active
+    sequence (the step's batch, at most the meta's), each in 0..draft_len."""
+    batch, limit, draft_len = rec.get("batch"), meta.get("batch"), meta.get("draft_len")
+    accepted = rec["accepted"]
+    if batch is not None and not _whole(batch, 1):
+        raise SpeedplanInputError(f"{where}: step 'batch' must be an integer >= 1, got {batch!r}")
+    if batch is not None and limit is not None and batch > limit:
+        raise SpeedplanInputError(f"{where}: step 'batch' {batch} exceeds the meta's batch {limit}")
+    if batch is not None and len(accepted) != batch:
+        raise SpeedplanInputError(f"{where}: 'accepted' holds {len(accepted)} counts but the step's 'batch' is {batch} "
+                                  "(one per active sequence)")
+    if limit is not None and len(accepted) > limit:
+        raise SpeedplanInputError(f"{where}: 'accepted' holds {len(accepted)} counts but the meta's 'batch' is {limit} "
+                                  "(one per active sequence)")
+    if draft_len is not None and max(accepted, default=0) > draft_len:
+        raise SpeedplanInputError(f"{where}: 'accepted' count {max(accepted)} exceeds the meta's draft_len {draft_len} "
+                                  "(a step accepts 0..draft_len draft tokens)")
 
 
 
 
 def _count(value, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_DRAFT
+    return _whole(value, low) and value <= MAX_DRAFT
+
+
+def _whole(value, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value
 
 
 def _nested_ints(value, depth: int, length: int | None = None) -> bool:

@@ -20,7 +20,7 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
     pairs: list[tuple[str, object, str]] = []
     if path.is_file():
         try:
-            body = path.read_text()
+            body = path.read_text(encoding="utf-8-sig")  # Excel's "CSV UTF-8" starts with a BOM
         except (OSError, UnicodeDecodeError) as e:
             raise SpeedplanInputError(f"--batch-weights {path}: cannot read ({e})") from None
         if path.suffix == ".json":

@@ -80,12 +80,16 @@ def model_grid(name: str, tp: int, device: str, dtypes: list[str], fp8: bool = F
     return Grid(gemm, attn, ew, [], [label])
 
 
+def _check_device(device: str) -> None:
+    if device not in ("cpu", "cuda"):
+        raise SpeedplanInputError(f"--device must be cpu or cuda, got {device!r}")
+
+
 def build_grid(names: list[str], device: str, tp: int = 1, dtypes: list[str] | None = None, fp8: bool = False):
     """A microbench Grid from grid names (see module docstring)."""
     from microbench.grid import Grid, floor_points, generic_grid, tiny_grid
 
-    if device not in ("cpu", "cuda"):
-        raise SpeedplanInputError(f"--device must be cpu or cuda, got {device!r}")
+    _check_device(device)
     dtypes = dtypes or default_dtypes(device)
     grid = Grid()
     for name in names or (["quick"] if device == "cpu" else GPU_DEFAULT):
@@ -107,6 +111,8 @@ def build_grid(names: list[str], device: str, tp: int = 1, dtypes: list[str] | N
                 model_tp = int(tp_text.removeprefix("tp")) if tp_text else tp
             except ValueError:
                 raise SpeedplanInputError(f"grid {name!r}: TP after '@' must be an integer") from None
+            if tp_text and model_tp < 1:  # model_grid's "--tp must be >= 1" named an option not given
+                raise SpeedplanInputError(f"grid {name!r}: TP after '@' must be >= 1, got {model_tp}")
             grid.extend(model_grid(model, model_tp, device, dtypes, fp8))
         else:
             raise SpeedplanInputError(f"unknown grid {name!r}; use quick, generic, gpu, tiny or model:NAME[@TP]")
@@ -136,7 +142,7 @@ def _clear_placeholder(out: Path) -> None:
     meta = out / "meta.json"
     if meta.exists():
         try:
-            origin = json.loads(meta.read_text()).get("origin")
+            origin = json.loads(meta.read_text(encoding="utf-8-sig")).get("origin")
         except (json.JSONDecodeError, AttributeError):
             raise SpeedplanInputError(f"{meta}: malformed JSON; use another --out folder") from None
         if origin == "datasheet-roofline":
@@ -151,12 +157,14 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
     Returns microbench's RunResult."""
     from speedplan.specs.hardware import get_hardware
 
+    _check_device(device)  # before the preset check, which took any other device for cuda
     for dt in dtypes or []:
         if dt not in ("fp32", "bf16", "fp16", "fp8"):
             raise SpeedplanInputError(f"unknown dtype {dt!r}; use fp32, bf16, fp16 or fp8")
     if device == "cpu" and "fp8" in (dtypes or []):
         raise SpeedplanInputError("--dtype fp8: torch has no fp8 matmul on the CPU; measure fp8 with --device cuda")
-    min_time_ms = min_time_ms or (CPU_MIN_TIME_MS if device == "cpu" else 20.0)
+    if min_time_ms is None:  # 0 is refused below, as -5 is, not taken for the default
+        min_time_ms = CPU_MIN_TIME_MS if device == "cpu" else 20.0
     visits = (CPU_VISITS if device == "cpu" else 1) if visits is None else visits
     if visits < 1:
         raise SpeedplanInputError(f"--visits must be >= 1, got {visits}")

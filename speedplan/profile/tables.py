@@ -9,12 +9,12 @@ keys), `prefill` (causal prefill of seq_len tokens, no cached prefix), `elementw
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
 
 ORIGINS = {"measured": "profile", "derived": "profile", "datasheet-roofline": "roofline"}
@@ -98,10 +98,7 @@ def read_meta(path: Path) -> dict:
     meta_path = path / "meta.json"
     if not meta_path.exists():
         raise SpeedplanInputError(f"{meta_path}: missing (not a profile folder)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as e:
-        raise SpeedplanInputError(f"{meta_path}: malformed JSON ({e.msg} at line {e.lineno})") from None
+    meta = read_json(meta_path)  # a leading byte-order mark is skipped, as by the other readers
     if not isinstance(meta, dict):
         raise SpeedplanInputError(f"{meta_path}: expected a JSON object")
     for key in META_REQUIRED:

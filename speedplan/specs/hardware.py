@@ -127,11 +127,37 @@ _NUMBERS = ("hbm_bytes_per_s", "memory_bytes", "link_bytes_per_s", "link_latency
 _TEXTS = ("name", "description", "source", "notes", "default_dtype", "roofline_fit")
 
 
-def _number(entry, where: str) -> tuple[float, str]:
+# What a preset's number may be: (lowest, whether the lowest itself is allowed, the bound it must stay
+# below, a count?, unit). Generous physical bounds: every shipped preset lies far inside them, and a
+# value outside (1e300 SMs, a negative link latency) priced nonsense or crashed the planner.
+_LIMITS = {
+    "peak_flops_per_s": (0, False, 1e18, False, "FLOP/s"),
+    "hbm_bytes_per_s": (0, False, 1e15, False, "B/s"),
+    "memory_bytes": (0, False, 1e14, False, "bytes"),
+    "link_bytes_per_s": (0, False, 1e15, False, "B/s"),
+    "link_latency_us": (0, False, 1e6, False, "us"),
+    "kernel_floor_us": (0, False, 1e6, False, "us"),
+    "gemm_tile_m": (1, True, 1e4, True, "rows"),
+    "attention_tile_m": (1, True, 1e4, True, "rows"),
+    "tree_mask_penalty": (1, True, 100, False, "(1: a tree mask costs nothing extra)"),
+    "sm_count": (0, True, 1e5, True, "(0: not stated)"),
+}
+
+
+def _number(entry, where: str, limits: tuple | None) -> tuple[float, str]:
     if not (isinstance(entry, dict) and isinstance(entry.get("value"), (int, float))
             and not isinstance(entry.get("value"), bool) and isinstance(entry.get("source"), str)):
         raise SpeedplanInputError(f"{where}: expected {{\"value\": number, \"source\": text}}, got {entry!r}")
-    return entry["value"], entry["source"]
+    value = entry["value"]
+    if limits is None:  # an efficiency: checked by the caller
+        return value, entry["source"]
+    low, low_ok, high, count, unit = limits
+    if not ((low <= value if low_ok else low < value) and value < high
+            and (not count or float(value).is_integer())):  # NaN and infinities fail too
+        shown = f"{high:.0e}".replace("e+0", "e").replace("e+", "e") if high > 1e4 else f"{high:g}"  # 1e15, 100
+        raise SpeedplanInputError(f"{where} must be {'an integer' if count else 'a number'} {'>=' if low_ok else '>'} "
+                                  f"{low} and below {shown} {unit}, got {value!r}")
+    return value, entry["source"]
 
 
 def hardware_from_json(data: dict, where: str) -> Hardware:
@@ -164,10 +190,11 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
     for dtype, entry in peaks.items():
         if dtype not in DTYPE_BYTES:
             raise SpeedplanInputError(f"{where}: peak_flops_per_s: unknown dtype {dtype!r}")
-        fields["peak_flops_per_s"][dtype], sources[f"peak_flops_per_s.{dtype}"] = _number(entry, f"{where}: peak_flops_per_s.{dtype}")
+        fields["peak_flops_per_s"][dtype], sources[f"peak_flops_per_s.{dtype}"] = _number(
+            entry, f"{where}: peak_flops_per_s.{dtype}", _LIMITS["peak_flops_per_s"])
     for key in _NUMBERS:
         if key in data:
-            fields[key], sources[key] = _number(data[key], f"{where}: {key}")
+            fields[key], sources[key] = _number(data[key], f"{where}: {key}", _LIMITS.get(key))
     for key in ("gemm_tile_m", "attention_tile_m", "sm_count"):
         if key in fields:
             fields[key] = int(fields[key])
@@ -175,7 +202,10 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
         if key in fields and not 0 < fields[key] <= 1:
             raise SpeedplanInputError(f"{where}: {key} is the share of the datasheet peak kernels reach, in (0, 1]; "
                                       f"got {fields[key]}")
-    return Hardware(**fields, sources=sources)
+    try:
+        return Hardware(**fields, sources=sources)
+    except SpeedplanInputError as e:
+        raise SpeedplanInputError(f"{where}: {e}") from None
 
 
 def load_hardware_file(path: str | Path) -> Hardware:

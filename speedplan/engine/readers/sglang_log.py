@@ -89,7 +89,8 @@ def mean_accept_length(records: list[DecodeLogLine]) -> float:
 
 def draft_len_from_rates(records: list[DecodeLogLine]) -> float | None:
     """D implied by accept len and accept rate for a chain, (AL − 1) / rate, over the lines
-    that have both and a positive rate; None when the log has no accept rate."""
+    that have both and a positive rate; None when no line has one (no accept rate, or 0 on every
+    line: a rate of 0, or one rounded down to 0.00, says nothing of D)."""
     pairs = [(r.accept_len, r.accept_rate) for r in records if r.accept_rate]
     if not pairs:
         return None

@@ -75,7 +75,7 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
     """Parse a Prometheus text scrape of a vLLM server (`curl host:8000/metrics > FILE`)."""
     path = Path(path)
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a leading BOM is not part of the first name
     except (OSError, UnicodeDecodeError) as e:
         raise SpeedplanInputError(f"{path}: cannot read vLLM metrics ({e})") from None
     totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0}

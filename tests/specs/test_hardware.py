@@ -1,0 +1,77 @@
+"""Hardware preset files: every number is checked when the file is read (an audit of
+2026-12-04 priced sm_count 1e300 into an "All-NaN slice" traceback, and a link latency of
+-100 us into 3,418 tok/s/user against 507)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from speedplan.cli.app import run
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.hardware import PRESET_DIR, PRESETS, load_hardware_file
+
+
+def _preset_with(tmp_path, field: str, value, name: str = "h100-sxm"):
+    data = json.loads((PRESET_DIR / f"{name}.json").read_text())
+    if field.startswith("peak_flops_per_s."):
+        data["peak_flops_per_s"][field.partition(".")[2]]["value"] = value
+    else:
+        data[field]["value"] = value
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_every_shipped_preset_reads_within_the_bounds():
+    assert {"h100-sxm", "b200", "mi300x", "cpu-local"} <= set(PRESETS)
+    for path in PRESET_DIR.glob("*.json"):
+        assert load_hardware_file(path).name == json.loads(path.read_text())["name"]
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("sm_count", 1e300, "sm_count must be an integer >= 0 and below 1e5 (0: not stated), got 1e+300"),
+    ("sm_count", 132.5, "sm_count must be an integer"),
+    ("sm_count", -1, "sm_count must be an integer >= 0"),
+    ("link_latency_us", -100, "link_latency_us must be a number > 0 and below 1e6 us, got -100"),
+    ("link_latency_us", 0, "link_latency_us must be a number > 0"),
+    ("hbm_bytes_per_s", 1e300, "hbm_bytes_per_s must be a number > 0 and below 1e15 B/s"),
+    ("memory_bytes", 1e300, "memory_bytes must be a number > 0 and below 1e14 bytes"),
+    ("link_bytes_per_s", 1e16, "link_bytes_per_s must be a number > 0 and below 1e15 B/s"),
+    ("peak_flops_per_s.bf16", 1e300, "peak_flops_per_s.bf16 must be a number > 0 and below 1e18 FLOP/s"),
+    ("peak_flops_per_s.fp8", float("nan"), "peak_flops_per_s.fp8 must be a number > 0"),
+    ("gemm_tile_m", 0, "gemm_tile_m must be an integer >= 1 and below 10000 rows, got 0"),
+    ("gemm_tile_m", -64, "gemm_tile_m must be an integer >= 1"),
+    ("attention_tile_m", 0, "attention_tile_m must be an integer >= 1"),
+    ("attention_tile_m", 1e300, "attention_tile_m must be an integer >= 1"),
+    ("kernel_floor_us", 0, "kernel_floor_us must be a number > 0"),
+    ("kernel_floor_us", -50, "kernel_floor_us must be a number > 0"),
+    ("kernel_floor_us", float("inf"), "kernel_floor_us must be a number > 0"),
+    ("tree_mask_penalty", 0, "tree_mask_penalty must be a number >= 1 and below 100 (1: a tree mask costs nothing extra)"),
+    ("tree_mask_penalty", -1, "tree_mask_penalty must be a number >= 1"),
+    ("compute_efficiency", float("nan"), "compute_efficiency is the share of the datasheet peak kernels reach, in (0, 1]"),
+])
+def test_absurd_preset_numbers_are_refused_naming_file_and_field(tmp_path, field, value, words):
+    path = _preset_with(tmp_path, field, value)
+    with pytest.raises(SpeedplanInputError) as err:
+        load_hardware_file(path)
+    assert str(err.value).startswith(f"{path}: ") and words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_check_of_the_whole_preset_names_the_file_too(tmp_path):
+    """sm_count 0 ("not stated") is a value, but a fitted roofline counts SMs: the refusal that
+    Hardware itself makes names the file as well."""
+    path = _preset_with(tmp_path, "sm_count", 0)
+    with pytest.raises(SpeedplanInputError, match=r"hw\.json: hardware h100-sxm: roofline_fit 'all' needs sm_count > 0"):
+        load_hardware_file(path)
+    assert load_hardware_file(_preset_with(tmp_path, "sm_count", 132.0)).sm_count == 132  # a whole number as a float
+
+
+def test_sweep_refuses_an_absurd_preset_in_one_line_and_writes_nothing(tmp_path, capsys):
+    path = _preset_with(tmp_path, "sm_count", 1e300)
+    out = tmp_path / "rep"
+    assert run(["sweep", "--hardware", str(path), "--batch", "1,8", "--draft-len", "0-3", "--mechanism", "eagle3",
+                "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "hw.json: sm_count must be an integer" in err and err.count("\n") == 1 and not out.exists()
