@@ -38,7 +38,10 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
                     raise SpeedplanInputError(f"--batch-weights {path}:{i}: expected 'batch,weight'")
                 pairs.append((cells[0], cells[1], f"{path}:{i}"))
     else:
-        for item in filter(None, (x.strip() for x in text.split(","))):
+        for item in (x.strip() for x in text.split(",")):
+            if not item:  # "1=1,,2=1": a pair missing, as --batch 1,,2 is refused
+                raise SpeedplanInputError(f"--batch-weights {text!r}: an empty pair between commas; give BATCH=WEIGHT "
+                                          "pairs like 1=4,8=2")
             b, eq, w = item.partition("=")
             if not eq:
                 raise SpeedplanInputError(f"--batch-weights {text!r}: expected BATCH=WEIGHT pairs like 1=4,8=2 or a file")

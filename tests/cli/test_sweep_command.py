@@ -55,6 +55,7 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     (["--context", "-5"], "--context"),
     (["--plan-for", "vllm,tgi"], "unknown serving engine"),
     (["--batch-weights", "1=2,x"], "--batch-weights"),
+    (["--batch-weights", "1=1,,2=1"], "an empty pair between commas"),  # was read as 1=1,2=1
     (["--batch-weights", "1=-1"], "--batch-weights"),
     (["--batch-weights", "1=inf"], "weight a finite number"),  # was a StopIteration traceback
     (["--mechanism", "ngram", "--acceptance", "eagle3:alpha=0.8"], "no swept mechanism uses it (swept: ngram)"),
