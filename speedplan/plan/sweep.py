@@ -35,6 +35,7 @@ from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
+from speedplan.plan.mechanisms.draft_model import tp_problem
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.memory import memory_bytes
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
@@ -236,6 +237,7 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
     from speedplan.serving import draft_tp_choices  # serving imports no planner module but mechanisms
 
     skipped: dict[str, str] = {}
+    defaulted = specs is None  # not named: one that cannot run is skipped with its reason, not refused
     if specs is None:
         specs = []
         for name, cls in REGISTRY.items():
@@ -268,11 +270,16 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
                                       "engines run the drafter on the target's GPUs (its TP or fewer)")
         if getattr(mech, "draft_tp", None) == tp:
             mech = replace(mech, draft_tp=None)  # the target's TP is the unmarked default
-        mechs.append(mech)
-        if name == "draft-model" and mech.draft_tp is None:
-            for draft_tp in sorted(draft_tp_choices(name, tp) - {tp}):
-                if mech.draft.heads % draft_tp == 0 and draft_tp <= mech.draft.heads:
-                    mechs.append(replace(mech, draft_tp=draft_tp))
+        if name == "draft-model" and mech.draft_tp is None:  # each draft TP an engine runs it at that its shapes split over
+            runs = [t for t in [tp, *sorted(draft_tp_choices(name, tp) - {tp})] if not tp_problem(mech.draft, t)]
+            why = f"the draft {mech.draft.name} does not split over the TP the engines run it at ({tp_problem(mech.draft, tp)})"
+            if not runs and defaulted:
+                skipped[name] = why
+            elif not runs:
+                raise SpeedplanInputError(f"mechanism {spec}: {why}")
+            mechs += [replace(mech, draft_tp=None if t == tp else t) for t in runs]
+        else:
+            mechs.append(mech)
     unused = sorted(set(acceptance) - used - {"*"}) if isinstance(acceptance, dict) else []
     if unused and all(isinstance(s, str) for s in specs):
         why = "; ".join(f"{k}: {skipped[k]}" for k in unused if k in skipped)

@@ -156,3 +156,15 @@ def test_a_draft_tp_above_the_targets_is_refused():
     with pytest.raises(SpeedplanInputError, match="draft TP 2 above the target's TP 1"):
         sweep(mechanisms=["draft-model:llama-3.2-1b,tp=2"], batches=(1,), draft_lens=(2,))
     assert len(sweep(mechanisms=["draft-model:llama-3.2-1b,tp=1"], tp=2, batches=(1,), draft_lens=(2,)).frame)
+
+
+def test_a_draft_model_that_cannot_split_over_the_targets_tp_is_skipped_or_refused():
+    """The engines run a draft model at the target's TP (serving.draft_tp_choices), and at --tp 64
+    llama-3.2-1b's 32 query heads do not split: it was priced at half a head per GPU. A default
+    sweep now skips it with the reason; a sweep that names it is refused in one line."""
+    r = sweep("llama-3.1-405b", "h100-sxm", None, [1, 8], [0, 2], tp=64)
+    assert "draft-model" not in set(r.frame.mechanism)
+    assert "above llama-3.2-1b's 32 query heads" in r.meta["skipped"]["draft-model"]
+    with pytest.raises(SpeedplanInputError, match="draft llama-3.2-1b does not split over the TP the engines run it at"):
+        sweep("llama-3.1-405b", "h100-sxm", ["draft-model"], [1, 8], [0, 2], tp=64)
+    assert "draft-model:llama-3.2-1b" in set(sweep("llama-3.1-405b", "h100-sxm", ["draft-model"], [1], [0, 2], tp=8).frame.mechanism)

@@ -96,3 +96,12 @@ class DraftModel(ChainDrafting, Mechanism):
         if draft_tp is not None:
             draft.check_tp(draft_tp, option=f"draft-model:{arg} tp")
         return cls(*cls.resolve_acceptance(acceptance, target, draft=draft), draft=draft, draft_tp=draft_tp)
+
+
+def tp_problem(model, tp: int) -> str | None:
+    """Why `model`'s heads or widths do not split over `tp` GPUs as vLLM needs (`ModelSpec.check_tp`), or None."""
+    try:
+        model.check_tp(tp, option="draft TP")
+    except SpeedplanInputError as e:
+        return str(e)
+    return None
