@@ -43,7 +43,7 @@ class ProfileStore:
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         meta_path = self.out / "meta.json"
-        old = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        old = json.loads(meta_path.read_text(encoding="utf-8-sig")) if meta_path.exists() else {}  # BOM: an editor's
         for field in ("device", "device_name", "hardware_preset", "threads"):
             if old and old.get(field) != meta.get(field):
                 raise ValueError(f"{meta_path}: holds a profile of {field}={old.get(field)!r}, "

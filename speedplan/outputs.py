@@ -69,7 +69,7 @@ def _ours(out: Path, kind: FolderKind) -> str | None:
     if missing:
         return f"it has no {missing[0]}"
     try:
-        meta = json.loads((out / kind.meta_file).read_text())
+        meta = json.loads((out / kind.meta_file).read_text(encoding="utf-8-sig"))  # a BOM an editor added
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         meta = None
     if not isinstance(meta, dict) or any(k not in meta for k in kind.meta_keys):

@@ -223,6 +223,9 @@ def _scrape_acceptance(scrapes):
     return acceptance
 
 
+PRINTED_ROWS = 40  # rows with the largest |residual| printed, where a file holds more
+
+
 def render_calibration(result: Calibration) -> str:
     """Fitted terms, each row's residual and leave-one-out error, the terms kept and why."""
     p = result.profile
@@ -244,11 +247,18 @@ def render_calibration(result: Calibration) -> str:
     lines.append("  row                                  quantity      measured   predicted  residual  "
                  + ("leave-one-out" if result.held_out == "leave-one-out" else f"{FOLDS}-fold"))
     contexts = {r["context"] for r in result.rows}
-    for r in result.rows:
+    shown_rows = result.rows
+    if len(result.rows) > PRINTED_ROWS:  # the worst ones; every row is in the profile's fit.rows
+        worst = sorted(range(len(result.rows)), key=lambda i: -abs(result.rows[i]["residual"]))[:PRINTED_ROWS]
+        shown_rows = [result.rows[i] for i in sorted(worst)]
+    for r in shown_rows:
         loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
         label = f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" + (f" ctx={r['context']}" if len(contexts) > 1 else "")
         lines.append(f"  {label:<36} {r['quantity']:<12} {r['measured']:>10.4g} {r['predicted']:>11.4g} "
                      f"{r['residual']:>+9.1%}  {loo}")
+    if len(shown_rows) < len(result.rows):
+        lines.append(f"  ({len(result.rows) - len(shown_rows):,} more rows, each |residual| below those above: every "
+                     "row's residual is in the profile's fit.rows)")
     fast = np.flatnonzero(result.too_fast) if result.too_fast is not None else []
     if len(fast):
         settings = sorted({result.rows[i]["setting"] for i in fast})

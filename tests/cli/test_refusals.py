@@ -233,3 +233,15 @@ def test_validate_refuses_a_folder_of_ones_own_before_the_run(tmp_path, capsys, 
     previous = tmp_path / "previous"
     shutil.copytree(ROOT / "reports" / "validation-cpu", previous)
     check_replaceable(previous, VALIDATION)  # no error: a folder validate wrote
+
+
+def test_a_previous_folder_whose_meta_json_an_editor_gave_a_bom_is_still_ours(tmp_path, capsys):
+    """A report folder whose meta.json was saved with a byte-order mark was refused as 'its
+    meta.json is not one speedplan wrote' (safe, but wrong): it is read as UTF-8 with a BOM."""
+    from speedplan.outputs import REPORT, check_replaceable
+
+    report = tmp_path / "r"
+    assert run(["sweep", "--batch", "1", "--draft-len", "0-1", "--mechanism", "ngram", "--out", str(report)]) == 0
+    meta = report / "meta.json"
+    meta.write_bytes(b"\xef\xbb\xbf" + meta.read_bytes())
+    check_replaceable(report, REPORT)  # no error

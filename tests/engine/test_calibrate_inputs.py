@@ -251,3 +251,20 @@ def test_a_scrape_whose_counters_come_after_300_kb_of_histograms_is_read_as_one(
     runs.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,6.9\neagle3,1,3,1024,3.4\n")
     assert len(buckets) > 300_000
     assert [r["acceptance_length"] for r in _calibrate(runs, scrape).rows] == pytest.approx([1.0, 2.85])
+
+
+def test_a_large_file_prints_its_worst_rows_not_every_row(tmp_path):
+    """calibrate printed one line per row (4,000 lines for 4,000 rows); above PRINTED_ROWS it
+    prints the rows with the largest |residual| and says where the rest are."""
+    from speedplan.engine.run_calibration import PRINTED_ROWS, calibrate_rows, render_calibration
+
+    rows = [{"mechanism": "none", "batch": b, "draft_len": 0, "context": c, "tpot_ms": 7.0 + 0.05 * b + 0.0001 * c}
+            for b in range(1, 31) for c in (512, 1024)]
+    result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, name="many")
+    text = render_calibration(result)
+    printed = [line for line in text.splitlines() if line.startswith("  none B=")]
+    assert len(printed) == PRINTED_ROWS < len(rows)
+    assert f"({len(rows) - PRINTED_ROWS:,} more rows, each |residual| below those above" in text
+    shown = {(int(line.split("B=")[1].split()[0]), int(line.split("ctx=")[1].split()[0])) for line in printed}
+    by_size = sorted(result.rows, key=lambda r: -abs(r["residual"]))
+    assert shown == {(r["batch"], r["context"]) for r in by_size[:PRINTED_ROWS]}  # the worst rows

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from speedplan.engine.readers.measurement import parse_number
 from speedplan.errors import SpeedplanInputError
 
 _DECODE = re.compile(r"Decode batch(?: \[\d+\])?[.,]")  # " [N]" when SGLANG_LOG_FORWARD_ITERS is set
@@ -62,7 +63,7 @@ def read_sglang_log(path: Path) -> list[DecodeLogLine]:
                 values[field] = None
                 continue
             try:
-                values[field] = float(m.group(1))
+                values[field] = parse_number(m.group(1))  # float() also takes "1_0" and non-ASCII digits
             except ValueError:
                 raise SpeedplanInputError(f"{path}:{i}: {field.replace('_', ' ')} {m.group(1)!r} is not a number") from None
         running = values["running_req"]
