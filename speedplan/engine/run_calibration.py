@@ -76,6 +76,7 @@ def _check_distinct(files: list) -> None:
             contents[digest] = f
 
 
+_REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # a Hugging Face repo id (org/name), not an alias or a path
 _SIZE = re.compile(r"\d+(?:\.\d+)?[bm]")  # a parameter count in a model name: 8b, 70b, 1.5b, 135m
 
 
@@ -85,28 +86,41 @@ def _words(name: str) -> list[str]:
 
 
 def _check_models(named: list[tuple[str, str]], target: str, given: str) -> None:
-    """Files that name two models contradict each other (one name within the other, e.g.
-    Llama-3.1-8B and Meta-Llama-3.1-8B-Instruct, is one model); a name that is plainly another
-    size of --model's family (every other word of the preset's name, another size: Llama-3.1-70B
-    for llama-3.1-8b) is refused too. Other names are not: a fine-tune has any name."""
+    """Refuse names that are plainly two models: two sizes of one family in two files (Llama-3.1-8B
+    and Llama-3.1-70B) or in a file and --model (Llama-3.1-70B for llama-3.1-8b), or two repo ids
+    (org/name) neither of which holds the other. Other names are not refused: a fine-tune, a
+    local path or a --served-model-name alias ("llama8b", which the /metrics scrape labels where
+    the bench JSON has the repo id) has any name; the caller notes them."""
     first: dict[str, str] = {}  # each name once, where it is first named
     for where, model in named:
         first.setdefault(model, where)
     named = [(where, model) for model, where in first.items()]
     for i, (where, model) in enumerate(named):
-        words = "-".join(_words(model))
         for other_where, other in named[:i]:
-            others = "-".join(_words(other))
-            if words not in others and others not in words:
+            size = _other_size(other, model)
+            if size:
+                raise SpeedplanInputError(f"{where}: names the model {shown(model)}, {other_where} {shown(other)}: "
+                                          f"two sizes ({size}) of one model; give one model's files")
+            words, others = "-".join(_words(model)), "-".join(_words(other))
+            if _REPO.fullmatch(model) and _REPO.fullmatch(other) and words not in others and others not in words:
                 raise SpeedplanInputError(f"{where}: names the model {shown(model)}, {other_where} {shown(other)}: "
                                           "measurements of two models contradict each other; give one model's files")
-        mine, theirs = _words(target), _words(model)
-        sizes = [w for w in mine if _SIZE.fullmatch(w)]
-        their_sizes = [w for w in theirs if _SIZE.fullmatch(w)]
-        if (len(sizes) == 1 and their_sizes and sizes[0] not in their_sizes
-                and all(w in theirs for w in mine if w not in sizes)):
+        size = _other_size(target, model)
+        if size:
             raise SpeedplanInputError(f"{where}: names the model {shown(model)}, another size than --model {given} "
-                                      f"({target}, {sizes[0]}): give the --model the measurements ran")
+                                      f"({target}, {size}): give the --model the measurements ran")
+
+
+def _other_size(reference: str, name: str) -> str | None:
+    """"8b against 70b" where `name` has every word of `reference` but its one size, and another
+    size (Llama-3.1-70B-Instruct against llama-3.1-8b), else None."""
+    mine, theirs = _words(reference), _words(name)
+    sizes = [w for w in mine if _SIZE.fullmatch(w)]
+    their_sizes = [w for w in theirs if _SIZE.fullmatch(w)]
+    if (len(sizes) == 1 and their_sizes and sizes[0] not in their_sizes
+            and all(w in theirs for w in mine if w not in sizes)):
+        return f"{sizes[0]} against {their_sizes[0]}"
+    return None
 
 
 def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineProfile = "vllm", rows=(),

@@ -37,16 +37,16 @@ def speedup_grid(rows: pd.DataFrame) -> tuple[list, list, np.ndarray]:
     return batches, drafts, values
 
 
-def starred_rows(values: np.ndarray, tolerance: float = TIE_TOLERANCE) -> list[int]:
-    """Per batch (column of speedup[D, B], D ascending): the row of the shortest draft within
-    `tolerance` of the fastest, as the planner's table picks (`pick.best_per_batch`), or -1
-    where plain decoding (speedup 1) is itself within it or nothing fits."""
-    out = []
-    for col in values.T:
-        top = np.nanmax(col) if np.isfinite(col).any() else np.nan
-        near = np.flatnonzero(np.nan_to_num(col, nan=-np.inf) >= (1.0 - tolerance) * top)
-        out.append(int(near[0]) if top == top and 1.0 < (1.0 - tolerance) * top else -1)
-    return out
+def starred_rows(frame: pd.DataFrame, mechanism: str, batches: list, drafts: list) -> list[int]:
+    """Per batch: the row (index into `drafts`) of the D that `pick.best_per_batch` picks over
+    `mechanism`'s rows and plain decoding's in `frame` (one context): within TIE_TOLERANCE of the
+    fastest, the fewest verified tokens (a tree: a longer D with fewer nodes can win), or -1
+    where plain decoding is picked or nothing fits."""
+    from speedplan.plan.pick import best_per_batch
+
+    pick = best_per_batch(frame[frame["mechanism"].isin([mechanism, "none"])]).set_index("batch")
+    return [drafts.index(int(pick.at[b, "draft_len"])) if b in pick.index and pick.at[b, "mechanism"] == mechanism
+            else -1 for b in batches]
 
 
 def _pareto(result: "SweepResult") -> dict:
@@ -101,10 +101,12 @@ def figure_set(result: "SweepResult", context: int) -> FigureSet:
     frame = result.frame
     head = f"{(meta.get('model') or {}).get('model', '')} on {meta.get('hardware', '')}, TP={meta.get('tp', 1)}"
     at = f"context {context} tokens"
-    heat_rows = frame[(frame["context"] == context) & (frame["mechanism"] != "none")]
+    at_context = frame[frame["context"] == context]
+    heat_rows = at_context[at_context["mechanism"] != "none"]
     grids = {str(m): speedup_grid(heat_rows[heat_rows["mechanism"] == m]) for m in dict.fromkeys(heat_rows["mechanism"])}
     return FigureSet(
-        pareto=_pareto(result), heatmap=dict(grids=grids, stars={m: starred_rows(g[2]) for m, g in grids.items()},
+        pareto=_pareto(result), heatmap=dict(grids=grids, stars={m: starred_rows(at_context, m, g[0], g[1])
+                                                                  for m, g in grids.items()},
                                              tolerance=TIE_TOLERANCE), best_d=_best_d(result, context),
         breakdown=_breakdown(result, context), roofline=_roofline(result, context),
         titles={"pareto": f"Pareto frontier: {head} (all contexts)",

@@ -33,7 +33,7 @@ _NOT_CAUSAL_LM = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassific
 # families"), as `_family` spells them; EAGLE heads name their base family (LlamaForCausalLMEagle3).
 PRICED_FAMILIES = ("llama", "llama4", "mistral", "mixtral", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next",
                    "qwen35", "qwen35moe", "gemma", "gemma2", "gemma3", "phi3", "deepseekv2", "deepseekv3",
-                   "deepseekv32", "glm4moe", "glm4moelite", "glmmoedsa", "gptoss")
+                   "deepseekv32", "glm", "glm4", "glm4moe", "glm4moelite", "glmmoedsa", "gptoss")
 # Families whose intermediate_size is the dense MLP's width and whose experts' width is
 # moe_intermediate_size (Mixtral, gpt-oss and Llama-4 give the experts' width as intermediate_size).
 _EXPERT_WIDTH_OWN_KEY = ("qwen2moe", "qwen3moe", "qwen3next", "qwen35", "deepseek", "glm4moe", "glmmoe")

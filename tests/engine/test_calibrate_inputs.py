@@ -56,7 +56,10 @@ def test_files_that_name_two_models_or_another_size_are_refused(tmp_path):
     scrape.write_text(SCRAPE.replace("MODEL", "Qwen/Qwen3-32B"))
     with pytest.raises(SpeedplanInputError, match=r"metrics.txt: names the model 'Qwen/Qwen3-32B'"):
         _calibrate(a, scrape)
-    # the same model under another path, or an instruct tune of it, is one model
+    # the same model under another path, an instruct tune of it, or a served alias in the scrape, is not refused
+    b.write_text(json.dumps({**RUN, "model_id": "meta-llama/Llama-3.1-8B-Instruct", "max_concurrency": 8}))
+    scrape.write_text(SCRAPE.replace("MODEL", "llama8b"))
+    assert len(_calibrate(a, b, scrape).rows) == 2
     b.write_text(json.dumps({**RUN, "model_id": "/models/Meta-Llama-3.1-8B-Instruct", "max_concurrency": 8}))
     scrape.write_text(SCRAPE.replace("MODEL", "Llama-3.1-8B"))
     assert len(_calibrate(a, b, scrape).rows) == 2
@@ -268,3 +271,19 @@ def test_a_large_file_prints_its_worst_rows_not_every_row(tmp_path):
     shown = {(int(line.split("B=")[1].split()[0]), int(line.split("ctx=")[1].split()[0])) for line in printed}
     by_size = sorted(result.rows, key=lambda r: -abs(r["residual"]))
     assert shown == {(r["batch"], r["context"]) for r in by_size[:PRINTED_ROWS]}  # the worst rows
+
+
+def test_ngram_rows_of_two_datasets_are_not_a_contradiction():
+    """An n-gram step without a match verifies one token, so the match rate (the dataset) sets
+    both its acceptance and its step time: two runs at AL 1.05 and 6.13 imply steps 2x apart,
+    which the check of 2026-12-04 refused as 'a step's time does not depend on acceptance'.
+    The same rows for an EAGLE-3 head are still refused."""
+    from speedplan import calibrate_rows
+
+    rows = [{"mechanism": "none", "batch": 128, "draft_len": 0, "context": 512, "tpot_ms": 14.5},
+            {"mechanism": "ngram", "batch": 128, "draft_len": 8, "context": 512, "tpot_ms": 17.95, "acceptance_length": 1.05},
+            {"mechanism": "ngram", "batch": 128, "draft_len": 8, "context": 512, "tpot_ms": 6.38, "acceptance_length": 6.13}]
+    calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, name="ng")  # no error
+    heads = [dict(r, mechanism="eagle3") if r["mechanism"] == "ngram" else r for r in rows]
+    with pytest.raises(SpeedplanInputError, match="1.5x apart"):
+        calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", heads, name="e3")

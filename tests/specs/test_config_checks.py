@@ -135,3 +135,16 @@ def test_an_unknown_architecture_is_refused_naming_it_and_the_way_on():
     for arch in ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Qwen3_5MoeForConditionalGeneration",
                  "Gemma3ForConditionalGeneration", "Phi3ForCausalLM"):
         from_hf_config({**cfg, "architectures": [arch]})
+
+
+def test_dense_glm4_is_priced_as_before_the_architecture_check():
+    """GLM-4-9B-0414 (Glm4ForCausalLM) and glm-4-9b-chat-hf (GlmForCausalLM) were priced as
+    Llama-style decoders of the right size before unknown architectures were refused, and then
+    were refused (a review of 2026-12-04): they are priced families."""
+    cfg = {"architectures": ["Glm4ForCausalLM"], "attention_bias": True, "head_dim": 128, "hidden_act": "silu",
+           "hidden_size": 4096, "intermediate_size": 13696, "max_position_embeddings": 32768, "model_type": "glm4",
+           "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 2, "partial_rotary_factor": 0.5,
+           "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+           "vocab_size": 151552}
+    assert from_hf_config(cfg, "glm-4-9b-0414").param_count() / 1e9 == pytest.approx(9.40, abs=0.01)
+    assert from_hf_config({**cfg, "architectures": ["GlmForCausalLM"], "model_type": "glm"}, "glm-4-9b-chat-hf").layers == 40
