@@ -259,6 +259,10 @@ class ModelSpec:
         if self.moe is not None:
             widths += [("routed experts' intermediate size", self.moe.expert_intermediate),
                        ("shared experts' intermediate size", self.moe.shared_experts * self.moe.shared_intermediate)]
+        if self.linear is not None:  # Gated DeltaNet: divide(num_v_heads, tp) and the key heads' share of
+            # in_proj_qkvz (vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py at 00545a8acc22)
+            widths += [("linear-attention key heads", self.linear.key_heads),
+                       ("linear-attention value heads", self.linear.value_heads)]
         for label, width in widths:
             if width % tp:
                 raise SpeedplanInputError(f"{option} {tp}: {self.name}'s {label} {width} does not split evenly "

@@ -148,3 +148,16 @@ def test_dense_glm4_is_priced_as_before_the_architecture_check():
            "vocab_size": 151552}
     assert from_hf_config(cfg, "glm-4-9b-0414").param_count() / 1e9 == pytest.approx(9.40, abs=0.01)
     assert from_hf_config({**cfg, "architectures": ["GlmForCausalLM"], "model_type": "glm"}, "glm-4-9b-chat-hf").layers == 40
+
+
+def test_gated_deltanet_heads_must_split_over_the_tp():
+    """vLLM divides a Gated DeltaNet layer's value heads by the TP (divide(num_v_heads, tp)) and
+    shards the key heads' projections: a TP that splits the query heads but not those is refused."""
+    from dataclasses import replace
+
+    m = get_model("qwen3-next-80b-a3b")
+    m.check_tp(16)  # 16 query heads, 16 key heads, 32 value heads
+    odd = replace(m, linear=replace(m.linear, value_heads=24))
+    with pytest.raises(SpeedplanInputError, match="--tp 16: .*linear-attention value heads 24 does not split evenly"):
+        odd.check_tp(16)
+    odd.check_tp(8)
