@@ -53,7 +53,8 @@ def sweep(
             m.split(":")[0].strip().lower() in TREE_MECHANISMS for m in mechanism):
         raise SpeedplanInputError(f"--tree-nodes {tree_nodes}: no swept mechanism is a tree "
                                   f"({', '.join(sorted(TREE_MECHANISMS))}); it would be ignored")
-    if max(parse_int_list(draft_len, "--draft-len")) == 0:  # the serving files would say speculation loses
+    draft_lens = parse_int_list(draft_len, "--draft-len")
+    if max(draft_lens) == 0:  # the serving files would say speculation loses
         raise SpeedplanInputError("--draft-len 0: no draft length of 1 or more to price speculation at; give e.g. 0-8 "
                                   "(plain decoding, D = 0, is always priced)")
     weights = parse_batch_weights(batch_weights)
@@ -61,7 +62,7 @@ def sweep(
     try:
         result = run_sweep(
             model=model, hardware=hardware, tp=tp, mechanisms=mechanism or None,
-            batches=parse_int_list(batch, "--batch"), draft_lens=parse_int_list(draft_len, "--draft-len"),
+            batches=parse_int_list(batch, "--batch"), draft_lens=draft_lens,
             contexts=parse_int_list(context, "--context"), tree_nodes=parse_int_list(tree_nodes, "--tree-nodes"),
             acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
             min_tokens_per_user=min_tokens_per_user, command=_command(locals()), engine=engine,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from speedplan.plan.memory import memory_bytes
+from speedplan.plan.memory import memory_bytes, usable_bytes
 from speedplan.plan.zero_draft import ZeroDraft
 
 
@@ -33,12 +33,10 @@ class Capacity:
     there, for one sweep priced through one engine profile (`result.engine`)."""
 
     def __init__(self, result, kernels: dict | None = None):
-        from speedplan.plan.sweep import MEMORY_UTILIZATION
-
         self.result = result
         self.pricings, hw, self.target, self.tp, self.cost = result.pricing
         self.hardware = hw.name
-        self.usable = hw.memory_bytes * MEMORY_UTILIZATION  # bytes per GPU
+        self.usable = usable_bytes(hw)  # bytes per GPU
         self.kernels = {} if kernels is None else kernels
 
     def _mechanism(self, label: str):
@@ -51,15 +49,14 @@ class Capacity:
         batch, context = np.asarray(batch, dtype=float), np.asarray(context, dtype=float)
         if mech is None:
             return np.zeros(len(batch), dtype=int)
-        D = np.full(len(batch), int(draft_len))
-        N = np.full(len(batch), int(verify_tokens) - 1 if mech.is_tree else int(draft_len) + 1)  # as sweep._grid
-        # the step that holds n sequences runs R(n) of them (an engine's speculative cap)
+        D, N = _draft_and_nodes(mech, np.full(len(batch), draft_len), np.full(len(batch), verify_tokens))
         engine = self.result.engine
 
-        def held(n):
+        def held(n):  # the step that holds n sequences runs R(n) of them (an engine's speculative cap)
             return memory_bytes(mech, self.target, engine.running(n, True), D, context, N, self.tp)
 
-        base, per_seq = held(np.zeros(len(batch))), held(np.ones(len(batch))) - held(np.zeros(len(batch)))
+        base = held(np.zeros(len(batch)))
+        per_seq = held(np.ones(len(batch))) - base
         n = np.floor((self.usable - base) / np.where(per_seq > 0, per_seq, np.inf))
         n = np.clip(np.nan_to_num(n, posinf=0.0), 0, batch - 1)
         n = np.where(held(n) <= self.usable, n, np.maximum(n - 1, 0))  # rounding at the boundary
@@ -70,30 +67,37 @@ class Capacity:
         with running[i] sequences in flight at context[i] (arrays of one length). The kernels
         are priced in one call and kept in `kernels` (engines without a speculative cap share
         them); the engine profile's step model is applied to them here."""
-        from speedplan.plan.sweep import _gpu_pricing, _rows
-
         mech = self._mechanism(label)
-        D = np.asarray(draft_len, dtype=int)
-        N = np.where(mech.is_tree, np.asarray(verify_tokens, dtype=int) - 1, D + 1)
-        grid = {"draft_len": D, "nodes": N, "batch": np.asarray(running, dtype=float),
-                "context": np.asarray(context, dtype=float)}
-        engine = self.result.engine
-        key = ("capacity", label, engine.terms["spec_max_running"].value,
-               *(grid[k].tobytes() for k in ("draft_len", "nodes", "batch", "context")))
-        if key not in self.kernels:
-            self.kernels[key] = _gpu_pricing(mech, grid, self.cost, self.target, self.tp, engine)
-        return _rows(self.kernels[key], engine, self.hardware, self.target, self.tp)["tokens_per_s_per_gpu"].to_numpy(float)
+        D, N = _draft_and_nodes(mech, draft_len, verify_tokens)
+        return self._tokens_per_s(mech, {"draft_len": D, "nodes": N, "batch": np.asarray(running, dtype=float),
+                                         "context": np.asarray(context, dtype=float)}, cache_as=label)
 
     def plain_throughput(self, label: str, runs: bool, running, context) -> np.ndarray:
         """tokens/s/GPU of a D = 0 step in a launch that loads `label`'s drafter, `running`
         sequences in flight (`runs`: whether the engine runs the drafter at D = 0)."""
-        from speedplan.plan.sweep import _gpu_pricing, _rows
-
         n, context = np.asarray(running, dtype=float), np.asarray(context, dtype=float)
-        cells = pd.MultiIndex.from_arrays([n, context])
-        zero = ZeroDraft(self.result, cells, self.kernels).throughput(label, runs)
+        zero = ZeroDraft(self.result, pd.MultiIndex.from_arrays([n, context]), self.kernels).throughput(label, runs)
         if zero is not None:
             return zero
-        grid = {"draft_len": np.zeros(len(n), int), "nodes": np.ones(len(n), int), "batch": n, "context": context}
-        p = _gpu_pricing(None, grid, self.cost, self.target, self.tp, self.result.engine)
-        return _rows(p, self.result.engine, self.hardware, self.target, self.tp)["tokens_per_s_per_gpu"].to_numpy(float)
+        return self._tokens_per_s(None, {"draft_len": np.zeros(len(n), int), "nodes": np.ones(len(n), int),
+                                         "batch": n, "context": context}, cache_as="none")
+
+    def _tokens_per_s(self, mech, grid: dict, cache_as: str) -> np.ndarray:
+        """tokens/s/GPU of `mech`'s rows at `grid` (sweep._grid's columns) through the engine
+        profile; the kernels priced once per grid and kept in `kernels` (engines without a
+        speculative cap share them)."""
+        from speedplan.plan.sweep import _gpu_pricing, _rows
+
+        engine = self.result.engine
+        key = ("capacity", cache_as, engine.terms["spec_max_running"].value,
+               *(np.asarray(grid[k]).tobytes() for k in ("draft_len", "nodes", "batch", "context")))
+        if key not in self.kernels:
+            self.kernels[key] = _gpu_pricing(mech, grid, self.cost, self.target, self.tp, engine)
+        return _rows(self.kernels[key], engine, self.hardware, self.target, self.tp)["tokens_per_s_per_gpu"].to_numpy(float)
+
+
+def _draft_and_nodes(mech, draft_len, verify_tokens) -> tuple[np.ndarray, np.ndarray]:
+    """(D, N) arrays of settings given as (D, verify width): a tree's N draft nodes are its width
+    − 1, a chain's N is D + 1 (as `sweep._grid` spells them)."""
+    D, width = np.asarray(draft_len, dtype=int), np.asarray(verify_tokens, dtype=int)
+    return D, (width - 1 if mech.is_tree else D + 1)

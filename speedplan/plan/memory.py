@@ -8,6 +8,15 @@ import numpy as np
 from speedplan.plan.mechanisms import Mechanism
 from speedplan.specs.model import ModelSpec
 
+# Fraction of device memory usable for weights + KV (the rest: activations, CUDA graphs,
+# allocator slack); vLLM's default gpu_memory_utilization is 0.9.
+MEMORY_UTILIZATION = 0.9
+
+
+def usable_bytes(hw) -> float:
+    """Bytes per GPU a step may hold: MEMORY_UTILIZATION of the device's memory."""
+    return hw.memory_bytes * MEMORY_UTILIZATION
+
 
 def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, context, nodes, tp: int) -> np.ndarray:
     """Bytes on the busiest GPU of a step running `running` sequences of `context` tokens:

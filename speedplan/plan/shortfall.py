@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from speedplan.plan.sweep import MEMORY_UTILIZATION
+from speedplan.plan.memory import MEMORY_UTILIZATION
 
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult

@@ -37,15 +37,12 @@ from speedplan.engine.step import StepParts, plain_parts, speculative_parts, ste
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.mechanisms.draft_model import tp_problem
 from speedplan.plan.api_checks import sweep_result
-from speedplan.plan.memory import memory_bytes
+from speedplan.plan.memory import memory_bytes, usable_bytes
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
 from speedplan.specs.fallback import describe_fit
 
-# Fraction of device memory usable for weights + KV (the rest: activations, CUDA graphs,
-# allocator slack); vLLM's default gpu_memory_utilization is 0.9.
-MEMORY_UTILIZATION = 0.9
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_DRAFT_LENS = tuple(range(0, 9))
 DEFAULT_TREE_NODES = (8, 16, 32, 64)
@@ -196,8 +193,7 @@ def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: Model
     frame["t_plain_s"] = base.reindex(pd.MultiIndex.from_arrays([frame["batch"], frame["context"]])).to_numpy()
     frame["speedup"] = (frame["acceptance_length"] * frame["running"] / frame["t_step_s"]) / (
         frame["batch"] / frame["t_plain_s"])
-    capacity = hw.memory_bytes * MEMORY_UTILIZATION
-    frame["fits_memory"] = frame["memory_bytes"] <= capacity
+    frame["fits_memory"] = frame["memory_bytes"] <= usable_bytes(hw)
     frame["feasible"] = frame["fits_memory"]
     return frame[FRAME_COLUMNS]
 
