@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from speedplan.plan.memory import memory_bytes, usable_bytes
+from speedplan.plan.pricing import engine_rows, price_grid
 from speedplan.plan.zero_draft import ZeroDraft
 
 
@@ -86,14 +87,12 @@ class Capacity:
         """tokens/s/GPU of `mech`'s rows at `grid` (sweep._grid's columns) through the engine
         profile; the kernels priced once per grid and kept in `kernels` (engines without a
         speculative cap share them)."""
-        from speedplan.plan.sweep import _gpu_pricing, _rows
-
         engine = self.result.engine
         key = ("capacity", cache_as, engine.terms["spec_max_running"].value,
                *(np.asarray(grid[k]).tobytes() for k in ("draft_len", "nodes", "batch", "context")))
         if key not in self.kernels:
-            self.kernels[key] = _gpu_pricing(mech, grid, self.cost, self.target, self.tp, engine)
-        return _rows(self.kernels[key], engine, self.hardware, self.target, self.tp)["tokens_per_s_per_gpu"].to_numpy(float)
+            self.kernels[key] = price_grid(mech, grid, self.cost, self.target, self.tp, engine)
+        return engine_rows(self.kernels[key], engine, self.hardware, self.target, self.tp)["tokens_per_s_per_gpu"].to_numpy(float)
 
 
 def _draft_and_nodes(mech, draft_len, verify_tokens) -> tuple[np.ndarray, np.ndarray]:

@@ -31,13 +31,11 @@ from speedplan import __version__
 from speedplan.plan.acceptance import MAX_DRAFT, Acceptance
 from speedplan.cost.ops import CostModel, load_cost_model, profile_name
 from speedplan.errors import SpeedplanInputError
-from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
-from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.mechanisms.draft_model import tp_problem
 from speedplan.plan.api_checks import sweep_result
-from speedplan.plan.memory import memory_bytes, usable_bytes
+from speedplan.plan.pricing import FRAME_COLUMNS, price_grid, priced_frame  # noqa: F401  (FRAME_COLUMNS: the frame's columns, as before)
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
@@ -95,109 +93,6 @@ def _grid(mech: Mechanism | None, batches, draft_lens, contexts, tree_nodes) -> 
     }
 
 
-FRAME_COLUMNS = [
-    "model", "hardware", "engine", "mechanism", "draft_len", "verify_tokens", "batch", "context", "tp",
-    "acceptance_length", "acceptance_source",
-    "running", "t_plain_s", "t_step_s", "t_verify_s", "t_draft_s", "t_sample_s", "t_launch_s", "t_draft_host_s", "t_host_s",
-    "t_host_exposed_s",
-    "t_gemm_s", "t_attention_s", "t_tree_mask_s", "t_comm_s", "t_elementwise_s",
-    "tokens_per_s_per_user", "tokens_per_s_per_gpu", "speedup", "memory_bytes", "fits_memory", "feasible",
-    "bound", "gemm_flops_per_byte", "gemm_flops_per_s", "cost_source", "out_of_range_share",
-]
-
-
-@dataclass(frozen=True)
-class _GpuPricing:
-    """One mechanism's engine-independent pricing (None: plain decoding): its grid, the verify
-    and draft kernels and the step's parts (`engine.step.StepParts`). Any engine profile turns
-    it into rows (`_rows`) without pricing a kernel again."""
-
-    mech: Mechanism | None
-    grid: dict
-    verify_tokens: np.ndarray  # expected tokens verified per sequence
-    verify: ForwardCost
-    draft: ForwardCost
-    parts: StepParts
-    acceptance_length: np.ndarray
-    memory_bytes: np.ndarray
-    running: np.ndarray  # requests a step runs (the batch, or an engine's speculative cap)
-    spec_cap: float = 0.0  # the engine's spec_max_running this pricing was made for
-
-
-def _gpu_pricing(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int,
-                 engine: EngineProfile) -> _GpuPricing:
-    """Kernels and step parts at the requests each step runs: the batch, or for a speculative
-    step of an engine with a cap, min(batch, cap)."""
-    R = engine.running(g["batch"], mech is not None)
-    p = _priced(mech, {**g, "batch": R}, cost, target, tp)
-    return replace(p, grid=g, running=R, spec_cap=engine.terms["spec_max_running"].value)
-
-
-def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int) -> _GpuPricing:
-    B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
-    if mech is None:
-        q = np.ones(len(B))
-        verify = forward_cost(cost, target, B, 1, L, tp)
-        draft = ForwardCost.zeros(len(B))
-        parts = plain_parts(cost, target, B, verify)
-        al = np.ones(len(B))
-    else:
-        q = mech.verify_tokens(D, N)
-        verify = forward_cost(cost, target, B, q, L, tp, mask="tree" if mech.is_tree else "causal")
-        draft = mech.draft_cost(cost, target, B, D, L, N, tp)
-        parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft)
-        al = mech.acceptance_length(D, N)
-    memory = memory_bytes(mech, target, B, D, L, N, tp)
-    return _GpuPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory, B)
-
-
-def _rows(p: _GpuPricing, engine: EngineProfile, hardware: str, target: ModelSpec, tp: int) -> pd.DataFrame:
-    """The rows of one mechanism, priced through `engine`'s step model. Speedup and
-    feasibility are added by the caller, which has every mechanism's rows."""
-    mech, g, verify, draft, al = p.mech, p.grid, p.verify, p.draft, p.acceptance_length
-    B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
-    terms = engine.values()
-    step = step_cost(terms, p.parts)
-    k = terms["kernel_scale"]  # this machine's kernels over the profile's (1 unless fitted)
-    name, acc_src = ("none", "plain decoding") if mech is None else (mech.label, mech.acceptance_source)
-    t_step = step.total_s
-    share = verify.profile_share
-    # the verify width of a step that drafts: 1 + D, or N + 1 for a tree (n-gram steps without a
-    # match are priced at their expected tokens q but keep this shape)
-    width = (1 + np.asarray(N if mech is not None and mech.is_tree else D)).astype(int)
-    return pd.DataFrame({
-        "model": target.name, "hardware": hardware, "engine": engine.name, "mechanism": name,
-        "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
-        "acceptance_length": al, "acceptance_source": acc_src,
-        "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": k * verify.total_s, "t_draft_s": k * draft.total_s,
-        "t_sample_s": step.sample_s, "t_launch_s": step.launch_s, "t_draft_host_s": step.draft_host_s,
-        "t_host_s": step.host_s,
-        "t_host_exposed_s": step.exposed_host_s,
-        "t_gemm_s": k * verify.gemm_s, "t_attention_s": k * verify.attention_s, "t_tree_mask_s": k * verify.tree_mask_s,
-        "t_comm_s": k * verify.comm_s, "t_elementwise_s": k * verify.elementwise_s,
-        "tokens_per_s_per_user": al / t_step, "tokens_per_s_per_gpu": p.running * al / (t_step * tp),
-        "speedup": np.nan, "memory_bytes": p.memory_bytes, "fits_memory": True, "feasible": True,
-        "bound": np.where(verify.gemm_compute_bound_s > 0.5 * verify.gemm_s, "compute", "memory"),
-        "gemm_flops_per_byte": verify.gemm_flops / verify.gemm_bytes,
-        "gemm_flops_per_s": verify.gemm_flops / (k * verify.gemm_s),
-        "cost_source": np.where(share >= 0.999, "profile", np.where(share <= 0.001, "roofline", "mixed")),
-        "out_of_range_share": verify.out_of_range_share + np.zeros(len(B)),  # of t_verify priced outside measured range
-    })
-
-
-def _frame(pricings: list[_GpuPricing], engine: EngineProfile, hw, target: ModelSpec, tp: int) -> pd.DataFrame:
-    """Every mechanism's rows under `engine`, with speedup against the same engine's plain
-    decoding and feasibility (weights + KV + drafter state within the usable memory)."""
-    frame = pd.concat([_rows(p, engine, hw.name, target, tp) for p in pricings], ignore_index=True)
-    base = frame[frame["mechanism"] == "none"].set_index(["batch", "context"])["t_step_s"]
-    frame["t_plain_s"] = base.reindex(pd.MultiIndex.from_arrays([frame["batch"], frame["context"]])).to_numpy()
-    frame["speedup"] = (frame["acceptance_length"] * frame["running"] / frame["t_step_s"]) / (
-        frame["batch"] / frame["t_plain_s"])
-    frame["fits_memory"] = frame["memory_bytes"] <= usable_bytes(hw)
-    frame["feasible"] = frame["fits_memory"]
-    return frame[FRAME_COLUMNS]
-
-
 def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     """The same sweep priced through another engine profile: the kernels, acceptance and
     memory are reused (they do not depend on the engine), only the step model is applied
@@ -212,8 +107,8 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     pricings, hw, target, tp, cost = result.pricing
     if any(p.mech is not None and p.spec_cap != engine.terms["spec_max_running"].value for p in pricings):
         # another speculative cap: speculative steps run another number of requests
-        pricings = [p if p.mech is None else _gpu_pricing(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
-    frame = _frame(pricings, engine, hw, target, tp)
+        pricings = [p if p.mech is None else price_grid(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
+    frame = priced_frame(pricings, engine, hw, target, tp)
     out = SweepResult(frame, pareto(frame), best_per_batch(frame), None, {**result.meta, **engine.meta()},
                       result.pricing, engine)
     slo = result.meta.get("min_tokens_per_user")
@@ -355,8 +250,8 @@ def sweep(
 
     check_grid_size([len(_grid(m, [1], draft_lens, [1], tree_nodes)["batch"]) for m in [None, *mechs]], batches, contexts)
     grids = [(mech, _grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
-    pricings = [_gpu_pricing(mech, g, cost, target, tp, engine) for mech, g in grids if len(g["batch"])]
-    frame = _frame(pricings, engine, hw, target, tp)
+    pricings = [price_grid(mech, g, cost, target, tp, engine) for mech, g in grids if len(g["batch"])]
+    frame = priced_frame(pricings, engine, hw, target, tp)
 
     result = SweepResult(frame, pareto(frame), best_per_batch(frame), None,
                          pricing=(pricings, hw, target, tp, cost), engine=engine)
