@@ -130,33 +130,45 @@ _TEXTS = ("name", "description", "source", "notes", "default_dtype", "roofline_f
 # What a preset's number may be: (lowest, whether the lowest itself is allowed, the bound it must stay
 # below, a count?, unit). Generous physical bounds: every shipped preset lies far inside them, and a
 # value outside (1e300 SMs, a negative link latency) priced nonsense or crashed the planner.
+@dataclass(frozen=True)
+class _Bound:
+    """What a preset number may be: above `low` (or equal, `low_ok`), below `high`, an integer
+    where `count`; `unit` is printed after the bound in the message."""
+
+    low: float
+    low_ok: bool
+    high: float
+    count: bool
+    unit: str
+
+
 _LIMITS = {
-    "peak_flops_per_s": (0, False, 1e18, False, "FLOP/s"),
-    "hbm_bytes_per_s": (0, False, 1e15, False, "B/s"),
-    "memory_bytes": (0, False, 1e14, False, "bytes"),
-    "link_bytes_per_s": (0, False, 1e15, False, "B/s"),
-    "link_latency_us": (0, False, 1e6, False, "us"),
-    "kernel_floor_us": (0, False, 1e6, False, "us"),
-    "gemm_tile_m": (1, True, 1e4, True, "rows"),
-    "attention_tile_m": (1, True, 1e4, True, "rows"),
-    "tree_mask_penalty": (1, True, 100, False, "(1: a tree mask costs nothing extra)"),
-    "sm_count": (0, True, 1e5, True, "(0: not stated)"),
+    "peak_flops_per_s": _Bound(0, False, 1e18, False, "FLOP/s"),
+    "hbm_bytes_per_s": _Bound(0, False, 1e15, False, "B/s"),
+    "memory_bytes": _Bound(0, False, 1e14, False, "bytes"),
+    "link_bytes_per_s": _Bound(0, False, 1e15, False, "B/s"),
+    "link_latency_us": _Bound(0, False, 1e6, False, "us"),
+    "kernel_floor_us": _Bound(0, False, 1e6, False, "us"),
+    "gemm_tile_m": _Bound(1, True, 1e4, True, "rows"),
+    "attention_tile_m": _Bound(1, True, 1e4, True, "rows"),
+    "tree_mask_penalty": _Bound(1, True, 100, False, "(1: a tree mask costs nothing extra)"),
+    "sm_count": _Bound(0, True, 1e5, True, "(0: not stated)"),
 }
 
 
-def _number(entry, where: str, limits: tuple | None) -> tuple[float, str]:
+def _number(entry, where: str, bound: _Bound | None) -> tuple[float, str]:
     if not (isinstance(entry, dict) and isinstance(entry.get("value"), (int, float))
             and not isinstance(entry.get("value"), bool) and isinstance(entry.get("source"), str)):
         raise SpeedplanInputError(f"{where}: expected {{\"value\": number, \"source\": text}}, got {entry!r}")
     value = entry["value"]
-    if limits is None:  # an efficiency: checked by the caller
+    if bound is None:  # an efficiency: checked by the caller
         return value, entry["source"]
-    low, low_ok, high, count, unit = limits
-    if not ((low <= value if low_ok else low < value) and value < high
-            and (not count or float(value).is_integer())):  # NaN and infinities fail too
-        shown = f"{high:.0e}".replace("e+0", "e").replace("e+", "e") if high > 1e4 else f"{high:g}"  # 1e15, 100
-        raise SpeedplanInputError(f"{where} must be {'an integer' if count else 'a number'} {'>=' if low_ok else '>'} "
-                                  f"{low} and below {shown} {unit}, got {value!r}")
+    b = bound
+    if not ((b.low <= value if b.low_ok else b.low < value) and value < b.high
+            and (not b.count or float(value).is_integer())):  # NaN and infinities fail too
+        shown = f"{b.high:.0e}".replace("e+0", "e").replace("e+", "e") if b.high > 1e4 else f"{b.high:g}"  # 1e15, 100
+        raise SpeedplanInputError(f"{where} must be {'an integer' if b.count else 'a number'} {'>=' if b.low_ok else '>'} "
+                                  f"{b.low} and below {shown} {b.unit}, got {value!r}")
     return value, entry["source"]
 
 
