@@ -34,6 +34,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.mechanisms.draft_model import tp_problem
+from speedplan.plan.mechanisms.heads import Eagle3Head
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pricing import FRAME_COLUMNS, price_grid, priced_frame  # noqa: F401  (FRAME_COLUMNS: the frame's columns, as before)
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
@@ -161,6 +162,12 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
                                       "engines run the drafter on the target's GPUs (its TP or fewer)")
         if getattr(mech, "draft_tp", None) == tp:
             mech = replace(mech, draft_tp=None)  # the target's TP is the unmarked default
+        head = getattr(mech, "head", None)
+        if isinstance(head, Eagle3Head) and head.source.startswith("config") and tp_problem(head.layer, tp):
+            # vLLM runs an EAGLE head at the target's TP unless told otherwise (vllm/config/speculative.py
+            # _verify_and_get_draft_tp: speculative_draft_tensor_parallel_size unset -> the target's)
+            raise SpeedplanInputError(f"mechanism {spec}: {tp_problem(head.layer, tp).split(': ', 1)[-1]} "
+                                      f"(the engines run an EAGLE-3 head at the target's TP, {tp})")
         if name == "draft-model" and mech.draft_tp is None:  # each draft TP an engine runs it at that its shapes split over
             runs = [t for t in [tp, *sorted(draft_tp_choices(name, tp) - {tp})] if not tp_problem(mech.draft, t)]
             why = f"the draft {mech.draft.name} does not split over the TP the engines run it at ({tp_problem(mech.draft, tp)})"

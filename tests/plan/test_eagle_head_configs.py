@@ -69,3 +69,15 @@ def test_an_eagle1_head_for_another_model_is_refused(tmp_path):
     with pytest.raises(SpeedplanInputError, match="hidden_size 2048 and 1 layers; an EAGLE-1/2 head .* 4096"):
         parse_mechanism(f"eagle:config={_head(tmp_path, hidden_size=2048, num_attention_heads=16)}",
                         get_model("llama-3.1-8b"))
+
+
+def test_a_head_whose_heads_do_not_split_over_the_tp_is_refused(tmp_path):
+    """vLLM runs an EAGLE-3 head at the target's TP (speculative_draft_tensor_parallel_size
+    unset); a head of 20 query heads beside Llama-3.1-8B (32) splits over TP 4, not TP 8."""
+    from speedplan.plan.sweep import sweep
+
+    odd = _head(tmp_path, num_attention_heads=20, num_key_value_heads=4, head_dim=128)
+    assert len(sweep("llama-3.1-8b", "h100-sxm", [f"eagle3:config={odd}"], batches=[1], tp=4).frame)
+    with pytest.raises(SpeedplanInputError, match="eagle3-head's 20 query heads do not split evenly over 8 GPUs"):
+        sweep("llama-3.1-8b", "h100-sxm", [f"eagle3:config={odd}"], batches=[1], tp=8)
+    sweep("llama-3.1-8b", "h100-sxm", [f"eagle3:config={_head(tmp_path)}"], batches=[1], tp=8)  # 32 heads: runs
