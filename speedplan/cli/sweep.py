@@ -49,6 +49,10 @@ def sweep(
     for option, value in (("--batch-weights", batch_weights), ("--plan-for", plan_for)):
         if value is not None and not value.strip():
             raise SpeedplanInputError(f"{option} is empty; give a value or leave the option out for its default")
+    if plan_for is not None and "" in [name.strip() for name in plan_for.split(",")]:  # the library names `engines`
+        from speedplan.serving import ENGINES
+
+        raise SpeedplanInputError(f"--plan-for {plan_for!r}: an empty name; name one or more of {', '.join(ENGINES)}")
     if mechanism and tree_nodes != _default("tree_nodes") and not any(
             m.split(":")[0].strip().lower() in TREE_MECHANISMS for m in mechanism):
         raise SpeedplanInputError(f"--tree-nodes {tree_nodes}: no swept mechanism is a tree "

@@ -348,7 +348,7 @@ def test_an_empty_item_in_a_list_option_is_refused(tmp_path, capsys):
     from speedplan.cli.app import run
 
     assert run(["sweep", "--plan-for", "vllm,,sglang", "--out", str(tmp_path / "r")]) == 2
-    assert "engines 'vllm,,sglang': an empty name" in capsys.readouterr().err
+    assert "--plan-for 'vllm,,sglang': an empty name" in capsys.readouterr().err  # the option, not the library's name
     for option in ("--fit", "--name"):
         assert run(["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements",
                     str(tmp_path / "x.csv"), "--out", str(tmp_path / "c.json"), option, ""]) == 2
