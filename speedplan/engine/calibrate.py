@@ -366,7 +366,9 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     default_name = base.name if base.name.endswith("-calibrated") else f"{base.name}-calibrated"
     profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or default_name,
                               fit={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                                   "base": base.name, "described": described, "fitted": ok, "kept": kept,
+                                   "base": base.name, "described": described, "fitted": ok,
+                                   "values": {t: float(fitted[t]) for t in ok},  # an edit of the file shows against these
+                                   "kept": kept,
                                    "not_tried": not_tried,
                                    "median_abs_residual": float(np.median(resid)), "max_abs_residual": float(resid.max()),
                                    "loo_median_error": float(np.nanmedian(loo)) if np.isfinite(loo).any() else None,

@@ -207,7 +207,8 @@ class EngineProfile:
     def provenance(self) -> str:
         """How the terms were set, e.g. "4 of 10 terms fitted to 12 rows (...), median |residual| 8%;
         the others from documents or stated assumptions"."""
-        fitted = [n for n, t in self.terms.items() if t.source.startswith("fitted")]
+        edited = self.edited()  # said by _by_hand, not counted as fitted
+        fitted = [n for n, t in self.terms.items() if t.source.startswith("fitted") and n not in edited]
         if not fitted:
             return ("no term fitted: documents and stated assumptions (see the profile's sources)"
                     + self._by_hand())
@@ -223,7 +224,9 @@ class EngineProfile:
             parts.append(f"{fit.get('cross_validation', 'leave-one-out')} {fit['loo_median_error']:.1%}")
         earlier = (f"; {', '.join(before)} fitted earlier (base {fit.get('base')}: see its source)"
                    if before else "")
-        return ", ".join(parts) + earlier + self._by_hand() + "; the others from documents or stated assumptions"
+        stale = " (the fit's, before the edit below)" if edited and len(parts) > 1 else ""
+        return (", ".join(parts) + stale + earlier + self._by_hand()
+                + "; the others from documents or stated assumptions")
 
     def fitted_batches(self) -> tuple[float, float] | None:
         """The smallest and largest batch size (requests in flight) among the rows this profile's
@@ -245,9 +248,19 @@ class EngineProfile:
 
     def _by_hand(self) -> str:
         """"; host_seq_us = 500 set by hand (my guess)" for terms whose source is none of the kinds
-        a shipped or calibrated profile uses (a `with_terms` override, a hand-edited file)."""
+        a shipped or calibrated profile uses (a `with_terms` override, a hand-edited file), and
+        "; host_step_us = 3000 edited (the fit gave 990.6)" for a fitted term whose value is not the
+        one its fit recorded (`fit["values"]`: a file edited by hand after calibrate wrote it)."""
         hand = [(n, t) for n, t in self.terms.items() if source_kind(t.source) is None]
-        return "".join(f"; {n} = {t.value:g} set by hand ({t.source})" for n, t in hand)
+        return ("".join(f"; {n} = {t.value:g} set by hand ({t.source})" for n, t in hand)
+                + "".join(f"; {n} = {self.terms[n].value:g} edited (the fit gave {v:g})" for n, v in self.edited().items()))
+
+    def edited(self) -> dict[str, float]:
+        """{term: the value its fit gave} for each term marked fitted whose value is another one."""
+        recorded = (self.fit or {}).get("values") or {}
+        return {n: float(v) for n, v in recorded.items()
+                if n in self.terms and source_kind(self.terms[n].source) == "fitted"
+                and not np.isclose(self.terms[n].value, float(v), rtol=1e-9, atol=0.0)}
 
     def running(self, batch, speculative) -> np.ndarray:
         """Requests one step of this engine runs (`running_requests` with its spec_max_running)."""
@@ -322,6 +335,10 @@ def _fit_record(fit, where: str) -> dict:
             raise SpeedplanInputError(f"{where}: fit.{key} must be a number, got {value!r}")
     if not isinstance(fit.get("rows", []), list) or not isinstance(fit.get("described", ""), str):
         raise SpeedplanInputError(f"{where}: fit.rows must be a list and fit.described text")
+    values = fit.get("values", {})
+    if not isinstance(values, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                           for v in values.values()):
+        raise SpeedplanInputError(f"{where}: fit.values must be an object of {{term: number}} (the values the fit gave)")
     return fit
 
 

@@ -161,7 +161,13 @@ def engine_pricing(result, name: str):
 
 
 def _profile_text(meta: dict) -> str:
-    return f"{meta.get('engine', '?')}: {meta.get('engine_fit', '')}".rstrip(": ")
+    """"NAME: how its terms were set", with the file it was read from unless it is a shipped one (a
+    calibrated or edited copy keeps its base's name and must not read as the shipped profile)."""
+    from speedplan.engine.profile import SHIPPED
+
+    source = meta.get("engine_source") or ""
+    where = f"file {source}; " if source and not source.endswith(SHIPPED) else ""
+    return f"{meta.get('engine', '?')}: {where}{meta.get('engine_fit', '')}".rstrip(": ")
 
 
 def plan_engines(result, batch_weights: dict[int, float] | str | None = None, engines=None) -> dict[str, EnginePlan]:

@@ -6,6 +6,7 @@ came from. `speedplan.report.html` builds the page from the same pieces.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -308,14 +309,20 @@ def unplanned_line(result: "SweepResult") -> str | None:
             parts.append(f"at context {int(c)}, B = {batch_ranges(lost)} nothing fits in memory (at a shorter "
                          "context it does)" if (frame["context"] < c).any() else
                          f"at context {int(c)}, B = {batch_ranges(lost)} nothing fits in memory")
-    unfit = sorted({b for b, _ in plain_unfit_cells(frame)})
+    unfit = plain_unfit_cells(frame)
     if unfit:
         cap = result.meta.get("engine_spec_max_running") or 0
         why = (f"only speculative steps, which this engine caps at {cap:g} running requests (spec_max_running), "
                "fit there" if cap else "only some speculative configurations fit there")
-        parts.append(f"at B = {batch_ranges(unfit)} plain decoding does not fit in memory "
-                     f"({plain_memory_need(result, unfit[0])}): {why}; the speedups marked * are against plain "
-                     "decoding priced as if it fit")
+        several = frame["context"].nunique() > 1
+        where = []
+        for c in sorted({c for _, c in unfit}):  # the need at a context where it does not fit, not the smallest one
+            batches = sorted(b for b, cc in unfit if cc == c)
+            at_c = replace(result, frame=frame[frame["context"] == c]) if several else result
+            where.append((f"at context {int(c)}, " if several else "at ")
+                         + f"B = {batch_ranges(batches)} plain decoding does not fit in memory "
+                         f"({plain_memory_need(at_c, batches[0])})")
+        parts.append(f"{'; '.join(where)}: {why}; the speedups marked * are against plain decoding priced as if it fit")
     return "not planned: " + "; ".join(parts) if parts else None
 
 

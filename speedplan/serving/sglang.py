@@ -169,10 +169,13 @@ def render(plan: ServingPlan) -> dict[str, str]:
                         f"planned batch size, {running}")
                      + f", where SGLang's default with speculative decoding is {SPEC_MAX_RUNNING}.")
     elif any(b > SPEC_MAX_RUNNING for b, _ in plan.schedule):
+        profile = plan.priced_by.split(":")[0].strip()  # the profile that priced it: a calibrated one keeps its name
+        priced = (f"the batch sizes above {SPEC_MAX_RUNNING} were priced that way (the others wait, engine profile "
+                  f"{profile}: spec_max_running)" if profile else
+                  f"the others wait at the batch sizes above {SPEC_MAX_RUNNING}")
         notes.append(f"without --max-running-requests SGLang runs at most {SPEC_MAX_RUNNING} requests at once with "
                      "speculative decoding (speculative_hook.py _handle_eagle_family, _handle_ngram), D = 0 buckets "
-                     f"included; the batch sizes above {SPEC_MAX_RUNNING} were priced that way (the others wait, "
-                     "engine profile sglang: spec_max_running). To run more, add --max-running-requests N and price "
+                     f"included; {priced}. To run more, add --max-running-requests N and price "
                      "it with a profile whose spec_max_running is N.")
     args = sglang_args(plan) + (["--max-running-requests", str(running)] if running is not None else [])
     text = header(plan, VERSION, expressed, notes) + shell(args)

@@ -102,9 +102,15 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
         notes.append("draft_tensor_parallel_size is the target's: vLLM 0.33's draft-model path refuses another "
                      "value (v1/spec_decode/draft_model.py).")
     if plan.mechanism == "mtp":
+        # only the published MTP default lowers acceptance past the layers; a rate given with --acceptance (or a
+        # trace) prices every position as given, which "Speedups from" above then names
+        lowered = "acceptance published" in plan.sources or not plan.sources
         notes.append("num_speculative_tokens above the model's MTP layers runs them again in turn (draft step i "
                      "uses layer i mod layers, model_executor/models/deepseek_mtp.py), and vLLM takes such a K only "
-                     "as a multiple of the layers; speedplan priced those positions with a lower acceptance.")
+                     "as a multiple of the layers; "
+                     + ("speedplan priced those positions with a lower acceptance." if lowered else
+                        "speedplan priced those positions with the acceptance named above, as given: not lowered "
+                        "for the reused layer."))
         if cfg["num_speculative_tokens"] != max([plan.draft_len] + [d for _, _, d in segments(plan)]):
             notes.append(f"num_speculative_tokens is {cfg['num_speculative_tokens']}, the next multiple of the "
                          "model's MTP layers, so that vLLM accepts it; num_speculative_tokens_per_batch_size holds "

@@ -103,6 +103,41 @@ def test_a_profile_from_a_file_says_so_even_under_a_shipped_name(tmp_path):
     assert get_engine("vllm").label().startswith("engine profile vllm (vLLM ")
 
 
+def test_an_edited_fitted_term_is_named_and_the_plans_name_the_file(tmp_path):
+    """A copy of vllm.json with host_step_us edited to 3000 said "3 of 16 terms fitted ... median
+    |residual| 0.9%" everywhere, and the serving files' "Priced with engine profile vllm: ..." read as
+    the shipped profile (an audit of 2026-12-04)."""
+    from speedplan.engine.profile import PRESET_DIR
+    from speedplan.plan.engine_plan import plan_engines
+    from speedplan.plan.sweep import sweep
+
+    data = json.loads((PRESET_DIR / "vllm.json").read_text())
+    fitted = data["fit"]["values"]["host_step_us"]
+    assert data["terms"]["host_step_us"]["value"] == fitted  # the shipped file records what its fit gave
+    assert "edited" not in get_engine("vllm").provenance()
+    data["terms"]["host_step_us"]["value"] = 3000.0
+    mine = tmp_path / "mine.json"
+    mine.write_text(json.dumps(data))
+    text = get_engine(str(mine)).provenance()
+    assert text.startswith("2 of 16 terms fitted") and f"host_step_us = 3000 edited (the fit gave {fitted:g})" in text
+    assert "(the fit's, before the edit below)" in text
+    plan = plan_engines(sweep(batches=[1, 8], engine=str(mine)), engines="vllm")["vllm"]
+    assert plan.engine_profile.startswith(f"vllm: file {mine}; 2 of 16 terms fitted")
+    shipped = plan_engines(sweep(batches=[1, 8]), engines="vllm")["vllm"]
+    assert shipped.engine_profile.startswith("vllm: 3 of 16 terms fitted")
+
+
+def test_a_fit_record_with_malformed_values_is_refused(tmp_path):
+    from speedplan.engine.profile import PRESET_DIR
+
+    data = json.loads((PRESET_DIR / "vllm.json").read_text())
+    data["fit"]["values"] = {"host_step_us": "990"}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(SpeedplanInputError, match="fit.values must be an object"):
+        get_engine(str(bad))
+
+
 def test_a_profile_name_is_any_printable_text_and_the_report_folder_stays_safe(tmp_path):
     """Profiles calibrate wrote before 2026-12-04 may be named "vllm h100 (tuned)"; a name is
     printed, and the default report folder made from it is made safe (no climbing out of reports/)."""

@@ -224,6 +224,21 @@ def test_a_speedup_against_a_plain_step_that_does_not_fit_is_marked():
     assert "not planned: at B = 256 nothing fits in memory" in render_summary(v) and "x*" not in render_summary(v)
 
 
+def test_plain_decoding_that_does_not_fit_is_named_at_the_context_where_it_does_not_fit():
+    """Over contexts 1024 and 8192, plain decoding at B = 64 fits at 1024 but not at 8192 (where
+    SGLang's capped speculative steps still fit): the line said "at B = 64 plain decoding does not fit
+    (plain decoding at B=64, context 1024 needs 24.659 GB ... and 72.000 GB are usable)", a need
+    below what is usable, at a context where it fits (an audit of 2026-12-04)."""
+    from speedplan.report.summary import plain_unfit_cells, unplanned_line
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], contexts=[1024, 8192], engine="sglang")
+    assert plain_unfit_cells(r.frame) == {(64, 8192)}
+    line = unplanned_line(r)
+    assert line.startswith("not planned: at context 8192, B = 64 plain decoding does not fit in memory (plain "
+                           "decoding at B=64, context 8192 needs 84.8 GB per GPU")
+    assert "context 1024 needs" not in line and "marked * are against plain decoding" in line
+
+
 def test_summary_says_which_batches_fit_nowhere_and_why_a_plan_loses_everything():
     """Batch sizes at which nothing fits drop out of every table: the terminal names them. A
     plan whose own setting does not fit at some batch says so, not "reaches 1.00x"; the header

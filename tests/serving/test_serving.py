@@ -377,6 +377,32 @@ def test_sglang_launch_follows_the_cap_its_plan_was_priced_with():
         assert argv[argv.index("--max-running-requests") + 1] == flag
 
 
+def test_sglang_cap_note_names_the_profile_that_priced_the_plan():
+    """A plan priced with a calibrated SGLang profile (`--engine my-sglang.json`) whose cap is SGLang's 48
+    named the shipped profile in the cap note ("engine profile sglang: spec_max_running"), and a
+    hand-made plan (priced by nothing) said its batch sizes above 48 "were priced that way" (an audit
+    of 2026-12-04)."""
+    p = ServingPlan(model="llama-3.1-8b", mechanism="eagle3", draft_len=3, schedule=((1, 3), (64, 2)),
+                    spec_max_running=48.0, priced_by="my-sglang: 2 of 16 terms fitted to 4 rows at B = 1–64")
+    text = render_sglang(p)["sglang_launch.sh"]
+    assert "were priced that way (the others wait, engine profile my-sglang: spec_max_running)" in text
+    assert "engine profile sglang:" not in text
+    shipped = render_sglang(replace(p, priced_by="sglang: 7 of 16 terms fitted"))["sglang_launch.sh"]
+    assert "(the others wait, engine profile sglang: spec_max_running)" in shipped
+    hand = render_sglang(replace(p, priced_by=""))["sglang_launch.sh"]
+    assert "without --max-running-requests SGLang runs at most 48" in hand and "priced that way" not in hand
+
+
+def test_vllm_mtp_note_says_lower_acceptance_only_where_the_published_default_lowers_it():
+    """The note on MTP positions past the model's layers said "speedplan priced those positions with a
+    lower acceptance" under `--acceptance mtp:alpha=0.8` too, which prices every position at 0.8 (an
+    audit of 2026-12-04)."""
+    published = plan("mtp", draft_len=3, schedule=(), sources="latency x; acceptance published: engine_measurements.csv")
+    assert "priced those positions with a lower acceptance" in render_vllm(published)["vllm_serve.sh"]
+    user = render_vllm(replace(published, sources="latency x; acceptance user: alpha=0.8"))["vllm_serve.sh"]
+    assert "lower acceptance" not in user and "with the acceptance named above, as given" in user
+
+
 def test_d0_where_the_drafter_leaves_no_room_is_not_called_speculation_off():
     """A plan that loads a drafter gets D = 0 at batch sizes where drafter and KV cache do not fit
     together (loss 100%): its comments say that, not "speculation off"."""
