@@ -109,3 +109,14 @@ def test_draft_tp_variants_follow_what_engines_run(monkeypatch):
     plans = plan_engines(r)
     assert plans["vllm"].mechanism == "draft-model:llama-3.2-1b"  # TP 4 is faster here
     assert plans["sglang"].mechanism != "draft-model:llama-3.2-1b@tp1"  # SGLang cannot run TP 1
+
+
+def test_a_user_ngram_rate_without_match_says_every_step_is_taken_to_match():
+    """`--acceptance ngram:alpha=0.8` priced every step as finding a match, and its source said only
+    "user: alpha=0.8" (an audit of 2026-12-04); with match given nothing is added."""
+    from speedplan.plan.sweep import sweep
+
+    bare = sweep(mechanisms=["ngram"], batches=[1], acceptance={"ngram": "alpha=0.8"}).meta["acceptance"]["ngram"]
+    assert bare.startswith("user: alpha=0.8; every step taken to find a match (match = 1")
+    given = sweep(mechanisms=["ngram"], batches=[1], acceptance={"ngram": "alpha=0.8,match=0.5"})
+    assert given.meta["acceptance"]["ngram"] == "user: alpha=0.8,match=0.5"

@@ -35,6 +35,17 @@ class Ngram(Mechanism):
     def default(cls, target):
         return ngram_default()
 
+    @classmethod
+    def resolve_acceptance(cls, acceptance, target, **context):
+        """As every mechanism's, and where a rate given for n-gram states no match probability, the
+        source says that every step is taken to find a match (match = 1): the published default
+        finds one in about half the steps, and a step without one verifies a single token."""
+        accepted, source = super().resolve_acceptance(acceptance, target, **context)
+        if acceptance is not None and acceptance.match == 1.0 and source.startswith("user"):
+            source += ("; every step taken to find a match (match = 1; the published default finds one in "
+                       f"{ngram_default()[0].match:.3g} of steps): give ngram:alpha=A,match=M to set it")
+        return accepted, source
+
     def host_draft_s(self, batch, draft_len) -> np.ndarray:
         batch, _ = np.broadcast_arrays(np.asarray(batch, float), np.asarray(draft_len, float))
         return (self.lookup_us + self.lookup_us_per_seq * batch) * 1e-6
