@@ -215,7 +215,10 @@ def latency_origin(name: str) -> str:
 
         return latency_label("datasheet", "", describe_fit(get_hardware(name).roofline_fit))
     meta = json.loads((folder / "meta.json").read_text())
-    return latency_label(str(meta.get("origin_label") or f"{meta.get('origin', 'measured')} profile"))
+    from speedplan.profile.load import origin_label
+
+    label = origin_label(meta)
+    return latency_label(label if label != str(meta.get("origin", "measured")) else f"{label} profile")
 
 
 def load_cost_model(hardware: str | Path) -> CostModel:

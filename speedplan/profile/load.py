@@ -52,6 +52,19 @@ _BUILDERS = {"gemm": GemmTable, "elementwise": ElementwiseTable, "allreduce": Al
              "moe": MoeTable}
 
 
+
+def origin_label(meta: dict, origin: str | None = None) -> str:
+    """Who measured a profile, as reports print it: its meta's `origin_label` (an import or a
+    derivation writes one: "measured (AIConfigurator 0.12, vLLM 0.24 kernels)"), else for a
+    `speedplan bench` folder "measured (speedplan bench, AMD EPYC, 2026-12-02)", else its origin."""
+    origin = str(origin or meta.get("origin") or "measured")
+    if meta.get("origin_label"):
+        return str(meta["origin_label"])
+    if origin == "measured" and (meta.get("device_name") or meta.get("date")):
+        who = ", ".join(str(x) for x in ("speedplan bench", meta.get("device_name"), str(meta.get("date") or "")[:10]) if x)
+        return f"measured ({who})"
+    return origin
+
 @dataclass(frozen=True)
 class Profile:
     """A loaded profile folder; satisfies `speedplan.cost.ops.ProfileLookup`. Lookups return
@@ -69,7 +82,7 @@ class Profile:
     @property
     def origin_label(self) -> str:
         """What reports print, e.g. "measured (AIConfigurator 0.12, vLLM 0.24 kernels)"."""
-        return str(self.meta.get("origin_label") or self.origin)
+        return origin_label(self.meta, self.origin)
 
     def table(self, family: str):
         """The built lookup table of one family, or None when the profile lacks it."""

@@ -249,7 +249,9 @@ def test_derived_profile_scales_by_roofline_ratio(tmp_path):
     out = derive_profile(src, "h100-sxm", tmp_path / "h100")
     p, s = load_profile(out), load_profile(src)
     assert (p.origin, p.source_label, p.hardware.name, p.hardware.origin) == ("derived", "profile", "h100-sxm", "derived")
-    assert p.origin_label == "derived by roofline ratio from measured h200-sxm"  # not the source's "measured"
+    # not the source's "measured"; the source's own label says who measured it (a synthetic bench folder)
+    assert p.origin_label == f"derived by roofline ratio from {s.origin_label} h200-sxm"
+    assert s.origin_label.startswith("measured (speedplan bench, ") and s.origin_label.endswith(")")
     ratio = p.gemm_latency_us(np.array([1.0]), 4096, 4096, "bf16") / s.gemm_latency_us(np.array([1.0]), 4096, 4096, "bf16")
     assert ratio[0] == pytest.approx(4.8 / 3.35, rel=0.01)  # memory-bound: bandwidth ratio
     big = p.gemm_latency_us(np.array([512.0]), 14336, 4096, "bf16") / s.gemm_latency_us(np.array([512.0]), 14336, 4096, "bf16")
@@ -395,3 +397,19 @@ def test_a_profile_is_derived_for_a_chip_of_its_own_vendor_only(tmp_path):
     with pytest.raises(SpeedplanInputError, match=r"an NVIDIA GPU profile cannot be derived for mi300x \(an AMD GPU\)"):
         derive_profile(h100, "mi300x", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bench_profile_says_who_measured_it(tmp_path):
+    """`--hardware cpu-local` printed "measured cpu-local": a `speedplan bench` folder has no
+    origin_label, so its label is built from its meta (an audit of 2026-12-04)."""
+    from speedplan.cost.ops import PROFILE_DIR, latency_origin
+    from speedplan.profile.load import origin_label
+
+    meta = json.loads((PROFILE_DIR / "cpu-local" / "meta.json").read_text())
+    assert "origin_label" not in meta
+    assert origin_label(meta) == f"measured (speedplan bench, {meta['device_name']}, {meta['date'][:10]})"
+    assert load_profile(PROFILE_DIR / "cpu-local").origin_label == origin_label(meta)
+    assert latency_origin("cpu-local").startswith(origin_label(meta))
+    assert origin_label({"origin": "measured", "origin_label": "measured (AIConfigurator 0.12, vLLM 0.24 kernels)"}
+                        ).startswith("measured (AIConfigurator")
+    assert origin_label({"origin": "datasheet-roofline"}) == "datasheet-roofline"
