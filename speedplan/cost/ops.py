@@ -194,6 +194,17 @@ LATENCY_ORIGINS = {  # a cost model's origin as outputs name it (a measured prof
 }
 
 
+def missing_tables(meta: dict) -> list[str]:
+    """The op families a sweep's verify pass uses that its profile holds no table for (what the
+    roofline fallback prices), from the sweep's meta; [] without a profile."""
+    tables = set(meta.get("profile_tables") or [])
+    if not tables:
+        return []
+    used = ["gemm", "attention", "elementwise"] + (["allreduce"] if int(meta.get("tp", 1)) > 1 else []) \
+        + (["moe"] if (meta.get("model") or {}).get("experts") else [])
+    return [f for f in used if f not in tables]
+
+
 def latency_label(origin: str, name: str = "", roofline_fit: str = "") -> str:
     """Where latencies come from, as every output says it: "measured (AIConfigurator 0.12, vLLM
     0.24 kernels) h100-sxm", or "datasheet roofline a100-80gb (roofline efficiencies fitted to

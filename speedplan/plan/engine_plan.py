@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from speedplan.cost.ops import latency_label
+from speedplan.cost.ops import latency_label, missing_tables
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
 from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
@@ -336,6 +336,8 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
     meta = result.meta
     latency = latency_label(meta.get("cost_origin", "datasheet"), meta.get("profile") or meta.get("hardware", ""),
                             meta.get("roofline_fit", ""))
+    if missing_tables(meta):  # a measured profile without some table: those ops are priced by the roofline fallback
+        latency += f" (roofline fallback for the ops it has no table for: {', '.join(missing_tables(meta))})"
     out = {}
     for name, plan in plans.items():
         rows = plan.rows

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from speedplan.cost.ops import latency_label
+from speedplan.cost.ops import latency_label, missing_tables
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.model import attention_label
 
@@ -55,14 +55,8 @@ def latency_source(result: "SweepResult", notes: bool = True) -> str:
 
 
 def _no_table(meta: dict) -> str:
-    """", the profile has no elementwise table": the op families the verify pass uses that the
-    profile holds no table for (they are what the roofline fallback prices)."""
-    tables = set(meta.get("profile_tables") or [])
-    if not tables:
-        return ""
-    used = ["gemm", "attention", "elementwise"] + (["allreduce"] if int(meta.get("tp", 1)) > 1 else []) \
-        + (["moe"] if (meta.get("model") or {}).get("experts") else [])
-    missing = [f for f in used if f not in tables]
+    """", the profile has no elementwise table" (`cost.ops.missing_tables`)."""
+    missing = missing_tables(meta)
     return f": the profile has no {', '.join(missing)} table" if missing else ""
 
 

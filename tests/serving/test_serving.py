@@ -540,3 +540,16 @@ def test_a_plan_over_several_contexts_says_so():
     assert "over contexts 1024, 8192 tokens, one D per batch size for all; the table is at context 1024" in text
     assert "serves contexts 1024, 8192" in text
     assert "at context 1024 tokens" in render_vllm(plan("eagle", context=1024, per_batch=rows))["vllm_serve.sh"]
+
+
+def test_the_serving_header_says_which_ops_the_roofline_fallback_priced():
+    """The shipped H100 profile has no elementwise table: the terminal said so, the serving files'
+    "Speedups from latency measured (AIConfigurator ...)" did not (an audit of 2026-12-04)."""
+    from speedplan.plan.engine_plan import plan_engines, serving_plans
+    from speedplan.plan.sweep import sweep
+
+    result = sweep(mechanisms=["eagle3"], batches=[1, 8])
+    plans = serving_plans(result, plan_engines(result, engines="vllm"))
+    assert "h100-sxm (roofline fallback for the ops it has no table for: elementwise)" in plans["vllm"].sources
+    roofline = sweep(hardware="a100-80gb", mechanisms=["eagle3"], batches=[1, 8])  # no profile: no such note
+    assert "roofline fallback for the ops" not in serving_plans(roofline, plan_engines(roofline, engines="vllm"))["vllm"].sources
