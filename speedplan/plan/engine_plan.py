@@ -328,16 +328,23 @@ def _extras(result, plan: EnginePlan) -> dict:
     return extra
 
 
+def latency_text(meta: dict) -> str:
+    """Where a sweep's latencies came from, for files that carry no table of rows: the profile's
+    label (or the datasheet roofline) and the op families the roofline fallback priced."""
+    latency = latency_label(meta.get("cost_origin", "datasheet"), meta.get("profile") or meta.get("hardware", ""),
+                            meta.get("roofline_fit", ""))
+    if missing_tables(meta):  # a measured profile without some table: those ops are priced by the roofline fallback
+        latency += f" (roofline fallback for the ops it has no table for: {', '.join(missing_tables(meta))})"
+    return latency
+
+
 def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
     """{engine: ServingPlan} to render, each from that engine's own plan."""
     from speedplan.serving import ServingPlan
 
     engine_plans(plans, sweep_result(result, "serving_plans"), "serving_plans")
     meta = result.meta
-    latency = latency_label(meta.get("cost_origin", "datasheet"), meta.get("profile") or meta.get("hardware", ""),
-                            meta.get("roofline_fit", ""))
-    if missing_tables(meta):  # a measured profile without some table: those ops are priced by the roofline fallback
-        latency += f" (roofline fallback for the ops it has no table for: {', '.join(missing_tables(meta))})"
+    latency = latency_text(meta)
     out = {}
     for name, plan in plans.items():
         rows = plan.rows

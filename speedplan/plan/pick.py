@@ -196,11 +196,13 @@ def recommendations(result, plans=None, batch_weights=None) -> dict:
     has mechanism, schedule ([first_batch, last_batch, D] ranges over the planned batches; the
     engine's config carries the last D on), and per_batch rows with batch, context, draft_len,
     speedup and loss_vs_best (a fraction, against the best that engine reaches at that batch)."""
-    from speedplan.plan.engine_plan import engine_records, plan_engines
+    from speedplan.plan.engine_plan import engine_records, latency_text, plan_engines
 
     if plans is None:
         plans = plan_engines(result, batch_weights)
-    out = {"per_batch": _per_batch_records(result.best), "engines": engine_records(result, plans, batch_weights)}
+    latency = latency_text(result.meta)  # every row was priced so, beside its engine profile and acceptance source
+    out = {"per_batch": [{**r, "latency_source": latency} for r in _per_batch_records(result.best)],
+           "engines": {n: {**e, "latency_source": latency} for n, e in engine_records(result, plans, batch_weights).items()}}
     slo = result.meta.get("min_tokens_per_user")
     if slo is not None:  # the SLO pick, as the terminal and report.html show it (None: nothing meets it)
         out["slo_pick"] = {"min_tokens_per_user": float(slo),
