@@ -39,6 +39,8 @@ def hardware() -> None:
         "link_gb_s": round(h.link_bytes_per_s / 1e9, 1), "sms": str(h.sm_count or "-"),
         "latency": latency_origin(h.name), "source": _cut(h.source, 63),
     } for h in PRESETS.values()]
+    from speedplan.profile.load import origin_label
+
     for folder in sorted(PROFILE_DIR.iterdir()):  # shipped profiles of a machine that has no preset of its own
         meta_path = folder / "meta.json"
         if folder.name in PRESETS or not meta_path.is_file():
@@ -47,7 +49,7 @@ def hardware() -> None:
         base = next((r for r in rows if r["hardware"] == meta.get("hardware_preset")), None)
         if base is not None:
             rows.append({**base, "hardware": folder.name,
-                         "latency": f"measured profile (preset {base['hardware']}'s other facts)",
+                         "latency": f"{origin_label(meta)} (preset {base['hardware']}'s other facts)",
                          "source": _cut(str(meta.get("device_name") or base["source"]), 63)})
     typer.echo(table(rows))
 

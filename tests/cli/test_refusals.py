@@ -209,7 +209,10 @@ def test_the_hardware_list_names_every_shipped_profile(capsys):
     """docs/profiles.md's table, which names `speedplan hardware` as its source, lists
     cpu-local-xeon; the command did not (an audit of 2026-12-04)."""
     assert run(["hardware"]) == 0
-    assert "cpu-local-xeon" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "cpu-local-xeon" in out
+    # and says who measured each bench profile (it said "measured profile")
+    assert "measured (speedplan bench, AMD EPYC, 2026-12-02)" in out and "measured (speedplan bench, Intel" in out
 
 
 def test_validate_refuses_a_folder_of_ones_own_before_the_run(tmp_path, capsys, monkeypatch):
