@@ -6,7 +6,7 @@
 For each of h100-sxm, h200-sxm and b200 it draws random rows of the package's own vLLM tables
 (GEMM: bf16 and per-tensor fp8, every (N, K) site, pooled and per dtype; decode attention:
 bf16 and fp8 KV caches,
-the model presets' head shapes on one GPU at TP 1-8), runs them through `predict_ops` (what
+the head shapes the shipped profile holds: the model presets' at its import, on one GPU at TP 1-8), runs them through `predict_ops` (what
 `speedplan predict ops` calls) and prints the median and p90 of |predicted / measured − 1|
 per family for:
 
@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from speedplan.cost.ops import CostModel, load_cost_model  # noqa: E402
 from speedplan.cost.predict import predict_ops  # noqa: E402
 from speedplan.profile.aic import AicSource  # noqa: E402
-from speedplan.profile.import_aic import model_heads  # noqa: E402
 from speedplan.profile.load import build_profile  # noqa: E402
 from speedplan.specs.hardware import get_hardware  # noqa: E402
 
@@ -44,16 +43,16 @@ GEMM_KEY = ("m", "n", "k", "dtype")
 ATTN_KEY = ("batch", "q_len", "kv_len", "num_heads", "num_kv_heads", "head_dim", "mask", "dtype")
 
 
-def draw(src: AicSource, system: str, points: int, rng) -> dict[str, list[dict]]:
+def draw(src: AicSource, system: str, points: int, rng, heads: set) -> dict[str, list[dict]]:
     """Random measured rows of the system's vLLM GEMM and decode-attention tables, as ops.csv
-    rows with the measured latency (µs) beside them."""
+    rows with the measured latency (µs) beside them; attention at the head shapes in `heads`
+    (the shipped profile's own: presets added after its import are not in it, docs/profiles.md)."""
     version = src.default_version(system, "vllm")
     g = src.read(src.table_path(system, "gemm", "vllm", version, "gemm_perf"))
     g = g[g["gemm_dtype"].isin(list(DTYPES))].reset_index(drop=True)
     a = src.read(src.table_path(system, "attention", "vllm", version, "generation_attention_perf"))
     keep = (a["window_size"] == 0) & (a["beam_width"] == 1) & (a["attn_dtype"] == "bfloat16") & a["kv_cache_dtype"].isin(
         list(DTYPES))
-    heads = model_heads()
     keep &= np.array([h in heads for h in zip(a["num_heads"], a["num_key_value_heads"], a["head_dim"])])
     a = a[keep].reset_index(drop=True)
     gi = rng.choice(len(g), min(points, len(g)), replace=False)
@@ -100,8 +99,9 @@ def main(argv=None) -> None:
     print(f"{'hardware':9s} {'family':17s} {'priced by':28s} {'points':>6s} {'median':>7s} {'p90':>7s} {'exact':>6s}")
     for system, name in SYSTEMS.items():
         t0 = time.perf_counter()
-        drawn = draw(src, system, args.points, rng)
         shipped = load_cost_model(name)
+        heads = {tuple(int(x) for x in h) for h in shipped.profile.meta["heads"]}  # (heads, kv heads, head_dim)
+        drawn = draw(src, system, args.points, rng, heads)
         held = without(shipped.profile, drawn)
         hw = get_hardware(name)
         models = {"shipped profile": shipped, "points held out": CostModel(held.hardware, held),
