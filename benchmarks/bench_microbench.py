@@ -1,6 +1,6 @@
 """Benchmarks for issue 3 (run under `flock /tmp/speedplan-cpu.lock`; not part of the tests).
 
-    flock /tmp/speedplan-cpu.lock python benchmarks/bench_microbench.py [--profile profiles/cpu-local] [--rerun]
+    flock /tmp/speedplan-cpu.lock python benchmarks/bench_microbench.py [--profile speedplan/data/profiles/cpu-local] [--rerun]
 
 Reports, as JSON: the leave-one-out error of the profile lookup (targets: median <= 3%,
 p90 <= 10%), the time of 10^4-point lookups per op family (target: well under 0.3 s for all),
@@ -52,7 +52,7 @@ def summary(check: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "cpu-local")
+    ap.add_argument("--profile", type=Path, default=ROOT / "speedplan" / "data" / "profiles" / "cpu-local")
     ap.add_argument("--rerun", action="store_true", help="also time a fresh quick grid")
     args = ap.parse_args()
     out = {"profile": str(args.profile), "leave_one_out": summary(leave_one_out(args.profile)),

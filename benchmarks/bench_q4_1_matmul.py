@@ -3,7 +3,7 @@
 For each row count M it times one forward's worth of matmuls (all 30 layers' wqkv, wo,
 w_gate_up, w_down, real GGUF blocks) both ways and prints ms per forward and the effective
 weight-read bandwidth (bytes of weights read / time: 0.625 B/weight for Q4_1, 4 B for fp32).
-The crossover sets `q4_kernel.MAX_ROWS`.
+The crossover sets `kernels.q4.MAX_ROWS`.
 
     flock /tmp/speedplan-cpu.lock python benchmarks/bench_q4_1_matmul.py --rows 1 2 5 8 16 24 32
 """

@@ -6,7 +6,7 @@ tokens/s (prefill + decode, new tokens / wall seconds) for plain decoding and pr
 (transformers: prompt_lookup_num_tokens=4; ours: ngram drafter, D=4), the best of `--repeats`
 runs after one warm-up, and checks the generated token ids are identical. Ours runs twice:
 with the fp32 matmuls (the default) and with `--matmul q4_1` (the GGUF's Q4_1 blocks through
-`q4_kernel`); for each it also reports the B=1 decode step (median ms at the prompt's context)
+`speedplan/runtime/kernels/q4.py`); for each it also reports the B=1 decode step (median ms at the prompt's context)
 and the effective weight-read bandwidth (bytes of matmul weights a step reads / step time).
 
     pip install transformers   # not a speedplan dependency

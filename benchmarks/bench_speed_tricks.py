@@ -38,7 +38,7 @@ def main() -> None:
     base = statistics.median(times["all tricks"])
     for name, ts in times.items():
         med = statistics.median(ts)
-        extra = "" if name == "all tricks" else f"  (+{(med - base) * 1e3:.0f} ms)"
+        extra = "" if name == "all tricks" else f"  ({(med - base) * 1e3:+.0f} ms)"
         print(f"{name:<22} {med:.3f} s median of {len(ts)}{extra}")
 
 

@@ -32,7 +32,7 @@ def render_run(report, as_json: bool) -> None:
 
 def run(
     prompt: Optional[List[str]] = typer.Option(None, help="A prompt (repeatable)."),
-    prompts: Optional[Path] = typer.Option(None, help="JSONL file: one {\"prompt\": ...} or {\"messages\": [...]} per line."),
+    prompts: Optional[Path] = typer.Option(None, help="JSONL file: one {\"prompt\": ...} (or {\"text\": ...}) or {\"messages\": [...]} per line."),
     mechanism: str = typer.Option("ngram", help="none, ngram, draft-model, eagle, eagle-tree, truncated, truncated-tree."),
     draft_len: int = typer.Option(4, help="Draft length D (tree mechanisms use --tree-depth)."),
     batch: int = typer.Option(1, help="Sequences decoded together."),

@@ -40,7 +40,7 @@ def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp
     """Load a target model and its tokenizer (see the module docstring for `weights`).
 
     `matmul`: "fp32" (default; what profiles and `speedplan validate` price) or "q4_1": on CPU,
-    decode/verify matmuls (up to `q4_kernel.MAX_ROWS` tokens per forward) read the GGUF's Q4_1
+    decode/verify matmuls (up to `kernels.q4.MAX_ROWS` tokens per forward) read the GGUF's Q4_1
     blocks through a small C kernel; same fp32 weight values, ~6x fewer bytes read per step."""
     from speedplan.runtime.io.weights import load_gguf, load_hf_folder, random_model, smollm2_gguf_path
 

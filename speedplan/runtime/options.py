@@ -10,7 +10,7 @@ from speedplan.specs.files import parse_json
 
 MECHANISMS = ("none", "ngram", "draft-model", "eagle", "eagle-tree", "truncated", "truncated-tree")
 MAX_NEW_TOKENS = 65536  # the longest context of a model the runtime loads is checked once it is loaded
-MATMULS = ("fp32", "q4_1")  # CPU matmul path: fp32 oneDNN (default) or the GGUF's Q4_1 blocks (q4_kernel)
+MATMULS = ("fp32", "q4_1")  # CPU matmul path: fp32 oneDNN (default) or the GGUF's Q4_1 blocks (kernels/q4.py)
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ def linear(x: Tensor, weight: Tensor, packed: Tensor | None = None, quantized=No
     for oneDNN: at the 1..64 rows a decode/verify step has, MKL's sgemm/sgemv reached only
     ~10 GB/s of weight reads on the 2-core AMD EPYC dev box, oneDNN's packed GEMM ~17 GB/s
     (per-shape sweep on 2026-11-29; numbers in benchmarks/README.md). `quantized` (opt-in,
-    `q4_kernel.Q41Linear`) computes the same product from the GGUF's Q4_1 blocks and returns
+    `kernels.q4.Q41Linear`) computes the same product from the GGUF's Q4_1 blocks and returns
     None for row counts it leaves to the fp32 path."""
     if quantized is not None:
         out = quantized(x)
@@ -145,7 +145,7 @@ class Attention(nn.Module):
         self.wqkv = nn.Parameter(torch.empty(q_out + 2 * kv_out, cfg.hidden))  # fused Q, K, V
         self.wo = nn.Parameter(torch.empty(cfg.hidden, q_out))
         self.packed: dict[str, Tensor | None] = {"wqkv": None, "wo": None}
-        self.quantized: dict[str, object | None] = {"wqkv": None, "wo": None}  # q4_kernel.Q41Linear
+        self.quantized: dict[str, object | None] = {"wqkv": None, "wo": None}  # kernels.q4.Q41Linear
 
     def forward(self, x: Tensor, layer: int, cache: KVCache, step: "StepInputs") -> Tensor:
         cfg = self.cfg

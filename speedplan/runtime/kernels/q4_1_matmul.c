@@ -1,4 +1,4 @@
-/* y[M,N] = x[M,K] . W^T with W stored as GGUF Q4_1 blocks (speedplan.runtime.q4_kernel builds and loads this).
+/* y[M,N] = x[M,K] . W^T with W stored as GGUF Q4_1 blocks (speedplan.runtime.kernels.q4 builds and loads this).
 
    Q4_1 block (20 bytes per 32 weights of one row): fp16 d, fp16 m, 16 bytes q; byte j holds weight j in
    its low nibble and weight j+16 in its high nibble; w = d*q + m. Row n of W is K/32 consecutive blocks.
