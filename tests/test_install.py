@@ -43,9 +43,9 @@ def test_wheel_prices_cpu_local_from_its_measured_profile(wheel_env):
     proc = _run(bin_dir, [str(bin_dir / "speedplan"), "sweep", "--hardware", "cpu-local", "--model", "smollm2-135m",
                           "--mechanism", "ngram", "--out", str(tmp / "report")], cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "latency: measured profile cpu-local" in proc.stdout
+    assert "latency: measured (speedplan bench, AMD EPYC, 2026-12-02) cpu-local" in proc.stdout  # who measured it
     meta = json.loads((tmp / "report" / "meta.json").read_text())
-    assert meta["cost_origin"] == "measured"
+    assert meta["cost_origin"] == "measured (speedplan bench, AMD EPYC, 2026-12-02)"
 
 
 def test_wheel_ships_presets_profiles_and_drafter_weights(wheel_env):
