@@ -30,6 +30,7 @@ def hardware() -> None:
     import json
 
     from speedplan.cost.ops import PROFILE_DIR, latency_origin
+    from speedplan.profile.load import origin_label
     from speedplan.specs.hardware import PRESETS
 
     peak = lambda h, dtype: round(h.peak_flops_per_s[dtype] / 1e12, 2) if h.peak_flops_per_s.get(dtype) else "-"
@@ -39,8 +40,6 @@ def hardware() -> None:
         "link_gb_s": round(h.link_bytes_per_s / 1e9, 1), "sms": str(h.sm_count or "-"),
         "latency": latency_origin(h.name), "source": _cut(h.source, 63),
     } for h in PRESETS.values()]
-    from speedplan.profile.load import origin_label
-
     for folder in sorted(PROFILE_DIR.iterdir()):  # shipped profiles of a machine that has no preset of its own
         meta_path = folder / "meta.json"
         if folder.name in PRESETS or not meta_path.is_file():

@@ -1,7 +1,8 @@
 """Price one sweep's grid: each mechanism's kernels and step parts once (`price_grid`, engine
 independent but for an engine's speculative cap), then any engine profile's step model over
 them (`engine_rows`, `priced_frame`). `plan.sweep` builds the grid and reads the plan off the
-frame; `plan.capacity`, `plan.zero_draft` and `sweep.reprice` price through the same functions.
+frame; `plan.capacity` and `sweep.reprice` price through the same functions (`plan.zero_draft`
+prices its D = 0 steps with the same cost and step models).
 
     t_step = engine step (speedplan.engine.step) of the verify, draft and sampling kernels
     tokens/s/user = AL / t_step     tokens/s/GPU = R·AL / (t_step · gpus)
@@ -55,7 +56,7 @@ class GridPricing:
 
 
 def price_grid(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int,
-                 engine: EngineProfile) -> GridPricing:
+               engine: EngineProfile) -> GridPricing:
     """Kernels and step parts at the requests each step runs: the batch, or for a speculative
     step of an engine with a cap, min(batch, cap)."""
     R = engine.running(g["batch"], mech is not None)

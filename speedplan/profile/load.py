@@ -52,7 +52,6 @@ _BUILDERS = {"gemm": GemmTable, "elementwise": ElementwiseTable, "allreduce": Al
              "moe": MoeTable}
 
 
-
 def origin_label(meta: dict, origin: str | None = None) -> str:
     """Who measured a profile, as reports print it: its meta's `origin_label` (an import or a
     derivation writes one: "measured (AIConfigurator 0.12, vLLM 0.24 kernels)"), else for a
@@ -60,10 +59,12 @@ def origin_label(meta: dict, origin: str | None = None) -> str:
     origin = str(origin or meta.get("origin") or "measured")
     if meta.get("origin_label"):
         return str(meta["origin_label"])
-    if origin == "measured" and (meta.get("device_name") or meta.get("date")):
+    bench = not isinstance(meta.get("source"), dict)  # an import records its package in `source` (cli/profile._kind_of)
+    if origin == "measured" and bench and (meta.get("device_name") or meta.get("date")):
         who = ", ".join(str(x) for x in ("speedplan bench", meta.get("device_name"), str(meta.get("date") or "")[:10]) if x)
         return f"measured ({who})"
     return origin
+
 
 @dataclass(frozen=True)
 class Profile:

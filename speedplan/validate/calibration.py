@@ -128,6 +128,19 @@ def calibration_runs(grid, calib, run):
     return measure, drafters
 
 
+def runtime_base(cost):
+    """The speedplan-runtime profile calibration starts from: its launch cost per un-captured
+    kernel is the launch floor the pricing profile measured (floors.csv), when `speedplan bench`
+    measured it on this kind of machine (an imported GPU table's floor is another machine's)."""
+    base = get_engine(ENGINE)
+    profile = cost.profile
+    bench = profile is not None and profile.origin == "measured" and not profile.meta.get("origin_label")
+    if bench and "kernel_floor_us" in cost.hardware.extra.get("measured", {}):
+        base = base.with_terms({"launch_us": cost.hardware.kernel_floor_us},
+                               f"measured: launch floor in floors.csv of the profile ({cost.hardware.notes})")
+    return base
+
+
 def fit_runtime(grid, cost, plan, timed, drafters, target_spec
                 ) -> tuple[list[Mechanism], object, list, dict]:
     """Calibration split, measured: acceptance per drafter and the speedplan-runtime engine
@@ -163,10 +176,7 @@ def fit_runtime(grid, cost, plan, timed, drafters, target_spec
                                             first.acceptance_length if d else None,
                                             f"calibration {name} B={b} D={d} {quantity}",
                                             grid.tree_nodes(d) if name.endswith("-tree") else None))
-    base = get_engine(ENGINE)
-    if cost.origin == "measured" and "kernel_floor_us" in cost.hardware.extra.get("measured", {}):
-        base = base.with_terms({"launch_us": cost.hardware.kernel_floor_us},
-                               f"measured: launch floor in floors.csv of the profile ({cost.hardware.notes})")
+    base = runtime_base(cost)
     setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
                       mechanisms={m.label: m for m in mechs})
     fit = calibrate(base, [(m, setting) for m in measured], name=ENGINE,

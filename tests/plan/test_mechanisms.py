@@ -120,3 +120,10 @@ def test_a_user_ngram_rate_without_match_says_every_step_is_taken_to_match():
     assert bare.startswith("user: alpha=0.8; every step taken to find a match (match = 1")
     given = sweep(mechanisms=["ngram"], batches=[1], acceptance={"ngram": "alpha=0.8,match=0.5"})
     assert given.meta["acceptance"]["ngram"] == "user: alpha=0.8,match=0.5"
+
+
+def test_a_user_ngram_rate_that_states_match_1_gets_no_note():
+    from speedplan.plan.sweep import sweep
+
+    given = sweep(mechanisms=["ngram"], batches=[1], acceptance={"ngram": "alpha=0.8,match=1"})
+    assert given.meta["acceptance"]["ngram"] == "user: alpha=0.8,match=1"

@@ -413,3 +413,5 @@ def test_a_bench_profile_says_who_measured_it(tmp_path):
     assert origin_label({"origin": "measured", "origin_label": "measured (AIConfigurator 0.12, vLLM 0.24 kernels)"}
                         ).startswith("measured (AIConfigurator")
     assert origin_label({"origin": "datasheet-roofline"}) == "datasheet-roofline"
+    # an import without a label is not credited to speedplan bench
+    assert origin_label({"origin": "measured", "source": {"package": "x"}, "device_name": "H100"}) == "measured"

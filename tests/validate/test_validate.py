@@ -314,3 +314,18 @@ def test_with_three_rounds_or_more_a_speedup_takes_the_median_rounds_ratio():
     # four rounds: of the two middle ratios, the pair that took less
     ratio, r = paired_ratio([0.040, 0.031, 0.041, 0.036], [0.050, 0.054, 0.051, 0.044])
     assert r == 0 and ratio == pytest.approx(0.80)
+
+
+def test_calibration_starts_from_the_launch_floor_a_bench_profile_measured():
+    """validate's calibration takes speedplan-runtime's launch_us from the pricing profile's
+    floors.csv when speedplan bench measured it; labelling bench profiles "measured (speedplan
+    bench, ...)" (2026-12-04) broke the test it made on the label, a review found."""
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.engine.profile import get_engine
+    from speedplan.validate.calibration import runtime_base
+
+    cpu = load_cost_model("cpu-local")
+    assert runtime_base(cpu).terms["launch_us"].value == cpu.hardware.kernel_floor_us
+    assert runtime_base(cpu).terms["launch_us"].source.startswith("measured: launch floor in floors.csv")
+    shipped = get_engine("speedplan-runtime").terms["launch_us"]
+    assert runtime_base(load_cost_model("h100-sxm")).terms["launch_us"] == shipped  # an imported table: another machine

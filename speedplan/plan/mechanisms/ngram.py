@@ -41,7 +41,8 @@ class Ngram(Mechanism):
         source says that every step is taken to find a match (match = 1): the published default
         finds one in about half the steps, and a step without one verifies a single token."""
         accepted, source = super().resolve_acceptance(acceptance, target, **context)
-        if acceptance is not None and acceptance.match == 1.0 and source.startswith("user"):
+        stated = "match" in acceptance.source if acceptance is not None else True  # alpha=0.8,match=1 says so
+        if acceptance is not None and acceptance.match == 1.0 and not stated and source.startswith("user"):
             source += ("; every step taken to find a match (match = 1; the published default finds one in "
                        f"{ngram_default()[0].match:.3g} of steps): give ngram:alpha=A,match=M to set it")
         return accepted, source
