@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -215,3 +216,100 @@ def test_a_sweep_result_pickles_for_a_notebooks_cache():
 
     r = pickle.loads(pickle.dumps(speedplan.sweep(batches=(1, 8))))
     assert set(speedplan.plan_engines(r)) == {"vllm", "sglang", "trtllm"}
+
+
+def test_numpy_numbers_from_a_notebook_work_as_plain_ones(tmp_path):
+    """np.int64 TP, a numpy array of mechanism names or files and np.int64 max_rows were refused
+    ("--tp must be a positive integer, got np.int64(1)"); an np.int64 SLO was written to meta.json as
+    the text "50" (audit of 2026-12-04, second round)."""
+    import json
+
+    r = speedplan.sweep("llama-3.1-70b", "h100-sxm", np.array(["eagle3"]), batches=np.array([1, 8]),
+                        draft_lens=np.arange(0, 4), tp=np.int64(4), min_tokens_per_user=np.int64(20))
+    assert r.meta["tp"] == 4 and type(r.meta["tp"]) is int and r.meta["mechanisms"] == ["eagle3"]
+    assert sorted(set(r.frame.batch)) == [1, 8] and sorted(set(r.frame.draft_len)) == [0, 1, 2, 3]
+    assert speedplan.render_summary(r, max_rows=np.int64(1)).count("eagle3") >= 1
+    speedplan.write_outputs(r, tmp_path / "rep")
+    assert json.loads((tmp_path / "rep" / "meta.json").read_text())["min_tokens_per_user"] == 20.0
+    cal = speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", np.int64(1), "vllm", ROWS)
+    assert cal.profile.name == "vllm-calibrated"
+    csv = tmp_path / "runs.csv"
+    csv.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,7.0\nnone,8,0,1024,8.0\n")
+    assert speedplan.calibrate_files("llama-3.1-8b", "h100-sxm", np.int64(1), "vllm", np.array([str(csv)])).profile
+    assert speedplan.calibrate_rows(speedplan.get_model("llama-3.1-8b"), "h100-sxm", 1, "vllm", ROWS).profile  # a ModelSpec
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.cost.predict import predict_ops
+
+    cells = {"op": "gemm", "m": np.int64(16), "n": 4096, "k": 4096.0, "dtype": "bf16"}  # numbers, not the CSV's text
+    text = {k: str(int(v)) if k in "mnk" else v for k, v in cells.items()}
+    cost = load_cost_model("h100-sxm")
+    assert predict_ops(cost, [cells])[0]["latency_us"] == predict_ops(cost, [text])[0]["latency_us"]
+    assert predict_ops(cost, pd.DataFrame([text]))[0]["latency_us"] == predict_ops(cost, [text])[0]["latency_us"]
+
+
+def test_more_wrong_arguments_are_one_line_and_leave_nothing_behind(tmp_path):
+    """Each raised a TypeError, AttributeError, OSError or OverflowError from inside, read bytes as
+    their character codes (b"8" swept batch 56), let one acceptance key silently replace another,
+    or (write_outputs with a bad worker) left a hidden half-written folder beside out_dir (audit of
+    2026-12-04, second round)."""
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.cost.predict import predict_ops
+    from speedplan.plan.acceptance import Acceptance
+    from speedplan.plan.pick import recommendations
+    from speedplan.specs.hardware import get_hardware
+
+    r = speedplan.sweep(batches=[1, 8], mechanisms=["eagle3"])
+    plans = speedplan.plan_engines(r)
+    other = speedplan.plan_engines(speedplan.sweep(batches=[1, 8], mechanisms=["eagle3"]))
+    vllm = speedplan.get_engine("vllm")
+    calls = {
+        "--batch: values must be in 1..65536": lambda: speedplan.sweep(batches=[10 ** 400]),
+        "--batch: expected whole numbers (a list, a range or text like '1,8'), got bytes":
+            lambda: speedplan.sweep(batches=b"8"),
+        "--batch: expected whole numbers (a list, a range or text like '1,8'), got dict":
+            lambda: speedplan.sweep(batches={1: 2, 8: 1}),
+        "--min-tokens-per-user must be a finite number > 0, got True": lambda: speedplan.sweep(min_tokens_per_user=True),
+        "keys 'EAGLE3' and 'eagle3' name one mechanism":
+            lambda: speedplan.sweep(mechanisms=["eagle3"], acceptance={"EAGLE3": "alpha=0.6", "eagle3": "alpha=0.7"}),
+        "acceptance source must be text": lambda: speedplan.sweep(mechanisms=["eagle3"], acceptance=Acceptance.iid(0.7, None)),
+        "acceptance match must be a number": lambda: Acceptance((0.5,), (0.5,), "x", "iid", None),
+        "engines: expected names like 'vllm'": lambda: speedplan.plan_engines(r, engines=5),
+        "recommendations: plans must be": lambda: recommendations(r, plans=[1]),
+        "recommendations: the sglang plan was planned on another sweep": lambda: recommendations(r, plans=other),
+        "recommendations: give batch_weights or plans, not both": lambda: recommendations(r, plans, {1: 1}),
+        "write_outputs: plans must be": lambda: speedplan.write_outputs(r, tmp_path / "a", plans=lambda: [1]),
+        "write_outputs: plans is an empty dict": lambda: speedplan.write_outputs(r, tmp_path / "b", plans={}),
+        "write_outputs: worker must be": lambda: speedplan.write_outputs(r, tmp_path / "c", worker=5),
+        "frame has no column 'feasible'": lambda: speedplan.plan_engines(replace(r, frame=r.frame.drop(columns="feasible"))),
+        "meta lacks 'model' or 'tp'": lambda: speedplan.write_outputs(replace(r, meta={}), tmp_path / "d"),
+        "batch_weights['1_0']: batch must be an integer": lambda: speedplan.plan_engines(r, {"1_0": 1}),
+        "calibrate: rows must be a list": lambda: speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", 5),
+        "calibrate: free must list the terms": lambda: speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm",
+                                                                                ROWS, free=5),
+        "files must be a list of measurement file paths, got None": lambda: speedplan.calibrate_files(
+            "llama-3.1-8b", "h100-sxm", 1, "vllm", [None]),
+        "model: expected a preset name": lambda: speedplan.get_model(None),
+        "hardware: expected a preset name": lambda: get_hardware(None),
+        "hardware: expected a preset name, a profile folder": lambda: load_cost_model(None),
+        "engine profile name 5": lambda: vllm.with_terms({}, "x", name=5),
+        "fit must be a dict": lambda: vllm.with_terms({}, "x", fit=5),
+        "fit_order must list terms": lambda: vllm.with_terms({}, "x", fit_order=("nope",)),
+        "predict_ops: cost must be a CostModel": lambda: predict_ops("h100-sxm", []),
+        "row 2: expected a dict of ops.csv columns": lambda: predict_ops(load_cost_model("h100-sxm"), [5]),
+        "column 'op' must be gemm or attention, got '5'": lambda: predict_ops(load_cost_model("h100-sxm"),
+                                                                               [{"op": 5, "dtype": "bf16"}]),
+    }
+    for words, call in calls.items():
+        with pytest.raises(speedplan.SpeedplanInputError, match=re.escape(words)):
+            call()
+    assert list(tmp_path.iterdir()) == []  # no report, and no hidden staging folder
+
+
+def test_a_profile_file_with_a_nested_or_repeated_fit_order_is_one_line(tmp_path):
+    import json
+
+    data = speedplan.get_engine("vllm").to_json()
+    for order in ([["host_step_us"]], ["host_step_us", "host_step_us"]):
+        (tmp_path / "p.json").write_text(json.dumps({**data, "fit_order": order}))
+        with pytest.raises(speedplan.SpeedplanInputError, match="'fit_order' must list terms"):
+            speedplan.get_engine(str(tmp_path / "p.json"))

@@ -9,6 +9,7 @@ op list, `speedplan predict ops`) never know or care which it was, except to rep
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -237,6 +238,9 @@ def load_cost_model(hardware: str | Path) -> CostModel:
     (`path/to/preset.json`: priced with the roofline fallback), or the name of a shipped
     profile under `data/profiles/` (e.g. "cpu-local"); a shipped measured profile wins over
     the bare preset."""
+    if not isinstance(hardware, (str, os.PathLike)):  # str(None) would be looked up as the hardware "None"
+        raise SpeedplanInputError(f"hardware: expected a preset name, a profile folder or a preset JSON file, "
+                                  f"got {hardware!r}")
     key = str(hardware).strip()
     if not key:
         from speedplan.specs.hardware import PRESETS

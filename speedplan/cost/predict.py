@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +26,35 @@ ATTENTION_COLUMNS = ("batch", "q_len", "kv_len", "num_heads", "num_kv_heads", "h
 OUTPUT_COLUMNS = ["latency_us", "source", "bound", "out_of_range"]
 
 
+def _cell(row: dict, col: str) -> str:
+    """A cell as the CSV reader gives it: text, "" when empty; a number from Python (16, np.int64(16),
+    a DataFrame's NaN for an empty cell) reads as its text."""
+    value = row.get(col)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value).strip()
+
+
+def _rows(rows, where: str) -> list[dict]:
+    """`rows` as a list of dicts: a list (or any iterable) of them, or a DataFrame with ops.csv's columns."""
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a DataFrame
+        rows = rows.to_dict("records")
+    if isinstance(rows, (str, bytes, dict)) or not isinstance(rows, Iterable):
+        raise SpeedplanInputError(f"{where}: rows must be a list of dicts of ops.csv columns, got {type(rows).__name__}")
+    rows = list(rows)
+    wrong = next((i for i, row in enumerate(rows, start=2) if not isinstance(row, dict)), None)
+    if wrong is not None:
+        raise SpeedplanInputError(f"{where}: row {wrong}: expected a dict of ops.csv columns, "
+                                  f"got {type(rows[wrong - 2]).__name__}")
+    return rows
+
+
 def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
     out = {}
     for col in columns:
         values = []
         for i, row in rows:
-            text = (row.get(col) or "").strip()
+            text = _cell(row, col)
             try:
                 v = float(text)
             except ValueError:
@@ -45,36 +69,40 @@ def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
 
 def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> list[dict]:
     """Answer each row (a dict of ops.csv columns); returns rows with latency_us, source,
-    bound and out_of_range."""
+    bound and out_of_range. Cells may be text (as csv gives them) or numbers."""
+    if not (callable(getattr(cost, "gemm", None)) and callable(getattr(cost, "attention", None))):
+        raise SpeedplanInputError(f"predict_ops: cost must be a CostModel (speedplan.cost.ops.load_cost_model"
+                                  f"(\"h100-sxm\")), got {type(cost).__name__}")
+    rows = _rows(rows, where)
     gemm, attn = [], []
     for i, row in enumerate(rows, start=2):  # line numbers as a spreadsheet shows them
-        op = (row.get("op") or "").strip().lower()
-        dtype = (row.get("dtype") or "").strip().lower()
+        op = _cell(row, "op").lower()
+        dtype = _cell(row, "dtype").lower()
         if dtype not in DTYPE_BYTES:
             raise SpeedplanInputError(f"{where}: row {i}: column 'dtype' must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
         if op == "gemm":
             gemm.append((i, row))
         elif op == "attention":
-            mask = (row.get("mask") or "").strip().lower()
+            mask = _cell(row, "mask").lower()
             if mask not in ("causal", "tree"):
                 raise SpeedplanInputError(f"{where}: row {i}: column 'mask' must be causal or tree, got {mask!r}")
             attn.append((i, row))
         else:
             raise SpeedplanInputError(f"{where}: row {i}: column 'op' must be gemm or attention, got {op!r}")
     results: dict[int, tuple[float, str, str, bool]] = {}
-    for dtype in sorted({(r.get("dtype") or "").strip().lower() for _, r in gemm}):
-        sel = [(i, r) for i, r in gemm if r["dtype"].strip().lower() == dtype]
+    for dtype in sorted({_cell(r, "dtype").lower() for _, r in gemm}):
+        sel = [(i, r) for i, r in gemm if _cell(r, "dtype").lower() == dtype]
         a = _positive(sel, GEMM_COLUMNS, where)
         c = cost.gemm(a["m"], a["n"], a["k"], dtype)
         for j, (i, _) in enumerate(sel):
             results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]), bool(c.out_of_range[j]))
-    for dtype in sorted({(r.get("dtype") or "").strip().lower() for _, r in attn}):
-        sel = [(i, r) for i, r in attn if r["dtype"].strip().lower() == dtype]
+    for dtype in sorted({_cell(r, "dtype").lower() for _, r in attn}):
+        sel = [(i, r) for i, r in attn if _cell(r, "dtype").lower() == dtype]
         a = _positive(sel, ATTENTION_COLUMNS, where)
         uneven = np.flatnonzero(a["num_heads"] % a["num_kv_heads"])
         if len(uneven):
             raise SpeedplanInputError(f"{where}: row {sel[uneven[0]][0]}: num_heads must be a multiple of num_kv_heads")
-        mask = np.array([r["mask"].strip().lower() for _, r in sel])
+        mask = np.array([_cell(r, "mask").lower() for _, r in sel])
         c = cost.attention(a["batch"], a["q_len"], a["kv_len"], a["num_heads"], a["num_kv_heads"], a["head_dim"], mask, dtype)
         for j, (i, _) in enumerate(sel):
             results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]), bool(c.out_of_range[j]))

@@ -11,6 +11,7 @@ reason.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace, fields
 
 import numpy as np
@@ -315,6 +316,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         raise SpeedplanInputError("calibrate: no measurements")
     priced = price(pairs, base.terms["spec_max_running"].value)
     values = {t: base.terms[t].value for t in TERMS}
+    if free is not None and not isinstance(free, (str, Iterable)):
+        raise SpeedplanInputError(f"calibrate: free must list the terms to fit (None: the default ones), got {free!r}")
     if free is not None and not isinstance(free, str):
         free = list(free)  # once: a generator is used up by reading it
     if free is not None and (isinstance(free, str) or not free):

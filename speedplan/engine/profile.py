@@ -156,9 +156,24 @@ class EngineProfile:
     fit_order: tuple[str, ...] = ()  # terms calibration tries first for this engine (default: calibrate.FIT_ORDER)
 
     def __post_init__(self) -> None:
-        if not self.name.strip() or len(self.name) > 200 or re.search(r"[\x00-\x1f\x7f]", self.name):
+        if (not isinstance(self.name, str) or not self.name.strip() or len(self.name) > 200
+                or re.search(r"[\x00-\x1f\x7f]", self.name)):
             # printed in every output; report folder names made from it are made safe (cli/sweep._folder_name)
             raise SpeedplanInputError(f"engine profile name {self.name!r}: give printable text (up to 200 characters)")
+        for key in ("engine", "version", "description", "origin"):  # printed, or read as a path (origin)
+            if not isinstance(getattr(self, key), str):
+                raise SpeedplanInputError(f"engine profile {self.name}: {key} must be text, got {getattr(self, key)!r}")
+        if not isinstance(self.fit, dict):
+            raise SpeedplanInputError(f"engine profile {self.name}: fit must be a dict (what calibrate fitted), "
+                                      f"got {type(self.fit).__name__}")
+        if isinstance(self.fit_order, list):  # with_terms(..., fit_order=[...])
+            object.__setattr__(self, "fit_order", tuple(self.fit_order))
+        if (not isinstance(self.fit_order, tuple) or any(not isinstance(t, str) or t not in TERMS for t in self.fit_order)
+                or len(set(self.fit_order)) < len(self.fit_order)):
+            raise SpeedplanInputError(f"engine profile {self.name}: fit_order must list terms of {', '.join(TERMS)}, "
+                                      f"each once; got {self.fit_order!r}")
+        if not isinstance(self.terms, dict):
+            raise SpeedplanInputError(f"engine profile {self.name}: terms must be a dict of {{name: Term}}")
         missing = [t for t in TERMS if t not in self.terms]
         if missing:
             raise SpeedplanInputError(f"engine profile {self.name}: missing term {missing[0]!r}")
@@ -316,8 +331,9 @@ def engine_from_json(data, where: str) -> EngineProfile:
     for name, (value, source) in OPTIONAL_TERMS.items():
         terms.setdefault(name, Term(value, source))
     order = data.get("fit_order") or []
-    if not isinstance(order, list) or any(t not in TERMS for t in order):
-        raise SpeedplanInputError(f"{where}: 'fit_order' must list terms of {', '.join(TERMS)}")
+    if not isinstance(order, list) or any(not isinstance(t, str) or t not in TERMS for t in order) or len(
+            set(order)) < len(order):
+        raise SpeedplanInputError(f"{where}: 'fit_order' must list terms of {', '.join(TERMS)}, each once")
     try:
         return EngineProfile(str(data["name"]), str(data["engine"]), str(data["version"]),
                              str(data.get("description", "")), terms, where, fit, tuple(order))

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +36,13 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
                                   f"of {', '.join(SGLANG_DRAFTERS)} (with its options, e.g. eagle3:config=PATH); "
                                   "rows with topk > 1 are that EAGLE head's tree")
     mechanism = head.lower() + colon + options
+    if getattr(files, "ndim", None) == 1 and hasattr(files, "tolist"):  # a numpy array or a Series of paths
+        files = files.tolist()
     if isinstance(files, (str, Path)) or not isinstance(files, (list, tuple)) or not files:
         raise SpeedplanInputError(f"calibrate: files must be a list of measurement files, got {files!r}")
+    wrong = [f for f in files if not isinstance(f, (str, os.PathLike)) or not str(f).strip()]
+    if wrong:
+        raise SpeedplanInputError(f"calibrate: files must be a list of measurement file paths, got {wrong[0]!r} in it")
     _check_distinct(files)
     setting = _setting(model, hardware, tp)
     scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
@@ -149,6 +155,9 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
     if isinstance(rows, (dict, Measurement)):
         raise SpeedplanInputError("calibrate: rows must be a list of measurements (one dict or Measurement each), "
                                   f"got one {type(rows).__name__}")
+    if not isinstance(rows, Iterable):
+        raise SpeedplanInputError(f"calibrate: rows must be a list of measurements (dicts or Measurement records), "
+                                  f"got {type(rows).__name__}")
     rows = list(rows)
     if not rows:
         raise SpeedplanInputError("calibrate: no measurements")
@@ -162,9 +171,11 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
 
 def _setting(model: str, hardware: str, tp: int) -> Setting:
     from speedplan.cost.ops import load_cost_model
+    from speedplan.plan.sweep_inputs import integer
     from speedplan.specs.model import get_model
 
-    target = get_model(model)
+    target = get_model(model)  # a preset name, a config.json path or a ModelSpec
+    tp = integer(tp)  # np.int64 from a notebook
     target.check_tp(tp)
     cost = load_cost_model(hardware)
     return Setting(target.priced_on(cost.hardware), cost, tp, f"{target.name} on {hardware}, TP={tp}")

@@ -53,6 +53,16 @@ class Acceptance:
     match: float = 1.0  # chance a step proposes any draft (n-gram lookup); 1 for model drafters
 
     def __post_init__(self) -> None:
+        if not isinstance(self.source, str):  # every report appends to it
+            raise SpeedplanInputError(f"acceptance source must be text saying where the numbers came from, "
+                                      f"got {self.source!r}")
+        _number(self.match, "match")
+        for label, values in (("positions", self.positions), ("ranks", self.ranks)):
+            if not isinstance(values, tuple):
+                raise SpeedplanInputError(f"acceptance {label} must be a tuple of numbers (build an Acceptance with "
+                                          f"iid, positional or per_rank), got {values!r}")
+            for v in values:
+                _number(v, label)
         if not (0.0 < self.match <= 1.0):
             raise SpeedplanInputError(f"acceptance match probability must be in (0, 1], got {self.match}")
         for label, values in (("positions", self.positions), ("ranks", self.ranks)):

@@ -20,6 +20,15 @@ def sweep_result(result, where: str):
             and isinstance(result.best, pd.DataFrame) and isinstance(result.meta, dict)):
         raise SpeedplanInputError(f"{where}: a SweepResult without its tables (frame, pareto and best are "
                                   "DataFrames, meta a dict, as speedplan.sweep returns them)")
+    from speedplan.plan.pricing import FRAME_COLUMNS
+
+    missing = [c for c in FRAME_COLUMNS if c not in result.frame.columns]
+    if missing:  # rows may be filtered out, not columns: each is read somewhere (a KeyError deep inside)
+        raise SpeedplanInputError(f"{where}: the SweepResult's frame has no column {missing[0]!r} (filter its rows "
+                                  "if you like, but keep the columns speedplan.sweep gave it)")
+    if not isinstance(result.meta.get("model"), dict) or "tp" not in result.meta:
+        raise SpeedplanInputError(f"{where}: the SweepResult's meta lacks 'model' or 'tp' (keep the meta "
+                                  "speedplan.sweep gave it)")
     return result
 
 

@@ -3,12 +3,16 @@ w(B, L) over the (batch, context) cells a plan covers (`plan.engine_plan`)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
+
+
+_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
 
 
 def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
@@ -64,6 +68,8 @@ def _checked(pairs: list[tuple[object, object, str]], name: str) -> dict[int, fl
     out: dict[int, float] = {}
     for b, w, where in pairs:
         try:
+            if not _INTEGER.fullmatch(str(b).strip()):  # int() also takes "1_0" (10) and non-ASCII digits
+                raise ValueError(b)
             batch, weight = int(str(b).strip()), float(str(w).strip())
         except ValueError:
             raise SpeedplanInputError(f"{where}: batch must be an integer and weight a number") from None

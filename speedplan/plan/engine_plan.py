@@ -46,6 +46,7 @@ the D_1 with the largest J.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -183,6 +184,12 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     from speedplan.serving import ENGINES, engine_module
 
     batch_weights = batch_weights_arg(batch_weights)
+    if isinstance(engines, Iterable) and not isinstance(engines, (str, bytes, dict)):
+        engines = list(engines)  # a tuple, a set, a numpy array of names
+    if not (engines is None or isinstance(engines, str)
+            or (isinstance(engines, list) and all(isinstance(e, str) for e in engines))):
+        raise SpeedplanInputError(f"engines: expected names like 'vllm' (a list, or text like 'vllm,sglang'), got "
+                                  f"{engines!r}; name one or more of {', '.join(ENGINES)}")
     names = [str(e).strip().lower() for e in (engines.split(",") if isinstance(engines, str) else engines or [])]
     if engines is not None and (not names or "" in names):  # "vllm,,sglang" has a name missing
         raise SpeedplanInputError(f"engines {engines if isinstance(engines, str) else list(engines)!r}: an empty name; "

@@ -196,10 +196,16 @@ def recommendations(result, plans=None, batch_weights=None) -> dict:
     has mechanism, schedule ([first_batch, last_batch, D] ranges over the planned batches; the
     engine's config carries the last D on), and per_batch rows with batch, context, draft_len,
     speedup and loss_vs_best (a fraction, against the best that engine reaches at that batch)."""
+    from speedplan.plan.api_checks import engine_plans, sweep_result
     from speedplan.plan.engine_plan import engine_records, latency_text, plan_engines
 
+    sweep_result(result, "recommendations")
+    if plans is not None and batch_weights is not None:
+        raise SpeedplanInputError("recommendations: give batch_weights or plans, not both (plans were weighted when "
+                                  "planned: plan_engines(result, batch_weights))")
     if plans is None:
         plans = plan_engines(result, batch_weights)
+    engine_plans(plans, result, "recommendations")
     latency = latency_text(result.meta)  # every row was priced so, beside its engine profile and acceptance source
     out = {"per_batch": [{**r, "latency_source": latency} for r in _per_batch_records(result.best)],
            "engines": {n: {**e, "latency_source": latency} for n, e in engine_records(result, plans, batch_weights).items()}}

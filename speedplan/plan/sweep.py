@@ -38,7 +38,7 @@ from speedplan.plan.mechanisms.heads import Eagle3Head
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pricing import FRAME_COLUMNS, price_grid, priced_frame  # noqa: F401  (FRAME_COLUMNS: the frame's columns, as before)
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
-from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, mechanism_specs
+from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, integer, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
 from speedplan.specs.fallback import describe_fit
 
@@ -231,6 +231,7 @@ def sweep(
     if not (isinstance(hardware, (str, Path)) or hasattr(hardware, "hardware")):  # a CostModel, or one like it
         raise SpeedplanInputError(f"hardware: expected a preset name, a profile folder or a CostModel, got {hardware!r}")
     target = model if isinstance(model, ModelSpec) else get_model(os.fspath(model))
+    tp = integer(tp)  # np.int64 from a notebook: the plain int meta.json and the plans record
     target.check_tp(tp)
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
     hw = cost.hardware
@@ -241,8 +242,11 @@ def sweep(
     target.check_context(contexts)
     tree_nodes = axis("tree nodes", tree_nodes, 1, 1024)
     if min_tokens_per_user is not None and not (isinstance(min_tokens_per_user, numbers.Real)
+                                                and not isinstance(min_tokens_per_user, bool)
                                                 and 0 < min_tokens_per_user < float("inf")):
         raise SpeedplanInputError(f"--min-tokens-per-user must be a finite number > 0, got {min_tokens_per_user!r}")
+    if min_tokens_per_user is not None:
+        min_tokens_per_user = float(min_tokens_per_user)  # np.int64(50) would be the text "50" in meta.json
 
     acceptance = acceptance_arg(acceptance, tuple(REGISTRY))
     mechs, skipped = _mechanisms(mechanism_specs(mechanisms), target, acceptance, tp)

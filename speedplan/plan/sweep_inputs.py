@@ -48,6 +48,9 @@ def axis(name: str, values, low: int, high: int) -> list[int]:
     text ("1-256", "1,8,64")."""
     if values is None:
         raise SpeedplanInputError(f"{name}: give one or more whole numbers")
+    if isinstance(values, (bytes, bytearray, dict)):  # b"8" iterates as [56], a dict as its keys
+        raise SpeedplanInputError(f"{name}: expected whole numbers (a list, a range or text like '1,8'), "
+                                  f"got {type(values).__name__}")
     if isinstance(values, str):
         values = parse_int_list(values, name)
     elif getattr(values, "ndim", None) == 0:  # a numpy scalar or 0-d array
@@ -63,6 +66,8 @@ def axis(name: str, values, low: int, high: int) -> list[int]:
             number = float(v)
         except ValueError:
             raise SpeedplanInputError(f"{name}: {v!r} is not a whole number") from None
+        except OverflowError:  # an int beyond a float's range: out of range, as any too large a value
+            raise SpeedplanInputError(f"{name}: values must be in {low}..{high}, got {v!r:.20}...") from None
         if not math.isfinite(number) or number != int(number):
             raise SpeedplanInputError(f"{name}: {v!r} is not a whole number")
         out.add(int(number))
@@ -72,6 +77,14 @@ def axis(name: str, values, low: int, high: int) -> list[int]:
     if values[0] < low or values[-1] > high:
         raise SpeedplanInputError(f"{name}: values must be in {low}..{high}, got {values[0]}..{values[-1]}")
     return values
+
+
+def integer(value):
+    """`value` as a plain int when it is a whole-number type (numpy's included, not bool), else as
+    it is, for the caller's own check to refuse: np.int64(4) from a notebook is 4."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
 
 
 def check_grid_size(settings: list[int], batches: list[int], contexts: list[int]) -> None:
@@ -92,6 +105,8 @@ def mechanism_specs(mechanisms) -> list | None:
 
     if mechanisms is None:
         return None
+    if getattr(mechanisms, "ndim", None) == 1 and hasattr(mechanisms, "tolist"):  # a numpy array or a Series of names
+        mechanisms = mechanisms.tolist()
     if not isinstance(mechanisms, (str, Mechanism, list, tuple, set, frozenset)):
         raise SpeedplanInputError(f"mechanisms: expected a list of names like 'eagle3', got {mechanisms!r}")
     specs = [mechanisms] if isinstance(mechanisms, (str, Mechanism)) else list(mechanisms)
@@ -118,14 +133,17 @@ def acceptance_arg(acceptance, mechanisms: tuple[str, ...]):
     if isinstance(acceptance, str):
         return parse_acceptance_options([acceptance], mechanisms)
     if isinstance(acceptance, dict):
-        out = {}
+        out, given = {}, {}
         for key, value in acceptance.items():
             if isinstance(value, str):
                 value = parse_acceptance(value)
             if not isinstance(value, Acceptance):
                 raise SpeedplanInputError(f"acceptance[{key!r}]: expected an Acceptance or text like 'alpha=0.8', "
                                           f"got {type(value).__name__}")
-            out[str(key).strip().lower()] = value
+            name = str(key).strip().lower()
+            if name in given:  # "EAGLE3" and "eagle3": one would silently replace the other
+                raise SpeedplanInputError(f"acceptance: keys {given[name]!r} and {key!r} name one mechanism; give it once")
+            out[name], given[name] = value, key
         return out
     if isinstance(acceptance, (list, tuple)) and all(isinstance(a, str) for a in acceptance):
         return parse_acceptance_options(list(acceptance), mechanisms)

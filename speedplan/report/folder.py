@@ -8,6 +8,7 @@ replaced only if it is empty or a previous report (`speedplan.outputs`).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
@@ -26,13 +27,16 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
     once the figures are sent, so that planning overlaps drawing). A started
     `speedplan.entry.FigureWorker` draws the figures if given. Returns the final paths."""
     sweep_result(result, "write_outputs")
-    if not isinstance(out_dir, (str, Path)) or not str(out_dir).strip():
+    if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir).strip():
         raise SpeedplanInputError(f"write_outputs: out_dir must be a folder path, got {out_dir!r}")
     if plans is not None and batch_weights is not None:
         raise SpeedplanInputError("write_outputs: give batch_weights or plans, not both (plans were weighted when "
                                   "planned: plan_engines(result, batch_weights))")
     if plans is not None and not callable(plans):
-        engine_plans(plans, result, "write_outputs")
+        _checked_plans(plans, result)
+    if worker is not None and not all(callable(getattr(worker, m, None)) for m in ("submit", "wait", "cancel")):
+        raise SpeedplanInputError(f"write_outputs: worker must be a started speedplan.entry.FigureWorker (or None: "
+                                  f"the figures are drawn here), got {type(worker).__name__}")
     out_dir = Path(out_dir)
     check_replaceable(out_dir, REPORT)
     tmp = staging_folder(out_dir)
@@ -43,7 +47,7 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
         if plans is None:
             plans = plan_engines(result, batch_weights)  # bad weights fail here: the temporary folder goes
         elif callable(plans):
-            plans = plans()
+            plans = _checked_plans(plans(), result)
         files = []
         result.frame.to_csv(tmp / "sweep.csv", index=False, float_format="%.6g")
         result.pareto.to_csv(tmp / "pareto.csv", index=False, float_format="%.6g")
@@ -62,8 +66,19 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
                      sensitivity_table=al_sensitivity)
         move_into_place(tmp, out_dir)
     except BaseException:
-        if worker is not None:
-            worker.cancel()
-        discard(tmp)
+        try:
+            if worker is not None:
+                worker.cancel()
+        finally:
+            discard(tmp)  # even where cancelling failed: no half-written folder left beside out_dir
         raise
     return sorted(p for p in out_dir.iterdir() if p.name != MANIFEST)
+
+
+def _checked_plans(plans, result) -> dict:
+    """`plans` when they are plan_engines(result)'s, with at least one engine (the report has its serving files)."""
+    engine_plans(plans, result, "write_outputs")
+    if not plans:
+        raise SpeedplanInputError("write_outputs: plans is an empty dict; give plan_engines(result) (or leave plans "
+                                  "out: it is planned here)")
+    return plans

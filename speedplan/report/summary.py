@@ -5,6 +5,7 @@ came from. `speedplan.report.html` builds the page from the same pieces.
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -329,8 +330,9 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     sweep_result(result, "render_summary")
     if plans is not None:
         engine_plans(plans, result, "render_summary")
-    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+    if isinstance(max_rows, bool) or not isinstance(max_rows, numbers.Integral) or max_rows < 1:
         raise SpeedplanInputError(f"render_summary: max_rows must be a positive integer, got {max_rows!r}")
+    max_rows = int(max_rows)  # np.int64 from a notebook
     meta = result.meta
     model = (meta.get("model") or {}).get("model", "?")
     attention = attention_label(meta.get("model") or {})

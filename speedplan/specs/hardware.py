@@ -241,6 +241,8 @@ DEFAULT_HARDWARE = "h100-sxm"
 
 def get_hardware(name: str) -> Hardware:
     """A preset by name (case-insensitive). Profile folders are resolved by `speedplan.cost`."""
+    if not isinstance(name, str):
+        raise SpeedplanInputError(f"hardware: expected a preset name ({', '.join(sorted(PRESETS))}), got {name!r}")
     key = name.strip().lower()
     if key not in PRESETS:
         raise SpeedplanInputError(

@@ -8,6 +8,7 @@ published totals), so weight bytes and KV bytes follow from the same numbers the
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -323,7 +324,13 @@ def _preset_model(name: str) -> ModelSpec:
 
 def get_model(name_or_path: str) -> ModelSpec:
     """A preset name (`llama-3.1-8b`), a config.json path, or a folder holding config.json.
-    A user's file is read at every call (it may have been edited since); presets once."""
+    A user's file is read at every call (it may have been edited since); presets once. A
+    ModelSpec is returned as it is (as `sweep` takes one)."""
+    if isinstance(name_or_path, ModelSpec):
+        return name_or_path
+    if not isinstance(name_or_path, (str, os.PathLike)):  # str(None) would be looked up as the model "None"
+        raise SpeedplanInputError(f"model: expected a preset name, a config.json path or a ModelSpec, "
+                                  f"got {name_or_path!r}")
     key = str(name_or_path).strip()
     if not key:
         raise SpeedplanInputError(f"model: empty name; presets: {', '.join(preset_names())} (or a config.json path)")
