@@ -226,11 +226,10 @@ def latency_origin(name: str) -> str:
         from speedplan.specs.hardware import get_hardware
 
         return latency_label("datasheet", "", describe_fit(get_hardware(name).roofline_fit))
-    meta = json.loads((folder / "meta.json").read_text())
     from speedplan.profile.load import origin_label
 
-    label = origin_label(meta)
-    return latency_label(label if label != str(meta.get("origin", "measured")) else f"{label} profile")
+    meta = json.loads((folder / "meta.json").read_text())
+    return latency_label(origin_label(meta))  # "measured" alone reads "measured profile" there
 
 
 def load_cost_model(hardware: str | Path) -> CostModel:

@@ -77,6 +77,16 @@ def _stack(groups: list[tuple[list[int], StepParts]], n: int) -> StepParts:
                                        for idx, p in groups])[order] for f in fields(StepParts)))
 
 
+def _fitted_values(base: EngineProfile, now: dict[str, float]) -> dict[str, float]:
+    """What every fitted term of a calibrated profile was fitted to: this fit's values, and for the
+    base's terms fitted earlier the values their fit recorded (an edit of the base, or of the
+    file this profile is written to, then shows against them: `EngineProfile.edited`)."""
+    recorded = (base.fit or {}).get("values") or {}
+    earlier = {t: float(recorded.get(t, base.terms[t].value)) for t in TERMS
+               if t not in now and source_kind(base.terms[t].source) == "fitted"}
+    return {**earlier, **now}
+
+
 def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.0) -> Priced:
     """Price each measurement's verify, draft and plain forward passes with its setting's cost
     model. A step runs min(batch, cap) requests: the cap a row states (`max_running`, the
@@ -370,7 +380,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or default_name,
                               fit={"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                                    "base": base.name, "described": described, "fitted": ok,
-                                   "values": {t: float(fitted[t]) for t in ok},  # an edit of the file shows against these
+                                   "values": _fitted_values(base, {t: float(fitted[t]) for t in ok}),
                                    "kept": kept,
                                    "not_tried": not_tried,
                                    "median_abs_residual": float(np.median(resid)), "max_abs_residual": float(resid.max()),

@@ -239,7 +239,10 @@ class EngineProfile:
             parts.append(f"{fit.get('cross_validation', 'leave-one-out')} {fit['loo_median_error']:.1%}")
         earlier = (f"; {', '.join(before)} fitted earlier (base {fit.get('base')}: see its source)"
                    if before else "")
-        stale = " (the fit's, before the edit below)" if edited and len(parts) > 1 else ""
+        # this fit's residuals are stale where a term it fitted was changed since (edited, or set by hand)
+        changed = any(n in fit.get("fitted", []) and (n in edited or source_kind(t.source) is None)
+                      for n, t in self.terms.items())
+        stale = " (the fit's, before the edit below)" if changed and len(parts) > 1 else ""
         return (", ".join(parts) + stale + earlier + self._by_hand()
                 + "; the others from documents or stated assumptions")
 
@@ -264,7 +267,7 @@ class EngineProfile:
     def _by_hand(self) -> str:
         """"; host_seq_us = 500 set by hand (my guess)" for terms whose source is none of the kinds
         a shipped or calibrated profile uses (a `with_terms` override, a hand-edited file), and
-        "; host_step_us = 3000 edited (the fit gave 990.6)" for a fitted term whose value is not the
+        "; host_step_us = 3000 edited (the fit gave 990.588)" for a fitted term whose value is not the
         one its fit recorded (`fit["values"]`: a file edited by hand after calibrate wrote it)."""
         hand = [(n, t) for n, t in self.terms.items() if source_kind(t.source) is None]
         return ("".join(f"; {n} = {t.value:g} set by hand ({t.source})" for n, t in hand)
@@ -352,9 +355,10 @@ def _fit_record(fit, where: str) -> dict:
     if not isinstance(fit.get("rows", []), list) or not isinstance(fit.get("described", ""), str):
         raise SpeedplanInputError(f"{where}: fit.rows must be a list and fit.described text")
     values = fit.get("values", {})
-    if not isinstance(values, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float))
-                                           for v in values.values()):
-        raise SpeedplanInputError(f"{where}: fit.values must be an object of {{term: number}} (the values the fit gave)")
+    if not isinstance(values, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v)
+                                           or k not in TERMS for k, v in values.items()):
+        raise SpeedplanInputError(f"{where}: fit.values must be an object of {{term: finite number}} (the values the "
+                                  "fit gave)")
     return fit
 
 

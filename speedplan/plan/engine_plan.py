@@ -338,10 +338,11 @@ def _extras(result, plan: EnginePlan) -> dict:
 def latency_text(meta: dict) -> str:
     """Where a sweep's latencies came from, for files that carry no table of rows: the profile's
     label (or the datasheet roofline) and the op families the roofline fallback priced."""
-    latency = latency_label(meta.get("cost_origin", "datasheet"), meta.get("profile") or meta.get("hardware", ""),
-                            meta.get("roofline_fit", ""))
-    if missing_tables(meta):  # a measured profile without some table: those ops are priced by the roofline fallback
-        latency += f" (roofline fallback for the ops it has no table for: {', '.join(missing_tables(meta))})"
+    origin = meta.get("cost_origin", "datasheet")
+    latency = latency_label(origin, meta.get("profile") or meta.get("hardware", ""), meta.get("roofline_fit", ""))
+    missing = missing_tables(meta) if origin not in ("datasheet", "datasheet-roofline") else []
+    if missing:  # a measured profile without some table: those ops are priced by the roofline fallback
+        latency += f" (roofline fallback for some ops: the profile has no {', '.join(missing)} table)"
     return latency
 
 

@@ -162,12 +162,15 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
                                       "engines run the drafter on the target's GPUs (its TP or fewer)")
         if getattr(mech, "draft_tp", None) == tp:
             mech = replace(mech, draft_tp=None)  # the target's TP is the unmarked default
-        head = getattr(mech, "head", None)
-        if isinstance(head, Eagle3Head) and head.source.startswith("config") and tp_problem(head.layer, tp):
+        head = _configured_head(mech, spec)
+        if head is not None and tp_problem(head, tp):
             # vLLM runs an EAGLE head at the target's TP unless told otherwise (vllm/config/speculative.py
             # _verify_and_get_draft_tp: speculative_draft_tensor_parallel_size unset -> the target's)
-            raise SpeedplanInputError(f"mechanism {spec}: {tp_problem(head.layer, tp).split(': ', 1)[-1]} "
-                                      f"(the engines run an EAGLE-3 head at the target's TP, {tp})")
+            try:
+                head.check_tp(tp, option="TP")
+            except SpeedplanInputError as e:
+                raise SpeedplanInputError(f"mechanism {spec}: {e}; the engines run an EAGLE head at the target's "
+                                          "TP") from None
         if name == "draft-model" and mech.draft_tp is None:  # each draft TP an engine runs it at that its shapes split over
             runs = [t for t in [tp, *sorted(draft_tp_choices(name, tp) - {tp})] if not tp_problem(mech.draft, t)]
             why = f"the draft {mech.draft.name} does not split over the TP the engines run it at ({tp_problem(mech.draft, tp)})"
@@ -185,6 +188,17 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
             f"--acceptance {unused[0]}:...: no swept mechanism uses it (swept: {', '.join(m.label for m in mechs)})"
             + (f"; {why}" if why else ""))
     return mechs, skipped
+
+
+def _configured_head(mech: Mechanism, spec) -> ModelSpec | None:
+    """The layer shape of an EAGLE or EAGLE-3 head read from its own config.json (None for a
+    head of the target's dimensions, which splits wherever the target does)."""
+    head = getattr(mech, "head", None)
+    if isinstance(head, Eagle3Head):
+        return head.layer if head.source.startswith("config") else None
+    if mech.name in ("eagle", "eagle-tree") and isinstance(spec, str) and "config=" in spec:
+        return mech.draft_shape()
+    return None
 
 
 def _mechanism_meta(mechs: list[Mechanism], tp: int) -> dict:

@@ -127,9 +127,8 @@ _NUMBERS = ("hbm_bytes_per_s", "memory_bytes", "link_bytes_per_s", "link_latency
 _TEXTS = ("name", "description", "source", "notes", "default_dtype", "roofline_fit")
 
 
-# What a preset's number may be: (lowest, whether the lowest itself is allowed, the bound it must stay
-# below, a count?, unit). Generous physical bounds: every shipped preset lies far inside them, and a
-# value outside (1e300 SMs, a negative link latency) priced nonsense or crashed the planner.
+# Generous physical bounds: every shipped preset lies far inside them, and a value outside (1e300
+# SMs, a negative link latency) priced nonsense or crashed the planner.
 @dataclass(frozen=True)
 class _Bound:
     """What a preset number may be: above `low` (or equal, `low_ok`), below `high`, an integer
@@ -163,7 +162,7 @@ def _number(entry, where: str, bound: _Bound | None) -> tuple[float, str]:
     value = entry["value"]
     if bound is None:  # an efficiency: checked by the caller
         return value, entry["source"]
-    b = bound
+    b = bound  # short: the test below reads it five times
     if not ((b.low <= value if b.low_ok else b.low < value) and value < b.high
             and (not b.count or float(value).is_integer())):  # NaN and infinities fail too
         shown = f"{b.high:.0e}".replace("e+0", "e").replace("e+", "e") if b.high > 1e4 else f"{b.high:g}"  # 1e15, 100

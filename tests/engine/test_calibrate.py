@@ -381,7 +381,8 @@ def test_a_term_fitted_to_its_bound_says_so(tmp_path):
     floor = predict(bare, price([(m, _setting()) for m in probe]))
     rows = [Measurement("eagle", m.batch, 3, 1024, "step_ms", 0.97 * f, 2.5) for m, f in zip(probe, floor)]
     calibration = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, free=["host_step_us"])
-    assert calibration.profile.fit["values"] == {"host_step_us": calibration.profile.terms["host_step_us"].value}
+    recorded = calibration.profile.fit["values"]  # this fit's term, and the base's terms fitted earlier at its values
+    assert recorded == {**base.fit["values"], "host_step_us": calibration.profile.terms["host_step_us"].value}
     text = render_calibration(calibration)
     line = next(t for t in text.splitlines() if "fitted host_step_us" in t)
     assert line.split()[2] == "0" and "(at 0, its physical limit)" in line and "would take it further" not in text

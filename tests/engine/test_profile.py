@@ -125,6 +125,15 @@ def test_an_edited_fitted_term_is_named_and_the_plans_name_the_file(tmp_path):
     assert plan.engine_profile.startswith(f"vllm: file {mine}; 2 of 16 terms fitted")
     shipped = plan_engines(sweep(batches=[1, 8]), engines="vllm")["vllm"]
     assert shipped.engine_profile.startswith("vllm: 3 of 16 terms fitted")
+    # calibrated on top of the edited file: the edit still shows; this fit's own residuals are not stale
+    from speedplan.engine.run_calibration import calibrate_rows
+
+    rows = [{"mechanism": "none", "batch": b, "draft_len": 0, "context": 1024, "step_ms": 8.0 + 0.05 * b} for b in (1, 4, 16)]
+    again = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, str(mine), rows, free=["layer_launches"]).profile.provenance()
+    assert f"host_step_us = 3000 edited (the fit gave {fitted:g})" in again and "before the edit" not in again
+    # a term set by hand after the fit marks that fit's residuals too
+    hand = get_engine("vllm").with_terms({"host_step_us": 500.0}, "my guess").provenance()
+    assert "(the fit's, before the edit below)" in hand and "host_step_us = 500 set by hand (my guess)" in hand
 
 
 def test_a_fit_record_with_malformed_values_is_refused(tmp_path):

@@ -81,3 +81,12 @@ def test_a_head_whose_heads_do_not_split_over_the_tp_is_refused(tmp_path):
     with pytest.raises(SpeedplanInputError, match="eagle3-head's 20 query heads do not split evenly over 8 GPUs"):
         sweep("llama-3.1-8b", "h100-sxm", [f"eagle3:config={odd}"], batches=[1], tp=8)
     sweep("llama-3.1-8b", "h100-sxm", [f"eagle3:config={_head(tmp_path)}"], batches=[1], tp=8)  # 32 heads: runs
+    few = _head(tmp_path, num_attention_heads=4, num_key_value_heads=4, head_dim=128)
+    with pytest.raises(SpeedplanInputError, match=r"TP 8: above .*eagle3-head's 4 query heads; the engines run"):
+        sweep("llama-3.1-8b", "h100-sxm", [f"eagle3:config={few}"], batches=[1], tp=8)
+    # an EAGLE-1/2 head of one's own too (a review found it priced at TP 8)
+    eagle = _head(tmp_path, num_attention_heads=20, num_key_value_heads=4, head_dim=128,
+                  architectures=["LlamaForCausalLM"])
+    for name in ("eagle", "eagle-tree"):
+        with pytest.raises(SpeedplanInputError, match=f"{name}-head's 20 query heads do not split evenly over 8"):
+            sweep("llama-3.1-8b", "h100-sxm", [f"{name}:config={eagle}"], batches=[1], tp=8)

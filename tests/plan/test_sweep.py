@@ -119,7 +119,7 @@ def test_recommendations_schema():
     assert set(recs) == {"per_batch", "engines"}
     assert [x["batch"] for x in recs["per_batch"]] == [1, 16]
     # where each figure came from (an audit of 2026-12-04: the rows named only "mixed" and the engine's name)
-    latency = "measured (AIConfigurator 0.12, vLLM 0.24 kernels) h100-sxm (roofline fallback for the ops it has no table for"
+    latency = "measured (AIConfigurator 0.12, vLLM 0.24 kernels) h100-sxm (roofline fallback for some ops: the profile has no"
     assert all(x["latency_source"].startswith(latency) for x in [*recs["per_batch"], *recs["engines"].values()])
     for x in recs["per_batch"]:
         assert {"batch", "mechanism", "draft_len", "acceptance_length", "speedup", "tokens_per_s_per_user",

@@ -550,6 +550,6 @@ def test_the_serving_header_says_which_ops_the_roofline_fallback_priced():
 
     result = sweep(mechanisms=["eagle3"], batches=[1, 8])
     plans = serving_plans(result, plan_engines(result, engines="vllm"))
-    assert "h100-sxm (roofline fallback for the ops it has no table for: elementwise)" in plans["vllm"].sources
+    assert "h100-sxm (roofline fallback for some ops: the profile has no elementwise table)" in plans["vllm"].sources
     roofline = sweep(hardware="a100-80gb", mechanisms=["eagle3"], batches=[1, 8])  # no profile: no such note
-    assert "roofline fallback for the ops" not in serving_plans(roofline, plan_engines(roofline, engines="vllm"))["vllm"].sources
+    assert "roofline fallback for some ops" not in serving_plans(roofline, plan_engines(roofline, engines="vllm"))["vllm"].sources
