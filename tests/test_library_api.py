@@ -313,3 +313,14 @@ def test_a_profile_file_with_a_nested_or_repeated_fit_order_is_one_line(tmp_path
         (tmp_path / "p.json").write_text(json.dumps({**data, "fit_order": order}))
         with pytest.raises(speedplan.SpeedplanInputError, match="'fit_order' must list terms"):
             speedplan.get_engine(str(tmp_path / "p.json"))
+
+
+def test_calibrate_refuses_an_empty_name():
+    """calibrate_rows(name="") fell back to "vllm-calibrated" in silence, where the command refuses
+    `--name ''` (audit of 2026-12-04)."""
+    rows = [{"mechanism": "none", "batch": b, "draft_len": 0, "context": 1024, "step_ms": 8.0 + 0.05 * b} for b in (1, 4)]
+    for name in ("", "  ", 5):
+        with pytest.raises(SpeedplanInputError, match="calibrate: name must be"):
+            speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, free=["host_step_us"], name=name)
+    assert speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, free=["host_step_us"]).profile.name \
+        == "vllm-calibrated"

@@ -324,6 +324,9 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
     profile is named `name` (default: the base's name + "-calibrated") and read from no file."""
     if not pairs:
         raise SpeedplanInputError("calibrate: no measurements")
+    if name is not None and (not isinstance(name, str) or not name.strip()):  # "" fell back to the default in silence
+        raise SpeedplanInputError(f"calibrate: name must be printable text (None: the base's name + '-calibrated'), "
+                                  f"got {name!r}")
     priced = price(pairs, base.terms["spec_max_running"].value)
     values = {t: base.terms[t].value for t in TERMS}
     if free is not None and not isinstance(free, (str, Iterable)):
