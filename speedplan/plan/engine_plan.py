@@ -376,7 +376,8 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         out[name] = ServingPlan(
             mechanism=plan.mechanism.split(":")[0], draft_len=draft_len, schedule=schedule,
             draft_model=extra.get("draft_model"), draft_tp=extra.get("draft_tp"), tree=extra.get("tree"),
-            mode=plan.mode, spec_max_running=plan.spec_max_running, drafter_kept_warm=plan.drafter_kept_warm, **common)
+            mode=plan.mode, spec_max_running=plan.spec_max_running, drafter_kept_warm=plan.drafter_kept_warm,
+            acceptance_published=plan.mechanism in (meta.get("published_acceptance") or []), **common)
     return out
 
 

@@ -126,6 +126,7 @@ class ServingPlan:
     fits_memory: bool = True  # False: plain decoding fits at no planned batch size (OFF, said in the header)
     spec_max_running: float | None = None  # the pricing profile's cap on a speculative step (0: none; None: the engine's default)
     drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward to keep its KV cache current
+    acceptance_published: bool = True  # the acceptance priced is a published default (False: the user's or a trace's)
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS and self.mechanism != OFF:

@@ -104,7 +104,7 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
     if plan.mechanism == "mtp":
         # only the published MTP default lowers acceptance past the layers; a rate given with --acceptance (or a
         # trace) prices every position as given, which "Speedups from" above then names
-        lowered = "acceptance published" in plan.sources or not plan.sources
+        lowered = plan.acceptance_published
         notes.append("num_speculative_tokens above the model's MTP layers runs them again in turn (draft step i "
                      "uses layer i mod layers, model_executor/models/deepseek_mtp.py), and vLLM takes such a K only "
                      "as a multiple of the layers; "

@@ -399,8 +399,16 @@ def test_vllm_mtp_note_says_lower_acceptance_only_where_the_published_default_lo
     audit of 2026-12-04)."""
     published = plan("mtp", draft_len=3, schedule=(), sources="latency x; acceptance published: engine_measurements.csv")
     assert "priced those positions with a lower acceptance" in render_vllm(published)["vllm_serve.sh"]
-    user = render_vllm(replace(published, sources="latency x; acceptance user: alpha=0.8"))["vllm_serve.sh"]
+    user = render_vllm(replace(published, sources="latency x; acceptance user: alpha=0.8",
+                               acceptance_published=False))["vllm_serve.sh"]
     assert "lower acceptance" not in user and "with the acceptance named above, as given" in user
+    # the flag comes from the sweep (meta published_acceptance), not from the wording of the sources
+    from speedplan.plan.engine_plan import plan_engines, serving_plans
+    from speedplan.plan.sweep import sweep
+
+    for acceptance, published_default in ((None, True), ({"mtp": "alpha=0.8"}, False)):
+        r = sweep("glm-4.7-flash", mechanisms=["mtp"], batches=[1, 8], acceptance=acceptance)
+        assert serving_plans(r, plan_engines(r, engines="vllm"))["vllm"].acceptance_published is published_default
 
 
 def test_d0_where_the_drafter_leaves_no_room_is_not_called_speculation_off():
