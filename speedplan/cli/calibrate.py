@@ -47,4 +47,4 @@ def calibrate(
     result = calibrate_files(model, hardware, tp, engine, files, mechanism, fit.split(",") if fit else None, name)
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))
-    typer.echo(f"engine profile: {out}")
+    typer.echo(f"engine profile: {out} (plan with it: speedplan sweep --engine {out} ...)")

@@ -19,7 +19,8 @@ def models(
 
     models = [get_model(name) for name in configs or preset_names()]
     variants = ("sliding_window", "linear_attention", "sparse_attention")  # one "attention" column instead
-    typer.echo(table([{**{k: v for k, v in m.summary().items() if k not in variants},
+    header = {"experts": "experts_active/total"}  # "8/256": 8 routed experts of 256 run per token
+    typer.echo(table([{**{header.get(k, k): v for k, v in m.summary().items() if k not in variants},
                        "attention": attention_label(m.summary()) or "full", "dtype": m.dtype,
                        "source": _cut(m.source, 90)} for m in models]))
 

@@ -12,8 +12,8 @@ app = typer.Typer(help="Answer op-latency queries in bulk.", no_args_is_help=Tru
 @app.command("ops")
 def ops(
     hardware: str = typer.Option(..., help="Hardware preset, profile folder or preset JSON file."),
-    input: Path = typer.Option(..., "--in", help="ops.csv: op,m,n,k,batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype."),
-    out: Path = typer.Option(..., help="pred.csv: the input plus latency_us, source, bound, out_of_range."),
+    input: Path = typer.Option(..., "--in", help="ops.csv with a header: op (gemm or attention) and dtype (fp32, bf16, fp16, fp8) always; gemm rows m,n,k; attention rows batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask (causal or tree); other cells may be blank."),
+    out: Path = typer.Option(..., help="pred.csv: the input plus latency_us (microseconds), source (profile or roofline), bound (memory or compute) and out_of_range (1 where the profile answered from outside its measured range)."),
 ) -> None:
     """Predict op latencies: speedplan predict ops --hardware h100-sxm --in ops.csv --out pred.csv"""
     from speedplan.cli.options import check_output

@@ -30,12 +30,22 @@ def render_run(report, as_json: bool) -> None:
                f"{data['tokens_per_s']:.1f} tok/s{compared}, {data['generated_tokens']} tokens in {data['steps']} steps")
 
 
+def batch_note(prompts: int, batch: int) -> str | None:
+    """A line for stderr when --batch asks for more sequences than there are prompts: the runtime
+    decodes the prompts in waves of --batch, so every step then runs fewer sequences than the B
+    the result line names."""
+    if 0 < prompts < batch:
+        return (f"note: --batch {batch} with {prompts} prompt{'s' * (prompts != 1)}: each step decodes {prompts} "
+                f"sequence{'s' * (prompts != 1)}, not {batch} (give at least {batch} prompts, e.g. --prompts FILE.jsonl)")
+    return None
+
+
 def run(
     prompt: Optional[List[str]] = typer.Option(None, help="A prompt (repeatable)."),
     prompts: Optional[Path] = typer.Option(None, help="JSONL file: one {\"prompt\": ...} (or {\"text\": ...}) or {\"messages\": [...]} per line."),
-    mechanism: str = typer.Option("ngram", help="none, ngram, draft-model, eagle, eagle-tree, truncated, truncated-tree."),
-    draft_len: int = typer.Option(4, help="Draft length D (tree mechanisms use --tree-depth)."),
-    batch: int = typer.Option(1, help="Sequences decoded together."),
+    mechanism: str = typer.Option("ngram", help="The runtime's own drafters for SmolLM2 (not sweep's list: no eagle3, mtp or medusa here): none (plain decoding), ngram (prompt lookup), draft-model (a distilled student of SmolLM2), eagle (an EAGLE-1 head trained for it), eagle-tree (that head as a tree), truncated, truncated-tree (test drafters: the target's first --draft-layers layers)."),
+    draft_len: int = typer.Option(4, help="Draft length D, tokens drafted per step (tree mechanisms use --tree-depth)."),
+    batch: int = typer.Option(1, help="Sequences decoded together (the prompts are split into waves of this many)."),
     max_new_tokens: int = typer.Option(128, help="New tokens per prompt."),
     temperature: float = typer.Option(0.0, help="0 = greedy; > 0 = exact speculative sampling."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling, applied to draft and target alike."),
@@ -45,7 +55,7 @@ def run(
     ngram_max: int = typer.Option(3, help="ngram: longest suffix n-gram looked up."),
     tree_topk: int = typer.Option(4, help="Tree mechanisms: children per frontier node."),
     tree_depth: int = typer.Option(4, help="Tree mechanisms: expansion depth."),
-    tree_nodes: int = typer.Option(16, help="Tree mechanisms: nodes verified per sequence."),
+    tree_nodes: int = typer.Option(16, help="Tree mechanisms: drafted nodes verified per sequence (the root not counted)."),
     draft_layers: int = typer.Option(4, help="truncated*: target layers the drafter keeps."),
     seed: int = typer.Option(0, help="Random seed for sampling."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
@@ -67,6 +77,9 @@ def run(
     spec = RunOptions(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
                    not raw, compare, str(trace) if trace else None, device, options, matmul)
     spec.check()  # bad input fails here, before torch is imported
+    note = batch_note(len(texts), batch)
+    if note:
+        typer.echo(note, err=True)
     if trace:
         from speedplan.cli.options import check_output
         from speedplan.outputs import probe_writable

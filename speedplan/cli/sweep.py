@@ -20,15 +20,15 @@ def sweep(
     tp: int = typer.Option(1, help="Tensor-parallel size (GPUs per replica)."),
     engine: str = typer.Option("vllm", help="Engine profile that prices every step: vllm, sglang, trtllm, speedplan-runtime, or a JSON file from speedplan calibrate."),
     mechanism: Optional[List[str]] = typer.Option(None, help="Repeatable: ngram, draft-model[:MODEL][,tp=N], eagle[:vocab=N], eagle-tree[:topk=K], eagle3[:config=PATH], eagle3-tree[:topk=K], mtp, medusa. Default: every mechanism that applies to the model."),
-    batch: str = typer.Option("1,2,4,8,16,32,64,128,256", help="Batch sizes: 1-256 or 1,2,4."),
-    draft_len: str = typer.Option("0-8", help="Draft lengths D (tree depth for trees): 0-8."),
-    context: str = typer.Option("4096", help="Context (KV) lengths in tokens: 4096 or 1024,8192."),
-    tree_nodes: str = typer.Option("8,16,32,64", help="Verified node budgets N for tree mechanisms."),
-    acceptance: Optional[List[str]] = typer.Option(None, help="Repeatable: alpha=0.8, positions=0.9,0.8,0.7, ranks=... (,match=M), a JSON file, a runtime trace (.jsonl), a vLLM /metrics scrape or an SGLang log (FILE[@D]); prefix MECH: for one mechanism or head family (eagle3:alpha=0.8), or one draft model (draft-model:llama-3.2-1b:alpha=0.6)."),
-    batch_weights: Optional[str] = typer.Option(None, help="Share of serving time at each batch size for the per-engine plans: 1=4,8=2,64=1 or a .json/.csv file (batch,weight). Default: uniform over the swept batches that fit. A batch size left out still gets a D (its own best where the engine's schedule allows) but does not count."),
+    batch: str = typer.Option("1,2,4,8,16,32,64,128,256", help="Batch sizes B, the requests in flight per replica (concurrent sequences decoding): a range like 1-256 or a list like 1,2,4."),
+    draft_len: str = typer.Option("0-8", help="Draft lengths D, tokens drafted per step (tree depth for trees): a range like 0-8 or a list like 0,2,4 (D = 0, plain decoding, is always priced)."),
+    context: str = typer.Option("4096", help="Context (KV) lengths in tokens per sequence: 4096, a list like 1024,8192 or a range."),
+    tree_nodes: str = typer.Option("8,16,32,64", help="Tree mechanisms: budgets N of drafted nodes verified per sequence (the root, the last accepted token, not counted), a list like 8,16,32,64."),
+    acceptance: Optional[List[str]] = typer.Option(None, help="Repeatable: alpha=0.8 (each drafted token accepted with this probability), positions=0.9,0.8,0.7 (per draft position, given the earlier ones; the last repeats), ranks=0.6,0.2,0.05 (per candidate rank of a tree head), each with an optional ,match=M (share of steps that propose anything: n-gram); or a JSON file, a runtime trace (.jsonl), a vLLM /metrics scrape or an SGLang log (FILE[@D]); prefix MECH: for one mechanism or head family (eagle3:alpha=0.8), or one draft model (draft-model:llama-3.2-1b:alpha=0.6)."),
+    batch_weights: Optional[str] = typer.Option(None, help="Share of serving time at each batch size for the per-engine plans: 1=4,8=2,64=1 or a .json/.csv file (batch,weight). Only swept batch sizes that fit in memory may be named. Default: uniform over the swept batches that fit. A batch size left out still gets a D (its own best where the engine's schedule allows) but does not count."),
     plan_for: Optional[str] = typer.Option(None, help="Serving engines to plan and write configs for: vllm,sglang,trtllm (default: all)."),
-    min_tokens_per_user: Optional[float] = typer.Option(None, help="SLO: pick the best tokens/s/GPU with at least this many tokens/s per user."),
-    out: Optional[Path] = typer.Option(None, help="Report folder (default reports/MODEL-HARDWARE-ENGINE)."),
+    min_tokens_per_user: Optional[float] = typer.Option(None, help="SLO in tokens/s per user (one request's decode speed): pick the configuration with the most tokens/s/GPU that keeps at least this, priced with the --engine profile."),
+    out: Optional[Path] = typer.Option(None, help="Report folder (default reports/MODEL-HARDWARE-ENGINE under the current folder)."),
 ) -> None:
     """Sweep mechanism × D × B × context and write a report folder.
 

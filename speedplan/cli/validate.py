@@ -9,8 +9,8 @@ import typer
 
 
 def validate(
-    device: str = typer.Option("cpu", help="Device the runtime runs on (cpu; cuda uses the GPU campaign script)."),
-    quick: bool = typer.Option(False, "--quick", help="The small grid CI runs (ngram, eagle; B 1,2; D 0,1,3)."),
+    device: str = typer.Option("cpu", help="Device the runtime runs on: cpu, the only one validate takes (on a GPU run microbench/campaign.sh instead)."),
+    quick: bool = typer.Option(False, "--quick", help="The small grid CI runs (ngram, eagle; B 1,2; D 0,1,3; one timing round a point): about a minute."),
     hardware: Optional[str] = typer.Option(
         None, help="Profile folder or preset the planner prices ops with (default cpu-local: the shipped profile "
                    "measured on this CPU when there is one, e.g. cpu-local-xeon; with --reprice, the profile the "
@@ -52,14 +52,35 @@ def validate(
     except BaseException:
         discard(staging)
         raise
-    pct = lambda x: f"{100 * x:.1f}%"
-    typer.echo(f"step time error: median {pct(summary['step_time_median_error'])}, p90 {pct(summary['step_time_p90_error'])}")
-    typer.echo(f"AL error: median {pct(summary['al_median_error'])}; speedup error: median {pct(summary['speedup_median_error'])}")
-    typer.echo(f"max regret: {pct(summary['max_regret'])}  ({summary['points']} points, {summary['wall_s']} s)")
-    typer.echo(f"machine noise: a point's first two rounds {pct(summary['round_spread_median'])} apart (median); "
-               f"{summary['settled_again']} timed again until two rounds agreed within "
-               f"{pct(summary['grid']['settle_tolerance'])}, {pct(summary['settle_spread_median'])} apart after")
+    for line in summary_lines(summary):
+        typer.echo(line)
     typer.echo(f"report: {out / 'report.html'}")
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """What `validate` prints after a run: errors |pred - meas| / meas, the regret, and how noisy
+    the machine was. With one round a point (--quick) no spread between rounds was measured, and
+    the points re-timed to confirm each batch's pick (the progress lines' "again:") are not the
+    ones re-timed until two rounds agreed ("settle:")."""
+    pct = lambda x: f"{100 * x:.1f}%"
+    lines = [
+        f"step time error: median {pct(summary['step_time_median_error'])}, p90 {pct(summary['step_time_p90_error'])} "
+        "(|predicted - measured| / measured)",
+        f"AL error: median {pct(summary['al_median_error'])}; speedup error: median {pct(summary['speedup_median_error'])}",
+        f"max regret: {pct(summary['max_regret'])}, the measured speedup the planner's pick loses against the best "
+        f"measured at its batch size ({summary['points']} points, {summary['wall_s']} s)",
+    ]
+    confirmed = len(summary.get("timed_again") or [])
+    again = (f"; {confirmed} point{'s' * (confirmed != 1)} (each batch's pick and measured best) timed in two more "
+             "rounds before regret was read" if confirmed else "")
+    if summary.get("rounds", summary["grid"]["rounds"]) < 2:
+        lines.append("machine noise: not measured (one round a point, as --quick times)" + again)
+    else:
+        lines.append(f"machine noise: a point's first two rounds {pct(summary['round_spread_median'])} apart (median); "
+                     f"{summary['settled_again']} timed again until two rounds agreed within "
+                     f"{pct(summary['grid']['settle_tolerance'])}, {pct(summary['settle_spread_median'])} apart after"
+                     + again)
+    return lines
 
 
 def _print_reprice(folder: Path, hardware: str | None) -> None:

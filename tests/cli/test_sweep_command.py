@@ -150,7 +150,7 @@ def test_models_and_hardware_lists(cli):
     proc = cli("models")
     assert proc.returncode == 0 and "deepseek-v3" in proc.stdout and "smollm2-135m" in proc.stdout
     rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:]}
-    assert "attention" in proc.stdout.splitlines()[0]
+    assert "attention" in proc.stdout.splitlines()[0] and "experts_active/total" in proc.stdout.splitlines()[0]
     assert rows["llama-3.1-8b"].split()[-3:] == ["full", "bf16", "https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json"]
     assert "sparse top-2048, indexer on 61 of 61 layers" in rows["deepseek-v3.2"]
     assert "linear on 36 of 48 layers, 37.7 MiB/seq" in rows["qwen3-next-80b-a3b"]
