@@ -57,7 +57,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
 from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, falling_schedule
-from speedplan.plan.capacity import Capacity
+from speedplan.plan.capacity import Capacity, running
 from speedplan.plan.plan_table import OFF_KEY, PlanTable
 from speedplan.plan.zero_draft import ZeroDraft
 
@@ -300,6 +300,7 @@ def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> 
             "verify_tokens": int(r.verify_tokens), "speedup": round(float(r.speedup), 4),
             "loss_vs_best": round(float(r.loss_vs_best), 4), "loss_vs_any": round(float(r.loss_vs_any), 4),
             "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3), "runs_at_batch": int(r.runs_at_batch),
+            "running": int(running(r.runs_at_batch, plan.mechanism != "none", plan.spec_max_running)),
             "best_mechanism": r.best_mechanism, "best_draft_len": int(r.best_draft_len),
             "best_verify_tokens": int(r.best_verify_tokens),
             "best_speedup": round(float(r.best_speedup), 4),
@@ -383,14 +384,16 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
 
 def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:
     """schedule.csv: each engine's plan per (batch, context); D 0: drafting off; fits_memory False: the launch
-    (its drafter loaded) does not hold that many sequences, and runs_at_batch is how many it runs (0: none)."""
+    (its drafter loaded) does not hold that many sequences, and runs_at_batch is how many it runs (0: none);
+    running: requests a step runs at once (at most the engine's speculative cap: `capacity.running`)."""
     parts = [p.rows.assign(engine=name, engine_profile=p.engine_profile.split(":")[0], plan_mechanism=p.mechanism,
-                           mode=p.mode, fits_memory=p.rows["runs_at_batch"] == p.rows["batch"])
+                           mode=p.mode, fits_memory=p.rows["runs_at_batch"] == p.rows["batch"],
+                           running=running(p.rows["runs_at_batch"], p.mechanism != "none", p.spec_max_running))
              for name, p in plans.items() if len(p.rows)]
     if not parts:
         return pd.DataFrame(columns=["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context",
                                      "draft_len"])
     cols = ["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context", "weight", "draft_len",
-            "verify_tokens", "fits_memory", "runs_at_batch", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any",
+            "verify_tokens", "fits_memory", "runs_at_batch", "running", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any",
             "best_mechanism", "best_draft_len", "best_verify_tokens", "best_speedup"]
     return pd.concat(parts, ignore_index=True)[cols]

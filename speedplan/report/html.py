@@ -129,6 +129,8 @@ def _recommendation_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] =
 
 
 def _engine_sections(plans: dict) -> list[str]:
+    from speedplan.plan.capacity import running
+
     parts = ["<h2>Plan per engine</h2>",
              '<p class="note">Each engine gets one mechanism and the draft lengths it can express (vLLM: any D per '
              "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3 chains; TensorRT-LLM: "
@@ -151,9 +153,13 @@ def _engine_sections(plans: dict) -> list[str]:
                              f"{r.speedup:.2f}x (runs {int(r.runs_at_batch)} sequences, the most that fit with the "
                              "drafter loaded; the rest wait)")
                  if r.feasible else "does not fit in memory",
+                 "runs at once": str(int(step)) + (" (the engine's cap with speculative decoding, spec_max_running)"
+                                                   if 0 < step < r.runs_at_batch else ""),
                  "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
                  "best": f"{setting_text(r.best_mechanism, r.best_draft_len, r.best_verify_tokens)} {r.best_speedup:.2f}x",
-                 "loss vs any": f"{100 * r.loss_vs_any:.1f}%"} for r in plan.rows.itertuples()]
+                 "loss vs any": f"{100 * r.loss_vs_any:.1f}%"}
+                for r, step in zip(plan.rows.itertuples(), running(plan.rows["runs_at_batch"], plan.mechanism != "none",
+                                                                   plan.spec_max_running) if len(plan.rows) else [])]
         parts.append(_html_table(rows, {"best"}))
     return parts
 

@@ -431,3 +431,29 @@ def test_the_slo_pick_says_when_the_pricing_engine_cannot_run_it():
     assert "(vLLM cannot run eagle3-tree: the best any mechanism reaches under its profile)" in slo_line(r)
     chain = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 64], range(0, 9), min_tokens_per_user=300)
     assert chain.slo_pick["mechanism"] == "eagle3" and "cannot run" not in slo_line(chain)
+
+
+def test_the_sglang_cap_is_named_wherever_a_plan_runs_fewer_requests(tmp_path):
+    """SGLang runs at most 48 requests at once with speculative decoding: sweep.csv said running 48 at
+    B = 64, but schedule.csv and recommendations.json said runs_at_batch 64 and the terminal and
+    report.html said nothing (a new user's walkthrough, 2026-12-04)."""
+    import json
+
+    import pandas as pd
+
+    from speedplan.plan.engine_plan import plan_engines
+    from speedplan.plan.sweep import sweep
+    from speedplan.report.folder import write_outputs
+    from speedplan.report.summary import engine_plan_lines
+
+    result = sweep("qwen3-8b", "h200-sxm", ["eagle3"], batches=[32, 64], contexts=[8192])
+    plans = plan_engines(result, engines="sglang,vllm")
+    write_outputs(result, tmp_path / "r", plans=plans)
+    schedule = pd.read_csv(tmp_path / "r" / "schedule.csv").set_index(["engine", "batch"])
+    assert schedule.loc[("sglang", 64), "running"] == 48 and schedule.loc[("sglang", 64), "runs_at_batch"] == 64
+    assert schedule.loc[("vllm", 64), "running"] == 64 and schedule.loc[("sglang", 32), "running"] == 32
+    recs = json.loads((tmp_path / "r" / "recommendations.json").read_text())["engines"]
+    assert [r["running"] for r in recs["sglang"]["per_batch"]] == [32, 48]
+    line = next(x for x in engine_plan_lines(plans) if x.lstrip().startswith("sglang"))
+    assert "from B=64 a step runs 48 requests, the engine's cap with speculative decoding" in line
+    assert "48 (the engine&#x27;s cap with speculative decoding" in (tmp_path / "r" / "report.html").read_text()
