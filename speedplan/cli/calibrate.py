@@ -45,6 +45,13 @@ def calibrate(
     if name is None:  # vllm.json must not read as the shipped vllm profile
         name = out.stem + ("-calibrated" if out.stem.lower() in preset_names() else "")
     result = calibrate_files(model, hardware, tp, engine, files, mechanism, fit.split(",") if fit else None, name)
+    fast = result.too_fast
+    if fast is not None and len(fast) and bool(fast.all()) and "kernel_scale" not in result.fitted:
+        # every row ran faster than its kernels alone: no term fits any row; a profile of them would mislead
+        raise SpeedplanInputError(f"--measurements: every row ran faster than its kernels alone can on {model} on "
+                                  f"{hardware} at TP {tp}, so no engine term fits them and {out} is not written: "
+                                  "check --model, --hardware, --tp and the quantity each column holds, or add "
+                                  "--fit kernel_scale if this machine's kernels are faster than the profile's")
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))
     typer.echo(f"engine profile: {out} (plan with it: speedplan sweep --engine {out} ...)")

@@ -263,6 +263,24 @@ def test_rows_faster_than_their_kernels_alone_are_named():
     assert not too_fast(base.values(), price([(m, _setting()) for m in speedups])).any()
 
 
+def test_the_command_writes_no_profile_when_every_row_is_faster_than_its_kernels(tmp_path, capsys):
+    """`speedplan calibrate` on rows that all ran faster than their kernels alone wrote a profile whose
+    residuals were over 1000% and exited 0 (a new user's walkthrough, 2026-12-04): no term fits any row.
+    Refused in one line, nothing written; with --fit kernel_scale (kernels faster than profiled) it runs."""
+    from speedplan.cli.app import run
+
+    f = tmp_path / "fast.csv"
+    f.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\nnone,1,0,1024,0.5,\n"
+                 "none,8,0,1024,0.6,\neagle3,1,3,1024,0.3,2.8\n")
+    args = ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements", str(f),
+            "--out", str(tmp_path / "p.json")]
+    assert run(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "every row ran faster than its kernels alone" in err[0]
+    assert not (tmp_path / "p.json").exists()
+    assert run([*args, "--fit", "kernel_scale"]) == 0 and (tmp_path / "p.json").is_file()
+
+
 def test_calibrate_never_writes_over_its_input_or_a_device(tmp_path, capsys):
     """--out naming the measurements file overwrote it with the profile, and --out naming a pipe
     or a device (/dev/null, as root) replaced it with a file (until 2026-12-03)."""
