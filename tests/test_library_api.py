@@ -87,7 +87,7 @@ def test_sweep_takes_one_value_for_a_list_and_the_clis_acceptance_text():
     assert per_mech.meta["acceptance"]["eagle3"] == "user: alpha=0.7"
     ranges = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches="1-4,8", draft_lens=np.arange(0, 3))
     assert sorted(set(ranges.frame.batch)) == [1, 2, 3, 4, 8] and sorted(set(ranges.frame.draft_len)) == [0, 1, 2]
-    for bad, match in ((dict(acceptance=0.8), "got float"), (dict(contexts="4k"), "--context '4k': expected integers"),
+    for bad, match in ((dict(acceptance=0.8), "got float"), (dict(contexts="4k"), "--context '4k': expected whole numbers like 4096"),
                        (dict(batches=[1.5]), "1.5 is not a whole number"), (dict(batches=[float("nan")]), "nan is not"),
                        (dict(batches=[True, 8]), "True is not"), (dict(batches="8-1"), "runs backwards")):
         with pytest.raises(SpeedplanInputError, match=match):

@@ -33,7 +33,8 @@ def parse_int_list(text: str, option: str) -> list[int]:
         lo, dash, hi = part.partition("-")
         ends = (lo.strip(), hi.strip()) if dash and lo else (part, part)
         if not all(_DIGITS.fullmatch(e) for e in ends):
-            raise SpeedplanInputError(f"{option} {text!r}: expected integers like 1-256 or 1,2,4")
+            example = "4096 or 1024,8192" if "context" in option else "1-256 or 1,2,4"  # contexts in tokens: no "8k"
+            raise SpeedplanInputError(f"{option} {text!r}: expected whole numbers like {example}")
         a, b = (int(e) for e in ends)
         if a > b:
             raise SpeedplanInputError(f"{option} {text!r}: range {part} runs backwards")
@@ -75,7 +76,9 @@ def axis(name: str, values, low: int, high: int) -> list[int]:
     if not values:
         raise SpeedplanInputError(f"{name}: empty")
     if values[0] < low or values[-1] > high:
-        raise SpeedplanInputError(f"{name}: values must be in {low}..{high}, got {values[0]}..{values[-1]}")
+        bad = [v for v in values if not low <= v <= high]
+        raise SpeedplanInputError(f"{name}: values must be in {low}..{high}, got {bad[0]}"
+                                  + (f" (and {len(bad) - 1} more outside)" if len(bad) > 1 else ""))
     return values
 
 

@@ -41,9 +41,9 @@ def test_sweep_default_writes_the_report_folder(tmp_path):
     (["--batch", "0"], "--batch"),
     (["--batch", "1-x"], "--batch"),
     (["--draft-len", "-1"], "--draft-len"),
-    (["--batch", "1_000"], "--batch '1_000': expected integers"),  # int() reads it as 1000
+    (["--batch", "1_000"], "--batch '1_000': expected whole numbers"),  # int() reads it as 1000
     (["--draft-len", "0"], "no draft length of 1 or more"),  # said 'speculation loses' with nothing speculative priced
-    (["--batch", "\u0663"], "expected integers"),  # an Arabic-Indic 3, which int() takes
+    (["--batch", "\u0663"], "expected whole numbers"),  # an Arabic-Indic 3, which int() takes
     (["--context", "1-2000", "--batch", "1-2048"], "speedplan sweeps at most 500,000"),  # was killed for memory at 10.9 GB
     (["--acceptance", "/no/such/trace.jsonl"], "acceptance"),
     (["--acceptance", "alpha=2"], "acceptance"),
