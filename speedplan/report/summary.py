@@ -139,7 +139,13 @@ def slo_line(result: "SweepResult") -> str:
         return "SLO pick: none asked (--min-tokens-per-user N picks one)"
     need = f">= {target:g} tokens/s/user" if target is not None else "SLO"
     if pick is None:
-        return f"SLO pick ({need}): no feasible configuration reaches it"
+        feasible = result.frame[result.frame["feasible"]] if "feasible" in result.frame else result.frame.iloc[:0]
+        if feasible.empty:
+            return f"SLO pick ({need}): no feasible configuration reaches it"
+        top = feasible.loc[feasible["tokens_per_s_per_user"].idxmax()]
+        return (f"SLO pick ({need}): no feasible configuration reaches it; the most is "
+                f"{top['tokens_per_s_per_user']:.1f} tokens/s/user ({setting_text(top['mechanism'], top['draft_len'], top['verify_tokens'])} "
+                f"at B={int(top['batch'])}, context {int(top['context'])})")
     from speedplan.plan.engine_plan import unsupported
     from speedplan.serving import ENGINES
 

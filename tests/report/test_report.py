@@ -457,3 +457,15 @@ def test_the_sglang_cap_is_named_wherever_a_plan_runs_fewer_requests(tmp_path):
     line = next(x for x in engine_plan_lines(plans) if x.lstrip().startswith("sglang"))
     assert "from B=64 a step runs 48 requests, the engine's cap with speculative decoding" in line
     assert "48 (the engine&#x27;s cap with speculative decoding" in (tmp_path / "r" / "report.html").read_text()
+
+
+def test_an_slo_nothing_reaches_names_the_most_any_configuration_reaches():
+    """"no feasible configuration reaches it" left the user guessing how far off the SLO was (a new
+    user's walkthrough, 2026-12-04)."""
+    from speedplan.plan.sweep import sweep
+    from speedplan.report.summary import slo_line
+
+    result = sweep(mechanisms=["eagle3"], batches=[1, 8], min_tokens_per_user=5000)
+    top = result.frame[result.frame["feasible"]]["tokens_per_s_per_user"].max()
+    assert slo_line(result).startswith(f"SLO pick (>= 5000 tokens/s/user): no feasible configuration reaches it; "
+                                       f"the most is {top:.1f} tokens/s/user (eagle3 D=")
