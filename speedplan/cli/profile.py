@@ -54,7 +54,7 @@ app = typer.Typer(help="Check, generate, import or derive profile folders.", no_
 def bench(
     out: str = typer.Option(..., "--out", help="profile folder to write (resumed if it exists)"),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda"),
-    grid: list[str] = typer.Option([], "--grid", help="quick, generic, gpu, tiny or model:NAME[@TP]; repeatable"),
+    grid: list[str] = typer.Option([], "--grid", help="repeatable: quick (the CPU default: SmolLM2's GEMM, attention and elementwise shapes plus a generic GEMM and attention sweep; about 1-2 min on 2 cores), generic (a model-free sweep of M, N, K and attention shapes), gpu (the GPU default: model:llama-3.1-8b, model:llama-3.1-70b@8 and generic), tiny (a handful of points: a smoke test), model:NAME[@TP] (one model preset's shapes at TP)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel degree for model: grids"),
     dtype: list[str] = typer.Option([], "--dtype", help="fp32 (cpu default), bf16, fp16 (cuda default), fp8"),
     hardware_preset: Optional[str] = typer.Option(None, "--hardware-preset", help="preset this device is (default: detected)"),
