@@ -36,7 +36,7 @@ from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
 from speedplan.plan.mechanisms.draft_model import tp_problem
 from speedplan.plan.mechanisms.heads import Eagle3Head
 from speedplan.plan.api_checks import sweep_result
-from speedplan.plan.pricing import FRAME_COLUMNS, price_grid, priced_frame  # noqa: F401  (FRAME_COLUMNS: the frame's columns, as before)
+from speedplan.plan.pricing import price_grid, priced_frame
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, integer, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
@@ -49,7 +49,7 @@ DEFAULT_TREE_NODES = (8, 16, 32, 64)
 
 @dataclass
 class SweepResult:
-    """What `sweep` returns: its tables (units in FRAME_COLUMNS' names), meta and pricing."""
+    """What `sweep` returns: its tables (units in `pricing.FRAME_COLUMNS`' names), meta and pricing."""
 
     frame: pd.DataFrame  # every grid point, infeasible ones included (feasible == False)
     pareto: pd.DataFrame  # feasible Pareto-optimal rows (max tokens/s/user and tokens/s/GPU)
