@@ -1,0 +1,107 @@
+"""The terminal's lines for the engine plans of a sweep: one line per engine (mechanism, how it
+sets D, D per batch, worst loss) and a note where the first table and a plan name different draft
+lengths for the same mechanism. `speedplan.report.summary.render_summary` prints them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from speedplan.plan.pick import TIE_TOLERANCE
+
+if TYPE_CHECKING:
+    from speedplan.plan.sweep import SweepResult
+
+
+def pick_rows(rows: list, max_rows: int) -> list:
+    """All rows, or max_rows (at least 2) evenly spaced ones keeping the first and the last."""
+    if len(rows) <= max_rows:
+        return rows
+    max_rows = max(max_rows, 2)
+    step = (len(rows) - 1) / (max_rows - 1)
+    return [rows[round(i * step)] for i in range(max_rows)]
+
+
+def setting_text(mechanism: str, draft_len: int, verify_tokens: int) -> str:
+    """A setting as the plan lines name it: "plain decoding", "eagle3 D=5", or for a tree
+    (more verified tokens per sequence than a chain's D + 1) "eagle3-tree D=3, 8 nodes"."""
+    if mechanism == "none":
+        return "plain decoding"
+    tree = int(verify_tokens) > int(draft_len) + 1
+    return f"{mechanism} D={int(draft_len)}" + (f", {int(verify_tokens) - 1} nodes" if tree else "")
+
+
+def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
+    """One line per engine: its mechanism, how it sets D, D at each planned batch (at most
+    `max_batches` of them, evenly spaced, the whole schedule being in schedule.csv), worst loss."""
+    from speedplan.plan.capacity import running
+
+    rows = [p.rows for p in plans.values() if len(p.rows)]
+    if not rows:
+        return ["plan per engine: nothing fits in memory"]
+    batches = sorted(rows[0]["batch"].unique())
+    shown = pick_rows(batches, max_batches)
+    some = f" of {len(batches)}; every one in schedule.csv" if len(shown) < len(batches) else ""
+    lines = [f"plan per engine (D at B = {', '.join(map(str, shown))}{some}; each priced with its own engine "
+             "profile; loss against the best that engine reaches at each B):"]
+    width = max(len(p.mechanism) for p in plans.values())
+    several_contexts = rows[0]["context"].nunique() > 1
+    for name, p in plans.items():
+        if not len(p.rows):
+            continue
+        per_b = p.rows.groupby("batch").agg(d=("draft_len", "first"), loss=("loss_vs_best", "max"))
+        worst = per_b["loss"].idxmax()
+        at = p.rows[p.rows["batch"] == worst].sort_values("loss_vs_best").iloc[-1]
+        where = f"B={worst}" + (f", context {at.context}" if several_contexts else "")
+        best = setting_text(at.best_mechanism, at.best_draft_len, at.best_verify_tokens)
+        if per_b["loss"].max() >= 0.9995:  # the plan's own setting does not fit there
+            setting = (setting_text(p.mechanism, at.draft_len, at.verify_tokens) if at.draft_len else
+                       f"D = 0 with the {p.mechanism} drafter loaded")  # D = 0 does not unload it
+            tail = f"worst loss 100% ({where}: {setting} does not fit in memory; {best} does)"
+        elif per_b["loss"].max() > 0.0005:
+            tail = f"worst loss {100 * per_b['loss'].max():.1f}% ({where}: {best} reaches {at.best_speedup:.2f}x)"
+        else:
+            tail = "worst loss 0.0%"
+        short = p.rows[(p.rows["runs_at_batch"] > 0) & (p.rows["runs_at_batch"] < p.rows["batch"])]
+        if len(short):  # the launch, its drafter loaded, holds fewer sequences than offered
+            first = short.sort_values("batch").iloc[0]
+            runs_at = sorted({int(x) for x in short["runs_at_batch"]})
+            held = (f"it runs {runs_at[0]}, the most that fit" if len(runs_at) == 1 else
+                    f"it runs the most its setting holds" + (" at its context" if several_contexts else "")
+                    + f" ({', '.join(map(str, runs_at))})")
+            tail += (f"; from B={first.batch}" + (f" at context {first.context}" if several_contexts else "")
+                     + f" its launch does not hold every sequence: {held}, priced so (the rest wait)")
+        capped = p.rows[running(p.rows["runs_at_batch"], p.mechanism != "none", p.spec_max_running) < p.rows["runs_at_batch"]]
+        if len(capped):  # the engine's cap on a speculative launch's running requests (SGLang: 48 by default)
+            tail += (f"; from B={capped['batch'].min()} a step runs {p.spec_max_running:g} requests, the engine's cap "
+                     "with speculative decoding (spec_max_running), priced so (the rest wait)")
+        ds = " ".join(str(int(per_b["d"][b])) for b in shown)
+        tree = p.rows[p.rows["verify_tokens"] > p.rows["draft_len"] + 1]["verify_tokens"].unique()
+        ds += f" ({int(tree[0]) - 1} nodes)" if len(tree) == 1 else ""  # a tree plan's size
+        profile = p.engine_profile.split(":")[0]
+        lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}"
+                     + (f"  [engine profile {profile}]" if profile != name else ""))
+    return lines
+
+
+def table_plan_note(result: "SweepResult", plans: dict) -> str | None:
+    """A note where the first table (`SweepResult.best`) and the plan of the engine whose profile
+    priced it take the same mechanism at a batch size but different draft lengths; None where
+    they agree. The two read the same prices: the table takes the shortest draft within
+    `TIE_TOLERANCE` of the best tokens/s/GPU, a plan its engine's best D (or its schedule's)."""
+    table_profile = result.meta.get("engine")
+    best = result.best[["batch", "context", "mechanism", "draft_len", "speedup"]]
+    for name, p in plans.items():
+        if not len(p.rows) or p.engine_profile.split(":")[0] != table_profile:
+            continue
+        both = p.rows.merge(best, on=["batch", "context"], suffixes=("", "_table"))
+        differ = both[(both["mechanism_table"] == p.mechanism) & (both["draft_len_table"] != both["draft_len"])]
+        if differ.empty:
+            continue
+        several_contexts = both["context"].nunique() > 1
+        where = "; ".join(f"B = {r.batch}" + (f", context {r.context}" if several_contexts else "")
+                          + f": D={r.draft_len_table} {r.speedup_table:.2f}x and D={r.draft_len} {r.speedup:.2f}x"
+                          for r in differ.sort_values(["batch", "context"]).itertuples())
+        return (f"note: the table and the {name} plan take {p.mechanism} with different D ({where}): the table takes "
+                f"the shortest draft within {100 * TIE_TOLERANCE:g}% of the most tokens/s/GPU, the plan its engine's "
+                "best D or its schedule's")
+    return None
