@@ -31,9 +31,21 @@ _NOT_CAUSAL_LM = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassific
                   "ForImageClassification")
 # Architectures whose layers speedplan describes (README "A Hugging Face config.json is read for these
 # families"), as `_family` spells them; EAGLE heads name their base family (LlamaForCausalLMEagle3).
+# Read from the standard keys alone, as their sources build them (huggingface/transformers
+# src/transformers/models/<family>/, modular_*.py and configuration_*.py; no head_dim key, so hidden / heads):
+# - granite: Llama layers; embedding_/attention_/residual_multiplier and logits_scaling scale, add no weights.
+# - granitemoe: every layer a MoE, GraniteMoeMoE: num_local_experts experts intermediate_size wide
+#   (input_linear 2 x intermediate_size), num_experts_per_tok of them a token, router hidden -> experts.
+# - olmo: Llama layers, weightless LayerNorms, clip_qkv clamps Q/K/V; olmo2: RMSNorm after attention and MLP,
+#   q_norm / k_norm over the whole Q and K projections (a few weights, uncounted).
+# - internlm2 (remote code, InternLM2Config; vLLM vllm/model_executor/models/internlm2.py): one fused wqkv,
+#   (heads + 2 x num_key_value_heads) x head_dim wide: q, k and v side by side; feed_forward w1/w3/w2.
+# - phimoe (PhiMoEForCausalLM in checkpoints, PhimoeForCausalLM in transformers): Mixtral's sparse MoE block
+#   (num_local_experts experts intermediate_size wide, top num_experts_per_tok), Llama attention.
 PRICED_FAMILIES = ("llama", "llama4", "mistral", "mixtral", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next",
                    "qwen35", "qwen35moe", "gemma", "gemma2", "gemma3", "phi3", "deepseekv2", "deepseekv3",
-                   "deepseekv32", "glm", "glm4", "glm4moe", "glm4moelite", "glmmoedsa", "gptoss")
+                   "deepseekv32", "glm", "glm4", "glm4moe", "glm4moelite", "glmmoedsa", "gptoss", "granite",
+                   "granitemoe", "olmo", "olmo2", "internlm2", "phimoe")
 # Families whose intermediate_size is the dense MLP's width and whose experts' width is
 # moe_intermediate_size (Mixtral, gpt-oss and Llama-4 give the experts' width as intermediate_size).
 _EXPERT_WIDTH_OWN_KEY = ("qwen2moe", "qwen3moe", "qwen3next", "qwen35", "deepseek", "glm4moe", "glmmoe")
@@ -59,8 +71,9 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
     if arch and not any(_family(a) in PRICED_FAMILIES for a in arch):
         raise SpeedplanInputError(
             f"{where}: architecture {arch[0]!r} is not a family speedplan prices (Llama, Mistral, Mixtral, Qwen2/3, "
-            "Qwen-MoE, Qwen3-Next, Gemma, Phi-3, DeepSeek-V2/V3, GLM-4 MoE, Llama-4, gpt-oss); to price it as a "
-            "Llama-style decoder from its standard keys, set \"architectures\": [\"LlamaForCausalLM\"] in a copy")
+            "Qwen-MoE, Qwen3-Next, Gemma, Phi-3, Phi-3.5-MoE, DeepSeek-V2/V3, GLM-4 MoE, Llama-4, gpt-oss, Granite, "
+            "Granite-MoE, OLMo, OLMo-2, InternLM2); to price it as a Llama-style decoder from its standard keys, "
+            "set \"architectures\": [\"LlamaForCausalLM\"] in a copy")
 
 
 def _dtype(cfg: dict, where: str) -> str:
