@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from speedplan.cost.ops import latency_label, missing_tables
+from speedplan.engine.profile import SHIPPED, engine_profile_name
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
 from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
@@ -78,6 +79,7 @@ class EnginePlan:
     sweep_key: str = ""  # the sweep it was planned on (`api_checks.sweep_key`): model, hardware, TP, when
     spec_max_running: float = 0.0  # the pricing profile's cap on a speculative step's requests (0: none)
     drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward (zero_draft.py)
+    profile_name: str = ""  # that profile's name, with its file unless shipped (engine.profile.engine_profile_name)
 
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
@@ -164,8 +166,6 @@ def engine_pricing(result, name: str):
 def _profile_text(meta: dict) -> str:
     """"NAME: how its terms were set", with the file it was read from unless it is a shipped one (a
     calibrated or edited copy keeps its base's name and must not read as the shipped profile)."""
-    from speedplan.engine.profile import SHIPPED
-
     source = meta.get("engine_source") or ""
     where = f"file {source}; " if source and not source.endswith(SHIPPED) else ""
     return f"{meta.get('engine', '?')}: {where}{meta.get('engine_fit', '')}".rstrip(": ")
@@ -209,8 +209,8 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     if servable.empty:
         if batch_weights:
             serving_weights(frame[plain][["batch", "context"]].drop_duplicates(), batch_weights)
-        return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame(),
-                              _profile_text(result.meta)) for n in names}
+        return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame(), _profile_text(result.meta),
+                              profile_name=engine_profile_name(result.meta)) for n in names}
     weights = serving_weights(servable, batch_weights)  # memory feasibility does not depend on the engine
     kernels: dict = {}  # forwards of D = 0 steps, shared by the engines (zero_draft.ZeroDraft)
     return {name: _plan_one(name, engine, engine_pricing(result, name), weights, kernels)
@@ -254,7 +254,7 @@ def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | Non
     thr = float((rows["tokens_per_s_per_gpu"] * rows["weight"]).sum())
     return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta),
                       spec_max_running=float(meta.get("engine_spec_max_running") or 0),
-                      drafter_kept_warm=zero.kept_warm.get(label, False))
+                      drafter_kept_warm=zero.kept_warm.get(label, False), profile_name=engine_profile_name(meta))
 
 
 def _rows(table: PlanTable, frame: pd.DataFrame, picks: list, reach: dict, plain: np.ndarray) -> pd.DataFrame:
@@ -364,7 +364,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best), int(r.runs_at_batch))
                           for r in at.itertuples())
         common = dict(model=meta["model"].get("serve_as", meta["model"]["model"]), tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
-                      per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources,
+                      per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources, engine=name,
                       contexts=tuple(sorted(int(c) for c in set(rows["context"]))) if len(rows) else ())
         if plan.mechanism == "none":
             out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0,
@@ -386,8 +386,8 @@ def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:
     """schedule.csv: each engine's plan per (batch, context); D 0: drafting off; fits_memory False: the launch
     (its drafter loaded) does not hold that many sequences, and runs_at_batch is how many it runs (0: none);
     running: requests a step runs at once (at most the engine's speculative cap: `capacity.running`)."""
-    parts = [p.rows.assign(engine=name, engine_profile=p.engine_profile.split(":")[0], plan_mechanism=p.mechanism,
-                           mode=p.mode, fits_memory=p.rows["runs_at_batch"] == p.rows["batch"],
+    parts = [p.rows.assign(engine=name, engine_profile=p.profile_name or p.engine_profile.split(":")[0],
+                           plan_mechanism=p.mechanism, mode=p.mode, fits_memory=p.rows["runs_at_batch"] == p.rows["batch"],
                            running=running(p.rows["runs_at_batch"], p.mechanism != "none", p.spec_max_running))
              for name, p in plans.items() if len(p.rows)]
     if not parts:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from speedplan.cost.ops import latency_label, missing_tables
+from speedplan.engine.profile import engine_profile_name
 from speedplan.errors import SpeedplanInputError
 from speedplan.report.plan_lines import engine_plan_lines, pick_rows, setting_text, table_plan_note
 from speedplan.specs.model import attention_label
@@ -109,7 +110,7 @@ def short_provenance(result: "SweepResult") -> str:
     report.html carries the full line."""
     acceptance = result.meta.get("acceptance") or {}
     parts = [f"{mech}: {short_acceptance(source)}" for mech, source in acceptance.items()]
-    return (f"latency: {latency_source(result, notes=False)}; engine profile {result.meta.get('engine', '?')}; "
+    return (f"latency: {latency_source(result, notes=False)}; engine profile {engine_profile_name(result.meta)}; "
             f"acceptance: {'; '.join(parts) or 'not stated'}")
 
 

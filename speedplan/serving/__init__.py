@@ -52,17 +52,33 @@ def draft_tp_choices(mechanism: str, tp: int) -> set[int]:
 def render_serving_configs(plan: ServingPlan | dict[str, ServingPlan]) -> dict[str, str]:
     """{file name: text} of every engine's serving files, written nowhere. `plan` is one plan for
     every engine, or {engine name: its plan} (engines left out get no files), e.g.
-    `render_serving_configs(serving_plans(result, plan_engines(result)))`."""
-    plans = plan if isinstance(plan, dict) else {name: plan for name in ENGINES}
+    `render_serving_configs(serving_plans(result, plan_engines(result)))`. A plan that
+    `serving_plans` made for one engine (`ServingPlan.engine`) renders that engine's files only,
+    and under another engine's name it is refused: those files would carry its numbers."""
+    return _render(plan, "render_serving_configs")
+
+
+def _render(plan: ServingPlan | dict[str, ServingPlan], where: str) -> dict[str, str]:
+    """`render_serving_configs` for the function `where`, which bad input is reported as."""
+    if isinstance(plan, ServingPlan):
+        plans = {plan.engine: plan} if plan.engine is not None else {name: plan for name in ENGINES}
+    else:
+        plans = plan if isinstance(plan, dict) else {name: plan for name in ENGINES}
     wrong = [p for p in plans.values() if not isinstance(p, ServingPlan)]
     if wrong or not plans:
         got = type(wrong[0]).__name__ if wrong else "an empty dict"
         hint = ": serving_plans(result, plans) makes them from plan_engines' EnginePlans" if got == "EnginePlan" else ""
-        raise SpeedplanInputError(f"render_serving_configs: expected a ServingPlan or {{engine: ServingPlan}}, "
-                                  f"got {got}{hint}")
+        raise SpeedplanInputError(f"{where}: expected a ServingPlan or {{engine: ServingPlan}}, got {got}{hint}")
+    modules = {key: engine_module(key) for key in plans}  # unknown names fail before anything is rendered
+    misfiled = next((key for key, p in plans.items() if p.engine not in (None, modules[key].NAME)), None)
+    if misfiled is not None:  # an sglang file from vLLM's plan would print vLLM's draft lengths and speedups
+        made, name = plans[misfiled].engine, modules[misfiled].NAME
+        raise SpeedplanInputError(f"{where}: plans[{misfiled!r}] is the plan made for {made}, not {name}: its files "
+                                  f"would carry {made}'s draft lengths and speedups; give each plan under its own "
+                                  "engine's name, as serving_plans(result, plans) returns them")
     files: dict[str, str] = {}
-    for name, engine_plan in plans.items():
-        files.update(engine_module(name).render(engine_plan))
+    for key, engine_plan in plans.items():
+        files.update(modules[key].render(engine_plan))
     return files
 
 
@@ -70,7 +86,7 @@ def write_serving_configs(plan: ServingPlan | dict[str, ServingPlan], out_dir: P
     """Render every engine first (bad input fails before anything is written), then write the
     files into `out_dir` (files of the same names are replaced). `plan` as for
     `render_serving_configs`."""
-    files = render_serving_configs(plan)
+    files = _render(plan, "write_serving_configs")
     if not isinstance(out_dir, (str, Path)) or not str(out_dir).strip():
         raise SpeedplanInputError(f"write_serving_configs: out_dir must be a folder path, got {out_dir!r}")
     out_dir = Path(out_dir)

@@ -127,6 +127,7 @@ class ServingPlan:
     spec_max_running: float | None = None  # the pricing profile's cap on a speculative step (0: none; None: the engine's default)
     drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward to keep its KV cache current
     acceptance_published: bool = True  # the acceptance priced is a published default (False: the user's or a trace's)
+    engine: str | None = None  # the serving engine whose plan this is (serving_plans sets it); None: hand-built, any engine
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS and self.mechanism != OFF:
@@ -163,6 +164,20 @@ class ServingPlan:
             object.__setattr__(self, "tree", {k: int(self.tree[k]) for k in ("topk", "depth", "nodes")})
         if self.mechanism == "mtp":
             _check_has_mtp(self.model)
+        if self.engine is not None:  # "vLLM " -> "vllm"; an unknown name fails here, not when rendered
+            from speedplan.serving import engine_module
+
+            object.__setattr__(self, "engine", engine_module(self.engine).NAME)
+
+
+def check_engine(plan: ServingPlan, engine: str, where: str) -> None:
+    """Refuse to render `engine`'s files from a plan made for another engine (`plan.engine`): they
+    would carry that engine's draft lengths, speedups and caps under this engine's name. A
+    hand-built plan (engine None) serves any engine."""
+    if plan.engine is not None and plan.engine != engine:
+        raise SpeedplanInputError(f"{where}: the plan was made for {plan.engine}, not {engine}, and carries "
+                                  f"{plan.engine}'s draft lengths and speedups; render {engine}'s own plan "
+                                  f"(serving_plans(result, plan_engines(result))[{engine!r}])")
 
 
 def _is_int(x: object) -> bool:

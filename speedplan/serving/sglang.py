@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from speedplan.serving.plan import OFF, Mode, ServingPlan, Support, eagle_head, hf_repo, segments
+from speedplan.serving.plan import OFF, Mode, ServingPlan, Support, check_engine, eagle_head, hf_repo, segments
 from speedplan.serving.text import header, shell, unsupported
 
 NAME = "sglang"
@@ -142,6 +142,7 @@ def _expressed(plan: ServingPlan) -> tuple[str, list[str]]:
 
 def render(plan: ServingPlan) -> dict[str, str]:
     """`sglang_launch.sh` (and the adaptive config when the plan uses it)."""
+    check_engine(plan, NAME, f"{NAME} render")
     if plan.mechanism == OFF:
         text = header(plan, VERSION, "no --speculative-algorithm: plain decoding at every batch size.", [])
         return {"sglang_launch.sh": "#!/bin/sh\n" + text + shell(sglang_args(plan))}

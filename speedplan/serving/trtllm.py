@@ -13,8 +13,8 @@ the planner plans D(B) <= D(smallest B) for this engine ("first-max").
 from __future__ import annotations
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, OFF, Mode, ServingPlan, Support, eagle_head, hf_repo,
-                                    mtp_layers, segments)
+from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, OFF, Mode, ServingPlan, Support, check_engine, eagle_head,
+                                    hf_repo, mtp_layers, segments)
 from speedplan.serving.text import header, shell, unsupported, yaml
 
 NAME = "trtllm"
@@ -148,6 +148,7 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
 
 def render(plan: ServingPlan) -> dict[str, str]:
     """`trtllm_extra_llm_api_options.yaml` (speculative_config) and `trtllm_serve.sh`."""
+    check_engine(plan, NAME, f"{NAME} render")
     command = ["trtllm-serve", hf_repo(plan.model), "--backend", "pytorch", "--tp_size", str(plan.tp)]
     if plan.mechanism == OFF:
         text = header(plan, VERSION, "no speculative_config: plain decoding at every batch size.", [])

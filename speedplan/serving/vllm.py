@@ -11,7 +11,7 @@ import json
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, NGRAM_LOOKUP_MIN, OFF, OPEN_END_BATCH, Mode, ServingPlan,
-                                    Support, eagle_head, hf_repo, mtp_layers, segments)
+                                    Support, check_engine, eagle_head, hf_repo, mtp_layers, segments)
 from speedplan.serving.text import header, json_one_key_per_line, shell, unsupported
 
 NAME = "vllm"
@@ -120,6 +120,7 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
 
 def render(plan: ServingPlan) -> dict[str, str]:
     """`vllm_speculative_config.json` (pure JSON) and `vllm_serve.sh` (command with comments)."""
+    check_engine(plan, NAME, f"{NAME} render")
     serve = ["vllm serve", hf_repo(plan.model), "--tensor-parallel-size", str(plan.tp)]
     if plan.mechanism == OFF:
         text = header(plan, VERSION, "no --speculative-config: plain decoding at every batch size.", [])
