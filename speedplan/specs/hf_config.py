@@ -237,6 +237,9 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
     check_layer_types(cfg, layers, where)
     window, window_layers, chunked = sliding_window(cfg, layers, where)
+    max_context = _max_context(cfg, where)
+    if window and max_context and window >= max_context:  # Phi-3.5-MoE's 131,072 at 131,072 positions: full attention
+        window, window_layers, chunked = 0, 0, False
     linear = linear_attention(cfg, layers, where)
     return ModelSpec(
         name=name,
@@ -262,7 +265,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),
         source=str(cfg.get("_source", where)),
         published_params=_published(cfg.get("_published_params")),
-        max_context=_max_context(cfg, where),
+        max_context=max_context,
     )
 
 

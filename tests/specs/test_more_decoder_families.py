@@ -134,15 +134,15 @@ def test_internlm2_fused_wqkv_is_priced_as_q_k_and_v():
 
 def test_phi35_moe_is_mixtral_like_with_16_experts_top_2():
     """PhimoeSparseMoeBlock: num_local_experts experts intermediate_size wide, num_experts_per_tok
-    of them per token; 6.6B active parameters published. Its sliding_window equals its context:
-    at 131,072 tokens it holds the KV full attention would."""
+    of them per token; 6.6B active parameters published. Its sliding_window equals its context,
+    so it is read as full attention (no window named), and at 131,072 tokens it holds that KV."""
     m = from_hf_config(PHI35_MOE, "phi-3.5-moe")
     assert (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.vocab, m.tie_embeddings) == (
         32, 4096, 32, 8, 128, 32064, False)
     e = m.moe
     assert (e.num_experts, e.top_k, e.expert_intermediate, e.shared_experts, e.first_dense_layers) == (16, 2, 6400, 0, 0)
     assert m.param_count(active=True) == pytest.approx(6.6e9, rel=0.01)
-    assert m.max_context == 131072
+    assert m.max_context == 131072 and (m.window, m.window_layers) == (0, 0)
     assert m.kv_bytes_per_rank(131072, 1) == pytest.approx(131072 * m.kv_bytes_per_token_per_rank(1))
 
 
@@ -175,3 +175,9 @@ def test_the_refusal_names_the_added_families():
     with pytest.raises(SpeedplanInputError) as err:
         from_hf_config(cfg)
     assert all(f in str(err.value) for f in ("Granite", "Granite-MoE", "OLMo", "OLMo-2", "InternLM2", "Phi-3.5-MoE"))
+
+
+def test_a_window_shorter_than_the_context_is_kept():
+    """Only a window at least as long as the positions the model holds reads as full attention."""
+    m = from_hf_config({**PHI35_MOE, "sliding_window": 4096}, "phi-3.5-moe-windowed")
+    assert (m.window, m.window_layers) == (4096, 32)
