@@ -3,6 +3,8 @@ w(B, L) over the (batch, context) cells a plan covers (`plan.engine_plan`)."""
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 
 
-_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?", re.ASCII)  # 8, 8.0 or 8.
 
 
 def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
@@ -64,17 +66,45 @@ def batch_weights_arg(value) -> dict[int, float] | None:
     return _checked([(k, v, f"batch_weights[{k!r}]") for k, v in value.items()], "batch_weights")
 
 
+def _batch(key: object) -> int:
+    """A batch-weight key as an int: 8, np.int64(8), 8.0 and the text "8" or "8.0" are batch 8
+    (as `sweep(batches=[8.0])` takes 8.0); ValueError names what is wrong with anything else."""
+    if isinstance(key, bool):
+        raise ValueError(f"got {key!r}")
+    if isinstance(key, numbers.Integral):
+        return int(key)
+    if isinstance(key, numbers.Real):
+        number = float(key)
+        if not math.isfinite(number) or number != int(number):
+            raise ValueError(f"{key!r} is not a whole number")
+        return int(number)
+    text = str(key).strip()
+    match = _NUMBER.fullmatch(text)  # int() and float() also take "1_0" (10) and non-ASCII digits
+    if not match:
+        raise ValueError(f"got {text!r}")
+    if match.group(1) and match.group(1).strip(".0"):
+        raise ValueError(f"{text} is not a whole number")
+    return int(match.group(0).partition(".")[0])
+
+
 def _checked(pairs: list[tuple[object, object, str]], name: str) -> dict[int, float]:
     out: dict[int, float] = {}
     for b, w, where in pairs:
         try:
-            if not _INTEGER.fullmatch(str(b).strip()):  # int() also takes "1_0" (10) and non-ASCII digits
-                raise ValueError(b)
-            batch, weight = int(str(b).strip()), float(str(w).strip())
+            batch = _batch(b)
+        except ValueError as e:
+            raise SpeedplanInputError(f"{where}: batch must be an integer (8 or 8.0) and weight a number; {e}") from None
+        try:
+            weight = float(str(w).strip())
         except ValueError:
-            raise SpeedplanInputError(f"{where}: batch must be an integer and weight a number") from None
-        if batch < 1 or not 0 <= weight < float("inf") or batch in out:
-            raise SpeedplanInputError(f"{where}: batch must be >= 1 and listed once, weight a finite number >= 0")
+            raise SpeedplanInputError(f"{where}: batch must be an integer and weight a number, "
+                                      f"got weight {str(w).strip()!r:.40}") from None
+        problem = (f"batch {batch} is below 1" if batch < 1 else
+                   f"batch {batch} is listed twice" if batch in out else
+                   f"weight {weight}" if not 0 <= weight < float("inf") else None)
+        if problem:
+            raise SpeedplanInputError(f"{where}: batch must be >= 1 and listed once, weight a finite number >= 0 "
+                                      f"({problem})")
         out[batch] = weight
     if not out or sum(out.values()) <= 0:
         raise SpeedplanInputError(f"{name}: give at least one positive weight")

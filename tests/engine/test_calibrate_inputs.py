@@ -287,3 +287,20 @@ def test_ngram_rows_of_two_datasets_are_not_a_contradiction():
     heads = [dict(r, mechanism="eagle3") if r["mechanism"] == "ngram" else r for r in rows]
     with pytest.raises(SpeedplanInputError, match="1.5x apart"):
         calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", heads, name="e3")
+
+
+@pytest.mark.parametrize("name", ["", "   ", "\t"])
+def test_an_empty_name_is_refused_by_the_library_as_by_the_command(tmp_path, name):
+    """calibrate_rows and calibrate_files took name="" as the default name in silence, where
+    `speedplan calibrate --name ''` refuses it."""
+    runs = tmp_path / "runs.csv"
+    runs.write_text("mechanism,batch,draft_len,context,step_ms\nnone,1,0,1024,8.05\nnone,4,0,1024,8.2\n")
+    rows = [{"mechanism": "none", "batch": b, "draft_len": 0, "context": 1024, "step_ms": 8.0 + 0.05 * b} for b in (1, 4)]
+    for fit in (lambda: calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, free=["host_step_us"], name=name),
+                lambda: calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [str(runs)], free=["host_step_us"],
+                                        name=name)):
+        with pytest.raises(SpeedplanInputError, match="calibrate: name must be printable text") as e:
+            fit()
+        assert "\n" not in str(e.value)
+    assert calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [str(runs)], free=["host_step_us"]).profile.name \
+        == "vllm-calibrated"
