@@ -176,3 +176,31 @@ def probe_writable(path: str | Path, option: str) -> None:
     with writing(path, option):
         with tempfile.NamedTemporaryFile(dir=above, prefix=".speedplan-probe-"):
             pass
+
+
+def write_whole(path: str | Path, text: str, option: str = "--out") -> Path:
+    """Write `text` to the file `path` (through a symbolic link, the file it points to) whole or
+    not at all: a uniquely named temporary file beside it, renamed over it. Folders missing above
+    it are made, and removed again if the write fails; an OSError is one line naming `path`.
+    Returns where the file landed."""
+    out = target(path)
+    missing = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
+    tmp: Path | None = None
+    try:
+        with writing(out, option):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            handle, name = tempfile.mkstemp(prefix=f".{out.name[:64]}.", suffix=".tmp", dir=out.parent)
+            tmp = Path(name)
+            with os.fdopen(handle, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+            mask = os.umask(0)
+            os.umask(mask)
+            tmp.chmod(0o666 & ~mask)  # mkstemp makes 0600; the file gets what a plain open would give
+            os.replace(tmp, out)
+            tmp = None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+            if missing and missing[-1].is_dir():
+                shutil.rmtree(missing[-1], ignore_errors=True)  # made here: it held nothing but the way to tmp
+    return out

@@ -9,8 +9,8 @@ pred.csv is the input plus `latency_us`, `source` (profile or roofline), `bound`
 from __future__ import annotations
 
 import csv
+import io
 import math
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from speedplan.cost.ops import CostModel
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import writing
+from speedplan.outputs import write_whole
 from speedplan.specs.hardware import DTYPE_BYTES
 
 GEMM_COLUMNS = ("m", "n", "k")
@@ -139,12 +139,9 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
         raise SpeedplanInputError(f"{in_path}: no rows")
     answered = predict_ops(cost, rows, str(in_path))
     out_path = Path(out_path)
-    with writing(out_path):
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_path.with_name(f".{out_path.name}.tmp")
-        with tmp.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fieldnames + OUTPUT_COLUMNS, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(answered)
-        os.replace(tmp, out_path)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fieldnames + OUTPUT_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(answered)
+    write_whole(out_path, text.getvalue())
     return len(answered)

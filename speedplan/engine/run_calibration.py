@@ -17,7 +17,7 @@ from speedplan.engine.readers.measurements import Measurement, check_consistent,
 from speedplan.engine.readers.measurement import MAX_ROWS, drafts_ran_short, shown
 from speedplan.engine.readers.vllm_metrics import DRAFT_TOKENS, DRAFTS, looks_like_vllm_metrics, read_vllm_metrics
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import target, writing
+from speedplan.outputs import target, write_whole
 from speedplan.plan.mechanisms import TREE_MECHANISMS
 
 
@@ -323,9 +323,4 @@ def write_profile(profile: EngineProfile, out: Path) -> Path:
     out = target(out)
     if out.exists() and out.is_dir():
         raise SpeedplanInputError(f"--out {out}: is a folder; give a .json file name")
-    with writing(out):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(json.dumps(profile.to_json(), indent=1, ensure_ascii=False) + "\n")
-        os.replace(tmp, out)
-    return out
+    return write_whole(out, json.dumps(profile.to_json(), indent=1, ensure_ascii=False) + "\n")

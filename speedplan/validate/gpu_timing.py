@@ -12,7 +12,9 @@ measured. On CPU (`--dry-run`): the same code path on a tiny grid, eager, fp32.
 --reprice predicts the measured points again (no GPU needed) from each --hardware: the
 first one's predictions are `pred_t_verify` and the summary's errors (the campaign measures
 the verify step before its profile, then reprices against that profile); every one's errors
-are under the summary's "by_profile".
+are under the summary's "by_profile". Each file is rendered whole and renamed into place (a
+killed run leaves no truncated file); bad input is refused before anything is written, and a
+measuring run writes nothing until its first point (then the table after every point: `Writer`).
 
 The summary has the CPU validation's keys: step-time errors are those of the verify step;
 "speedup" compares the verify-cost ratio t_verify(1+D)/t_verify(1) predicted and measured;
@@ -258,9 +260,63 @@ def reprice(folder: Path, hardwares: list[str], device: str = "cuda") -> dict:
     summary.update({k: old[k] for k in ("model", "dtype", "measured") if k in old})
     if old.get("measured_at") or old.get("created"):  # when the GPU measured ("created": when priced)
         summary["measured_at"] = old.get("measured_at") or old["created"]
-    table.to_csv(folder / "verify_timing.csv", index=False, float_format="%.6g")
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_results(folder, table, summary, "--reprice")
     return summary
+
+
+def _replace(path: Path, text: str, option: str) -> None:
+    """Write `text` to `path` whole or not at all (`outputs.write_whole`)."""
+    from speedplan.outputs import write_whole
+
+    write_whole(path, text, option)
+
+
+def write_results(out: Path, table: pd.DataFrame | None, summary: dict, option: str = "--out") -> None:
+    """verify_timing.csv (unless `table` is None), then summary.json, each rendered first and
+    renamed into place: a run cut short never leaves a truncated file."""
+    from speedplan.outputs import writing
+
+    with writing(out, option):
+        out.mkdir(parents=True, exist_ok=True)
+    if table is not None:
+        _replace(out / "verify_timing.csv", table.to_csv(index=False, float_format="%.6g"), option)
+    _replace(out / "summary.json", json.dumps(summary, indent=1) + "\n", option)
+
+
+def check_out(out: Path) -> None:
+    """Refuse, before any model is built or any file written, an --out that cannot be written:
+    a file, a folder below a file or a broken link, a folder where no file can be made."""
+    from speedplan.errors import SpeedplanInputError
+    from speedplan.outputs import probe_writable
+
+    for above in [out, *out.absolute().parents]:
+        if above.exists() and not above.is_dir():
+            raise SpeedplanInputError(f"--out {out}: " + ("exists and is not a folder" if above == out else
+                                                         f"{above} is a file, not a folder"))
+        if above.is_symlink() and not above.exists():
+            raise SpeedplanInputError(f"--out {out}: {above} is a broken symbolic link")
+    probe_writable(out / "summary.json", "--out")
+
+
+class Writer:
+    """What a measuring run writes into --out (a folder other stages of the campaign write into
+    too: files are replaced, not the folder): nothing until its first point is measured, so a run
+    that fails before leaves the folder as it was; after every point the table so far and a
+    summary of what measured, without results (a run cut short keeps them, and --reprice prices
+    them on that device); at the end the table and the summary."""
+
+    def __init__(self, out: Path, what: dict) -> None:
+        self.out, self.what, self.started = out, what, False
+
+    def partial(self, table: pd.DataFrame) -> None:
+        if not self.started:  # first the summary that says a run is measuring, then its table
+            note = "measuring (a run cut short leaves this; --reprice prices its table)"
+            write_results(self.out, None, {**self.what, "points": 0, "note": note})
+            self.started = True
+        _replace(self.out / "verify_timing.csv", table.to_csv(index=False, float_format="%.6g"), "--out")
+
+    def final(self, table: pd.DataFrame, summary: dict) -> None:
+        write_results(self.out, table, {**summary, **self.what})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,15 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         grid, device, hardware = ((DRY_GRID, "cpu", "cpu-local") if args.dry_run
                                   else (GPU_GRID, args.device, (args.hardware or ["h200-sxm"])[0]))
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        what = dict(model=grid.model, dtype=grid.dtype, device=device, measured=_device_facts(device))
-        (out / "summary.json").write_text(json.dumps({**what, "points": 0, "note": "measuring (a run cut short "
-                                                      "leaves this; --reprice prices its table)"}, indent=1) + "\n")
-        table, summary = run(grid, hardware, device, progress=lambda m: print(m, flush=True),
-                             save=lambda t: t.to_csv(out / "verify_timing.csv", index=False, float_format="%.6g"))
-        summary.update(what)
-        table.to_csv(out / "verify_timing.csv", index=False, float_format="%.6g")
-        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        check_out(out)  # bad input is refused before anything is built or written
+        writer = Writer(out, dict(model=grid.model, dtype=grid.dtype, device=device, measured=_device_facts(device)))
+        table, summary = run(grid, hardware, device, progress=lambda m: print(m, flush=True), save=writer.partial)
+        writer.final(table, summary)
     print(json.dumps({k: summary[k] for k in ("points", "hardware", "step_time_median_error", "step_time_p90_error")}))
     return 0
 
@@ -299,6 +350,10 @@ def _device_facts(device: str) -> dict:
     import torch
 
     facts = {"torch": torch.__version__, "python": platform.python_version()}
+    if device == "cuda" and not torch.cuda.is_available():
+        from speedplan.errors import SpeedplanInputError
+
+        raise SpeedplanInputError("--device cuda: torch sees no CUDA device here (--dry-run times the tiny grid on CPU)")
     if device == "cuda":
         facts.update(device_name=torch.cuda.get_device_name(0), cuda=torch.version.cuda)
     else:
