@@ -167,12 +167,13 @@ def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | Non
     return near.sort_values(["verify_tokens", "tokens_per_s_per_gpu"], ascending=[True, False]).iloc[0]  # ties as in best_per_batch
 
 
-def _per_batch_records(best: pd.DataFrame) -> list[dict]:
-    return [_record(r) for _, r in best.iterrows()]
+def _per_batch_records(best: pd.DataFrame, profile: str | None = None) -> list[dict]:
+    return [_record(r, profile) for _, r in best.iterrows()]
 
 
-def _record(r) -> dict:
-    """One configuration row as recommendations.json writes it."""
+def _record(r, profile: str | None = None) -> dict:
+    """One configuration row as recommendations.json writes it; `profile`: the engine profile's
+    name as the outputs give it (with its file unless shipped), else the row's."""
     return {
         "batch": int(r.batch),
         "context": int(r.context),
@@ -184,7 +185,7 @@ def _record(r) -> dict:
         "tokens_per_s_per_user": round(float(r.tokens_per_s_per_user), 3),
         "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
         "t_step_s": float(r.t_step_s),
-        "engine_profile": r.engine,
+        "engine_profile": profile or r.engine,
         "cost_source": r.cost_source,
         "acceptance_source": r.acceptance_source,
     }
@@ -206,13 +207,16 @@ def recommendations(result, plans=None, batch_weights=None) -> dict:
     if plans is None:
         plans = plan_engines(result, batch_weights)
     engine_plans(plans, result, "recommendations")
+    from speedplan.engine.profile import engine_profile_name
+
     latency = latency_text(result.meta)  # every row was priced so, beside its engine profile and acceptance source
-    out = {"per_batch": [{**r, "latency_source": latency} for r in _per_batch_records(result.best)],
+    profile = engine_profile_name(result.meta)
+    out = {"per_batch": [{**r, "latency_source": latency} for r in _per_batch_records(result.best, profile)],
            "engines": {n: {**e, "latency_source": latency} for n, e in engine_records(result, plans, batch_weights).items()}}
     slo = result.meta.get("min_tokens_per_user")
     if slo is not None:  # the SLO pick, as the terminal and report.html show it (None: nothing meets it)
         out["slo_pick"] = {"min_tokens_per_user": float(slo),
-                           "pick": None if result.slo_pick is None else _record(result.slo_pick)}
+                           "pick": None if result.slo_pick is None else _record(result.slo_pick, profile)}
     return out
 
 

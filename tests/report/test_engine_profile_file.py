@@ -69,3 +69,13 @@ def test_serving_plans_name_their_engine_and_another_engines_files_are_refused(e
         speedplan.render_serving_configs({"sglang": served["vllm"]})
     files = speedplan.render_serving_configs(served["vllm"])  # one engine's plan alone: its own files only
     assert files and all(name.startswith("vllm_") for name in files)
+
+
+def test_recommendations_name_the_file_in_every_row(edited):
+    result, path = edited
+    from speedplan.plan.pick import recommendations
+
+    recs = recommendations(result)
+    assert {r["engine_profile"] for r in recs["per_batch"]} == {f"vllm (file {path})"}
+    shipped = recommendations(speedplan.sweep(**GRID))
+    assert {r["engine_profile"] for r in shipped["per_batch"]} == {"vllm"}
