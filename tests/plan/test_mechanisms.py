@@ -127,3 +127,15 @@ def test_a_user_ngram_rate_that_states_match_1_gets_no_note():
 
     given = sweep(mechanisms=["ngram"], batches=[1], acceptance={"ngram": "alpha=0.8,match=1"})
     assert given.meta["acceptance"]["ngram"] == "user: alpha=0.8,match=1"
+
+
+def test_no_preset_draft_names_presets_that_would_serve():
+    """Without a preset draft the refusal lists presets `draft-model:MODEL` accepts (same vocabulary,
+    fewer parameters) that also run fewer active parameters than the target, and each one works."""
+    with pytest.raises(SpeedplanInputError, match=r"no preset draft for qwen3-next-80b-a3b; pass draft-model:MODEL "
+                       r"\(presets with its 151,936-token vocabulary and fewer active parameters: qwen3-30b-a3b\)$"):
+        parse_mechanism("draft-model", get_model("qwen3-next-80b-a3b"), None)
+    parse_mechanism("draft-model:qwen3-30b-a3b", get_model("qwen3-next-80b-a3b"), None)  # the suggestion builds
+    # none qualifies: qwen3-30b-a3b has fewer active parameters than qwen3-8b but more in all, so build refuses it
+    with pytest.raises(SpeedplanInputError, match=r"no preset draft for qwen3-8b; pass draft-model:MODEL$"):
+        parse_mechanism("draft-model", get_model("qwen3-8b"), None)

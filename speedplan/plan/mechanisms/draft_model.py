@@ -60,7 +60,7 @@ class DraftModel(ChainDrafting, Mechanism):
     @classmethod
     def cannot_run(cls, target):
         if target.name not in DEFAULT_DRAFT_FOR:
-            return "no preset draft for this model; pass draft-model:MODEL"
+            return "no preset draft for this model; pass draft-model:MODEL" + _candidates(target)
         return None
 
     @classmethod
@@ -81,7 +81,8 @@ class DraftModel(ChainDrafting, Mechanism):
                 raise SpeedplanInputError(f"mechanism draft-model:{arg}: tp takes an integer") from None
         if not name:
             if target.name not in DEFAULT_DRAFT_FOR:
-                raise SpeedplanInputError(f"draft-model: no preset draft for {target.name}; pass draft-model:MODEL")
+                raise SpeedplanInputError(f"draft-model: no preset draft for {target.name}; pass draft-model:MODEL"
+                                          + _candidates(target))
             name = DEFAULT_DRAFT_FOR[target.name]
         draft = get_model(name)
         if draft.vocab != target.vocab:
@@ -96,6 +97,21 @@ class DraftModel(ChainDrafting, Mechanism):
         if draft_tp is not None:
             draft.check_tp(draft_tp, option=f"draft-model:{arg} tp")
         return cls(*cls.resolve_acceptance(acceptance, target, draft=draft), draft=draft, draft_tp=draft_tp)
+
+
+def _candidates(target: ModelSpec, most: int = 3) -> str:
+    """" (presets with its vocabulary and fewer active parameters: a, b)", smallest first, or ""
+    where no preset qualifies: drafts `build` accepts (fewer parameters, the same vocabulary) that
+    also cost less per token than the target (a 32B dense draft for a 3B-active MoE would not)."""
+    from speedplan.specs.model import preset_names
+
+    active, total = target.param_count(active=True), target.param_count()
+    fits = sorted((m.param_count(active=True), m.name) for m in map(get_model, preset_names())
+                  if m.vocab == target.vocab and m.param_count(active=True) < active and m.param_count() < total)
+    if not fits:
+        return ""
+    return (f" (presets with its {target.vocab:,}-token vocabulary and fewer active parameters: "
+            f"{', '.join(name for _, name in fits[:most])})")
 
 
 def tp_problem(model, tp: int) -> str | None:
