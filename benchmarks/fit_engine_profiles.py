@@ -4,6 +4,7 @@ and write them to speedplan/specs/presets/engines/.
     python benchmarks/fit_engine_profiles.py            # fit, print every row's residual, write
     python benchmarks/fit_engine_profiles.py --check    # fit and compare with the shipped files
     python benchmarks/fit_engine_profiles.py --assume-gpu H200   # the fits if the GPU-less sources ran on an H200
+    python benchmarks/fit_engine_profiles.py --by-source   # each source predicted by a fit to the others
 
 Each engine starts from the documented values of engine_bases.json (every one with its source); the terms the
 usable rows identify are then fitted by `speedplan.engine.calibrate`, the same code as
@@ -85,13 +86,51 @@ def held_out_check(profile: EngineProfile, held) -> str:
     return "\n".join(lines) + "\n"
 
 
+def by_source(name: str, cases) -> str:
+    """Leave one source out: for each source of `name`'s usable rows, the fit to the other sources'
+    rows (same base, same free terms) predicts that source's rows, as a source the shipped fit never
+    saw would be predicted. Per source: |error| median and max, and speculate-or-not agreement."""
+    rows = [c for c in cases if c.engine == name]
+    sources = sorted({c.source for c in rows})
+    if len(sources) < 2:
+        return f"{name}: {len(sources)} source(s) with usable rows; nothing to leave out\n"
+    lines, errors, agree, speedups = [f"{name}: each source predicted by a fit to the other {len(sources) - 1}"], [], 0, 0
+    for source in sources:
+        train = [c for c in rows if c.source != source]
+        test = [c for c in rows if c.source == source]
+        fitted = calibrate(base_profile(name), as_pairs(train), BASES[name]["free"], name=name, described="by source")
+        predicted = predict(fitted.profile.values(), price(as_pairs(test), fitted.profile.spec_max_running))
+        err = [abs(p / c.value - 1) for c, p in zip(test, predicted)]
+        sp = [(c.value, p) for c, p in zip(test, predicted) if c.quantity == "speedup"]
+        ok = sum((m >= 1) == (p >= 1) for m, p in sp)
+        errors += err
+        agree, speedups = agree + ok, speedups + len(sp)
+        med = sorted(err)[len(err) // 2] if len(err) % 2 else sum(sorted(err)[len(err) // 2 - 1:len(err) // 2 + 1]) / 2
+        lines.append(f"  {source[:70]:70s} {len(test):3d} rows (fit on {len(train):3d}): median {100 * med:5.1f}%, "
+                     f"max {100 * max(err):5.1f}%" + (f"; speculate-or-not {ok} of {len(sp)}" if sp else ""))
+    errors.sort()
+    n = len(errors)
+    med = errors[n // 2] if n % 2 else (errors[n // 2 - 1] + errors[n // 2]) / 2
+    lines.append(f"  all {n} rows out of source: median {100 * med:.1f}%, max {100 * errors[-1]:.1f}%"
+                 + (f"; speculate-or-not {agree} of {speedups}" if speedups else ""))
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the shipped profiles instead of writing")
     ap.add_argument("--assume-gpu", metavar="GPU", choices=sorted(GPUS),
                     help="assume this GPU for the sources that state none (engine_cases.ASSUMED) instead of "
                          "their recorded one: a sensitivity check; nothing is written or compared")
+    ap.add_argument("--by-source", action="store_true",
+                    help="leave each source out in turn and predict it from a fit to the others; nothing written")
     args = ap.parse_args(argv)
+    if args.by_source:
+        cases, _ = load_cases(held_out=True)
+        fitted = [c for c in cases if c.source not in HELD_OUT]
+        for name in BASES:
+            print(by_source(name, fitted))
+        return 0
     if args.assume_gpu:
         for source, assumption in ASSUMED.items():
             ASSUMED[source] = {**assumption, "gpu": args.assume_gpu,

@@ -144,3 +144,18 @@ def test_the_fit_check_allows_float_order_not_a_changed_term(monkeypatch):
     moved = {**shipped, "host_step_us": {**shipped["host_step_us"], "value": shipped["host_step_us"]["value"] * 1.0001}}
     assert not same_terms(shipped, moved)
     assert not same_terms(shipped, {t: v for t, v in shipped.items() if t != "host_step_us"})
+
+
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the fit's rows) is not next to this checkout")
+def test_fit_engine_profiles_by_source_predicts_each_source_from_the_others():
+    shipped = {p.name: p.read_bytes() for p in (BENCHMARKS.parent / "speedplan/specs/presets/engines").glob("*.json")}
+    done = _run("fit_engine_profiles.py", "--by-source")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    sglang = done.stdout.split("sglang: each source predicted by a fit to the other")[1].split("\n\n")[0]
+    lines = [l for l in sglang.splitlines() if " rows (fit on " in l]
+    assert len(lines) >= 3  # SpecForge #339, AngelSlim #163, SGLang #4716
+    for line in lines:  # each source's rows and the rest add up to the fitted rows
+        n, fit_on = int(line.split(" rows (fit on ")[0].split()[-1]), int(line.split("(fit on ")[1].split(")")[0])
+        assert n + fit_on == 20
+    assert "all 20 rows out of source: median" in sglang
+    assert {p.name: p.read_bytes() for p in (BENCHMARKS.parent / "speedplan/specs/presets/engines").glob("*.json")} == shipped
