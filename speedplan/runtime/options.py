@@ -67,6 +67,9 @@ class RunOptions:
                               ("--ngram-max", o.ngram_max), ("n-gram minimum", o.ngram_min)):
             if value < 1:
                 raise SpeedplanInputError(f"{option} must be >= 1, got {value}")
+        if self.mechanism.endswith("-tree") and o.tree_depth > o.tree_nodes:  # each level adds at least one node
+            raise SpeedplanInputError(f"--tree-depth {o.tree_depth} is more than --tree-nodes {o.tree_nodes}: a tree of "
+                                      f"{o.tree_nodes} drafted nodes is at most {o.tree_nodes} deep")
         if o.ngram_min > o.ngram_max:
             raise SpeedplanInputError(f"--ngram-max {o.ngram_max} is below the n-gram minimum {o.ngram_min}")
         if self.device not in ("auto", "cpu", "cuda"):

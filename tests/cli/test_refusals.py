@@ -66,6 +66,9 @@ def test_run_refuses_bad_prompts_and_a_trace_over_its_prompts(tmp_path, capsys):
     _refused(["run", "--raw", "--prompt", ""], capsys, "an empty prompt")
     _refused(["run", "--prompt", "hi", "--max-new-tokens", "1000000000"], capsys, "--max-new-tokens must be in 1..")
     _refused(["run", "--prompt", "hi", "--temperature", "inf"], capsys, "--temperature must be a finite number")
+    # a tree deeper than its nodes: 50 head forwards a step for 16 nodes (it ran, at a tenth of plain decoding's speed)
+    _refused(["run", "--prompt", "hi", "--mechanism", "eagle-tree", "--tree-depth", "50"], capsys,
+             "--tree-depth 50 is more than --tree-nodes 16")
     prompts.write_text(json.dumps({"messages": [{"role": "user"}]}) + "\n")
     _refused(["run", "--prompts", str(prompts)], capsys, "each message needs a \"role\" and a \"content\"")
 
