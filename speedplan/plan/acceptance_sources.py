@@ -9,6 +9,8 @@ family's name, `eagle` or `eagle3`, also reaches its tree):
     positions=0.9,0.8,0.7         conditional per-position rates (last one repeats)
     ranks=0.6,0.2,0.05            per-rank rates of one head (Sequoia); its chain uses ranks[0]
     alpha=0.6,match=0.5           ... with a chance `match` that a step proposes anything (n-gram)
+    al=3.2@4                      a chain's acceptance length measured at D = 4 (an engine's mean
+                                  accept length): the i.i.d. rate that gives it
     FILE.jsonl                    a runtime trace (docs/trace.md)
     FILE (vLLM /metrics scrape)   per-position accepted counts over drafts
     FILE[@D] (SGLang server log)  mean `accept len`; D from `accept rate`, or given as @D
@@ -31,7 +33,7 @@ from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_p
                                        fit_positions, fit_ranks)
 
 _FORMS = ("alpha", "positions", "ranks")
-_EXPECTED = "give alpha=, positions=, ranks= or an acceptance file (a trace, a vLLM scrape, an SGLang log, JSON)"
+_EXPECTED = "give alpha=, positions=, ranks=, al=A@D or an acceptance file (a trace, a vLLM scrape, an SGLang log, JSON)"
 
 
 def _split_mechanism(spec: str, mechanisms: tuple[str, ...]) -> tuple[str, str]:
@@ -41,7 +43,7 @@ def _split_mechanism(spec: str, mechanisms: tuple[str, ...]) -> tuple[str, str]:
     parts = spec.split(":")
     for i in range(len(parts) - 1, 1, -1):  # the longest MECH:ARG prefix followed by numbers
         head, rest = ":".join(parts[:i]).strip().lower(), ":".join(parts[i:])
-        if head.split(":")[0] in mechanisms and (rest.partition("=")[0].strip() in _FORMS or not rest.strip()):
+        if head.split(":")[0] in mechanisms and (rest.partition("=")[0].strip() in (*_FORMS, "al") or not rest.strip()):
             return head, rest
     head, colon, rest = spec.partition(":")
     return (head.strip().lower(), rest) if colon and head.strip().lower() in mechanisms else ("*", spec)
@@ -101,7 +103,31 @@ def parse_acceptance(spec: str) -> Acceptance:
         if len(match) != 1:
             raise SpeedplanInputError(f"--acceptance {spec!r}: match takes one number")
         return _build(forms[0], values[forms[0]], f"user: {text}", match[0], spec)
+    if key == "al":
+        return _from_al(text, spec)
     return _from_file(text)
+
+
+def _from_al(text: str, spec: str) -> Acceptance:
+    """`al=A@D`: a chain's acceptance length A (tokens per step, the bonus token counted: what
+    SGLang logs as accept len and vLLM reports as mean acceptance length) measured at draft
+    length D, as the i.i.d. alpha whose chain of D gives it (`fit_iid_alpha`)."""
+    al_text, at, d_text = text.partition("=")[2].strip().partition("@")
+    try:
+        al, draft_len = float(al_text), int(d_text)
+    except ValueError:
+        al, draft_len = float("nan"), 0
+    if not at or not np.isfinite(al) or draft_len < 1:
+        raise SpeedplanInputError(f"--acceptance {spec!r}: expected al=A@D, an acceptance length A measured at draft "
+                                  "length D, e.g. al=3.2@4")
+    if draft_len > MAX_DRAFT:
+        raise SpeedplanInputError(f"--acceptance {spec!r}: D must be in 1..{MAX_DRAFT}, got {draft_len}")
+    if not 1.0 <= al < 1.0 + draft_len:
+        raise SpeedplanInputError(f"--acceptance {spec!r}: an acceptance length at D = {draft_len} is in "
+                                  f"[1, {1 + draft_len}) (it counts the bonus token; {1 + draft_len} would be every "
+                                  f"draft accepted, no rate below 1), got {al:g}")
+    alpha = fit_iid_alpha(al, draft_len)
+    return Acceptance.iid(alpha, f"user: al={al:g} at D={draft_len} (i.i.d. alpha {alpha:.3f})")
 
 
 def _build(form: str, numbers, source: str, match: float, where: str) -> Acceptance:
@@ -128,7 +154,7 @@ def _from_file(text: str) -> Acceptance:
         head = text.partition(":")[0]
         hint = (f" ({head!r} is not a mechanism: MECH:alpha=... takes one of {', '.join(MECHANISMS)})"
                 if ":" in text and "=" in text else "")
-        raise SpeedplanInputError(f"--acceptance {text!r}: not alpha=, positions=, ranks= or an existing file{hint}")
+        raise SpeedplanInputError(f"--acceptance {text!r}: not alpha=, positions=, ranks=, al=A@D or an existing file{hint}")
     if at and (path.suffix == ".jsonl" or not looks_like_sglang_log(path.read_text(errors="replace"))):
         raise SpeedplanInputError(f"--acceptance {text!r}: @D is for an SGLang server log whose lines give no "
                                   f"accept rate; {path.name} is not one")

@@ -71,7 +71,7 @@ def test_files_that_start_with_a_byte_order_mark_are_read(tmp_path):
 
 
 @pytest.mark.parametrize("spec, words", [
-    ("", "--acceptance '': empty; give alpha=, positions=, ranks= or an acceptance file"),
+    ("", "--acceptance '': empty; give alpha=, positions=, ranks=, al=A@D or an acceptance file"),
     ("  ", "--acceptance '  ': empty"),
     ("eagle3:", "--acceptance 'eagle3:': nothing after 'eagle3:'; give alpha="),
     ("draft-model:llama-3.2-1b:", "nothing after 'draft-model:llama-3.2-1b:'"),

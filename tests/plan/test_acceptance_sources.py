@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -182,3 +184,31 @@ def test_acceptance_errors_name_where_the_numbers_came_from(tmp_path):
         parse_acceptance("foo:alpha=0.8")
     with pytest.raises(SpeedplanInputError, match="is a folder; give a file in it"):
         parse_acceptance(str(tmp_path))
+
+
+def test_an_acceptance_length_at_a_draft_length_reads_as_the_iid_rate_that_gives_it():
+    """al=A@D: what an engine reports (mean accept length at its D) gives back A at that D."""
+    acc = parse_acceptance("al=3.3616@4")
+    alpha = acc.positions[0]  # an i.i.d. rate: one position rate, repeated
+    assert acc.kind == "iid" and alpha == pytest.approx(0.8, abs=1e-3)  # al_iid(0.8, 4) = 3.3616
+    assert al_iid(alpha, 4) == pytest.approx(3.3616, abs=1e-6)
+    assert "al=3.3616 at D=4" in acc.source
+    keyed = parse_acceptance_options(["draft-model:llama-3.2-1b:al=2.5@3", "eagle3:al=3.2@4"],
+                                     ("draft-model", "eagle3"))
+    assert set(keyed) == {"draft-model:llama-3.2-1b", "eagle3"}
+    assert al_iid(keyed["draft-model:llama-3.2-1b"].positions[0], 3) == pytest.approx(2.5, abs=1e-6)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("al=3.2", "expected al=A@D"),
+    ("al=x@4", "expected al=A@D"),
+    ("al=3@0", "expected al=A@D"),
+    ("al=3@1.5", "expected al=A@D"),
+    ("al=3@65", "D must be in 1..64"),
+    ("al=5@4", "is in [1, 5)"),
+    ("al=0.9@4", "is in [1, 5)"),
+    ("al=nan@4", "expected al=A@D"),
+])
+def test_acceptance_length_forms_that_cannot_be_read_are_refused(text, words):
+    with pytest.raises(SpeedplanInputError, match=re.escape(words)):
+        parse_acceptance(text)
