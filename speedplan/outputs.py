@@ -186,6 +186,7 @@ def write_whole(path: str | Path, text: str, option: str = "--out") -> Path:
     out = target(path)
     missing = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
     tmp: Path | None = None
+    done = False
     try:
         with writing(out, option):
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -197,10 +198,11 @@ def write_whole(path: str | Path, text: str, option: str = "--out") -> Path:
             os.umask(mask)
             tmp.chmod(0o666 & ~mask)  # mkstemp makes 0600; the file gets what a plain open would give
             os.replace(tmp, out)
-            tmp = None
+            done = True
     finally:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
+        if not done:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
             if missing and missing[-1].is_dir():
                 shutil.rmtree(missing[-1], ignore_errors=True)  # made here: it held nothing but the way to tmp
     return out

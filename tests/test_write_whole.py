@@ -41,3 +41,14 @@ def test_through_a_symbolic_link_the_file_it_points_to(tmp_path):
     os.symlink(real, link)
     outputs.write_whole(link, "new")
     assert link.is_symlink() and real.read_text() == "new"
+
+
+def test_folders_made_for_a_write_that_fails_before_its_file_are_removed(tmp_path, monkeypatch):
+    """A failure in mkstemp (after the folders were made, before any file) removes them too."""
+    def refuse(*args, **kwargs):
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(outputs.tempfile, "mkstemp", refuse)
+    with pytest.raises(SpeedplanInputError, match="cannot write"):
+        outputs.write_whole(tmp_path / "a" / "b" / "x.json", "x")
+    assert list(tmp_path.iterdir()) == []

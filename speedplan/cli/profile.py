@@ -123,7 +123,9 @@ def check(
     if not Path(path).exists() and "/" not in path and (shipped / "meta.json").is_file():
         path = str(shipped)  # a shipped profile by name, as --hardware takes it
     if json_out is not None:  # refused before the leave-one-out, not after it
-        check_output(json_out, "--json-out", folder=False, inputs=[Path(path) / "meta.json"])
+        folder = Path(path)  # every file of the profile is an input: the check reads its tables
+        tables = [f for f in folder.iterdir() if f.is_file()] if folder.is_dir() else [folder / "meta.json"]
+        check_output(json_out, "--json-out", folder=False, inputs=tables)
         check_json_out(json_out)
 
     result = leave_one_out(path)

@@ -161,7 +161,7 @@ def test_cli_writes_a_profile_sweep_can_use(tmp_path):
     assert set(pd.read_csv(rep / "sweep.csv")["engine"]) == {"mine"}
     assert set(pd.read_csv(rep / "sensitivity.csv")["engine"]) == {"mine"}
     recs = json.loads((rep / "recommendations.json").read_text())
-    assert {r["engine_profile"] for r in recs["per_batch"]} == {"mine"}
+    assert {r["engine_profile"] for r in recs["per_batch"]} == {f"mine (file {out})"}  # a file-read profile: its path
     assert "mine" in (rep / "report.html").read_text() and "mine" in (rep / "vllm_serve.sh").read_text()
 
 

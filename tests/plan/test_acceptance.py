@@ -134,7 +134,7 @@ def test_two_draft_models_take_an_acceptance_each():
     al = dict(zip(r.frame.mechanism, r.frame.acceptance_length))
     assert al["draft-model:llama-3.2-1b"] == pytest.approx(1.96)
     assert al["draft-model:llama-3.2-3b"] == pytest.approx(2.44)
-    with pytest.raises(SpeedplanInputError, match="not alpha=, positions=, ranks= or an existing file"):
+    with pytest.raises(SpeedplanInputError, match="not alpha=, positions=, ranks=, al=A@D or an existing file"):
         parse_acceptance_options(["draft-model:llama-3.2-1b:nonsense"], names)
 
 

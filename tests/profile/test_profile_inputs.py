@@ -160,3 +160,14 @@ def test_a_json_out_that_fails_at_the_end_leaves_nothing_half_written(tmp_path, 
         assert f"--json-out {out}: cannot write (No space left on device)" in err and err.count("\n") == 1, err
     assert sorted(p for p in tmp_path.rglob("*")) == before  # no temporary file, no folder made
     assert kept.read_text() == '{"old": 1}\n'
+
+
+def test_json_out_onto_one_of_the_profiles_tables_is_refused_first(tmp_path, capsys, counted_check):
+    """Only meta.json was protected: --json-out p/gemm.csv wrote JSON over the table the check reads."""
+    folder = synthetic_profile(tmp_path / "p")
+    table = next(f for f in sorted(folder.iterdir()) if f.suffix == ".csv")
+    text = table.read_text()
+    assert run(["profile", "check", str(folder), "--json-out", str(table)]) == 2
+    err = capsys.readouterr().err
+    assert "is one of the input files" in err and err.count("\n") == 1
+    assert counted_check == [] and table.read_text() == text
