@@ -85,23 +85,29 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
 
 def table_plan_note(result: "SweepResult", plans: dict) -> str | None:
     """A note where the first table (`SweepResult.best`) and the plan of the engine whose profile
-    priced it take the same mechanism at a batch size but different draft lengths; None where
-    they agree. The two read the same prices: the table takes the shortest draft within
-    `TIE_TOLERANCE` of the best tokens/s/GPU, a plan its engine's best D (or its schedule's)."""
+    priced it take the same mechanism at a batch size with another setting (D, or a tree's nodes)
+    whose speedups are within `TIE_TOLERANCE` of each other: the table takes the shortest draft
+    within that tolerance of the best tokens/s/GPU, a plan its engine's best setting (or its
+    schedule's). None where they agree; a plan held further off by what its engine can run (a
+    fixed tree) is left to its line's worst loss."""
     table_profile = result.meta.get("engine")
-    best = result.best[["batch", "context", "mechanism", "draft_len", "speedup"]]
+    best = result.best[["batch", "context", "mechanism", "draft_len", "verify_tokens", "speedup"]]
     for name, p in plans.items():
         if not len(p.rows) or p.engine_profile.split(":")[0] != table_profile:
             continue
         both = p.rows.merge(best, on=["batch", "context"], suffixes=("", "_table"))
-        differ = both[(both["mechanism_table"] == p.mechanism) & (both["draft_len_table"] != both["draft_len"])]
+        other = (both["draft_len_table"] != both["draft_len"]) | (both["verify_tokens_table"] != both["verify_tokens"])
+        tie = (both["speedup"] - both["speedup_table"]).abs() <= TIE_TOLERANCE * both[["speedup", "speedup_table"]].max(axis=1)
+        differ = both[(both["mechanism_table"] == p.mechanism) & other & tie]
         if differ.empty:
             continue
         several_contexts = both["context"].nunique() > 1
+        cut = len(p.mechanism) + 1  # "eagle3 D=6" -> "D=6"
         where = "; ".join(f"B = {r.batch}" + (f", context {r.context}" if several_contexts else "")
-                          + f": D={r.draft_len_table} {r.speedup_table:.2f}x and D={r.draft_len} {r.speedup:.2f}x"
-                          for r in differ.sort_values(["batch", "context"]).itertuples())
-        return (f"note: the table and the {name} plan take {p.mechanism} with different D ({where}): the table takes "
-                f"the shortest draft within {100 * TIE_TOLERANCE:g}% of the most tokens/s/GPU, the plan its engine's "
-                "best D or its schedule's")
+                          + f": {setting_text(p.mechanism, r.draft_len_table, r.verify_tokens_table)[cut:]} "
+                          f"{r.speedup_table:.2f}x and {setting_text(p.mechanism, r.draft_len, r.verify_tokens)[cut:]} "
+                          f"{r.speedup:.2f}x" for r in differ.sort_values(["batch", "context"]).itertuples())
+        return (f"note: the table and the {name} plan take {p.mechanism} with different settings ({where}): the table "
+                f"takes the shortest draft within {100 * TIE_TOLERANCE:g}% of the most tokens/s/GPU, the plan its "
+                "engine's best or its schedule's")
     return None

@@ -133,9 +133,12 @@ def test_no_preset_draft_names_presets_that_would_serve():
     """Without a preset draft the refusal lists presets `draft-model:MODEL` accepts (same vocabulary,
     fewer parameters) that also run fewer active parameters than the target, and each one works."""
     with pytest.raises(SpeedplanInputError, match=r"no preset draft for qwen3-next-80b-a3b; pass draft-model:MODEL "
-                       r"\(presets with its 151,936-token vocabulary and fewer active parameters: qwen3-30b-a3b\)$"):
+                       r"\(presets with its 151,936-token vocabulary, at most half its parameters and fewer active: qwen3-30b-a3b\)$"):
         parse_mechanism("draft-model", get_model("qwen3-next-80b-a3b"), None)
     parse_mechanism("draft-model:qwen3-30b-a3b", get_model("qwen3-next-80b-a3b"), None)  # the suggestion builds
     # none qualifies: qwen3-30b-a3b has fewer active parameters than qwen3-8b but more in all, so build refuses it
     with pytest.raises(SpeedplanInputError, match=r"no preset draft for qwen3-8b; pass draft-model:MODEL$"):
         parse_mechanism("draft-model", get_model("qwen3-8b"), None)
+    # DeepSeek-V3 is smaller than V3.2 in all and active, but nearly its size: no draft worth naming
+    with pytest.raises(SpeedplanInputError, match=r"no preset draft for deepseek-v3.2; pass draft-model:MODEL$"):
+        parse_mechanism("draft-model", get_model("deepseek-v3.2"), None)

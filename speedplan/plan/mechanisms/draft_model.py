@@ -99,18 +99,25 @@ class DraftModel(ChainDrafting, Mechanism):
         return cls(*cls.resolve_acceptance(acceptance, target, draft=draft), draft=draft, draft_tp=draft_tp)
 
 
+# A suggested draft holds at most this share of the target's parameters (the preset pairs hold
+# 0.15-0.25: llama-3.2-1b for llama-3.1-8b, qwen3-8b for qwen3-32b, gpt-oss-20b for gpt-oss-120b).
+MAX_SUGGESTED_SHARE = 0.5
+
+
 def _candidates(target: ModelSpec, most: int = 3) -> str:
-    """" (presets with its vocabulary and fewer active parameters: a, b)", smallest first, or ""
-    where no preset qualifies: drafts `build` accepts (fewer parameters, the same vocabulary) that
-    also cost less per token than the target (a 32B dense draft for a 3B-active MoE would not)."""
+    """" (presets with its vocabulary, ...: a, b)", smallest first, or "" where no preset
+    qualifies: drafts `build` accepts (the same vocabulary, fewer parameters) with at most
+    MAX_SUGGESTED_SHARE of the target's parameters and fewer active ones (a 32B dense draft for a
+    3B-active MoE, or DeepSeek-V3 for DeepSeek-V3.2, would not pay)."""
     from speedplan.specs.model import preset_names
 
     active, total = target.param_count(active=True), target.param_count()
     fits = sorted((m.param_count(active=True), m.name) for m in map(get_model, preset_names())
-                  if m.vocab == target.vocab and m.param_count(active=True) < active and m.param_count() < total)
+                  if m.vocab == target.vocab and m.param_count(active=True) < active
+                  and m.param_count() <= MAX_SUGGESTED_SHARE * total)
     if not fits:
         return ""
-    return (f" (presets with its {target.vocab:,}-token vocabulary and fewer active parameters: "
+    return (f" (presets with its {target.vocab:,}-token vocabulary, at most half its parameters and fewer active: "
             f"{', '.join(name for _, name in fits[:most])})")
 
 
