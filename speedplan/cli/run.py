@@ -54,7 +54,9 @@ def run(
     raw: bool = typer.Option(False, help="Send prompts as raw text instead of through the chat template."),
     ngram_max: int = typer.Option(3, help="ngram: longest suffix n-gram looked up."),
     tree_topk: int = typer.Option(4, help="Tree mechanisms: children per frontier node."),
-    tree_depth: int = typer.Option(4, help="Tree mechanisms: expansion depth."),
+    tree_depth: Optional[int] = typer.Option(None, show_default=False, help="Tree mechanisms: expansion depth, at "
+                                             "most --tree-nodes (a level adds a node at least). [default: 4, or "
+                                             "--tree-nodes where fewer]"),
     tree_nodes: int = typer.Option(16, help="Tree mechanisms: drafted nodes verified per sequence (the root not counted)."),
     draft_layers: int = typer.Option(4, help="truncated*: target layers the drafter keeps."),
     seed: int = typer.Option(0, help="Random seed for sampling."),
@@ -72,7 +74,8 @@ def run(
     from speedplan.runtime.options import DrafterOptions, RunOptions, read_prompts
 
     texts = list(prompt or []) + (read_prompts(prompts) if prompts else [])
-    options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=tree_depth,
+    tree_depth = min(4, tree_nodes) if tree_depth is None and tree_nodes >= 1 else tree_depth  # the default fits
+    options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=4 if tree_depth is None else tree_depth,
                              tree_nodes=tree_nodes, draft_layers=draft_layers)
     spec = RunOptions(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
                    not raw, compare, str(trace) if trace else None, device, options, matmul)

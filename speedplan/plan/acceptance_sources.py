@@ -19,6 +19,7 @@ family's name, `eagle` or `eagle3`, also reaches its tree):
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_p
                                        fit_positions, fit_ranks)
 
 _FORMS = ("alpha", "positions", "ranks")
+_AL = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)@([0-9]+)", re.ASCII)  # al=A@D: 3.2@4
 _EXPECTED = "give alpha=, positions=, ranks=, al=A@D or an acceptance file (a trace, a vLLM scrape, an SGLang log, JSON)"
 
 
@@ -112,12 +114,9 @@ def _from_al(text: str, spec: str) -> Acceptance:
     """`al=A@D`: a chain's acceptance length A (tokens per step, the bonus token counted: what
     SGLang logs as accept len and vLLM reports as mean acceptance length) measured at draft
     length D, as the i.i.d. alpha whose chain of D gives it (`fit_iid_alpha`)."""
-    al_text, at, d_text = text.partition("=")[2].strip().partition("@")
-    try:
-        al, draft_len = float(al_text), int(d_text)
-    except ValueError:
-        al, draft_len = float("nan"), 0
-    if not at or not np.isfinite(al) or draft_len < 1:
+    match = _AL.fullmatch(text.partition("=")[2].strip())  # int() and float() also take "1_0" and other digits
+    al, draft_len = (float(match.group(1)), int(match.group(2))) if match else (float("nan"), 0)
+    if not np.isfinite(al) or draft_len < 1:
         raise SpeedplanInputError(f"--acceptance {spec!r}: expected al=A@D, an acceptance length A measured at draft "
                                   "length D, e.g. al=3.2@4")
     if draft_len > MAX_DRAFT:

@@ -69,6 +69,8 @@ def test_run_refuses_bad_prompts_and_a_trace_over_its_prompts(tmp_path, capsys):
     # a tree deeper than its nodes: 50 head forwards a step for 16 nodes (it ran, at a tenth of plain decoding's speed)
     _refused(["run", "--prompt", "hi", "--mechanism", "eagle-tree", "--tree-depth", "50"], capsys,
              "--tree-depth 50 is more than --tree-nodes 16")
+    _refused(["run", "--prompt", "hi", "--mechanism", "eagle-tree", "--tree-nodes", "2", "--tree-depth", "3"], capsys,
+             "--tree-depth 3 is more than --tree-nodes 2")  # without --tree-depth its default fits: min(4, nodes)
     prompts.write_text(json.dumps({"messages": [{"role": "user"}]}) + "\n")
     _refused(["run", "--prompts", str(prompts)], capsys, "each message needs a \"role\" and a \"content\"")
 

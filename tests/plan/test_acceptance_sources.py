@@ -208,6 +208,10 @@ def test_an_acceptance_length_at_a_draft_length_reads_as_the_iid_rate_that_gives
     ("al=5@4", "is in [1, 5)"),
     ("al=0.9@4", "is in [1, 5)"),
     ("al=nan@4", "expected al=A@D"),
+    ("al=3.2@1_0", "expected al=A@D"),  # int() reads 1_0 as 10
+    ("al=3.2@+4", "expected al=A@D"),
+    ("al=3.2@\u0664", "expected al=A@D"),  # an Arabic-Indic four
+    ("al=3.2@4,match=0.5", "expected al=A@D"),
 ])
 def test_acceptance_length_forms_that_cannot_be_read_are_refused(text, words):
     with pytest.raises(SpeedplanInputError, match=re.escape(words)):
