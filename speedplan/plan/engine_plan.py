@@ -52,15 +52,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from speedplan.cost.ops import latency_label, missing_tables
 from speedplan.engine.profile import SHIPPED, engine_profile_name
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.api_checks import engine_plans, sweep_key, sweep_result
+from speedplan.plan.api_checks import sweep_key, sweep_result
 from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, falling_schedule
 from speedplan.plan.capacity import Capacity, running
 from speedplan.plan.plan_table import OFF_KEY, PlanTable
 from speedplan.plan.zero_draft import ZeroDraft
+# what a plan becomes in the output files; importable from here, where they were first written
+from speedplan.plan.engine_outputs import (engine_records, latency_text, schedule_frame,  # noqa: F401
+                                           serving_plans, unsupported)
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
 _SIMPLE = {"off": 0, "fixed": 1}
@@ -80,6 +82,12 @@ class EnginePlan:
     spec_max_running: float = 0.0  # the pricing profile's cap on a speculative step's requests (0: none)
     drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward (zero_draft.py)
     profile_name: str = ""  # that profile's name, with its file unless shipped (engine.profile.engine_profile_name)
+
+    @property
+    def running(self) -> np.ndarray:
+        """Requests a step runs at once at each of `rows`: the sequences the launch holds
+        (runs_at_batch), at most the engine's speculative cap where it loads a drafter."""
+        return running(self.rows["runs_at_batch"], self.mechanism != "none", self.spec_max_running)
 
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
@@ -282,118 +290,3 @@ def _rows(table: PlanTable, frame: pd.DataFrame, picks: list, reach: dict, plain
         "best_verify_tokens": [int(keys[i][2]) for i in best_i],
         "best_speedup": best / plain, "loss_vs_best": 1.0 - got / best, "loss_vs_any": 1.0 - got / any_best,
     })
-
-
-def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> dict[str, dict]:
-    """The "engines" object of recommendations.json."""
-    out = {}
-    for name, plan in plans.items():
-        rec = {"mechanism": plan.mechanism, "mode": plan.mode, "how": plan.how, "engine_profile": plan.engine_profile,
-               "schedule": [list(s) for s in plan.schedule],
-               "objective": round(plan.objective, 5),
-               "tokens_per_s_per_gpu": round(plan.tokens_per_s_per_gpu, 3),
-               "batch_weights": {str(b): round(float(w), 6) for b, w in
-                                 plan.rows.groupby("batch")["weight"].sum().items()} if len(plan.rows) else {}}
-        rec.update(_extras(result, plan))
-        rec["per_batch"] = [{
-            "batch": int(r.batch), "context": int(r.context), "draft_len": int(r.draft_len),
-            "verify_tokens": int(r.verify_tokens), "speedup": round(float(r.speedup), 4),
-            "loss_vs_best": round(float(r.loss_vs_best), 4), "loss_vs_any": round(float(r.loss_vs_any), 4),
-            "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3), "runs_at_batch": int(r.runs_at_batch),
-            "running": int(running(r.runs_at_batch, plan.mechanism != "none", plan.spec_max_running)),
-            "best_mechanism": r.best_mechanism, "best_draft_len": int(r.best_draft_len),
-            "best_verify_tokens": int(r.best_verify_tokens),
-            "best_speedup": round(float(r.best_speedup), 4),
-        } for r in plan.rows.itertuples()]
-        out[name] = rec
-    return out
-
-
-def unsupported(engine: str, labels, meta: dict) -> tuple[str, ...]:
-    """The mechanisms among sweep `labels` that serving engine `engine` cannot run at all (`_runnable`'s test)."""
-    from speedplan.plan.mechanisms import MECHANISMS
-    from speedplan.serving import engine_module
-
-    names, layers = sorted({str(lb).split(":")[0] for lb in labels} & set(MECHANISMS)), int(
-        (meta.get("model") or {}).get("mtp_layers") or 0)
-    return tuple(n for n in names if engine_module(engine).support(n, layers) is None)
-
-
-def _extras(result, plan: EnginePlan) -> dict:
-    """tree / draft model of a plan, from the sweep's meta."""
-    meta = result.meta
-    extra = {}
-    name = plan.mechanism.split(":")[0]
-    if plan.mechanism in (meta.get("draft_models") or {}):
-        d = meta["draft_models"][plan.mechanism]
-        extra.update(draft_model=d.get("serve_as", d["model"]), draft_tp=int(d["tp"]))
-    from speedplan.plan.mechanisms import TREE_MECHANISMS
-
-    if name in TREE_MECHANISMS and len(plan.rows):
-        r = plan.rows.iloc[0]
-        extra["tree"] = {"topk": int((meta.get("topk") or {}).get(plan.mechanism, 8)), "depth": int(r.draft_len),
-                         "nodes": int(r.verify_tokens) - 1}
-    return extra
-
-
-def latency_text(meta: dict) -> str:
-    """Where a sweep's latencies came from, for files that carry no table of rows: the profile's
-    label (or the datasheet roofline) and the op families the roofline fallback priced."""
-    origin = meta.get("cost_origin", "datasheet")
-    latency = latency_label(origin, meta.get("profile") or meta.get("hardware", ""), meta.get("roofline_fit", ""))
-    missing = missing_tables(meta) if origin not in ("datasheet", "datasheet-roofline") else []
-    if missing:  # a measured profile without some table: those ops are priced by the roofline fallback
-        latency += f" (roofline fallback for some ops: the profile has no {', '.join(missing)} table)"
-    return latency
-
-
-def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
-    """{engine: ServingPlan} to render, each from that engine's own plan."""
-    from speedplan.serving import ServingPlan
-
-    engine_plans(plans, sweep_result(result, "serving_plans"), "serving_plans")
-    meta = result.meta
-    latency = latency_text(meta)
-    out = {}
-    for name, plan in plans.items():
-        rows = plan.rows
-        acceptance = (meta.get("acceptance") or {}).get(plan.mechanism)  # whole: a comment has room for it
-        sources = f"latency {latency}" + (f"; acceptance {acceptance}" if acceptance else "")
-        context = int(rows["context"].min()) if len(rows) else None
-        at = rows[rows["context"] == context].sort_values("batch") if len(rows) else rows
-        per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best), int(r.runs_at_batch))
-                          for r in at.itertuples())
-        common = dict(model=meta["model"].get("serve_as", meta["model"]["model"]), tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
-                      per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources, engine=name,
-                      contexts=tuple(sorted(int(c) for c in set(rows["context"]))) if len(rows) else ())
-        if plan.mechanism == "none":
-            out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0,
-                                    unsupported=unsupported(name, result.frame["mechanism"].unique(), meta), **common)
-            continue
-        extra = _extras(result, plan)
-        schedule = tuple((int(b), int(d)) for b, d in zip(at["batch"], at["draft_len"]))
-        ds = [d for _, d in schedule]
-        draft_len = ds[0] if ds[0] > 0 else max(ds)
-        out[name] = ServingPlan(
-            mechanism=plan.mechanism.split(":")[0], draft_len=draft_len, schedule=schedule,
-            draft_model=extra.get("draft_model"), draft_tp=extra.get("draft_tp"), tree=extra.get("tree"),
-            mode=plan.mode, spec_max_running=plan.spec_max_running, drafter_kept_warm=plan.drafter_kept_warm,
-            acceptance_published=plan.mechanism in (meta.get("published_acceptance") or []), **common)
-    return out
-
-
-def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:
-    """schedule.csv: each engine's plan per (batch, context); D 0: drafting off; fits_memory False: the launch
-    (its drafter loaded) does not hold that many sequences, and runs_at_batch is how many it runs (0: none);
-    running: requests a step runs at once (at most the engine's speculative cap: `capacity.running`)."""
-    parts = [p.rows.assign(engine=name, engine_profile=p.profile_name or p.engine_profile.split(":")[0],
-                           plan_mechanism=p.mechanism, mode=p.mode, fits_memory=p.rows["runs_at_batch"] == p.rows["batch"],
-                           running=running(p.rows["runs_at_batch"], p.mechanism != "none", p.spec_max_running))
-             for name, p in plans.items() if len(p.rows)]
-    if not parts:
-        return pd.DataFrame(columns=["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context",
-                                     "draft_len"])
-    cols = ["engine", "engine_profile", "plan_mechanism", "mode", "batch", "context", "weight", "draft_len",
-            "verify_tokens", "fits_memory", "runs_at_batch", "running", "speedup", "tokens_per_s_per_gpu", "loss_vs_best", "loss_vs_any",
-            "best_mechanism", "best_draft_len", "best_verify_tokens", "best_speedup"]
-    return pd.concat(parts, ignore_index=True)[cols]

@@ -198,7 +198,8 @@ def recommendations(result, plans=None, batch_weights=None) -> dict:
     engine's config carries the last D on), and per_batch rows with batch, context, draft_len,
     speedup and loss_vs_best (a fraction, against the best that engine reaches at that batch)."""
     from speedplan.plan.api_checks import engine_plans, sweep_result
-    from speedplan.plan.engine_plan import engine_records, latency_text, plan_engines
+    from speedplan.plan.engine_outputs import engine_records, latency_text
+    from speedplan.plan.engine_plan import plan_engines
 
     sweep_result(result, "recommendations")
     if plans is not None and batch_weights is not None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import MANIFEST, REPORT, check_replaceable, discard, move_into_place, staging_folder
 from speedplan.plan.api_checks import engine_plans, sweep_result
-from speedplan.plan.engine_plan import plan_engines, schedule_frame, serving_plans
+from speedplan.plan.engine_outputs import schedule_frame, serving_plans
+from speedplan.plan.engine_plan import plan_engines
 from speedplan.plan.pick import recommendations, sensitivity
 from speedplan.plan.sweep import SweepResult
 

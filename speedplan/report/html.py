@@ -129,8 +129,6 @@ def _recommendation_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] =
 
 
 def _engine_sections(plans: dict) -> list[str]:
-    from speedplan.plan.capacity import running
-
     parts = ["<h2>Plan per engine</h2>",
              '<p class="note">Each engine gets one mechanism and the draft lengths it can express (vLLM: any D per '
              "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3 chains; TensorRT-LLM: "
@@ -158,8 +156,7 @@ def _engine_sections(plans: dict) -> list[str]:
                  "loss vs best": f"{100 * r.loss_vs_best:.1f}%",
                  "best": f"{setting_text(r.best_mechanism, r.best_draft_len, r.best_verify_tokens)} {r.best_speedup:.2f}x",
                  "loss vs any": f"{100 * r.loss_vs_any:.1f}%"}
-                for r, step in zip(plan.rows.itertuples(), running(plan.rows["runs_at_batch"], plan.mechanism != "none",
-                                                                   plan.spec_max_running) if len(plan.rows) else [])]
+                for r, step in zip(plan.rows.itertuples(), plan.running if len(plan.rows) else [])]
         parts.append(_html_table(rows, {"best"}))
     return parts
 

@@ -33,8 +33,6 @@ def setting_text(mechanism: str, draft_len: int, verify_tokens: int) -> str:
 def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
     """One line per engine: its mechanism, how it sets D, D at each planned batch (at most
     `max_batches` of them, evenly spaced, the whole schedule being in schedule.csv), worst loss."""
-    from speedplan.plan.capacity import running
-
     rows = [p.rows for p in plans.values() if len(p.rows)]
     if not rows:
         return ["plan per engine: nothing fits in memory"]
@@ -70,7 +68,7 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
                     + f" ({', '.join(map(str, runs_at))})")
             tail += (f"; from B={first.batch}" + (f" at context {first.context}" if several_contexts else "")
                      + f" its launch does not hold every sequence: {held}, priced so (the rest wait)")
-        capped = p.rows[running(p.rows["runs_at_batch"], p.mechanism != "none", p.spec_max_running) < p.rows["runs_at_batch"]]
+        capped = p.rows[p.running < p.rows["runs_at_batch"]]
         if len(capped):  # the engine's cap on a speculative launch's running requests (SGLang: 48 by default)
             tail += (f"; from B={capped['batch'].min()} a step runs {p.spec_max_running:g} requests, the engine's cap "
                      "with speculative decoding (spec_max_running), priced so (the rest wait)")

@@ -148,7 +148,7 @@ def slo_line(result: "SweepResult") -> str:
         return (f"SLO pick ({need}): no feasible configuration reaches it; the most is "
                 f"{top['tokens_per_s_per_user']:.1f} tokens/s/user ({setting_text(top['mechanism'], top['draft_len'], top['verify_tokens'])} "
                 f"at B={int(top['batch'])}, context {int(top['context'])})")
-    from speedplan.plan.engine_plan import unsupported
+    from speedplan.plan.engine_outputs import unsupported
     from speedplan.serving import ENGINES
 
     family = str(result.meta.get("engine_family") or "").split(" ")[0]
@@ -202,7 +202,7 @@ def tuples(frame: pd.DataFrame, columns: list[str]):
 def not_servable(meta: dict, labels: set) -> list[str]:
     """A line naming the table's mechanisms that the engine whose profile priced it cannot run
     (the table is the best any mechanism reaches; each engine's plan keeps to what it runs)."""
-    from speedplan.plan.engine_plan import unsupported
+    from speedplan.plan.engine_outputs import unsupported
     from speedplan.serving import ENGINES
 
     family = str(meta.get("engine_family") or "").split(" ")[0]
