@@ -1,6 +1,6 @@
 """What each speed trick of the console script buys (speedplan/entry.py): `speedplan sweep` on
 the default as a whole process with all tricks, with each turned off alone
-(SPEEDPLAN_SERIAL=worker|split|gc|exit), and with all off. Runs are interleaved, so the
+(SPEEDPLAN_SERIAL=worker|split|gc|exit|arrow), and with all off. Runs are interleaved, so the
 machine's drift spreads over every variant alike.
 
     flock /tmp/speedplan-cpu.lock python benchmarks/bench_speed_tricks.py [--repeats 7]
@@ -19,7 +19,8 @@ from pathlib import Path
 from bench_sweep import sweep_command
 
 VARIANTS = {"all tricks": "", "no figure worker": "worker", "figures not split": "split",
-            "garbage collector on": "gc", "normal exit": "exit", "no tricks": "1"}
+            "garbage collector on": "gc", "normal exit": "exit", "pandas imports pyarrow": "arrow",
+            "no tricks": "1"}
 
 
 def main() -> None:

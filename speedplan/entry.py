@@ -2,7 +2,7 @@
 
 Library callers get the plain serial path: `speedplan.report.write_outputs(result, out)` draws
 the figures in its own process, one after another, and returns normally. The console script
-plays four tricks so that `speedplan sweep` on the default finishes in about a second as a
+plays five tricks so that `speedplan sweep` on the default finishes in about a second as a
 whole process on a 2-core machine (what each buys was measured with
 `benchmarks/bench_speed_tricks.py`, which turns them off one at a time; see benchmarks/README.md):
 
@@ -16,10 +16,14 @@ whole process on a 2-core machine (what each buys was measured with
    arrays, not cycles; the collector's passes cost about a fifth of the matplotlib import.
 4. **`os._exit` after flushing**: tearing down pandas and numpy takes about 0.1 s, and nothing
    is left to clean up (a report folder is complete before the command returns).
+5. **pandas without pyarrow.** Where pyarrow is installed (speedplan's `aic` and `test` extras),
+   `import pandas` (3.x) imports it too, about 0.1 s; `speedplan sweep` reads and writes CSV and
+   JSON only, so the sweep's process hides pyarrow from pandas, which then keeps strings in
+   Python objects. The sweep's files are the same byte for byte either way (diffed, 2026-12-04).
 
 Each falls back: where fork is missing (Windows, macOS) no worker starts, and a worker that
 fails or dies leaves the parent to draw the figures itself. `SPEEDPLAN_SERIAL=1` turns all
-four off; `SPEEDPLAN_SERIAL=worker,split,gc,exit` turns off the ones named (benchmarks and
+five off; `SPEEDPLAN_SERIAL=worker,split,gc,exit,arrow` turns off the ones named (benchmarks and
 debugging).
 """
 
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _OFF = {t.strip() for t in os.environ.get("SPEEDPLAN_SERIAL", "").split(",") if t.strip() not in ("", "0")}
-OFF = {"worker", "split", "gc", "exit"} if _OFF & {"1", "all"} else _OFF  # the tricks turned off
+OFF = {"worker", "split", "gc", "exit", "arrow"} if _OFF & {"1", "all"} else _OFF  # the tricks turned off
 
 
 def main() -> None:
@@ -42,6 +46,8 @@ def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["sweep"] and "gc" not in OFF:
         gc.disable()  # trick 3
+    if argv[:1] == ["sweep"] and "arrow" not in OFF and "pyarrow" not in sys.modules:
+        sys.modules["pyarrow"] = None  # trick 5: `import pyarrow` now fails, and pandas goes without it
     if "worker" not in OFF:
         start_early(argv)  # trick 1
     from speedplan.cli.app import run

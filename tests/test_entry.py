@@ -101,3 +101,25 @@ def test_early_worker_only_for_sweep_and_unclaimed_ones_are_cancelled():
     assert worker is not None
     figure_worker.cancel_unclaimed()
     assert figure_worker._early is None and _reaped(worker.pid)
+
+
+def test_the_sweep_process_hides_pyarrow_from_pandas_and_writes_the_same_files(tmp_path):
+    """Trick 5: pandas 3 imports pyarrow where it is installed (~0.1 s); the sweep writes CSV and JSON
+    only, and its files are the same with pyarrow hidden as with it (timestamps aside)."""
+    pytest.importorskip("pyarrow")
+    probe = ("import sys, atexit, os; from speedplan import entry; "
+             "sys.argv = ['speedplan', 'sweep', '--batch', '1,8', '--draft-len', '0-3', '--mechanism', 'eagle3', "
+             "'--out', sys.argv[1]]; os._exit = lambda code: (print('pyarrow' in sys.modules and sys.modules['pyarrow'] "
+             "is not None), sys.stdout.flush(), os.__dict__['_exit_real'](code)); entry.main()")
+    outs = {}
+    for name, env in (("hidden", {}), ("imported", {"SPEEDPLAN_SERIAL": "arrow"})):
+        code = probe.replace("os._exit = ", "os.__dict__['_exit_real'] = os._exit; os._exit = ")
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], capture_output=True, text=True,
+                              env={**os.environ, **env}, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs[name] = done.stdout.strip().splitlines()[-1]
+    assert outs == {"hidden": "False", "imported": "True"}
+    for f in sorted((tmp_path / "hidden").iterdir()):
+        if f.name in ("meta.json", "report.html"):  # they hold the time of the run
+            continue
+        assert f.read_bytes() == (tmp_path / "imported" / f.name).read_bytes(), f.name
