@@ -35,7 +35,7 @@ def calibrate(
     from speedplan.cli.options import check_output
     from speedplan.engine.profile import preset_names
     from speedplan.errors import SpeedplanInputError
-    from speedplan.engine.run_calibration import calibrate_files, render_calibration, write_profile
+    from speedplan.engine.run_calibration import calibrate_files, render_calibration, sweep_arguments, write_profile
 
     files = [*measurements, *(more or [])]
     check_output(out, folder=False, inputs=[*files, engine], kind="engine profile")
@@ -54,4 +54,8 @@ def calibrate(
                                   "--fit kernel_scale if this machine's kernels are faster than the profile's")
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))
-    typer.echo(f"engine profile: {out} (plan with it: speedplan sweep --engine {out} ...)")
+    args = sweep_arguments(result)
+    measured = " and acceptance" if "--acceptance" in args else ""
+    typer.echo(f"engine profile: {out} (plan with it, at your runs' context{measured}: speedplan sweep --engine {out} "
+               f"{' '.join(args)}" + ("; without --acceptance the sweep prices published acceptance)" if measured
+                                      else ")"))

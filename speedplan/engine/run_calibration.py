@@ -324,3 +324,21 @@ def write_profile(profile: EngineProfile, out: Path) -> Path:
     if out.exists() and out.is_dir():
         raise SpeedplanInputError(f"--out {out}: is a folder; give a .json file name")
     return write_whole(out, json.dumps(profile.to_json(), indent=1, ensure_ascii=False) + "\n")
+
+
+def sweep_arguments(result: Calibration) -> list[str]:
+    """What `speedplan sweep` needs besides --engine to plan for the runs calibrated on: their
+    contexts (--context; the median where they span more than three) and each chain mechanism's
+    measured acceptance length at the draft length most of its runs used (--acceptance
+    MECH:al=A@D; a tree's AL is not a chain's, so trees are left to ranks= or a trace)."""
+    rows = {(r["mechanism"], r["batch"], r["draft_len"], r["context"], r["acceptance_length"]) for r in result.rows}
+    contexts = sorted({int(round(c)) for _, _, _, c, _ in rows})
+    args = ["--context", ",".join(map(str, contexts)) if len(contexts) <= 3 else str(int(np.median(contexts)))]
+    runs: dict[str, dict[int, list[float]]] = {}
+    for mech, _, d, _, al in rows:
+        if mech != "none" and d and mech.split(":")[0] not in TREE_MECHANISMS and al:
+            runs.setdefault(mech, {}).setdefault(int(d), []).append(float(al))
+    for mech, by_d in sorted(runs.items()):
+        d = max(by_d, key=lambda k: (len(by_d[k]), k))
+        args += ["--acceptance", f"{mech}:al={np.mean(by_d[d]):.3g}@{d}"]
+    return args

@@ -149,6 +149,16 @@ def test_cli_writes_a_profile_sweep_can_use(tmp_path):
     fit = profile["fit"]
     assert set(fit["fitted"]) | set(fit["kept"]) | set(fit["not_tried"]) == set(profile["terms"])
     assert fit["not_tried"]["launch_us"] == "document" and "launch_us" in r.output
+    # the last line says how to plan for these runs: their context and each chain's measured acceptance length
+    last = r.output.strip().splitlines()[-1]
+    contexts = sorted({m.context for m in rows})
+    assert f"speedplan sweep --engine {out} --context {','.join(map(str, contexts))}" in last
+    spec = [m for m in rows if m.mechanism != "none"]
+    for mech in sorted({m.mechanism for m in spec}):
+        ds = [m.draft_len for m in spec if m.mechanism == mech]
+        d = max(set(ds), key=lambda k: (ds.count(k), k))
+        als = sorted({(m.batch, m.context, m.acceptance_length) for m in spec if m.mechanism == mech and m.draft_len == d})
+        assert f"--acceptance {mech}:al={sum(a for _, _, a in als) / len(als):.3g}@{d}" in last
     rep = tmp_path / "rep"
     s = runner.invoke(app, ["sweep", "--engine", str(out), "--mechanism", "eagle", "--batch", "1,16", "--out", str(rep)])
     assert s.exit_code == 0, s.output
