@@ -118,6 +118,10 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     return out
 
 
+# Acceptance sources that measured one drafter (acceptance_sources: a vLLM scrape, an SGLang log, a trace)
+_ONE_DRAFTER = ("vLLM metrics:", "SGLang log:", "trace:")
+
+
 def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list[Mechanism], dict[str, str]]:
     """The mechanisms to sweep and, when none were named, those skipped with the reason. A
     mechanism named explicitly that cannot run is an error (its `build` says why).
@@ -140,6 +144,7 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
                 specs.append(name)
     mechs: list[Mechanism] = []
     used: set[str] = set()
+    bare: list[str] = []  # the mechanisms the bare --acceptance (key "*") applies to
     for spec in specs:
         if isinstance(spec, Mechanism):  # built by the caller (e.g. validation's fitted drafters)
             mechs.append(spec)
@@ -149,6 +154,7 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
             family = REGISTRY[name].family_name() if name in REGISTRY else name
             keys = [k for k in (spec.strip().lower(), name, family, "*") if k in acceptance]
             used.update(keys)
+            bare += [spec.strip().lower()] if keys[:1] == ["*"] else []
             user_acc = acceptance[keys[0]] if keys else None
         else:
             user_acc = acceptance
@@ -181,6 +187,14 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
             mechs += [replace(mech, draft_tp=None if t == tp else t) for t in runs]
         else:
             mechs.append(mech)
+    measured = acceptance.get("*") if isinstance(acceptance, dict) else None
+    if len(bare) > 1 and measured is not None and measured.source.startswith(_ONE_DRAFTER):
+        # a server's counters (or a trace) measured the drafter it ran, not every mechanism swept
+        kind, _, path = measured.source.split(" (")[0].partition(": ")
+        example = "eagle3" if "eagle3" in bare else bare[0]
+        raise SpeedplanInputError(f"--acceptance {path}: a {kind} file measures the one drafter that ran; {len(bare)} "
+                                  f"mechanisms are swept ({', '.join(bare)}): prefix it with that one's name "
+                                  f"({example}:{path}), or sweep that mechanism alone")
     unused = sorted(set(acceptance) - used - {"*"}) if isinstance(acceptance, dict) else []
     if unused and all(isinstance(s, str) for s in specs):
         why = "; ".join(f"{k}: {skipped[k]}" for k in unused if k in skipped)

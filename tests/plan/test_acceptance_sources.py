@@ -114,6 +114,23 @@ def test_engine_acceptance_reaches_the_sweep_like_a_trace(tmp_path):
     assert "published_acceptance" in r.meta and "eagle3" not in r.meta["published_acceptance"]
 
 
+def test_a_servers_acceptance_without_a_mechanism_is_refused_where_several_are_swept(tmp_path):
+    """A scrape measured the drafter its server ran: unprefixed it went to every mechanism swept (a vLLM
+    plan switched to n-gram on EAGLE-3's counters, 2026-12-04 walkthrough). One mechanism swept: it applies."""
+    from speedplan.plan.sweep import sweep
+
+    path = _write(tmp_path, "metrics.txt", SCRAPE)
+    opts = parse_acceptance_options([str(path)], ("eagle3", "ngram"))
+    with pytest.raises(SpeedplanInputError, match=r"a vLLM metrics file measures the one drafter that ran; 2 "
+                       r"mechanisms are swept \(eagle3, ngram\): prefix it .*\(eagle3:"):
+        sweep(mechanisms=["eagle3", "ngram"], batches=[1], draft_lens=[3], acceptance=opts)
+    r = sweep(mechanisms=["eagle3"], batches=[1], draft_lens=[3], acceptance=opts)
+    assert r.frame[r.frame.mechanism == "eagle3"].acceptance_length.iloc[0] == pytest.approx(3.1)
+    # numbers given bare still reach every mechanism: they are the user's, not one server's
+    sweep(mechanisms=["eagle3", "ngram"], batches=[1], draft_lens=[3], acceptance=parse_acceptance_options(
+        ["alpha=0.7"], ("eagle3", "ngram")))
+
+
 @pytest.mark.parametrize("name, text", [("metrics.txt", SCRAPE.replace("} 70.0", "} 95.0")),
                                         ("server.log", "Decode batch, #running-req: 1, accept len: x\n")])
 def test_malformed_engine_files_exit_2_in_one_line(tmp_path, name, text):
