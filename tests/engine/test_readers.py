@@ -40,6 +40,41 @@ def test_vllm_result_without_mechanism_says_how_to_tag_it(tmp_path):
         read_measurements(f)
 
 
+def test_a_vllm_result_says_what_its_own_counters_give_where_metadata_is_missing(tmp_path):
+    f = tmp_path / "run.json"
+    drafted = {**VLLM_RUN, "spec_decode_draft_tokens": 3000}
+    f.write_text(json.dumps({k: v for k, v in drafted.items() if k not in ("mechanism", "draft_len")}))
+    with pytest.raises(SpeedplanInputError, match=r"or add them to the file's top level \(its spec_decode counters "
+                       r"give 3.00 draft tokens a draft: draft_len 3\)$"):
+        read_measurements(f)
+    f.write_text(json.dumps({k: v for k, v in drafted.items() if k != "draft_len"}))
+    with pytest.raises(SpeedplanInputError, match=r"field 'draft_len' missing: give --metadata draft_len=K, .*draft_len 3"):
+        read_measurements(f)
+    plain = {k: v for k, v in VLLM_RUN.items() if not k.startswith("spec_decode") and k not in ("mechanism", "draft_len")}
+    f.write_text(json.dumps(plain))
+    with pytest.raises(SpeedplanInputError, match="no spec_decode counters: mechanism none"):
+        read_measurements(f)
+
+
+def test_vllm_speculative_config_names_stand_for_mechanism_and_draft_len(tmp_path):
+    """--metadata method=eagle3 num_speculative_tokens=3, as vLLM's --speculative-config spells them."""
+    f = tmp_path / "run.json"
+    run = {k: v for k, v in VLLM_RUN.items() if k not in ("mechanism", "draft_len")}
+    f.write_text(json.dumps({**run, "method": "eagle3", "num_speculative_tokens": "3"}))
+    (m,) = read_measurements(f)
+    assert (m.mechanism, m.draft_len) == ("eagle3", 3)
+    f.write_text(json.dumps({**run, "method": "draft_model", "num_speculative_tokens": 3}))
+    assert read_measurements(f)[0].mechanism == "draft-model"
+
+
+def test_a_speculative_vllm_run_without_acceptance_says_how_to_give_it(tmp_path):
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps({k: v for k, v in VLLM_RUN.items() if k != "spec_decode_acceptance_length"}))
+    with pytest.raises(SpeedplanInputError, match=r"field 'acceptance_length' is needed for a speculative row: the "
+                       r"file has no spec_decode_acceptance_length; give --metadata acceptance_length=AL"):
+        read_measurements(f)
+
+
 def test_sglang_bench_speculative_lines(tmp_path):
     lines = [{"batch_size": 4, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1.0, "step_time": 0.0071,
               "speed": 140.8, "completion_tokens": 256},

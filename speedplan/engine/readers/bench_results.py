@@ -40,13 +40,18 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
         where = f"{path}:run {i}"
         if not isinstance(run, dict) or "output_throughput" not in run:
             raise SpeedplanInputError(f"{where}: not a vllm bench serve result (no 'output_throughput')")
+        run = _vllm_names(run)
         mech = run.get("mechanism")
         if mech is not None and not isinstance(mech, str):
             raise SpeedplanInputError(f"{where}: field 'mechanism' must be text (a mechanism name), got {mech!r}")
         mech = (mech or "").strip().lower()
         if not mech:
-            raise SpeedplanInputError(f"{where}: field 'mechanism' missing: run vllm bench serve with "
-                                      "--metadata mechanism=NAME draft_len=K (mechanism=none for plain decoding)")
+            raise SpeedplanInputError(f"{where}: field 'mechanism' missing: run vllm bench serve with --metadata "
+                                      f"mechanism=NAME draft_len=K, or add them to the file's top level "
+                                      f"({_guess(run)})")
+        if mech != "none" and run.get("draft_len") is None:
+            raise SpeedplanInputError(f"{where}: field 'draft_len' missing: give --metadata draft_len=K, or add it to "
+                                      f"the file's top level ({_guess(run)})")
         if run.get("max_concurrency") is None:
             raise SpeedplanInputError(f"{where}: field 'max_concurrency' missing: run with --max-concurrency B")
         _check_held(run, where)
@@ -71,7 +76,10 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
                     break
             if al is None:
                 al = scraped(acceptance, mech, draft_len, where)
-                al_field = "acceptance_length (give --metadata acceptance_length=AL or a /metrics scrape)"
+            if al is None:
+                raise SpeedplanInputError(f"{where}: field 'acceptance_length' is needed for a speculative row: the "
+                                          "file has no spec_decode_acceptance_length; give --metadata "
+                                          "acceptance_length=AL, or a /metrics scrape of that server beside it")
         context, context_field = _vllm_context(run, where)
         out.append(Measurement(
             mechanism=mech, batch=batch, draft_len=draft_len, context=context,
@@ -82,6 +90,31 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
             names=(("batch", batch_field), ("tokens_per_s", "output_throughput"), ("acceptance_length", al_field),
                    ("context", context_field))))
     return out
+
+
+# vLLM's own names for what the metadata gives (SpeculativeConfig: method, num_speculative_tokens)
+_VLLM_METHODS = {"draft_model": "draft-model"}
+
+
+def _vllm_names(run: dict) -> dict:
+    """`run` with --metadata given in vLLM's --speculative-config names (method=eagle3
+    num_speculative_tokens=3) read as mechanism and draft_len, where those are not given."""
+    extra = {}
+    if run.get("mechanism") is None and isinstance(run.get("method"), str):
+        extra["mechanism"] = _VLLM_METHODS.get(run["method"].strip().lower(), run["method"])
+    if run.get("draft_len") is None and run.get("num_speculative_tokens") is not None:
+        extra["draft_len"] = run["num_speculative_tokens"]
+    return {**run, **extra} if extra else run
+
+
+def _guess(run: dict) -> str:
+    """What the file's own counters say of the run: drafting, and tokens per draft."""
+    drafts, tokens = run.get("spec_decode_num_drafts"), run.get("spec_decode_draft_tokens")
+    if drafts is None and tokens is None:
+        return "it holds no spec_decode counters: mechanism none, if the server ran without --speculative-config"
+    if isinstance(drafts, (int, float)) and isinstance(tokens, (int, float)) and drafts > 0:
+        return f"its spec_decode counters give {tokens / drafts:.2f} draft tokens a draft: draft_len {tokens / drafts:.0f}"
+    return "it holds spec_decode counters: the server drafted"
 
 
 FAILED_SHARE = 0.01  # failed requests a run may have: output_throughput leaves out their tokens
