@@ -27,7 +27,8 @@ import numpy as np
 from speedplan.engine.readers.sglang_log import (draft_len_from_rates, looks_like_sglang_log, mean_accept_length,
                                                  read_sglang_log)
 from speedplan.engine.readers.measurement import drafts_ran_short
-from speedplan.engine.readers.vllm_metrics import looks_like_vllm_metrics, read_vllm_metrics
+from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, looks_like_vllm_metrics, plain_server_scrape,
+                                                   read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
@@ -165,6 +166,8 @@ def _from_file(text: str) -> Acceptance:
         raise SpeedplanInputError(f"{path}: cannot read acceptance file ({e.strerror})") from None
     if looks_like_vllm_metrics(body):
         return from_vllm_metrics(path)
+    if plain_server_scrape(body):
+        raise SpeedplanInputError(f"{path}: {NO_SPEC_COUNTERS}")
     if looks_like_sglang_log(body):
         if at and not draft_len.isdigit():
             raise SpeedplanInputError(f"--acceptance {text!r}: the draft length after @ must be an integer")

@@ -403,3 +403,15 @@ def test_a_vllm_tree_run_drafts_its_nodes_per_step(tmp_path):
     f.write_text(json.dumps({**VLLM_RUN, "mechanism": "eagle3-tree:topk=2", "tree_nodes": 6,
                              "spec_decode_draft_tokens": 6000}))
     assert read_measurements(f)[0].tree_nodes == 6
+
+
+def test_a_scrape_of_a_server_without_speculation_says_so(tmp_path):
+    """Its vllm: metrics but no spec_decode counters: it was read as an unknown file."""
+    from speedplan.plan.acceptance_sources import parse_acceptance
+
+    f = tmp_path / "metrics.txt"
+    f.write_text('# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3.0\n')
+    for read in (read_measurements, lambda p: parse_acceptance(str(p))):
+        with pytest.raises(SpeedplanInputError, match="no vllm:spec_decode_\\* counters: that server ran without "
+                                                      "speculative decoding"):
+            read(f)

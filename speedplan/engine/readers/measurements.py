@@ -18,6 +18,7 @@ import numbers
 from pathlib import Path
 
 from speedplan.engine.readers.bench_results import SGLANG_KEYS, read_sglang_bench, read_vllm_bench
+from speedplan.engine.readers.vllm_metrics import NO_SPEC_COUNTERS, plain_server_scrape
 from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_ROWS, MAX_TREE_NODES, PLAUSIBLE,  # noqa: F401
                                                   QUANTITIES, Measurement, no_acceptance, number_field, scraped, shown)
 from speedplan.errors import SpeedplanInputError
@@ -274,5 +275,7 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
         raise SpeedplanInputError(f"{path}: not a vllm bench serve result (no 'output_throughput')")
     if data is None and first.startswith(("{", "[")):
         parse_json(stripped if len(lines) == 1 or first.startswith("[") else first, f"{path}")  # names the syntax error
+    if plain_server_scrape("\n".join(lines)):
+        raise SpeedplanInputError(f"{path}: {NO_SPEC_COUNTERS} (scrape a server with --speculative-config)")
     raise SpeedplanInputError(f"{path}: not a measurements CSV, a vllm bench serve JSON or SGLang "
                               "bench_speculative output")

@@ -147,5 +147,17 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
         accepted_per_position=tuple(counts), models=tuple(sorted(models)))
 
 
+def plain_server_scrape(text: str) -> bool:
+    """A vLLM /metrics scrape (its `vllm:` metrics) without the spec-decode counters: a server
+    that ran without --speculative-config (they are registered only with a speculative config)."""
+    lines = text.splitlines()
+    return (any(line.startswith("vllm:") for line in lines)
+            and not any(line.lstrip().startswith(PREFIX) for line in lines))
+
+
+NO_SPEC_COUNTERS = ("a vLLM /metrics scrape with no vllm:spec_decode_* counters: that server ran without "
+                    "speculative decoding, so it gives no acceptance")
+
+
 def looks_like_vllm_metrics(text: str) -> bool:
     return DRAFTS in text or PER_POSITION in text or any(line.lstrip().startswith(PREFIX) for line in text.splitlines())
