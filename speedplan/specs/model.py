@@ -9,6 +9,7 @@ published totals), so weight bytes and KV bytes follow from the same numbers the
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -348,7 +349,26 @@ def get_model(name_or_path: str) -> ModelSpec:
             raise SpeedplanInputError(f"{key}: no such file")
         name = path.parent.name if path.name == "config.json" else path.stem
         return from_hf_config(read_json(path), name=name or "custom", where=str(path))
+    preset = _preset_of_repo(key)
+    if preset:  # a Hugging Face repo id whose architecture a preset holds (its config.json's source)
+        raise SpeedplanInputError(f"unknown model {key!r}: its architecture is the preset {preset} (--model {preset}); "
+                                  "a config.json path prices any other checkpoint")
     raise SpeedplanInputError(f"unknown model {key!r}; presets: {', '.join(preset_names())} (or a config.json path)")
+
+
+def _preset_of_repo(repo: str) -> str | None:
+    """The preset whose config.json came from Hugging Face repo `repo` or its instruct/chat
+    variant (`meta-llama/Llama-3.1-8B-Instruct` -> llama-3.1-8b), else None."""
+    def base(text: str) -> str:
+        return re.sub(r"-(instruct|chat|it|base)(?=-|$)", "", text.strip().strip("/").lower())
+
+    if repo.count("/") != 1:
+        return None
+    for name in preset_names():
+        match = re.search(r"huggingface\.co/([^/]+/[^/]+)/", _preset_model(name).source or "")
+        if match and base(match.group(1)) == base(repo):
+            return name
+    return None
 
 
 def attention_label(summary: dict) -> str:

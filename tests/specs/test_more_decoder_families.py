@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import re
+
 import pytest
 
 from speedplan.cli.app import run
@@ -181,3 +183,17 @@ def test_a_window_shorter_than_the_context_is_kept():
     """Only a window at least as long as the positions the model holds reads as full attention."""
     m = from_hf_config({**PHI35_MOE, "sliding_window": 4096}, "phi-3.5-moe-windowed")
     assert (m.window, m.window_layers) == (4096, 32)
+
+
+@pytest.mark.parametrize("repo, preset", [("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+                                          ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+                                          ("Qwen/Qwen3-8B", "qwen3-8b")])
+def test_a_hugging_face_repo_id_names_the_preset_of_its_architecture(repo, preset):
+    """`--model meta-llama/Llama-3.1-8B-Instruct` was 'unknown model' with the whole preset list."""
+    from speedplan.errors import SpeedplanInputError
+    from speedplan.specs.model import get_model
+
+    with pytest.raises(SpeedplanInputError, match=re.escape(f"its architecture is the preset {preset} (--model {preset})")):
+        get_model(repo)
+    with pytest.raises(SpeedplanInputError, match="presets: "):  # no preset's repo: the list, as before
+        get_model("some-org/Some-Model-7B")
