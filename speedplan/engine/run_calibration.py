@@ -53,8 +53,10 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
         raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
     named = [(m.where, m.model) for m in rows if m.model] + [(c.path, c.models[0]) for c in counters if c.models]
     _check_models(named, setting.target.name, model)
-    described = f"{', '.join(Path(f).name for f in files)}; {setting.label}"
+    unused = [] if getattr(acceptance, "users", None) else scrapes  # a scrape no row took its acceptance from
+    described = f"{', '.join(Path(f).name for f in files if Path(f) not in unused)}; {setting.label}"
     result = _fit(engine, rows, setting, free, name, described)
+    result.notes += [f"{f}: not used: every run states its own acceptance length" for f in unused]
     names = sorted({n for _, n in named})
     if names:  # fine-tunes have any name: said, not refused, unless plainly another size (_check_models)
         result.notes.append(f"the files name the model {' and '.join(names)}; priced as {setting.target.name}")
@@ -245,6 +247,7 @@ def _scrape_acceptance(scrapes):
             users.append(mechanism)
         return 1.0 + sum(rates[:draft_len])
 
+    acceptance.users = users  # empty after reading: every row stated its own acceptance
     return acceptance
 
 

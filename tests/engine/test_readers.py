@@ -137,7 +137,15 @@ def test_metrics_scrape_gives_acceptance_to_rows_without_it(tmp_path):
     rows = read_measurements(runs, acceptance=_scrape_acceptance([read_vllm_metrics(scrape)]))
     assert [m.acceptance_length for m in rows] == [None, pytest.approx(2.6), pytest.approx(3.1)]
     result = calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [runs, scrape])
-    assert len(result.rows) == 3
+    assert len(result.rows) == 3 and "metrics.txt" in result.profile.fit["described"]
+    assert not any("not used" in n for n in result.notes)
+    # every row states its acceptance: the scrape goes unused, is said to, and is not named a source of the fit
+    stated = tmp_path / "stated.csv"
+    stated.write_text(runs.read_text().replace("tpot_ms\n", "tpot_ms,acceptance_length\n").replace("7.5\n", "7.5,\n")
+                      .replace("5.0\n", "5.0,2.5\n").replace("4.6\n", "4.6,3.0\n"))
+    result = calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [stated, scrape])
+    assert f"{scrape}: not used: every run states its own acceptance length" in result.notes
+    assert "metrics.txt" not in result.profile.fit["described"]
     with pytest.raises(SpeedplanInputError, match="draft positions"):
         _scrape_acceptance([read_vllm_metrics(scrape)])("eagle3", 5)
 
