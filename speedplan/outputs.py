@@ -169,9 +169,12 @@ def move_into_place(tmp: Path, out: Path) -> None:
 def probe_writable(path: str | Path, option: str) -> None:
     """Fail now, in one line, if a file cannot be created where `path` will be written: a
     uniquely named file is made and removed in the nearest existing folder above it (nothing
-    of the user's is touched, no folder is made)."""
+    of the user's is touched, no folder is made). A broken symbolic link on the way, where the
+    writer's mkdir would fail, is refused by name."""
     above = Path(path).absolute().parent
     while not above.exists() and above != above.parent:
+        if above.is_symlink():
+            raise SpeedplanInputError(f"{option} {path}: {above} is a broken symbolic link")
         above = above.parent
     with writing(path, option):
         with tempfile.NamedTemporaryFile(dir=above, prefix=".speedplan-probe-"):

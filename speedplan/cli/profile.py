@@ -15,7 +15,7 @@ import typer
 
 from speedplan.cli.options import check_output
 from speedplan.errors import SpeedplanInputError
-from speedplan.outputs import PROFILE, check_replaceable, target
+from speedplan.outputs import PROFILE, check_replaceable, probe_writable, target, write_whole
 
 # What each command writes, as the `origin` (and for an import, `source`) of a profile's meta.json:
 # a folder holding another kind of profile is the user's data, never replaced by this one.
@@ -46,25 +46,6 @@ def check_same_kind(out: str, command: str, also=()) -> None:
         name = "speedplan bench" if command == "bench" else f"speedplan profile {command}"
         raise SpeedplanInputError(f"--out {out}: holds {held}, which `{name}` "
                                   "would replace; give a new folder")
-
-
-def check_json_out(out: Path, option: str = "--json-out") -> None:
-    """What `check_output` leaves to the write: a folder on the way that is a broken symbolic
-    link (mkdir fails on it), and a file that cannot really be made in the nearest existing folder
-    (a read-only file system, access rules `os.access` does not see). Nothing is left behind."""
-    from speedplan.outputs import probe_writable
-
-    for above in out.absolute().parents:  # a link at `out` itself is followed (`target`)
-        if above.is_symlink() and not above.exists():
-            raise SpeedplanInputError(f"{option} {out}: {above} is a broken symbolic link")
-    probe_writable(target(out), option)
-
-
-def write_json_out(out: Path, text: str, option: str = "--json-out") -> None:
-    """Write `text` to `out` all or nothing (`outputs.write_whole`)."""
-    from speedplan.outputs import write_whole
-
-    write_whole(out, text, option)
 
 
 app = typer.Typer(help="Check, generate, import or derive profile folders.", no_args_is_help=True,
@@ -126,11 +107,11 @@ def check(
         folder = Path(path)  # every file of the profile is an input: the check reads its tables
         tables = [f for f in folder.iterdir() if f.is_file()] if folder.is_dir() else [folder / "meta.json"]
         check_output(json_out, "--json-out", folder=False, inputs=tables)
-        check_json_out(json_out)
+        probe_writable(target(json_out), "--json-out")  # a read-only place, a broken link on the way
 
     result = leave_one_out(path)
     if json_out is not None:
-        write_json_out(json_out, json.dumps(result, indent=1) + "\n")
+        write_whole(json_out, json.dumps(result, indent=1) + "\n", "--json-out")
     if as_json:
         typer.echo(json.dumps(result, indent=1))
         return

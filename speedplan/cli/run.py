@@ -74,8 +74,8 @@ def run(
     from speedplan.runtime.options import DrafterOptions, RunOptions, read_prompts
 
     texts = list(prompt or []) + (read_prompts(prompts) if prompts else [])
-    tree_depth = min(4, tree_nodes) if tree_depth is None and tree_nodes >= 1 else tree_depth  # the default fits
-    options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=4 if tree_depth is None else tree_depth,
+    depth = tree_depth if tree_depth is not None else max(1, min(4, tree_nodes))  # the default fits the nodes
+    options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=depth,
                              tree_nodes=tree_nodes, draft_layers=draft_layers)
     spec = RunOptions(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
                    not raw, compare, str(trace) if trace else None, device, options, matmul)

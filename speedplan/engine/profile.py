@@ -390,9 +390,3 @@ def get_engine(name_or_path: str | Path | EngineProfile) -> EngineProfile:
     # a shipped profile is named by its place in the package, not this machine's install path
     return engine_from_json(read_json(path), f"speedplan/specs/presets/engines/{path.name}{SHIPPED}")
 
-
-def engine_profile_name(meta: dict) -> str:
-    """The engine profile a sweep's `meta` was priced with: its name ("vllm"), and the file it was read
-    from unless it is a shipped one ("vllm (file my.json)": an edited copy keeps its base's name)."""
-    source, name = meta.get("engine_source") or "", str(meta.get("engine", "?"))
-    return f"{name} (file {source})" if source and not source.endswith(SHIPPED) else name

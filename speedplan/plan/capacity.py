@@ -101,11 +101,3 @@ def _draft_and_nodes(mech, draft_len, verify_tokens) -> tuple[np.ndarray, np.nda
     D, width = np.asarray(draft_len, dtype=int), np.asarray(verify_tokens, dtype=int)
     return D, (width - 1 if mech.is_tree else D + 1)
 
-
-def running(runs_at_batch, loads_drafter: bool, spec_max_running: float) -> np.ndarray:
-    """Requests a step of a launch runs at once at each planned batch: the sequences it holds
-    (`runs_at_batch`), and in a launch that loads a drafter at most the engine profile's
-    speculative cap (`spec_max_running`, 0: none; SGLang runs 48 by default, D = 0 steps
-    included), the others waiting in its queue."""
-    held = np.asarray(runs_at_batch, dtype=int)
-    return np.minimum(held, int(spec_max_running)) if loads_drafter and spec_max_running > 0 else held

@@ -1,6 +1,7 @@
 """What an engine's plan becomes in the output files: the "engines" object of recommendations.json
 (`engine_records`), the `ServingPlan` each engine's serving files are rendered from
-(`serving_plans`), and schedule.csv (`schedule_frame`). `speedplan.plan.engine_plan` makes the plans."""
+(`serving_plans`), schedule.csv (`schedule_frame`), and how they name the engine profile
+(`engine_profile_name`). `speedplan.plan.engine_plan` makes the plans."""
 
 from __future__ import annotations
 
@@ -9,10 +10,23 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from speedplan.cost.ops import latency_label, missing_tables
+from speedplan.engine.profile import SHIPPED
 from speedplan.plan.api_checks import engine_plans, sweep_result
 
 if TYPE_CHECKING:
     from speedplan.plan.engine_plan import EnginePlan
+
+
+def read_from_file(meta: dict) -> str:
+    """The file a sweep's engine profile (`meta`) was read from; "" for a shipped one."""
+    source = meta.get("engine_source") or ""
+    return "" if source.endswith(SHIPPED) else source
+
+
+def engine_profile_name(meta: dict) -> str:
+    """The profile's name as outputs give it: "vllm", or "vllm (file my.json)" for a copy read from a file."""
+    source, name = read_from_file(meta), str(meta.get("engine", "?"))
+    return f"{name} (file {source})" if source else name
 
 
 def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> dict[str, dict]:

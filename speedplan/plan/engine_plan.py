@@ -52,17 +52,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from speedplan.engine.profile import SHIPPED, engine_profile_name
+from speedplan.engine.profile import running_requests
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.api_checks import sweep_key, sweep_result
 from speedplan.plan.batch_weights import UNWEIGHTED, batch_weights_arg, serving_weights
 from speedplan.plan.pick import TIE_TOLERANCE, falling_schedule
-from speedplan.plan.capacity import Capacity, running
+from speedplan.plan.capacity import Capacity
 from speedplan.plan.plan_table import OFF_KEY, PlanTable
 from speedplan.plan.zero_draft import ZeroDraft
 # what a plan becomes in the output files; importable from here, where they were first written
-from speedplan.plan.engine_outputs import (engine_records, latency_text, schedule_frame,  # noqa: F401
-                                           serving_plans, unsupported)
+from speedplan.plan.engine_outputs import (engine_profile_name, engine_records, latency_text,  # noqa: F401
+                                           read_from_file, schedule_frame, serving_plans, unsupported)
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
 _SIMPLE = {"off": 0, "fixed": 1}
@@ -87,7 +87,8 @@ class EnginePlan:
     def running(self) -> np.ndarray:
         """Requests a step runs at once at each of `rows`: the sequences the launch holds
         (runs_at_batch), at most the engine's speculative cap where it loads a drafter."""
-        return running(self.rows["runs_at_batch"], self.mechanism != "none", self.spec_max_running)
+        held = self.rows["runs_at_batch"].to_numpy()  # a launch that loads a drafter is capped at every D, 0 included
+        return running_requests(held, self.mechanism != "none", self.spec_max_running).astype(int)
 
     @property
     def schedule(self) -> list[tuple[int, int, int]]:
@@ -174,8 +175,8 @@ def engine_pricing(result, name: str):
 def _profile_text(meta: dict) -> str:
     """"NAME: how its terms were set", with the file it was read from unless it is a shipped one (a
     calibrated or edited copy keeps its base's name and must not read as the shipped profile)."""
-    source = meta.get("engine_source") or ""
-    where = f"file {source}; " if source and not source.endswith(SHIPPED) else ""
+    source = read_from_file(meta)
+    where = f"file {source}; " if source else ""
     return f"{meta.get('engine', '?')}: {where}{meta.get('engine_fit', '')}".rstrip(": ")
 
 

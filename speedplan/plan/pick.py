@@ -198,7 +198,7 @@ def recommendations(result, plans=None, batch_weights=None) -> dict:
     engine's config carries the last D on), and per_batch rows with batch, context, draft_len,
     speedup and loss_vs_best (a fraction, against the best that engine reaches at that batch)."""
     from speedplan.plan.api_checks import engine_plans, sweep_result
-    from speedplan.plan.engine_outputs import engine_records, latency_text
+    from speedplan.plan.engine_outputs import engine_profile_name, engine_records, latency_text
     from speedplan.plan.engine_plan import plan_engines
 
     sweep_result(result, "recommendations")
@@ -208,8 +208,6 @@ def recommendations(result, plans=None, batch_weights=None) -> dict:
     if plans is None:
         plans = plan_engines(result, batch_weights)
     engine_plans(plans, result, "recommendations")
-    from speedplan.engine.profile import engine_profile_name
-
     latency = latency_text(result.meta)  # every row was priced so, beside its engine profile and acceptance source
     profile = engine_profile_name(result.meta)
     out = {"per_batch": [{**r, "latency_source": latency} for r in _per_batch_records(result.best, profile)],

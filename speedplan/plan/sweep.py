@@ -118,8 +118,11 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     return out
 
 
-# Acceptance sources that measured one drafter (acceptance_sources: a vLLM scrape, an SGLang log, a trace)
-_ONE_DRAFTER = ("vLLM metrics:", "SGLang log:", "trace:")
+def _one_drafter(acceptance) -> bool:
+    """Whether `acceptance` came from a source that measured one drafter (a scrape, a log, a trace)."""
+    from speedplan.plan.acceptance_sources import ONE_DRAFTER_SOURCES
+
+    return acceptance.source.startswith(ONE_DRAFTER_SOURCES)
 
 
 def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list[Mechanism], dict[str, str]]:
@@ -188,7 +191,7 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
         else:
             mechs.append(mech)
     measured = acceptance.get("*") if isinstance(acceptance, dict) else None
-    if len(bare) > 1 and measured is not None and measured.source.startswith(_ONE_DRAFTER):
+    if len(bare) > 1 and measured is not None and _one_drafter(measured):
         # a server's counters (or a trace) measured the drafter it ran, not every mechanism swept
         kind, _, path = measured.source.split(" (")[0].partition(": ")
         example = "eagle3" if "eagle3" in bare else bare[0]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from speedplan.cost.ops import latency_label, missing_tables
-from speedplan.engine.profile import engine_profile_name
+from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.errors import SpeedplanInputError
 from speedplan.report.plan_lines import engine_plan_lines, pick_rows, setting_text, table_plan_note
 from speedplan.specs.model import attention_label

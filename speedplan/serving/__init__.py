@@ -69,16 +69,9 @@ def _render(plan: ServingPlan | dict[str, ServingPlan], where: str) -> dict[str,
         got = type(wrong[0]).__name__ if wrong else "an empty dict"
         hint = ": serving_plans(result, plans) makes them from plan_engines' EnginePlans" if got == "EnginePlan" else ""
         raise SpeedplanInputError(f"{where}: expected a ServingPlan or {{engine: ServingPlan}}, got {got}{hint}")
-    modules = {key: engine_module(key) for key in plans}  # unknown names fail before anything is rendered
-    misfiled = next((key for key, p in plans.items() if p.engine not in (None, modules[key].NAME)), None)
-    if misfiled is not None:  # an sglang file from vLLM's plan would print vLLM's draft lengths and speedups
-        made, name = plans[misfiled].engine, modules[misfiled].NAME
-        raise SpeedplanInputError(f"{where}: plans[{misfiled!r}] is the plan made for {made}, not {name}: its files "
-                                  f"would carry {made}'s draft lengths and speedups; give each plan under its own "
-                                  "engine's name, as serving_plans(result, plans) returns them")
     files: dict[str, str] = {}
-    for key, engine_plan in plans.items():
-        files.update(modules[key].render(engine_plan))
+    for key, engine_plan in plans.items():  # each engine's render refuses a plan made for another (check_engine)
+        files.update(engine_module(key).render(engine_plan))
     return files
 
 

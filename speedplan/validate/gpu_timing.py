@@ -264,28 +264,20 @@ def reprice(folder: Path, hardwares: list[str], device: str = "cuda") -> dict:
     return summary
 
 
-def _replace(path: Path, text: str, option: str) -> None:
-    """Write `text` to `path` whole or not at all (`outputs.write_whole`)."""
-    from speedplan.outputs import write_whole
-
-    write_whole(path, text, option)
-
-
 def write_results(out: Path, table: pd.DataFrame | None, summary: dict, option: str = "--out") -> None:
     """verify_timing.csv (unless `table` is None), then summary.json, each rendered first and
-    renamed into place: a run cut short never leaves a truncated file."""
-    from speedplan.outputs import writing
+    renamed into place (`outputs.write_whole`, which makes the folder): a run cut short never
+    leaves a truncated file."""
+    from speedplan.outputs import write_whole
 
-    with writing(out, option):
-        out.mkdir(parents=True, exist_ok=True)
     if table is not None:
-        _replace(out / "verify_timing.csv", table.to_csv(index=False, float_format="%.6g"), option)
-    _replace(out / "summary.json", json.dumps(summary, indent=1) + "\n", option)
+        write_whole(out / "verify_timing.csv", table.to_csv(index=False, float_format="%.6g"), option)
+    write_whole(out / "summary.json", json.dumps(summary, indent=1) + "\n", option)
 
 
 def check_out(out: Path) -> None:
     """Refuse, before any model is built or any file written, an --out that cannot be written:
-    a file, a folder below a file or a broken link, a folder where no file can be made."""
+    a file, a folder below a file, a broken link (`probe_writable`), a folder where no file can be made."""
     from speedplan.errors import SpeedplanInputError
     from speedplan.outputs import probe_writable
 
@@ -293,9 +285,7 @@ def check_out(out: Path) -> None:
         if above.exists() and not above.is_dir():
             raise SpeedplanInputError(f"--out {out}: " + ("exists and is not a folder" if above == out else
                                                          f"{above} is a file, not a folder"))
-        if above.is_symlink() and not above.exists():
-            raise SpeedplanInputError(f"--out {out}: {above} is a broken symbolic link")
-    probe_writable(out / "summary.json", "--out")
+    probe_writable(out / "summary.json", "--out")  # also refuses a broken link on the way
 
 
 class Writer:
@@ -313,7 +303,9 @@ class Writer:
             note = "measuring (a run cut short leaves this; --reprice prices its table)"
             write_results(self.out, None, {**self.what, "points": 0, "note": note})
             self.started = True
-        _replace(self.out / "verify_timing.csv", table.to_csv(index=False, float_format="%.6g"), "--out")
+        from speedplan.outputs import write_whole
+
+        write_whole(self.out / "verify_timing.csv", table.to_csv(index=False, float_format="%.6g"), "--out")
 
     def final(self, table: pd.DataFrame, summary: dict) -> None:
         write_results(self.out, table, {**summary, **self.what})

@@ -29,7 +29,7 @@ def edited(tmp_path_factory):
 
 
 def test_the_name_of_a_file_read_profile_carries_its_path(edited):
-    from speedplan.engine.profile import engine_profile_name
+    from speedplan.plan.engine_outputs import engine_profile_name
 
     result, path = edited
     assert engine_profile_name(result.meta) == f"vllm (file {path})"
@@ -65,7 +65,7 @@ def test_serving_plans_name_their_engine_and_another_engines_files_are_refused(e
     result, _ = edited
     served = speedplan.serving_plans(result, speedplan.plan_engines(result))
     assert {name: p.engine for name, p in served.items()} == {name: name for name in served}
-    with pytest.raises(speedplan.SpeedplanInputError, match=r"plans\['sglang'\] is the plan made for vllm, not sglang"):
+    with pytest.raises(speedplan.SpeedplanInputError, match=r"^sglang render: the plan was made for vllm, not sglang"):
         speedplan.render_serving_configs({"sglang": served["vllm"]})
     files = speedplan.render_serving_configs(served["vllm"])  # one engine's plan alone: its own files only
     assert files and all(name.startswith("vllm_") for name in files)
