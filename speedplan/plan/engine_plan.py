@@ -81,7 +81,7 @@ class EnginePlan:
     sweep_key: str = ""  # the sweep it was planned on (`api_checks.sweep_key`): model, hardware, TP, when
     spec_max_running: float = 0.0  # the pricing profile's cap on a speculative step's requests (0: none)
     drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward (zero_draft.py)
-    profile_name: str = ""  # that profile's name, with its file unless shipped (engine.profile.engine_profile_name)
+    profile_name: str = ""  # that profile's name, with its file unless shipped (engine_outputs.engine_profile_name)
 
     @property
     def running(self) -> np.ndarray:
