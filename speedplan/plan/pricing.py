@@ -22,6 +22,7 @@ from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.cost.ops import CostModel
 from speedplan.engine.profile import EngineProfile
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
+from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.mechanisms import Mechanism
 from speedplan.plan.memory import memory_bytes, usable_bytes
 from speedplan.specs.model import ModelSpec
@@ -97,7 +98,7 @@ def engine_rows(p: GridPricing, engine: EngineProfile, hardware: str, target: Mo
     # match are priced at their expected tokens q but keep this shape)
     width = (1 + np.asarray(N if mech is not None and mech.is_tree else D)).astype(int)
     return pd.DataFrame({
-        "model": target.name, "hardware": hardware, "engine": engine.name, "mechanism": name,
+        "model": target.name, "hardware": hardware, "engine": engine_profile_name(engine.meta()), "mechanism": name,
         "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
         "acceptance_length": al, "acceptance_source": acc_src,
         "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": k * verify.total_s, "t_draft_s": k * draft.total_s,

@@ -79,3 +79,14 @@ def test_recommendations_name_the_file_in_every_row(edited):
     assert {r["engine_profile"] for r in recs["per_batch"]} == {f"vllm (file {path})"}
     shipped = recommendations(speedplan.sweep(**GRID))
     assert {r["engine_profile"] for r in shipped["per_batch"]} == {"vllm"}
+
+
+def test_sweep_and_sensitivity_csv_name_the_file_too(edited, tmp_path):
+    """sweep.csv's and sensitivity.csv's engine column gave a file-read profile's bare name, the
+    same as the shipped profile's, where every other output named its path."""
+    result, path = edited
+    write_outputs(result, tmp_path / "edited")
+    write_outputs(speedplan.sweep(**GRID), tmp_path / "shipped")
+    for name in ("sweep.csv", "sensitivity.csv"):
+        assert {r["engine"] for r in csv.DictReader((tmp_path / "edited" / name).open())} == {f"vllm (file {path})"}
+        assert {r["engine"] for r in csv.DictReader((tmp_path / "shipped" / name).open())} == {"vllm"}
