@@ -79,7 +79,10 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
                   "with Model Runner V1 (VLLM_USE_V2_MODEL_RUNNER=0, or where vLLM falls back to it: no Triton, a "
                   "feature V2 lacks) a schedule downgrades full CUDA graphs to "
                   "PIECEWISE (vllm/config/vllm.py _maybe_override_dynamic_sd_cudagraph_mode), which this plan does "
-                  "not price; 0.33's default Model Runner V2 keeps them."]
+                  "not price; 0.33's default Model Runner V2 keeps them.",
+                  "vLLM releases before dynamic speculative decoding (vLLM PR #32374) have no "
+                  "num_speculative_tokens_per_batch_size: there, remove it and set num_speculative_tokens to the D "
+                  "planned above for the batch size you serve most; that D is then drafted at every batch size."]
         if any(d == 0 for _, _, d in segments(plan)):
             notes.append("K = 0 in a range turns drafting off for those batch sizes (the validator allows K >= 0)"
                          + ("; vLLM 0.33's Model Runner V2 still runs the drafter's forward over each step's tokens "
