@@ -54,6 +54,42 @@ def _fp8_weights(node) -> bool:
     return False
 
 
+OLMO3_WINDOW = 4096  # Olmo3Config.sliding_window's default
+
+
+def _is(cfg: dict, model_type: str, arch: str) -> bool:
+    """Whether the config names the family by its model_type or an architecture's class name."""
+    names = cfg.get("architectures")
+    return cfg.get("model_type") == model_type or (isinstance(names, list) and any(
+        isinstance(n, str) and n.startswith(arch + "For") for n in names))
+
+
+def _check_flag(cfg: dict, key: str, where: str) -> None:
+    value = cfg.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise SpeedplanInputError(f"{where}: {key!r} must be true, false or null, got {value!r}")
+
+
+def check_bias_flags(cfg: dict, where: str) -> None:
+    """InternLM3's `qkv_bias` (q, k and v projections) and `bias` (o_proj; vLLM's LlamaDecoderLayer
+    reads both): booleans. Bias vectors are not counted, as no family's are."""
+    if _is(cfg, "internlm3", "InternLM3"):
+        for key in ("qkv_bias", "bias"):
+            _check_flag(cfg, key, where)
+
+
+def shared_mlp_width(cfg: dict, where: str) -> int:
+    """Granite-MoE-Shared's always-on `shared_mlp` width (`shared_intermediate_size`; 0 or
+    absent: none, GraniteMoeSharedDecoderLayer builds no shared_mlp); 0 for other families."""
+    if not _is(cfg, "granitemoeshared", "GraniteMoeShared"):
+        return 0
+    value = cfg.get("shared_intermediate_size") or 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000_000:
+        raise SpeedplanInputError(f"{where}: 'shared_intermediate_size' must be an integer in 0..10,000,000 "
+                                  f"(0: no shared expert), got {value!r}")
+    return value
+
+
 # The per-layer kinds speedplan prices: transformers' ALLOWED_LAYER_TYPES for attention and
 # Gated DeltaNet; "mamba", "conv" and the like name mixers it does not price.
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
@@ -86,10 +122,13 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int, bool]:
     - `use_sliding_window: false` (Qwen2/Qwen3 state a window they do not use): none;
     - Gemma-2: every other layer, starting with the first (`Gemma2DecoderLayer`);
       Gemma-3: all but every `sliding_window_pattern`-th layer (6: five local, one global);
+      OLMo-3: Olmo3Config's defaults, three layers in four (every 4th full) and a window of
+      4,096 tokens where the config names none (null: no window);
     - else a numeric `sliding_window` applies to every layer (Mistral-7B-v0.1, Phi-3).
     Without a sliding window, Llama-4's chunked attention (`attention_chunk_size`) is read as
     one: see `chunked_attention`."""
-    window = cfg.get("sliding_window")
+    family = "olmo3" if _is(cfg, "olmo3", "Olmo3") else str(cfg.get("model_type", ""))
+    window = cfg.get("sliding_window", OLMO3_WINDOW if family == "olmo3" else None)
     if window is None or window is False:
         chunk, local = chunked_attention(cfg, layers, where)
         return chunk, local, bool(local)
@@ -101,7 +140,8 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int, bool]:
         return (window, local, False) if local else (0, 0, False)
     if cfg.get("use_sliding_window") is False:
         return 0, 0, False
-    family = str(cfg.get("model_type", ""))
+    if family == "olmo3":
+        return window, layers - layers // 4, False
     if family == "gemma2":
         return window, (layers + 1) // 2, False
     if family.startswith("gemma3"):

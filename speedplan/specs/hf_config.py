@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.config_families import check_layer_types, expert_weight_bits, quantized_dtype, sliding_window
+from speedplan.specs.config_families import (check_bias_flags, check_layer_types, expert_weight_bits, quantized_dtype,
+                                             shared_mlp_width, sliding_window)
 from speedplan.specs.linear_attention import linear_attention
 from speedplan.specs.model import MLASpec, MoESpec, ModelSpec
 from speedplan.specs.sparse_attention import sparse_index
@@ -42,10 +43,25 @@ _NOT_CAUSAL_LM = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassific
 #   (heads + 2 x num_key_value_heads) x head_dim wide: q, k and v side by side; feed_forward w1/w3/w2.
 # - phimoe (PhiMoEForCausalLM in checkpoints, PhimoeForCausalLM in transformers): Mixtral's sparse MoE block
 #   (num_local_experts experts intermediate_size wide, top num_experts_per_tok), Llama attention.
+# - olmoe (olmoe/modular_olmoe.py at 052b1dcdbe75, configuration_olmoe.py at 008e57439125; vLLM olmoe.py at
+#   e9b0f07b6969): every layer OlmoeSparseMoeBlock, num_experts (num_local_experts in attribute_map) experts
+#   intermediate_size wide (OlmoeMLP), top num_experts_per_tok, gate hidden -> experts; OLMo-2's whole-projection
+#   q_norm / k_norm (uncounted), Llama pre-norms.
+# - olmo3 (olmo3/modular_olmo3.py at 02e8340b967f, configuration_olmo3.py at 008e57439125; vLLM serves it as
+#   Olmo2ForCausalLM, vllm/transformers_utils/configs/olmo3.py): OLMo-2 layers; layer_types' "sliding_attention"
+#   layers attend within sliding_window. Without the keys, Olmo3Config's defaults: 4,096 tokens on three layers
+#   in four (config_families.sliding_window).
+# - internlm3 (remote code; vLLM registry.py at bf8e76246223 maps InternLM3ForCausalLM to llama.py, whose
+#   LlamaDecoderLayer takes qkv_bias for q/k/v and bias for o_proj): Llama layers with head_dim; biases uncounted.
+# - granitemoeshared (granitemoeshared/modular_granitemoeshared.py at 01819372ec80,
+#   configuration_granitemoeshared.py at 040e1a7e4bb4; vLLM granitemoeshared.py at ec98ba02c8d6): granitemoe
+#   plus, where shared_intermediate_size > 0, an ungated shared_mlp that wide added to every MoE output: one
+#   shared expert in MoESpec, as Qwen2-MoE's (without its gate) and DeepSeek's (n_shared_experts) are.
 PRICED_FAMILIES = ("llama", "llama4", "mistral", "mixtral", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next",
                    "qwen35", "qwen35moe", "gemma", "gemma2", "gemma3", "phi3", "deepseekv2", "deepseekv3",
                    "deepseekv32", "glm", "glm4", "glm4moe", "glm4moelite", "glmmoedsa", "gptoss", "granite",
-                   "granitemoe", "olmo", "olmo2", "internlm2", "phimoe")
+                   "granitemoe", "granitemoeshared", "olmo", "olmo2", "olmo3", "olmoe", "internlm2", "internlm3",
+                   "phimoe")
 # Families whose intermediate_size is the dense MLP's width and whose experts' width is
 # moe_intermediate_size (Mixtral, gpt-oss and Llama-4 give the experts' width as intermediate_size).
 _EXPERT_WIDTH_OWN_KEY = ("qwen2moe", "qwen3moe", "qwen3next", "qwen35", "deepseek", "glm4moe", "glmmoe")
@@ -72,8 +88,8 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
         raise SpeedplanInputError(
             f"{where}: architecture {arch[0]!r} is not a family speedplan prices (Llama, Mistral, Mixtral, Qwen2/3, "
             "Qwen-MoE, Qwen3-Next, Gemma, Phi-3, Phi-3.5-MoE, DeepSeek-V2/V3, GLM-4 MoE, Llama-4, gpt-oss, Granite, "
-            "Granite-MoE, OLMo, OLMo-2, InternLM2); to price it as a Llama-style decoder from its standard keys, "
-            "set \"architectures\": [\"LlamaForCausalLM\"] in a copy")
+            "Granite-MoE, Granite-MoE-Shared, OLMo, OLMo-2, OLMo-3, OLMoE, InternLM2, InternLM3); to price it as a "
+            "Llama-style decoder from its standard keys, set \"architectures\": [\"LlamaForCausalLM\"] in a copy")
 
 
 def _dtype(cfg: dict, where: str) -> str:
@@ -193,6 +209,9 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         llama4 = str(cfg.get("model_type", "")).startswith("llama4")
         if llama4:  # every Llama-4 MoE layer adds one shared expert as wide as a routed one (Llama4TextMoe)
             shared_inter = expert_inter
+        granite_shared = shared_mlp_width(cfg, where)  # GraniteMoeShared's ungated shared_mlp
+        if granite_shared:
+            shared_inter = granite_shared
         if shared_inter and not shared:
             shared = 1
         first_dense = _dense_mlp_layers(cfg, layers, where)
@@ -211,7 +230,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
             shared_intermediate=shared_inter,
             first_dense_layers=int(first_dense),
             dense_intermediate=intermediate if first_dense else 0,
-            shared_gate=bool(shared_inter) and "n_shared_experts" not in cfg and not llama4,
+            shared_gate=bool(shared_inter) and "n_shared_experts" not in cfg and not llama4 and not granite_shared,
             expert_bits=expert_weight_bits(cfg.get("quantization_config")),
         )
         if not 0 < top_k <= moe.num_experts:
@@ -236,6 +255,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         dtype = "bf16"  # served in bf16 unless the user says otherwise
     dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
     check_layer_types(cfg, layers, where)
+    check_bias_flags(cfg, where)
     window, window_layers, chunked = sliding_window(cfg, layers, where)
     max_context = _max_context(cfg, where)
     if window and max_context and window >= max_context:  # Phi-3.5-MoE's 131,072 at 131,072 positions: full attention
