@@ -361,6 +361,12 @@ def forward_cost(
     comm_us = 2 * n_layers * comm.latency_us
     profile_us += comm_us * comm.from_profile
     outside_us += comm_us * comm.out_of_range
+    for width in model.tp_gathers if tp > 1 else ():  # OLMo-2's q and k, InternLM2's qkv (ModelSpec.tp_gathers)
+        gather = cost.allgather(tokens * width * b, tp)
+        gather_us = model.attention_layers * gather.latency_us
+        comm_us = comm_us + gather_us
+        profile_us += gather_us * gather.from_profile
+        outside_us += gather_us * gather.out_of_range
 
     total_us = gemm_us + attention_us + tree_us + elementwise_us + comm_us
     return ForwardCost(

@@ -170,6 +170,14 @@ class CostModel:
         return _merge(measured, code, roof, self._label, np.full(np.shape(roof), "memory"))
 
 
+    def allgather(self, nbytes, tp: int) -> OpCost:
+        """All-gather that leaves `nbytes` on each of `tp` devices. The profiles measure all-reduce
+        only; a ring all-gather moves (tp − 1)/tp · nbytes a GPU, what a ring all-reduce of
+        nbytes / 2 moves (2(tp − 1)/tp · nbytes / 2), so it is priced as that all-reduce, whose
+        start-up latency stands for the gather's."""
+        return self.allreduce(np.asarray(nbytes, float) / 2, tp)
+
+
 def _measured(meta_path: Path) -> bool:
     """Whether a shipped profile holds measurements (or tables derived from them), as opposed
     to a datasheet roofline written out as a table, which the preset already is."""

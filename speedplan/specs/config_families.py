@@ -90,6 +90,19 @@ def shared_mlp_width(cfg: dict, where: str) -> int:
     return value
 
 
+def tp_gathers(cfg: dict, heads: int, kv_heads: int, head_dim: int) -> tuple[int, ...]:
+    """Widths (elements a token) of the all-gathers each attention layer adds at TP > 1, as vLLM
+    builds the family: OLMo-2 and OLMo-3 gather q and k across the GPUs to normalise each over
+    its whole projection (olmo2.py `_apply_qk_norm`, vllm commit 028aedf62ade); InternLM2 gathers
+    its fused wqkv output to split q, k and v (internlm2.py `split_qkv`, commit 0531c2226a6a).
+    () for other families."""
+    if _is(cfg, "olmo2", "Olmo2") or _is(cfg, "olmo3", "Olmo3"):
+        return heads * head_dim, kv_heads * head_dim
+    if _is(cfg, "internlm2", "InternLM2"):
+        return ((heads + 2 * kv_heads) * head_dim,)
+    return ()
+
+
 # The per-layer kinds speedplan prices: transformers' ALLOWED_LAYER_TYPES for attention and
 # Gated DeltaNet; "mamba", "conv" and the like name mixers it does not price.
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")

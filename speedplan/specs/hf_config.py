@@ -9,7 +9,7 @@ import re
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.config_families import (check_bias_flags, check_layer_types, expert_weight_bits, quantized_dtype,
-                                             shared_mlp_width, sliding_window)
+                                             shared_mlp_width, sliding_window, tp_gathers)
 from speedplan.specs.linear_attention import linear_attention
 from speedplan.specs.model import MLASpec, MoESpec, ModelSpec
 from speedplan.specs.sparse_attention import sparse_index
@@ -286,6 +286,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         source=str(cfg.get("_source", where)),
         published_params=_published(cfg.get("_published_params")),
         max_context=max_context,
+        tp_gathers=tp_gathers(cfg, heads, kv_heads, head_dim),
     )
 
 

@@ -75,6 +75,7 @@ class ModelSpec:
     source: str = ""
     published_params: float | None = None
     max_context: int = 0  # tokens a sequence may hold (max_position_embeddings, with rope scaling); 0: not stated
+    tp_gathers: tuple[int, ...] = ()  # per attention layer at TP > 1: each all-gather's width, elements a token
 
     def __post_init__(self) -> None:
         for label in ("hidden", "layers", "heads", "kv_heads", "head_dim", "vocab"):
