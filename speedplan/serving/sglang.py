@@ -4,7 +4,11 @@ Files: `sglang_launch.sh`, and `sglang_adaptive_config.json` when the plan uses 
 mode. Checked against the SGLang 0.5.23 wheel: python/sglang/srt/arg_groups/fields/spec.py
 (flags are field names with dashes, arg_groups/arg_utils.py), speculative/adaptive_spec_params.py
 and arg_groups/speculative_hook.py. `--speculative-num-draft-tokens` counts the root token too
-(num_steps + 1 for a chain), so a tree gets nodes + 1.
+(num_steps + 1 for a chain), so a tree gets nodes + 1. Rechecked on SGLang's main branch (GitHub
+index): every flag written is a field of arg_groups/fields/spec.py @ 015c872628e3 (or
+--model-path, --tp-size, --max-running-requests), and speculative_hook.py @ 004c82e07d87 keeps the
+written values (topk 1: num_draft_tokens = num_steps + 1; NGRAM: topk = max BFS breadth; adaptive:
+num_steps one of the candidates), which tests/engine/test_sglang_walkthrough.py re-implements.
 
 Two ways to set the draft length: fixed (steps, topk, draft tokens) at every batch size, or for
 EAGLE/EAGLE3 chains `--speculative-adaptive` with a config whose integer keys are batch-size

@@ -11,6 +11,17 @@ scheduler_components/metrics_reporter.py in 0.5.23):
 included (spec_num_accept_tokens / spec_num_forward_ct), i.e. AL. `accept rate` (0.5.23; older
 versions wrote "Decode batch. ..." without it) is correct drafts / (verify steps ×
 (num_draft_tokens − 1)), so for a chain (topk 1) D = (AL − 1) / accept rate.
+
+Checked in sglang commit 00df707e8de4 (`report_decode_stats`; the token-usage part comes from
+`get_decode_usage_msg_parts`, `#token: N, token usage: U`, or `#full token: ...` on hybrid
+models). The server also logs its settings once per launch, `server_args=ServerArgs(...,
+speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4, ...,
+speculative_adaptive=False, ...)` (`logger.info(f"{server_args=}")` in the engine's launch). Where
+the log has that line, a launch the decode lines cannot describe as one chain is refused: a token
+tree (topk > 1, or more draft tokens than steps + 1: its accept len is a tree's and its accept rate
+divides by the tree's nodes, not a draft length), `--speculative-adaptive` (the draft length moved
+with the batch, and accept rate divides by the largest), and launches of different settings in one
+file (their lines mix draft lengths).
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ from speedplan.engine.readers.measurement import parse_number
 from speedplan.errors import SpeedplanInputError
 
 _DECODE = re.compile(r"Decode batch(?: \[\d+\])?[.,]")  # " [N]" when SGLANG_LOG_FORWARD_ITERS is set
+_ADAPTIVE_MOVED = "Adaptive spec params updated"  # adaptive_spec_params.py, when a slot changes its steps
+_SETTING = re.compile(r"\b(speculative_(?:algorithm|num_steps|eagle_topk|num_draft_tokens|adaptive))=([^,)\s]+)")
 _FIELD = {
     "accept_len": re.compile(r"accept len:\s*(\S+?),?(?:\s|$)"),
     "accept_rate": re.compile(r"accept rate:\s*(\S+?),?(?:\s|$)"),
@@ -40,6 +53,68 @@ class DecodeLogLine:
     accept_rate: float | None
     running_req: int | None
     gen_throughput: float | None
+    draft_len: int | None = None  # the chain's D by the launch's server_args line, where the log has one
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The speculative settings of one `server_args=ServerArgs(...)` line."""
+
+    line: int
+    algorithm: str | None
+    steps: int | None
+    topk: int | None
+    draft_tokens: int | None
+    adaptive: bool
+
+    def key(self) -> tuple:
+        return self.algorithm, self.steps, self.topk, self.draft_tokens, self.adaptive
+
+    def draft_len(self) -> int | None:
+        """A chain's D: draft tokens less the root (NGRAM sets steps to draft tokens // topk), else steps."""
+        return self.draft_tokens - 1 if self.draft_tokens else self.steps
+
+    def text(self) -> str:
+        return (f"speculative_num_steps={self.steps}, speculative_eagle_topk={self.topk}, "
+                f"speculative_num_draft_tokens={self.draft_tokens}")
+
+
+def _launch(path: Path, i: int, text: str) -> Launch | None:
+    """The settings a `server_args=ServerArgs(...)` line holds (None for another line)."""
+    if "ServerArgs(" not in text:
+        return None
+    found = {k: v.strip("'\"") for k, v in _SETTING.findall(text)}
+    if not found:
+        return None
+    counts: dict[str, int | None] = {}
+    for key in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
+        value = found.get(key, "None")
+        if value == "None":
+            counts[key] = None
+            continue
+        try:
+            counts[key] = int(value)
+        except ValueError:
+            raise SpeedplanInputError(f"{path}:{i}: server_args {key}={value} is not a whole number") from None
+    algorithm = found.get("speculative_algorithm", "None")
+    return Launch(i, None if algorithm == "None" else algorithm, counts["speculative_num_steps"],
+                  counts["speculative_eagle_topk"], counts["speculative_num_draft_tokens"],
+                  found.get("speculative_adaptive") == "True")
+
+
+def _check_launch(path: Path, launch: Launch, decode_line: int) -> None:
+    """A launch whose decode lines are one chain's: no tree, no adaptive draft length."""
+    where = f"{path}:{decode_line}"
+    if launch.adaptive:
+        raise SpeedplanInputError(f"{where}: the server ran --speculative-adaptive (server_args, line {launch.line}), so "
+                                  "its draft length moved with the batch: accept len mixes draft lengths and accept rate "
+                                  "divides by the largest; measure with a fixed --speculative-num-steps")
+    steps, topk, tokens = launch.steps, launch.topk, launch.draft_tokens
+    if (topk is not None and topk > 1) or (steps is not None and tokens is not None and tokens > steps + 1):
+        raise SpeedplanInputError(f"{where}: the server ran a token tree ({launch.text()}, server_args line "
+                                  f"{launch.line}): a tree's accept len is not a chain's, and its accept rate divides by "
+                                  f"the tree's {tokens - 1 if tokens else '?'} nodes, not a draft length; give a chain "
+                                  "run's log (--speculative-eagle-topk 1), or the tree's per-rank rates as ranks=...")
 
 
 def read_sglang_log(path: Path) -> list[DecodeLogLine]:
@@ -51,9 +126,24 @@ def read_sglang_log(path: Path) -> list[DecodeLogLine]:
     except OSError as e:
         raise SpeedplanInputError(f"{path}: cannot read SGLang log ({e.strerror})") from None
     out: list[DecodeLogLine] = []
+    launch: Launch | None = None
+    used: dict[tuple, Launch] = {}  # the launches decode lines were read under
     for i, text in enumerate(lines, 1):
+        launch = _launch(path, i, text) or launch
+        if _ADAPTIVE_MOVED in text:
+            raise SpeedplanInputError(f"{path}:{i}: the server ran --speculative-adaptive and changed its draft length "
+                                      "here: accept len mixes draft lengths and accept rate divides by the largest; "
+                                      "measure with a fixed --speculative-num-steps")
         if not _DECODE.search(text) or "accept len" not in text:
             continue
+        if launch is not None:
+            _check_launch(path, launch, i)
+            first = used.setdefault(launch.key(), launch)
+            other = next((u for k, u in used.items() if k != launch.key()), None)
+            if other is not None:
+                raise SpeedplanInputError(f"{path}:{i}: the log holds launches with different settings (line {other.line}: "
+                                          f"{other.text()}; line {first.line}: {first.text()}), so its accept len mixes "
+                                          "them; give each launch's part of the log on its own")
         values: dict[str, float | None] = {}
         for field, pattern in _FIELD.items():
             m = pattern.search(text)
@@ -75,7 +165,8 @@ def read_sglang_log(path: Path) -> list[DecodeLogLine]:
         if values["accept_rate"] is not None and not 0.0 <= values["accept_rate"] <= 1.0:
             raise SpeedplanInputError(f"{path}:{i}: accept rate {values['accept_rate']:g} is outside 0..1")
         out.append(DecodeLogLine(i, values["accept_len"], values["accept_rate"],
-                                 int(running) if running is not None else None, values["gen_throughput"]))
+                                 int(running) if running is not None else None, values["gen_throughput"],
+                                 launch.draft_len() if launch is not None else None))
     if not out:
         raise SpeedplanInputError(f"{path}: no 'Decode batch ... accept len: X' lines (is speculative decoding on?)")
     return out
