@@ -216,11 +216,20 @@ def from_vllm_metrics(path: Path) -> Acceptance:
 
 
 def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
-    """An i.i.d. α that gives the log's mean accept length at its draft length D (given as
-    FILE@D, else from accept rate: D = (AL − 1) / rate, for chains)."""
+    """An i.i.d. α that gives the log's mean accept length at its draft length D: the launch's
+    (its server_args line, where the log has one; a FILE@D that disagrees is refused), else
+    FILE@D, else from accept rate: D = (AL − 1) / rate, for chains."""
     records = read_sglang_log(path)
     al = mean_accept_length(records)
     how = "given"
+    launched = {r.draft_len for r in records if r.draft_len is not None}  # the log's server_args line (one launch)
+    if launched and draft_len is not None and draft_len not in launched:
+        (d,) = launched
+        raise SpeedplanInputError(f"{path}@{draft_len}: the log's server_args line says the server drafted {d} tokens "
+                                  f"a step (speculative_num_draft_tokens {d + 1}); give {path} or {path}@{d}")
+    if launched and draft_len is None:
+        (draft_len,) = launched
+        how = "from the log's server_args line"
     if draft_len is None:  # @D given is trusted: accept rate gives D for chains only (a tree divides by its nodes)
         implied = draft_len_from_rates(records)
         if implied is None and all(r.accept_rate is None for r in records):

@@ -119,7 +119,8 @@ def test_the_log_of_a_written_launch_reads_back_at_its_draft_length(tmp_path):
         mean = (8 * 2.80 + 24 * 2.50 + 16 * 2.65) / 48
         assert mean_accept_length(records) == pytest.approx(mean)
         acc = parse_acceptance(str(path))
-        assert f"D={d} from accept rate" in acc.source
+        assert f"D={d} from the log's server_args line" in acc.source
+        assert parse_acceptance(f"{path}@{d}").positions == acc.positions  # @D that agrees: the same
         assert al_iid(acc.positions[0], d) == pytest.approx(mean, abs=1e-6)
 
 
@@ -157,3 +158,22 @@ def test_relaunches_with_the_same_settings_read_as_one(tmp_path):
     lines = [server_args_line(3, 1, 4), decode_line(8, 2.6, 0.53), server_args_line(3, 1, 4), decode_line(8, 2.8, 0.6)]
     records = read_sglang_log(write_log(tmp_path, lines))
     assert [r.accept_len for r in records] == [2.6, 2.8] and {r.draft_len for r in records} == {3}
+
+
+def test_a_draft_length_the_log_contradicts_is_refused(tmp_path):
+    """`server.log@5` on a launch that drafted 3 tokens a step was read at D = 5 (alpha 0.684
+    where the launch gives 0.775)."""
+    path = write_log(tmp_path, [server_args_line(3, 1, 4), decode_line(8, 2.80, 0.60)])
+    with pytest.raises(SpeedplanInputError, match=r"server.log@5: the log's server_args line says the server drafted "
+                                                  r"3 tokens a step \(speculative_num_draft_tokens 4\)"):
+        parse_acceptance(f"{path}@5")
+
+
+def test_a_log_without_accept_rate_takes_its_launchs_draft_length(tmp_path):
+    """Before 0.5.23 the decode lines had no accept rate: the server_args line still gives D."""
+    old = decode_line(8, 2.80, 0.60).replace("accept rate: 0.60, ", "")
+    acc = parse_acceptance(str(write_log(tmp_path, [server_args_line(3, 1, 4), old])))
+    assert "D=3 from the log's server_args line" in acc.source
+    assert al_iid(acc.positions[0], 3) == pytest.approx(2.80, abs=1e-6)
+    with pytest.raises(SpeedplanInputError, match="give the draft length as"):  # no server_args line either
+        parse_acceptance(str(write_log(tmp_path, [old], "bare.log")))
