@@ -121,6 +121,8 @@ def short_acceptance(source) -> str:
     kind, _, rest = source.split(";")[0].partition(": ")
     title = re.search(r'"[^"]+"', rest)  # the row's source, as the cases files quote it
     first = title.group(0) if title else rest.split(", ")[0]
+    while first.count("(") > first.count(")"):  # a file's "(12 decode lines, ..." cut inside: drop the open part
+        first = first[:first.rindex("(")].rstrip()
     text = (f"{kind}: {first}" if first else kind) + (" (extrapolated)" if "no row for" in source else "")
     return text if len(text) <= 60 else text[:59] + "…"
 
