@@ -125,6 +125,11 @@ HEADS: tuple[Published, ...] = (
 )
 
 
+def head_row_for(family: str, target: str) -> bool:
+    """Whether the family has a published row for this target preset (not the fallback's)."""
+    return any(p.family == family and p.target == target for p in HEADS)
+
+
 def head_default(family: str, target: str) -> tuple[Acceptance, str]:
     """The family's per-rank vector for this target preset: its own row, else the fallback."""
     rows = [p for p in HEADS if p.family == family]

@@ -145,6 +145,8 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
                 skipped[name] = reason
             else:
                 specs.append(name)
+        skipped.update(_borrowed_heads(specs, target, acceptance))
+        specs = [s for s in specs if s not in skipped]
     mechs: list[Mechanism] = []
     used: set[str] = set()
     bare: list[str] = []  # the mechanisms the bare --acceptance (key "*") applies to
@@ -205,6 +207,29 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
             f"--acceptance {unused[0]}:...: no swept mechanism uses it (swept: {', '.join(m.label for m in mechs)})"
             + (f"; {why}" if why else ""))
     return mechs, skipped
+
+
+def _borrowed_heads(names: list[str], target: ModelSpec, acceptance) -> dict[str, str]:
+    """Trained-head mechanisms (EAGLE, EAGLE-3 and their trees) a default sweep leaves out, with
+    why: those whose only published acceptance is another target's where another head family has
+    this target's own row (qwen3-30b-a3b: EAGLE-3 has SpecForge's head measured on it; EAGLE-1/2's
+    row is Vicuna-7B's), unless --acceptance reaches them. Like is compared with like: where no
+    family has the target's row, every family keeps its fallback."""
+    from speedplan.plan.defaults import HEADS, head_row_for
+
+    heads = {REGISTRY[n].family_name() for n in names} & {"eagle", "eagle3"}
+    own = {f for f in heads if head_row_for(f, target.name)}
+    out = {}
+    for name in names:
+        family = REGISTRY[name].family_name()
+        given = acceptance is not None and (not isinstance(acceptance, dict) or
+                                            any(k in acceptance for k in (name, family, "*")))
+        if family in heads - own and own and not given:
+            row = next(p.row for p in HEADS if p.family == family and p.target is None)
+            out[name] = (f"no published acceptance for {target.name} (the {family} family's row is another target's: "
+                         f"{row.split(': ', 1)[-1]}), while {', '.join(sorted(own))} has its own; name it "
+                         f"(--mechanism {name}) or give its acceptance (--acceptance {name}:...) to price it")
+    return out
 
 
 def _configured_head(mech: Mechanism, spec) -> ModelSpec | None:
