@@ -32,6 +32,25 @@ def sweep_result(result, where: str):
     return result
 
 
+def plain_fits(result, where: str) -> None:
+    """Refuse, with the CLI's line, a sweep in which plain decoding (every speedup's baseline) fits at
+    no swept batch size and context: its engine plans are empty and no report can be written of it
+    (the CLI refuses such a sweep before it writes anything; `write_outputs` does the same)."""
+    frame = result.frame
+    plain = frame[frame["mechanism"] == "none"]
+    if plain["fits_memory"].astype(bool).any():
+        return
+    if not plain.empty:
+        from speedplan.plan.shortfall import memory_shortfall
+
+        shortfall = memory_shortfall(result)
+        if shortfall:
+            raise SpeedplanInputError(f"{where}: {shortfall}")
+    raise SpeedplanInputError(f"{where}: the SweepResult's frame holds no plain-decoding row (mechanism 'none') that "
+                              f"fits in memory ({len(frame)} rows, {len(plain)} plain); every speedup and plan is "
+                              "measured against one: keep them when filtering its rows")
+
+
 def sweep_key(result) -> str:
     """What a plan records of the sweep it was planned on: model, hardware, TP, when it ran and
     the sweep's own id (two sweeps in one second differ by it)."""

@@ -87,6 +87,8 @@ class EnginePlan:
     def running(self) -> np.ndarray:
         """Requests a step runs at once at each of `rows`: the sequences the launch holds
         (runs_at_batch), at most the engine's speculative cap where it loads a drafter."""
+        if "runs_at_batch" not in self.rows:  # no planned batch (plain decoding fits nowhere): no rows, no columns
+            return np.zeros(0, int)
         held = self.rows["runs_at_batch"].to_numpy()  # a launch that loads a drafter is capped at every D, 0 included
         return running_requests(held, self.mechanism != "none", self.spec_max_running).astype(int)
 

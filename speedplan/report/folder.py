@@ -13,7 +13,7 @@ from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import MANIFEST, REPORT, check_replaceable, discard, move_into_place, staging_folder
-from speedplan.plan.api_checks import engine_plans, sweep_result
+from speedplan.plan.api_checks import engine_plans, plain_fits, sweep_result
 from speedplan.plan.engine_outputs import schedule_frame, serving_plans
 from speedplan.plan.engine_plan import plan_engines
 from speedplan.plan.pick import recommendations, sensitivity
@@ -27,7 +27,7 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
     unless given, either as the dict or as a function of no arguments that returns it (called
     once the figures are sent, so that planning overlaps drawing). A started
     `speedplan.entry.FigureWorker` draws the figures if given. Returns the final paths."""
-    sweep_result(result, "write_outputs")
+    plain_fits(sweep_result(result, "write_outputs"), "write_outputs")
     if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir).strip():
         raise SpeedplanInputError(f"write_outputs: out_dir must be a folder path, got {out_dir!r}")
     if plans is not None and batch_weights is not None:

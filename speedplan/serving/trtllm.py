@@ -13,8 +13,8 @@ the planner plans D(B) <= D(smallest B) for this engine ("first-max").
 from __future__ import annotations
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, OFF, Mode, ServingPlan, Support, check_engine, eagle_head,
-                                    hf_repo, mtp_layers, segments)
+from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, OFF, OPEN_END_BATCH, Mode, ServingPlan, Support, check_engine,
+                                    eagle_head, hf_repo, mtp_layers, segments)
 from speedplan.serving.text import header, shell, unsupported, yaml
 
 NAME = "trtllm"
@@ -23,9 +23,37 @@ VERSION = (
     "(DecodingBaseConfig.draft_len_schedule, keys = last batch of a range) and "
     "tensorrt_llm/_torch/speculative/utils.py @ 011d093"
 )
-# DraftTargetDecodingConfig declares `decoding_type: Literal["Draft_Target"]` (llm_args.py @ 0004396
-# and an older copy); the docs (@ 04c8822) and the old from_dict table say "DraftTarget". The
-# discriminated union takes the literal, and no alias mapping was found: follow the code.
+# Every name this file writes, checked on 2026-12-04 against tensorrt_llm/llmapi/llm_args.py @
+# 0004396720054fd8e205cbf616f21f0b57c6b412 (GitHub index copy of main; the largest copy held):
+# - DecodingBaseConfig: max_draft_len, max_total_draft_tokens, speculative_model (validation_alias
+#   AliasChoices("speculative_model", "speculative_model_dir"): the old name still loads),
+#   draft_len_schedule: dict[int, int] (validate_draft_len_schedule_and_sort: keys >= 1, values >= 0,
+#   the smallest key's value == max_draft_len, none above it; its description: "Batch sizes 33+: use
+#   draft_len=0 (implicit, speculation disabled)").
+# - Eagle3DecodingConfig(EagleDecodingConfig): decoding_type Literal["Eagle3"]; max_draft_len must be > 0;
+#   eagle3_one_model defaults to True and False "is ignored and falls back to True" (not written);
+#   use_dynamic_tree / dynamic_tree_max_topK / max_total_draft_tokens in [max_draft_len, topK*max_draft_len].
+#   validate_speculative_config converts a plain "Eagle" to Eagle3 with a warning.
+# - MTPDecodingConfig: decoding_type "MTP"; num_nextn_predict_layers is init=False, "auto-populated ...
+#   Do not set manually", and a YAML value is remapped to max_draft_len with a deprecation warning, so
+#   only max_draft_len is written. NGramDecodingConfig: "NGram", max_matching_ngram_size.
+# - DraftTargetDecodingConfig: decoding_type Literal["Draft_Target"]. SpeculativeConfig is a union
+#   discriminated on decoding_type and update_llm_args_with_extra_dict passes the YAML through, so the
+#   docs' (@ 04c8822) "DraftTarget" spelling has no mapping in this copy: follow the code.
+# - TorchLlmArgs.cuda_graph_config: default_factory CudaGraphConfig, whose validator makes
+#   max_batch_size 128 when none is given; a batch above it runs without a graph (cuda_graph_runner
+#   _get_padded_batch returns 0 when new_batch_size > max_supported_batch_size). With a
+#   draft_len_schedule, validate_speculative_config turns enable_padding on and merges the schedule's
+#   keys <= max_batch_size into batch_sizes (DecodeCudaGraphConfig._merge_schedule_keys).
+#   disable_overlap_scheduler defaults to False (the trtllm engine profile's overlap) and is not written;
+#   BaseLlmArgs.max_batch_size defaults to 2048; KvCacheConfig.free_gpu_memory_fraction to 0.9 of the
+#   memory free after the weights (trtllm-serve --kv_cache_free_gpu_memory_fraction, same default).
+# - trtllm-serve takes the file with --extra_llm_api_options (tensorrt_llm/commands/serve.py @
+#   4c05a74891e4df8066f08ed4ce14b0972abe4e25; newer CLIs also accept --config as an alias) and reads it
+#   with yaml.safe_load (integer keys stay integers).
+# get_draft_len_for_batch_size (_torch/speculative/utils.py @ 011d093, and the newest index copy): the
+# first key >= batch, above every key 0; keep_drafter_warm / min_runtime_draft_len per mode: 2026 unit
+# tests in the index (Eagle3 and MTP-Eagle warm at 0, Draft_Target floored at 1).
 DECODING_TYPES = {"ngram": "NGram", "draft-model": "Draft_Target", "eagle3": "Eagle3", "eagle3-tree": "Eagle3",
                   "mtp": "MTP"}
 
@@ -115,6 +143,44 @@ def trtllm_speculative_config(plan: ServingPlan) -> tuple[dict, list[str]]:
     return cfg, notes
 
 
+# TorchLlmArgs defaults (llm_args.py @ 0004396, see above): CUDA graphs up to batch 128, at most 2048 requests.
+CUDA_GRAPH_MAX_BATCH = 128
+MAX_BATCH = 2048
+
+
+def _largest_batch(plan: ServingPlan) -> int:
+    """The most sequences the plan runs in one step: the planner's rows (what each batch size holds,
+    runs_at_batch, 0 where nothing fits), else a hand-made schedule's last listed batch."""
+    held = [min(row[0], row[4]) if len(row) > 4 else row[0] for row in plan.per_batch]
+    held = [n for n in held if n > 0]
+    if held:
+        return int(max(held))
+    listed = [b for b, _ in plan.schedule if b < OPEN_END_BATCH]
+    return int(max(listed)) if listed else 1
+
+
+def launch_options(plan: ServingPlan) -> tuple[dict, list[str]]:
+    """Top-level LLM API options beside speculative_config that the plan's pricing needs, and notes:
+    CUDA graphs up to the largest batch planned (the trtllm engine profile prices every decode step
+    as a graph replay, layer_launches 0; TensorRT-LLM captures none above batch 128 by default), and
+    max_batch_size above TensorRT-LLM's 2048."""
+    largest, options, notes = _largest_batch(plan), {}, []
+    if largest > CUDA_GRAPH_MAX_BATCH:
+        options["cuda_graph_config"] = {"max_batch_size": largest}
+        notes.append(f"cuda_graph_config.max_batch_size = {largest}, the largest batch planned: TensorRT-LLM captures "
+                     f"decode CUDA graphs up to batch {CUDA_GRAPH_MAX_BATCH} by default and runs larger batches without "
+                     "one, while the plan prices every step as a graph replay; each graph costs some GPU memory, which "
+                     "speedplan's memory model leaves out.")
+    if largest > MAX_BATCH:
+        options["max_batch_size"] = largest
+        notes.append(f"max_batch_size = {largest}: TensorRT-LLM schedules at most {MAX_BATCH} requests by default.")
+    if any(len(row) > 4 and row[4] < row[0] for row in plan.per_batch):
+        notes.append("speedplan's memory model gives weights and KV cache 90% of the GPU (vLLM's gpu_memory_utilization); "
+                     "TensorRT-LLM's kv_cache_config.free_gpu_memory_fraction (0.9) is a share of the memory left after "
+                     "the weights, so this launch may hold more sequences than the rows above where fewer run.")
+    return options, notes
+
+
 def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
     notes = []
     if "draft_len_schedule" in cfg:
@@ -170,9 +236,10 @@ def render(plan: ServingPlan) -> dict[str, str]:
         expressed = f"it cannot here (see the notes), so a fixed max_draft_len = {cfg['max_draft_len']}."
     else:
         expressed = f"one fixed setting: max_draft_len = {cfg['max_draft_len']} at every batch size."
-    top = header(plan, VERSION, expressed, notes + _notes(plan, cfg))
+    options, launch_notes = launch_options(plan)
+    top = header(plan, VERSION, expressed, notes + _notes(plan, cfg) + launch_notes)
     return {
-        "trtllm_extra_llm_api_options.yaml": top + yaml({"speculative_config": cfg}),
+        "trtllm_extra_llm_api_options.yaml": top + yaml({"speculative_config": cfg, **options}),
         "trtllm_serve.sh": "#!/bin/sh\n" + top + "# Run from the folder holding trtllm_extra_llm_api_options.yaml.\n"
         + shell(command + ["--extra_llm_api_options", "trtllm_extra_llm_api_options.yaml"]),
     }
