@@ -87,7 +87,7 @@ def test_sweep_takes_one_value_for_a_list_and_the_clis_acceptance_text():
     assert per_mech.meta["acceptance"]["eagle3"] == "user: alpha=0.7"
     ranges = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches="1-4,8", draft_lens=np.arange(0, 3))
     assert sorted(set(ranges.frame.batch)) == [1, 2, 3, 4, 8] and sorted(set(ranges.frame.draft_len)) == [0, 1, 2]
-    for bad, match in ((dict(acceptance=0.8), "got float"), (dict(contexts="4k"), "--context '4k': expected whole numbers like 4096"),
+    for bad, match in ((dict(acceptance=0.8), "got float"), (dict(contexts="4k"), r"contexts \(--context\) '4k': expected whole numbers like 4096"),
                        (dict(batches=[1.5]), "1.5 is not a whole number"), (dict(batches=[float("nan")]), "nan is not"),
                        (dict(batches=[True, 8]), "True is not"), (dict(batches="8-1"), "runs backwards")):
         with pytest.raises(SpeedplanInputError, match=match):
@@ -263,12 +263,12 @@ def test_more_wrong_arguments_are_one_line_and_leave_nothing_behind(tmp_path):
     other = speedplan.plan_engines(speedplan.sweep(batches=[1, 8], mechanisms=["eagle3"]))
     vllm = speedplan.get_engine("vllm")
     calls = {
-        "--batch: values must be in 1..65536": lambda: speedplan.sweep(batches=[10 ** 400]),
-        "--batch: expected whole numbers (a list, a range or text like '1,8'), got bytes":
+        "batches (--batch): values must be in 1..65536": lambda: speedplan.sweep(batches=[10 ** 400]),
+        "batches (--batch): expected whole numbers (a list, a range or text like '1,8'), got bytes":
             lambda: speedplan.sweep(batches=b"8"),
-        "--batch: expected whole numbers (a list, a range or text like '1,8'), got dict":
+        "batches (--batch): expected whole numbers (a list, a range or text like '1,8'), got dict":
             lambda: speedplan.sweep(batches={1: 2, 8: 1}),
-        "--min-tokens-per-user must be a finite number > 0, got True": lambda: speedplan.sweep(min_tokens_per_user=True),
+        "min_tokens_per_user (--min-tokens-per-user) must be a finite number > 0, got True": lambda: speedplan.sweep(min_tokens_per_user=True),
         "keys 'EAGLE3' and 'eagle3' name one mechanism":
             lambda: speedplan.sweep(mechanisms=["eagle3"], acceptance={"EAGLE3": "alpha=0.6", "eagle3": "alpha=0.7"}),
         "acceptance source must be text": lambda: speedplan.sweep(mechanisms=["eagle3"], acceptance=Acceptance.iid(0.7, None)),

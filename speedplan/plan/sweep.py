@@ -292,15 +292,15 @@ def sweep(
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
     hw = cost.hardware
     engine = get_engine(engine)
-    batches = axis("--batch", batches, 1, 65536)
-    draft_lens = axis("--draft-len", draft_lens, 0, MAX_DRAFT)
-    contexts = axis("--context", contexts, 1, 10_000_000)
+    batches = axis("batches (--batch)", batches, 1, 65536)
+    draft_lens = axis("draft_lens (--draft-len)", draft_lens, 0, MAX_DRAFT)
+    contexts = axis("contexts (--context)", contexts, 1, 10_000_000)
     target.check_context(contexts)
-    tree_nodes = axis("tree nodes", tree_nodes, 1, 1024)
+    tree_nodes = axis("tree_nodes (--tree-nodes)", tree_nodes, 1, 1024)
     if min_tokens_per_user is not None and not (isinstance(min_tokens_per_user, numbers.Real)
                                                 and not isinstance(min_tokens_per_user, bool)
                                                 and 0 < min_tokens_per_user < float("inf")):
-        raise SpeedplanInputError(f"--min-tokens-per-user must be a finite number > 0, got {min_tokens_per_user!r}")
+        raise SpeedplanInputError(f"min_tokens_per_user (--min-tokens-per-user) must be a finite number > 0, got {min_tokens_per_user!r}")
     if min_tokens_per_user is not None:
         min_tokens_per_user = float(min_tokens_per_user)  # np.int64(50) would be the text "50" in meta.json
 
