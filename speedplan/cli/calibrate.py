@@ -15,7 +15,8 @@ def calibrate(
     engine: str = typer.Option("vllm", help="Base engine profile (name or JSON): its values stand where the data cannot fit."),
     measurements: List[Path] = typer.Option(..., help="A file, and more after it or repeated (--measurements a.csv b.csv, or runs/*.csv): a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
                                             "tokens_per_s|speedup|verify_ms|draft_ms,acceptance_length; optional tree_nodes, "
-                                            "max_running_requests), a vllm bench serve --save-result JSON, "
+                                            "max_running_requests), a vllm bench serve --save-result JSON (its mean_tpot_ms; "
+                                            "output_throughput where it has none), "
                                             "SGLang bench_speculative.py output, or a vLLM /metrics scrape (text) giving the "
                                             "acceptance of rows of one mechanism that state none. At most 10,000 rows "
                                             "in all; above 100, 10-fold cross-validation stands for leave-one-out."),

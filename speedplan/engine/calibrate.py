@@ -374,8 +374,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
               + (f", {held_out} median {np.nanmedian(loo):.1%}" if np.isfinite(loo).any() else ""))
     rows = [{"where": m.where, "mechanism": m.mechanism, "batch": m.batch, "draft_len": m.draft_len,
              "context": m.context, "acceptance_length": m.acceptance_length if m.mechanism != "none" else 1.0,
-             "quantity": m.quantity, "measured": float(v), "predicted": float(p),
-             "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
+             "quantity": m.quantity, "field": dict(m.names).get(m.quantity, m.quantity), "measured": float(v),
+             "predicted": float(p), "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
              "setting": s.label}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
     fast = too_fast(fitted, priced)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, calibrate
+from speedplan.engine.calibration_rows import PRINTED_ROWS, read_notes, row_table  # noqa: F401 (PRINTED_ROWS: callers)
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
 from speedplan.engine.readers.measurement import MAX_ROWS, drafts_ran_short, shown
@@ -56,7 +57,7 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     unused = [] if getattr(acceptance, "users", None) else scrapes  # a scrape no row took its acceptance from
     described = f"{', '.join(Path(f).name for f in files if Path(f) not in unused)}; {setting.label}"
     result = _fit(engine, rows, setting, free, name, described)
-    result.notes += [f"{f}: not used: every run states its own acceptance length" for f in unused]
+    result.notes += [f"{f}: not used: every run states its own acceptance length" for f in unused] + read_notes(rows)
     names = sorted({n for _, n in named})
     if names:  # fine-tunes have any name: said, not refused, unless plainly another size (_check_models)
         result.notes.append(f"the files name the model {' and '.join(names)}; priced as {setting.target.name}")
@@ -251,9 +252,6 @@ def _scrape_acceptance(scrapes):
     return acceptance
 
 
-PRINTED_ROWS = 40  # rows with the largest |residual| printed, where a file holds more
-
-
 def render_calibration(result: Calibration) -> str:
     """Fitted terms, each row's residual and leave-one-out error, the terms kept and why."""
     p = result.profile
@@ -272,21 +270,7 @@ def render_calibration(result: Calibration) -> str:
     for term, why in result.not_tried.items():
         lines.append(f"  base   {term:<20} {_shown_value(term, p.terms[term].value):>10.4g} {TERMS[term].unit}  "
                      + (f"({why})" if "never fitted" in why else f"({why}; not tried unless named in --fit)"))
-    lines.append("  row                                  quantity      measured   predicted  residual  "
-                 + ("leave-one-out" if result.held_out == "leave-one-out" else f"{FOLDS}-fold"))
-    contexts = {r["context"] for r in result.rows}
-    shown_rows = result.rows
-    if len(result.rows) > PRINTED_ROWS:  # the worst ones; every row is in the profile's fit.rows
-        worst = sorted(range(len(result.rows)), key=lambda i: -abs(result.rows[i]["residual"]))[:PRINTED_ROWS]
-        shown_rows = [result.rows[i] for i in sorted(worst)]
-    for r in shown_rows:
-        loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
-        label = f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" + (f" ctx={r['context']}" if len(contexts) > 1 else "")
-        lines.append(f"  {label:<36} {r['quantity']:<12} {r['measured']:>10.4g} {r['predicted']:>11.4g} "
-                     f"{r['residual']:>+9.1%}  {loo}")
-    if len(shown_rows) < len(result.rows):
-        lines.append(f"  ({len(result.rows) - len(shown_rows):,} more rows, each |residual| below those above: every "
-                     "row's residual is in the profile's fit.rows)")
+    lines += row_table(result.rows, "leave-one-out" if result.held_out == "leave-one-out" else f"{FOLDS}-fold")
     fast = np.flatnonzero(result.too_fast) if result.too_fast is not None else []
     if len(fast):
         settings = sorted({result.rows[i]["setting"] for i in fast})

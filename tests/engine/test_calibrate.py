@@ -168,8 +168,8 @@ def test_cli_writes_a_profile_sweep_can_use(tmp_path):
     assert f"{len(fit['fitted'])} of {len(profile['terms'])} terms fitted to {len(rows)} rows" in s.output
     assert earlier and f"{', '.join(earlier)} fitted earlier (base vllm" in s.output
     # every output file names the engine profile that priced it
-    assert set(pd.read_csv(rep / "sweep.csv")["engine"]) == {"mine"}
-    assert set(pd.read_csv(rep / "sensitivity.csv")["engine"]) == {"mine"}
+    assert set(pd.read_csv(rep / "sweep.csv")["engine"]) == {f"mine (file {out})"}  # a file-read profile: its path
+    assert set(pd.read_csv(rep / "sensitivity.csv")["engine"]) == {f"mine (file {out})"}
     recs = json.loads((rep / "recommendations.json").read_text())
     assert {r["engine_profile"] for r in recs["per_batch"]} == {f"mine (file {out})"}  # a file-read profile: its path
     assert "mine" in (rep / "report.html").read_text() and "mine" in (rep / "vllm_serve.sh").read_text()

@@ -18,8 +18,8 @@ def test_vllm_bench_result_with_metadata(tmp_path):
     f = tmp_path / "run.json"
     f.write_text(json.dumps(VLLM_RUN))
     (m,) = read_measurements(f)
-    assert (m.mechanism, m.batch, m.draft_len, m.context, m.quantity) == ("eagle3", 16, 3, 1500, "tokens_per_s")
-    assert m.value == 2210.5 and m.acceptance_length == 2.71
+    assert (m.mechanism, m.batch, m.draft_len, m.context, m.quantity) == ("eagle3", 16, 3, 1500, "tpot_ms")
+    assert m.value == 6.9 and m.acceptance_length == 2.71  # mean_tpot_ms; output_throughput only without it
 
 
 def test_vllm_appended_results_are_json_lines(tmp_path):

@@ -2,7 +2,9 @@
 field names checked in the engines' own sources):
 
 - vLLM `vllm/benchmarks/serve.py` (v0.33.0, commit 4ba787ec9): `max_concurrency` and
-  `num_prompts` (the batch: at most that many requests run at once), `output_throughput`
+  `num_prompts` (the batch: at most that many requests run at once), `mean_tpot_ms` (each
+  completed request's (e2e latency - TTFT) / (output tokens - 1), averaged over those with more
+  than one output token; 0 where none had: `calculate_metrics`, commit 009e6d4a1cd6), `output_throughput`
   (aggregate output tokens/s of the completed requests over the run), `completed`, `failed`,
   `total_input_tokens` and `total_output_tokens` (the mean context), and the server's
   speculative counters over the run: `spec_decode_acceptance_length` (1 + accepted / drafts),
@@ -19,6 +21,7 @@ field names checked in the engines' own sources):
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, Measurement, drafts_ran_short,
@@ -81,15 +84,64 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
                                           "file has no spec_decode_acceptance_length; give --metadata "
                                           "acceptance_length=AL, or a /metrics scrape of that server beside it")
         context, context_field = _vllm_context(run, where)
-        out.append(Measurement(
-            mechanism=mech, batch=batch, draft_len=draft_len, context=context,
-            quantity="tokens_per_s", value=number_field(run, "output_throughput", where),
+        quantity, value, value_field = vllm_decode(run, where)
+        m = Measurement(
+            mechanism=mech, batch=batch, draft_len=draft_len, context=context, quantity=quantity, value=value,
             acceptance_length=al if mech != "none" else None, where=where,
             max_running=number_field(run, "max_running_requests", where, True, required=False),
             tree_nodes=tree_nodes, model=run["model_id"] if isinstance(run.get("model_id"), str) else None,
-            names=(("batch", batch_field), ("tokens_per_s", "output_throughput"), ("acceptance_length", al_field),
-                   ("context", context_field))))
+            names=(("batch", batch_field), (quantity, value_field), ("acceptance_length", al_field),
+                   ("context", context_field)))
+        said = None if run.get("context") is not None else CONTEXT_SAID[
+            "total_input_tokens" if context_field == "total_input_tokens" else "default"]
+        out.append(replace(m, notes=tuple(n for n in (said, throughput_note(run, m)) if n)))
     return out
+
+
+def vllm_decode(run: dict, where: str) -> tuple[str, float, str]:
+    """What a run measured of decoding, as (quantity, value, field): `mean_tpot_ms` as a tpot_ms
+    row where the file has it (decode alone: a request's steps at the batch held, each AL tokens,
+    without its TTFT), else `output_throughput` as a tokens_per_s row (the whole run: prefill,
+    queueing and the ramp-down where fewer than max_concurrency requests ran count in it)."""
+    if run.get("mean_tpot_ms") is None:  # written only with a tokenizer and tpot in --percentile-metrics
+        return "tokens_per_s", number_field(run, "output_throughput", where), "output_throughput"
+    tpot = number_field(run, "mean_tpot_ms", where)
+    if tpot == 0:  # np.mean(tpots or 0): no request had a second token
+        raise SpeedplanInputError(f"{where}: field 'mean_tpot_ms' is 0: vLLM writes 0 where no request produced "
+                                  "more than one output token, so the run timed no decode step; rerun with "
+                                  "--random-output-len (or --output-len) of 128 or more")
+    if tpot < 0:
+        raise SpeedplanInputError(f"{where}: field 'mean_tpot_ms' must be a positive number of milliseconds, "
+                                  f"got {shown(run['mean_tpot_ms'])}")
+    return "tpot_ms", tpot, "mean_tpot_ms"
+
+
+# output_throughput further than this factor from what the run's batch emits at its mean_tpot_ms
+# (running x 1000 / mean_tpot_ms): a note, not a refusal. Prefill, queueing and the ramp-down
+# lower output_throughput; a few percent is usual with long outputs, 0.7x with short ones.
+THROUGHPUT_SPREAD = 1.5
+
+
+
+def throughput_note(run: dict, m: Measurement) -> str | None:
+    """A note where the tpot_ms row `m` of `run` and its output_throughput are more than
+    THROUGHPUT_SPREAD apart as tokens/s (the R = m.running() requests of a step each emitting
+    1000 / mean_tpot_ms a second); None where they agree or the row is not a TPOT."""
+    thr = run.get("output_throughput")
+    if m.quantity != "tpot_ms" or isinstance(thr, bool) or not isinstance(thr, (int, float)) or not thr > 0:
+        return None
+    running = m.running()
+    implied = running * 1000.0 / m.value
+    ratio = thr / implied
+    if 1 / THROUGHPUT_SPREAD <= ratio <= THROUGHPUT_SPREAD:
+        return None
+    head = (f"output_throughput {thr:.4g} tokens/s is {ratio:.2f}x the {implied:.4g} that {running} "
+            f"requests emit at mean_tpot_ms {m.value:.4g}")
+    if ratio > 1:
+        return head + ": more than they can; check that mean_tpot_ms is this run's, in ms (the row is fitted to it)"
+    return (head + ": much of the run was prefill, queueing or ramp-down, which the row (mean_tpot_ms) leaves out"
+            + (f"; if the server's --max-num-seqs was below {running}, give --metadata max_running_requests=N"
+               if m.max_running is None else ""))
 
 
 # vLLM's own names for what the metadata gives (SpeculativeConfig: method, num_speculative_tokens)
@@ -155,8 +207,9 @@ def _check_completed(run: dict, where: str) -> None:
     failed = number_field(run, "failed", where, True, required=False) or 0
     done = number_field(run, "completed", where, True, required=False) or 0
     if failed > FAILED_SHARE * max(failed + done, 1):
-        raise SpeedplanInputError(f"{where}: {failed} of {failed + done} requests failed ('failed'); "
-                                  "output_throughput counts only the completed ones' tokens: rerun without failures")
+        raise SpeedplanInputError(f"{where}: {failed} of {failed + done} requests failed ('failed'); a failed request "
+                                  "leaves the batch short of max_concurrency, and output_throughput and mean_tpot_ms "
+                                  "count only the completed ones: rerun without failures")
 
 
 def _check_draft_length(draft_tokens: float | None, drafts: float, draft_len: int, where: str) -> None:
@@ -180,6 +233,17 @@ def _check_draft_length(draft_tokens: float | None, drafts: float, draft_len: in
                                   f"('spec_decode_draft_tokens' / 'spec_decode_num_drafts') against draft_len "
                                   f"{draft_len}: its draft length varied (a per-batch-size schedule), so this run "
                                   "is not one draft length; measure with a fixed num_speculative_tokens")
+
+
+# What a row's note says where the file did not state the context (calibrate prints it, once per file).
+CONTEXT_SAID = {
+    "total_input_tokens": "context is the run's mean prompt + half its mean output (total_input_tokens, "
+                          "total_output_tokens, completed): --metadata context=L sets it",
+    "default": f"no context and no token totals: priced at {DEFAULT_CONTEXT} tokens of context; "
+               "--metadata context=L sets it",
+    "completion_tokens": "context is bench_speculative.py's {prompt}-token mean prompt + half the line's "
+                         "completion_tokens ({output} without it); a context field sets it",
+}
 
 
 def _vllm_context(run: dict, where: str) -> tuple[int, str]:
@@ -257,7 +321,10 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
             max_running=number_field(rec, "batch_size", where, True),
             names=(("batch", "batch_size"), ("max_running_requests", "batch_size"), ("draft_len", "steps"),
                    ("step_ms", "step_time"), ("acceptance_length", "acc_length"), ("tree_nodes", "num_draft_tokens"),
-                   ("context", context_field))))
+                   ("context", context_field)),
+            notes=(CONTEXT_SAID["completion_tokens"].format(prompt=BENCH_SPECULATIVE_PROMPT_TOKENS,
+                                                           output=BENCH_SPECULATIVE_OUTPUT_TOKENS),)
+            if context_field == "completion_tokens" else ()))
     return out
 
 

@@ -75,6 +75,7 @@ class Measurement:
     # the file's own names for fields, where it is not a CSV: (("batch", "max_concurrency"), ...)
     names: tuple[tuple[str, str], ...] = ()
     model: str | None = None  # the model the file names (a vllm bench serve result's model_id), if any
+    notes: tuple[str, ...] = ()  # how the reader read it where the file did not say (a derived context), printed
 
     def running(self, spec_cap: float = 0.0, speculative: bool | None = None) -> int:
         """Requests one step of this run ran: min(batch, cap), the cap the row states

@@ -1,0 +1,68 @@
+"""The rows of `speedplan calibrate` as printed: the table of each row's measurement, prediction and
+held-out error, and the notes on how rows were read from benchmark files (a context derived from
+the run's token counts, a vLLM run whose output_throughput and mean_tpot_ms disagree)."""
+
+from __future__ import annotations
+
+from speedplan.engine.readers.measurement import Measurement
+
+PRINTED_ROWS = 40  # rows with the largest |residual| printed, where a file holds more
+# The row column's width, wider where a mechanism's name needs it: the quantity then starts at
+# column 39, as the held-out rows benchmarks/fit_engine_profiles.py prints below the table.
+LABEL = 27
+
+
+def row_table(rows: list[dict], held_out: str) -> list[str]:
+    """One line per row (`Calibration.rows`; above PRINTED_ROWS the worst by |residual|): its
+    configuration, context (tokens), quantity, the file's field it was read from (where some
+    row's file names it otherwise: mean_tpot_ms, output_throughput, step_time), measured,
+    predicted, residual and held-out error."""
+    shown = rows
+    if len(rows) > PRINTED_ROWS:  # the worst ones; every row is in the profile's fit.rows
+        worst = sorted(range(len(rows)), key=lambda i: -abs(rows[i]["residual"]))[:PRINTED_ROWS]
+        shown = [rows[i] for i in sorted(worst)]
+    labels = [f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" for r in shown]
+    fields = [r.get("field") or r["quantity"] for r in shown]
+    named = any(f != r["quantity"] for f, r in zip(fields, shown))  # a file's own name: say which field
+    width = max([LABEL, *map(len, labels)])
+    field_width = max(len("read from"), *map(len, fields))
+    lines = [f"  {'row':<{width}} {'context':>7}  {'quantity':<12}" + (f"  {'read from':<{field_width}}" if named else "")
+             + f" {'measured':>10} {'predicted':>11} {'residual':>9}  {held_out}"]
+    for r, label, field in zip(shown, labels, fields):
+        loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
+        lines.append(f"  {label:<{width}} {r['context']:>7}  {r['quantity']:<12}"
+                     + (f"  {field:<{field_width}}" if named else "")
+                     + f" {r['measured']:>10.4g} {r['predicted']:>11.4g} {r['residual']:>+9.1%}  {loo}".rstrip())
+    if len(shown) < len(rows):
+        lines.append(f"  ({len(rows) - len(shown):,} more rows, each |residual| below those above: every "
+                     "row's residual is in the profile's fit.rows)")
+    return lines
+
+
+def read_notes(rows: list[Measurement]) -> list[str]:
+    """The readers' notes on rows of benchmark files (`Measurement.notes`: where a context came from
+    when the file did not state it, a vLLM run whose output_throughput disagrees with its
+    mean_tpot_ms), each said once per file with the runs or lines it holds for ("PATH runs 1-6: ...")."""
+    said: dict[tuple[str, str], list[str]] = {}  # (file, note) -> the runs or lines it was said of
+    for m in rows:
+        path, _, tag = m.where.rpartition(":")  # PATH:run I (vLLM), PATH:I (SGLang lines)
+        for note in m.notes:
+            said.setdefault((path or m.where, note), []).append(tag)
+    out = []
+    for (path, note), tags in said.items():
+        word = "run" if all(t.startswith("run ") for t in tags) else "line"
+        numbers = [t.removeprefix("run ") for t in tags]
+        out.append(f"{path} {word}{'s' if len(set(numbers)) > 1 else ''} {_spans(numbers)}: {note}")
+    return out
+
+
+def _spans(numbers: list[str]) -> str:
+    """"1-3, 5" for runs or lines 1, 2, 3 and 5."""
+    values = sorted({int(n) for n in numbers if n.isdigit()})
+    spans: list[list[int]] = []
+    for v in values:
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
