@@ -304,3 +304,13 @@ def test_an_empty_name_is_refused_by_the_library_as_by_the_command(tmp_path, nam
         assert "\n" not in str(e.value)
     assert calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [str(runs)], free=["host_step_us"]).profile.name \
         == "vllm-calibrated"
+
+
+@pytest.mark.parametrize("draft_len", [0, 3])
+def test_an_unknown_mechanism_is_named_whatever_its_draft_length(tmp_path, draft_len):
+    """With draft_len 0 the row was refused for its draft length ("is 0 for mechanism 'foo'")."""
+    f = tmp_path / "runs.csv"
+    f.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\nnone,1,0,1024,7.5,\n"
+                 f"foo,1,{draft_len},1024,5,{2 if draft_len else ''}\n")
+    with pytest.raises(SpeedplanInputError, match=r":3: field 'mechanism': unknown mechanism 'foo'; use none or one of"):
+        read_measurements(f)

@@ -113,6 +113,13 @@ class Measurement:
                 raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be a number, got {shown(value)}")
             object.__setattr__(self, attr, float(value))
         speculative = self.mechanism != "none"
+        if speculative:  # a name no mechanism has, before the draft length it would be checked against
+            from speedplan.plan.mechanisms import MECHANISMS
+
+            name = str(self.mechanism).split(":")[0].strip().lower()
+            if name not in MECHANISMS:
+                raise SpeedplanInputError(f"{self.where}: field {self._f('mechanism')}: unknown mechanism "
+                                          f"{self.mechanism!r}; use none or one of {', '.join(MECHANISMS)}")
         if self.quantity not in QUANTITIES:
             raise SpeedplanInputError(f"{self.where}: quantity must be one of {', '.join(QUANTITIES)}")
         if not (math.isfinite(self.value) and self.value > 0):
