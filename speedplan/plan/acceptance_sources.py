@@ -117,8 +117,24 @@ def parse_acceptance(spec: str) -> Acceptance:
 def _from_al(text: str, spec: str) -> Acceptance:
     """`al=A@D`: a chain's acceptance length A (tokens per step, the bonus token counted: what
     SGLang logs as accept len and vLLM reports as mean acceptance length) measured at draft
-    length D, as the i.i.d. alpha whose chain of D gives it (`fit_iid_alpha`)."""
-    match = _AL.fullmatch(text.partition("=")[2].strip())  # int() and float() also take "1_0" and other digits
+    length D, as the i.i.d. alpha whose chain of D gives it (`fit_iid_alpha`). `al=A@D,match=M`
+    (n-gram): A over the steps that drafted (vLLM's acceptance length counts drafts only), M the
+    share of steps that drafted at all."""
+    body, _, rest = text.partition("=")[2].strip().partition(",")
+    share = 1.0
+    if rest:
+        key, _, number = rest.partition("=")
+        try:
+            values = _numbers(f"match={number}") if key.strip() == "match" else {}
+        except SpeedplanInputError:
+            values = {}
+        if len(values.get("match", [])) != 1:
+            raise SpeedplanInputError(f"--acceptance {spec!r}: after al=A@D only ,match=M (the share of steps that "
+                                      "drafted, n-gram) is read")
+        share = values["match"][0]
+        if not 0.0 < share <= 1.0:
+            raise SpeedplanInputError(f"--acceptance {spec!r}: match must be in (0, 1], got {share:g}")
+    match = _AL.fullmatch(body)  # int() and float() also take "1_0" and other digits
     al, draft_len = (float(match.group(1)), int(match.group(2))) if match else (float("nan"), 0)
     if not np.isfinite(al) or draft_len < 1:
         raise SpeedplanInputError(f"--acceptance {spec!r}: expected al=A@D, an acceptance length A measured at draft "
@@ -130,6 +146,9 @@ def _from_al(text: str, spec: str) -> Acceptance:
                                   f"[1, {1 + draft_len}) (it counts the bonus token; {1 + draft_len} would be every "
                                   f"draft accepted, no rate below 1), got {al:g}")
     alpha = fit_iid_alpha(al, draft_len)
+    if rest:
+        return Acceptance.iid(alpha, f"user: al={al:g} at D={draft_len} over the steps that drafted, match={share:g} "
+                                     f"(i.i.d. alpha {alpha:.3f})", share)
     return Acceptance.iid(alpha, f"user: al={al:g} at D={draft_len} (i.i.d. alpha {alpha:.3f})")
 
 

@@ -228,8 +228,22 @@ def test_an_acceptance_length_at_a_draft_length_reads_as_the_iid_rate_that_gives
     ("al=3.2@1_0", "expected al=A@D"),  # int() reads 1_0 as 10
     ("al=3.2@+4", "expected al=A@D"),
     ("al=3.2@\u0664", "expected al=A@D"),  # an Arabic-Indic four
-    ("al=3.2@4,match=0.5", "expected al=A@D"),
+    ("al=3.2@4,match=1.5", "match must be in (0, 1], got 1.5"),
+    ("al=3.2@4,match=0", "match must be in (0, 1], got 0"),
+    ("al=3.2@4,match=x", "after al=A@D only ,match=M"),
+    ("al=3.2@4,match=0.4,0.3", "after al=A@D only ,match=M"),
+    ("al=3.2@4,alpha=0.5", "after al=A@D only ,match=M"),
 ])
 def test_acceptance_length_forms_that_cannot_be_read_are_refused(text, words):
     with pytest.raises(SpeedplanInputError, match=re.escape(words)):
         parse_acceptance(text)
+
+
+def test_an_ngram_acceptance_length_takes_its_match_rate():
+    """al=A@D,match=M: A over the steps that drafted (vLLM's acceptance length counts drafts only),
+    M the share of steps that drafted; a step without a match verifies one token."""
+    acc = parse_acceptance_options(["ngram:al=2.2@4,match=0.5"], ("ngram",))["ngram"]
+    plain = parse_acceptance("al=2.2@4")
+    assert acc.positions == plain.positions and acc.match == 0.5 and plain.match == 1.0
+    assert al_iid(acc.positions[0], 4) == pytest.approx(2.2, abs=1e-6)
+    assert "over the steps that drafted, match=0.5" in acc.source
