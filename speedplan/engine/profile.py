@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from speedplan.engine.memory_rule import DEFAULT_MEMORY, MemoryRule, memory_rule
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import read_json
 
@@ -154,6 +155,7 @@ class EngineProfile:
     origin: str = ""  # the file it was read from
     fit: dict = field(default_factory=dict)
     fit_order: tuple[str, ...] = ()  # terms calibration tries first for this engine (default: calibrate.FIT_ORDER)
+    memory: MemoryRule = DEFAULT_MEMORY  # how much of a GPU weights + KV cache may use (memory_rule.py)
 
     def __post_init__(self) -> None:
         if (not isinstance(self.name, str) or not self.name.strip() or len(self.name) > 200
@@ -289,12 +291,12 @@ class EngineProfile:
         return {"engine": self.name, "engine_family": self.engine, "engine_label": self.label(),
                 "engine_source": self.origin, "engine_fit": self.provenance(),
                 "engine_spec_max_running": self.terms["spec_max_running"].value,
-                "engine_fitted_batches": list(self.fitted_batches() or [])}
+                "engine_fitted_batches": list(self.fitted_batches() or []), "engine_memory": self.memory.to_json()}
 
     def prices_like(self, other: "EngineProfile") -> bool:
-        """Whether two profiles price alike and are labelled alike (name, file, every term's value)."""
+        """Whether two profiles price alike and are labelled alike (name, file, every term's value, memory rule)."""
         return (self.name == other.name and self.origin == other.origin and self.values() == other.values()
-                and self.provenance() == other.provenance())
+                and self.provenance() == other.provenance() and self.memory == other.memory)
 
     def label(self) -> str:
         """What every output says priced it, e.g. "engine profile vllm (vLLM V1, 2025-2026 releases)"."""
@@ -308,6 +310,7 @@ class EngineProfile:
             "terms": {n: {"value": t.value, "unit": TERMS[n].unit, "meaning": TERMS[n].meaning, "source": t.source}
                       for n, t in self.terms.items()},
             **({"fit_order": list(self.fit_order)} if self.fit_order else {}),
+            **({"memory": self.memory.to_json()} if self.memory != DEFAULT_MEMORY else {}),
             **({"fit": self.fit} if self.fit else {}),
         }
 
@@ -337,9 +340,10 @@ def engine_from_json(data, where: str) -> EngineProfile:
     if not isinstance(order, list) or any(not isinstance(t, str) or t not in TERMS for t in order) or len(
             set(order)) < len(order):
         raise SpeedplanInputError(f"{where}: 'fit_order' must list terms of {', '.join(TERMS)}, each once")
+    memory = memory_rule(data.get("memory"), where)
     try:
         return EngineProfile(str(data["name"]), str(data["engine"]), str(data["version"]),
-                             str(data.get("description", "")), terms, where, fit, tuple(order))
+                             str(data.get("description", "")), terms, where, fit, tuple(order), memory)
     except SpeedplanInputError as e:
         raise SpeedplanInputError(f"{where}: {e}") from None
 

@@ -5,9 +5,11 @@ a (batch, context) cell where plain decoding alone fits, a setting of that launc
 scheduler then runs the most sequences that fit and the others wait (vLLM's and SGLang's block
 managers, TensorRT-LLM's KV cache manager admit requests while KV cache lasts). `Capacity`
 answers, from the sweep's own memory model (`plan.memory.memory_bytes`, affine in the
-sequences held: weights plus bytes per sequence) and within the usable share of device memory:
+sequences held: weights plus bytes per sequence) and within the memory the engine profile's
+memory rule leaves usable (`engine.memory_rule.usable_bytes`; for a rule on the memory free after
+the weights, the weights are memory(0): target and drafter):
 
-    n = floor((usable − memory(0)) / (memory(1) − memory(0))),  at most B − 1
+    n = floor((usable(memory(0)) − memory(0)) / (memory(1) − memory(0))),  at most B − 1
 
 and prices that setting at n sequences through the engine profile that priced the sweep, the
 same step model as every row of the frame. Plain decoding in such a launch (D = 0, the drafter
@@ -24,20 +26,23 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from speedplan.plan.memory import memory_bytes, usable_bytes
+from speedplan.engine.memory_rule import usable_bytes
+from speedplan.plan.memory import memory_bytes
 from speedplan.plan.pricing import engine_rows, price_grid
 from speedplan.plan.zero_draft import ZeroDraft
 
 
 class Capacity:
     """The most sequences each setting of a launch holds at a context, and its tokens/s/GPU
-    there, for one sweep priced through one engine profile (`result.engine`)."""
+    there, for one sweep priced through one engine profile (`result.engine`), whose memory rule
+    says how much of the GPU a launch may hold (each engine's plan has its own: `engine_plan`
+    builds one per engine pricing)."""
 
     def __init__(self, result, kernels: dict | None = None):
         self.result = result
         self.pricings, hw, self.target, self.tp, self.cost = result.pricing
         self.hardware = hw.name
-        self.usable = usable_bytes(hw)  # bytes per GPU
+        self.device = hw.memory_bytes  # bytes per GPU
         self.kernels = {} if kernels is None else kernels
 
     def _mechanism(self, label: str):
@@ -45,22 +50,26 @@ class Capacity:
 
     def most_sequences(self, label: str, draft_len: int, verify_tokens: int, batch, context) -> np.ndarray:
         """Per (batch, context): the most sequences below `batch` that setting (label, D, verify
-        width) holds at that context (0: none)."""
+        width; label "none": plain decoding without a drafter) holds at that context (0: none)."""
         mech = self._mechanism(label)
         batch, context = np.asarray(batch, dtype=float), np.asarray(context, dtype=float)
-        if mech is None:
+        if mech is None and label != "none":
             return np.zeros(len(batch), dtype=int)
-        D, N = _draft_and_nodes(mech, np.full(len(batch), draft_len), np.full(len(batch), verify_tokens))
+        if mech is None:
+            D, N = np.zeros(len(batch), dtype=int), np.ones(len(batch), dtype=int)
+        else:
+            D, N = _draft_and_nodes(mech, np.full(len(batch), draft_len), np.full(len(batch), verify_tokens))
         engine = self.result.engine
 
         def held(n):  # the step that holds n sequences runs R(n) of them (an engine's speculative cap)
-            return memory_bytes(mech, self.target, engine.running(n, True), D, context, N, self.tp)
+            return memory_bytes(mech, self.target, engine.running(n, mech is not None), D, context, N, self.tp)
 
         base = held(np.zeros(len(batch)))
         per_seq = held(np.ones(len(batch))) - base
-        n = np.floor((self.usable - base) / np.where(per_seq > 0, per_seq, np.inf))
+        usable = usable_bytes(engine.memory, self.device, base)  # bytes per GPU; base: the launch's weights
+        n = np.floor((usable - base) / np.where(per_seq > 0, per_seq, np.inf))
         n = np.clip(np.nan_to_num(n, posinf=0.0), 0, batch - 1)
-        n = np.where(held(n) <= self.usable, n, np.maximum(n - 1, 0))  # rounding at the boundary
+        n = np.where(held(n) <= usable, n, np.maximum(n - 1, 0))  # rounding at the boundary
         return n.astype(int)
 
     def throughput(self, label: str, draft_len, verify_tokens, running, context) -> np.ndarray:
@@ -78,8 +87,11 @@ class Capacity:
         sequences in flight (`runs`: whether the engine runs the drafter at D = 0)."""
         n, context = np.asarray(running, dtype=float), np.asarray(context, dtype=float)
         zero = ZeroDraft(self.result, pd.MultiIndex.from_arrays([n, context]), self.kernels).throughput(label, runs)
-        if zero is not None:
-            return zero
+        return zero if zero is not None else self.plain_alone(n, context)
+
+    def plain_alone(self, running, context) -> np.ndarray:
+        """tokens/s/GPU of plain decoding without a drafter, `running` sequences in flight."""
+        n, context = np.asarray(running, dtype=float), np.asarray(context, dtype=float)
         return self._tokens_per_s(None, {"draft_len": np.zeros(len(n), int), "nodes": np.ones(len(n), int),
                                          "batch": n, "context": context}, cache_as="none")
 

@@ -37,7 +37,9 @@ of the whole sweep, whatever engine could run it, under the same engine profile.
 
 Each engine's plan is priced through its own engine profile (`engine_pricing`): the sweep's
 `--engine` prices the engine it describes, and the others are the same kernels repriced through
-their shipped profiles (`plan.sweep.reprice`), so the SGLang plan pays SGLang's host work.
+their shipped profiles (`plan.sweep.reprice`), so the SGLang plan pays SGLang's host work,
+and holds what SGLang's memory rule lets it hold (`engine.memory_rule`): where a cell the sweep
+serves holds fewer sequences under an engine's rule, that engine runs the most that fit there.
 
 Worked example of "first-max" (batches 1, 8, 64; D ≤ 8): for D_1 = 6, B = 8 takes its best of
 D ∈ {0..6} and B = 64 its best of D ∈ {0..6}; J(D_1 = 6) = S[6, 1] + best_8 + best_64; the plan is
@@ -46,6 +48,7 @@ the D_1 with the largest J.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -222,7 +225,9 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
             serving_weights(frame[plain][["batch", "context"]].drop_duplicates(), batch_weights)
         return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame(), _profile_text(result.meta),
                               profile_name=engine_profile_name(result.meta)) for n in names}
-    weights = serving_weights(servable, batch_weights)  # memory feasibility does not depend on the engine
+    # the cells the sweep's own profile serves; an engine whose memory rule holds fewer sequences there runs
+    # the most that fit (_plain_held, capacity.Capacity)
+    weights = serving_weights(servable, batch_weights)
     kernels: dict = {}  # forwards of D = 0 steps, shared by the engines (zero_draft.ZeroDraft)
     return {name: _plan_one(name, engine, engine_pricing(result, name), weights, kernels)
             for name, engine in modules.items()}
@@ -233,11 +238,11 @@ def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | Non
     from speedplan.plan.mechanisms import TREE_MECHANISMS
 
     frame, meta = result.frame, result.meta
-    table = PlanTable(frame, weights)
+    capacity = Capacity(result, kernels)  # how many sequences a launch holds where it holds fewer than offered
+    table = _plain_held(PlanTable(frame, weights), capacity)
     labels = [m for m in dict.fromkeys(frame["mechanism"]) if m != "none"]
     runnable = _runnable(engine, labels, meta)
     zero = ZeroDraft(result, table.cells, kernels)  # D = 0 in a launch that loads a drafter (zero_draft.py)
-    capacity = Capacity(result, kernels)  # how many sequences a launch holds where it holds fewer than offered
     views = {label: table.with_drafter(label, zero.throughput(label, support.drafter_runs_at_zero), capacity,
                                        support.drafter_runs_at_zero)
              for label, support in runnable.items()}
@@ -266,6 +271,26 @@ def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | Non
     return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta),
                       spec_max_running=float(meta.get("engine_spec_max_running") or 0),
                       drafter_kept_warm=zero.kept_warm.get(label, False), profile_name=engine_profile_name(meta))
+
+
+def _plain_held(table: PlanTable, capacity: Capacity) -> PlanTable:
+    """The table with plain decoding (no drafter) at the cells where this engine's memory rule holds
+    fewer sequences than offered (cells planned because the sweep's own profile, with a roomier rule,
+    serves them): the most that fit, priced at that many, as the engine's scheduler runs them (the
+    rest wait); NaN where none fit."""
+    short = np.flatnonzero(~np.isfinite(table.plain))
+    if not len(short):
+        return table
+    batch = table.cells.get_level_values(0).to_numpy(dtype=float)
+    context = table.cells.get_level_values(1).to_numpy(dtype=float)
+    held = capacity.most_sequences("none", 0, 1, batch[short], context[short])
+    at, held = short[held >= 1], held[held >= 1]
+    plain, runs = table.plain.copy(), np.where(np.isfinite(table.plain), batch, np.nan)
+    if len(at):
+        plain[at], runs[at] = capacity.plain_alone(held, context[at]), held
+    out = copy.copy(table)
+    out.rows, out.plain, out.runs_at_key = {**table.rows, OFF_KEY: plain}, plain, {**table.runs_at_key, OFF_KEY: runs}
+    return out
 
 
 def _rows(table: PlanTable, frame: pd.DataFrame, picks: list, reach: dict, plain: np.ndarray) -> pd.DataFrame:

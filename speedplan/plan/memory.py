@@ -1,21 +1,15 @@
 """What a step of the sweep holds in GPU memory (bytes on the busiest GPU): the feasibility
-test of every row (`plan.sweep`) and how many sequences a launch holds (`plan.capacity`)."""
+test of every row (`plan.pricing`) and how many sequences a launch holds (`plan.capacity`).
+How much of the GPU a step may hold is the engine profile's memory rule
+(`engine.memory_rule`: a share of the device, or of the memory free after the weights)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from speedplan.engine.memory_rule import usable_bytes
 from speedplan.plan.mechanisms import Mechanism
 from speedplan.specs.model import ModelSpec
-
-# Fraction of device memory usable for weights + KV (the rest: activations, CUDA graphs,
-# allocator slack); vLLM's default gpu_memory_utilization is 0.9.
-MEMORY_UTILIZATION = 0.9
-
-
-def usable_bytes(hw) -> float:
-    """Bytes per GPU a step may hold: MEMORY_UTILIZATION of the device's memory."""
-    return hw.memory_bytes * MEMORY_UTILIZATION
 
 
 def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, context, nodes, tp: int) -> np.ndarray:
@@ -28,3 +22,12 @@ def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, 
     q = mech.verify_tokens(draft_len, nodes)
     return target.memory_per_rank(running, context + q, tp, states=q) + mech.extra_memory_bytes(target, running,
                                                                                                 context + q, tp)
+
+
+def step_usable_bytes(engine, hw, mech: Mechanism | None, target: ModelSpec, draft_len, context, nodes,
+                      tp: int) -> np.ndarray:
+    """Bytes per GPU the steps of (draft_len, context, nodes) may hold under `engine`'s memory
+    rule on `hw`: the weights its launch loads (target and drafter) are its memory at zero
+    sequences."""
+    weights = memory_bytes(mech, target, np.zeros(np.shape(context)), draft_len, context, nodes, tp)
+    return usable_bytes(engine.memory, hw.memory_bytes, weights)

@@ -24,7 +24,7 @@ from speedplan.engine.profile import EngineProfile
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.mechanisms import Mechanism
-from speedplan.plan.memory import memory_bytes, usable_bytes
+from speedplan.plan.memory import memory_bytes, step_usable_bytes
 from speedplan.specs.model import ModelSpec
 
 FRAME_COLUMNS = [
@@ -119,12 +119,16 @@ def engine_rows(p: GridPricing, engine: EngineProfile, hardware: str, target: Mo
 
 def priced_frame(pricings: list[GridPricing], engine: EngineProfile, hw, target: ModelSpec, tp: int) -> pd.DataFrame:
     """Every mechanism's rows under `engine`, with speedup against the same engine's plain
-    decoding and feasibility (weights + KV + drafter state within the usable memory)."""
+    decoding and feasibility (weights + KV + drafter state within the memory `engine`'s memory rule
+    leaves usable, `plan.memory.step_usable_bytes`)."""
     frame = pd.concat([engine_rows(p, engine, hw.name, target, tp) for p in pricings], ignore_index=True)
     base = frame[frame["mechanism"] == "none"].set_index(["batch", "context"])["t_step_s"]
     frame["t_plain_s"] = base.reindex(pd.MultiIndex.from_arrays([frame["batch"], frame["context"]])).to_numpy()
     frame["speedup"] = (frame["acceptance_length"] * frame["running"] / frame["t_step_s"]) / (
         frame["batch"] / frame["t_plain_s"])
-    frame["fits_memory"] = frame["memory_bytes"] <= usable_bytes(hw)
+    usable = np.concatenate([np.broadcast_to(step_usable_bytes(engine, hw, p.mech, target, p.grid["draft_len"],
+                                                               p.grid["context"], p.grid["nodes"], tp),
+                                             np.shape(p.grid["batch"])) for p in pricings])
+    frame["fits_memory"] = frame["memory_bytes"].to_numpy() <= usable
     frame["feasible"] = frame["fits_memory"]
     return frame[FRAME_COLUMNS]

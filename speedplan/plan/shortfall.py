@@ -1,14 +1,31 @@
 """Why a sweep serves nothing, or not every batch size: what plain decoding needs per GPU
-against the memory that is usable. The CLI prints these; a library caller can too."""
+against the memory that is usable under the engine profile's memory rule (`engine.memory_rule`).
+The CLI prints these; a library caller can too."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from speedplan.plan.memory import MEMORY_UTILIZATION
+from speedplan.engine.memory_rule import DEFAULT_MEMORY, MemoryRule, memory_rule, usable_bytes
 
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
+
+
+def _rule(result: SweepResult) -> MemoryRule:
+    """The memory rule of the profile that priced `result` (its meta's, so a result rebuilt from
+    its files has it too; a meta written before profiles had one: the default)."""
+    engine = getattr(result, "engine", None)
+    if engine is not None:
+        return engine.memory
+    recorded = result.meta.get("engine_memory")
+    return DEFAULT_MEMORY if recorded is None else memory_rule(recorded, "meta.json engine_memory")
+
+
+def _usable(result: SweepResult) -> tuple[float, MemoryRule]:
+    """Bytes per GPU plain decoding may hold (its weights: the target's), and the rule that says so."""
+    rule, meta = _rule(result), result.meta
+    return float(usable_bytes(rule, meta["memory_bytes"], meta["weight_bytes_per_gpu"])), rule
 
 
 def memory_shortfall(result: SweepResult) -> str | None:
@@ -23,24 +40,35 @@ def memory_shortfall(result: SweepResult) -> str | None:
     if plain.empty or plain["fits_memory"].any():
         return None
     meta = result.meta
-    weights, usable = meta["weight_bytes_per_gpu"], meta["memory_bytes"] * MEMORY_UTILIZATION
+    weights, (usable, _) = meta["weight_bytes_per_gpu"], _usable(result)
     return (f"{meta['model']['model']} on {meta['hardware']} at TP {meta['tp']} fits in memory at no swept batch "
             f"and context: {plain_memory_need(result)}; "
-            + ("the weights alone do not fit: try a larger --tp" if weights > usable
+            + ("the weights alone do not fit: try a larger --tp" if weights >= usable
                else "try smaller --batch, a shorter --context or a larger --tp"))
 
 
 def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
     """What the smallest plain-decoding configuration (at `batch`, if given) needs per GPU
     against what is usable, with enough digits to show a shortfall, e.g. "plain decoding at
-    B=128, context 4096 needs 84.8 GB per GPU (weights 16.1 GB) and 72.0 GB are usable (90% of 80 GB, vLLM's default gpu_memory_utilization, assumed for every engine)"."""
+    B=128, context 4096 needs 84.8 GB per GPU (weights 16.1 GB) and 72.0 GB are usable (90% of 80
+    GB, engine profile vllm's memory rule)"."""
     plain = result.frame[result.frame["mechanism"] == "none"]
     if batch is not None:
         plain = plain[plain["batch"] == batch]
     row = plain.loc[plain["memory_bytes"].idxmin()]
     meta = result.meta
-    need, weights, total = row["memory_bytes"] / 1e9, meta["weight_bytes_per_gpu"] / 1e9, meta["memory_bytes"] / 1e9
-    usable = total * MEMORY_UTILIZATION
+    need, weights = row["memory_bytes"] / 1e9, meta["weight_bytes_per_gpu"] / 1e9
+    usable, rule = _usable(result)
+    usable /= 1e9
     digits = 1 if round(need, 1) > round(usable, 1) else 3
     return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {need:.{digits}f} GB per GPU "
-            f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable ({MEMORY_UTILIZATION:.0%} of {total:.0f} GB, vLLM's default gpu_memory_utilization, assumed for every engine)")
+            f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable "
+            f"({rule.describe(meta['memory_bytes'], meta['weight_bytes_per_gpu'])}, {_whose(rule, meta)})")
+
+
+def _whose(rule: MemoryRule, meta: dict) -> str:
+    """Whose rule: the engine profile's, or the default where the profile sets none."""
+    name = meta.get("engine", "?")
+    if rule == DEFAULT_MEMORY:
+        return f"vLLM's default gpu_memory_utilization: engine profile {name} sets no memory rule"
+    return f"engine profile {name}'s memory rule"

@@ -342,7 +342,7 @@ def sweep(
         "roofline_basis": hw.roofline_basis(target.dtype),  # the roof reports draw, and where it comes from
         "peak_flops_per_s": hw.flops_per_s(target.dtype),
         "bytes_per_s": hw.bytes_per_s,
-        "memory_bytes": hw.memory_bytes,  # per GPU; weights + KV may use MEMORY_UTILIZATION of it
+        "memory_bytes": hw.memory_bytes,  # per GPU; how much weights + KV may use: engine_memory (the profile's rule)
         "weight_bytes_per_gpu": target.weight_bytes() / tp,
         "min_tokens_per_user": min_tokens_per_user,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

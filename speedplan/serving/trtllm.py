@@ -175,9 +175,11 @@ def launch_options(plan: ServingPlan) -> tuple[dict, list[str]]:
         options["max_batch_size"] = largest
         notes.append(f"max_batch_size = {largest}: TensorRT-LLM schedules at most {MAX_BATCH} requests by default.")
     if any(len(row) > 4 and row[4] < row[0] for row in plan.per_batch):
-        notes.append("speedplan's memory model gives weights and KV cache 90% of the GPU (vLLM's gpu_memory_utilization); "
-                     "TensorRT-LLM's kv_cache_config.free_gpu_memory_fraction (0.9) is a share of the memory left after "
-                     "the weights, so this launch may hold more sequences than the rows above where fewer run.")
+        notes.append("where fewer sequences run than offered, the count follows the pricing engine profile's memory rule (the "
+                     "shipped trtllm profile: the weights plus kv_cache_config.free_gpu_memory_fraction, 0.9, of the memory "
+                     "left free after them); TensorRT-LLM measures that free memory after activations and CUDA graphs "
+                     "have taken theirs, which speedplan leaves out, so this launch may hold somewhat fewer sequences "
+                     "than the rows above say.")
     return options, notes
 
 
