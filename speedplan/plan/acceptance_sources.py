@@ -11,9 +11,11 @@ family's name, `eagle` or `eagle3`, also reaches its tree):
     alpha=0.6,match=0.5           ... with a chance `match` that a step proposes anything (n-gram)
     al=3.2@4                      a chain's acceptance length measured at D = 4 (an engine's mean
                                   accept length): the i.i.d. rate that gives it
+    al=2.2@4,match=0.5            ... over the steps that drafted, and the share that did (n-gram)
     FILE.jsonl                    a runtime trace (docs/trace.md)
     FILE (vLLM /metrics scrape)   per-position accepted counts over drafts
-    FILE[@D] (SGLang server log)  mean `accept len`; D from `accept rate`, or given as @D
+    FILE[@D] (SGLang server log)  mean `accept len` of one chain launch; D from its server_args
+                                  line (an @D it contradicts is refused), else @D, else `accept rate`
     FILE.json                     {"alpha": ..} | {"positions": [..]} | {"ranks": [..]}, optional "match"
 """
 
@@ -127,7 +129,7 @@ def _from_al(text: str, spec: str) -> Acceptance:
         try:
             values = _numbers(f"match={number}") if key.strip() == "match" else {}
         except SpeedplanInputError:
-            values = {}
+            raise SpeedplanInputError(f"--acceptance {spec!r}: match must be a number in (0, 1]") from None
         if len(values.get("match", [])) != 1:
             raise SpeedplanInputError(f"--acceptance {spec!r}: after al=A@D only ,match=M (the share of steps that "
                                       "drafted, n-gram) is read")
@@ -164,7 +166,7 @@ def _build(form: str, numbers, source: str, match: float, where: str) -> Accepta
 
 
 def _from_file(text: str) -> Acceptance:
-    """A file, or `FILE@D` (an SGLang log whose lines give no accept rate, read at draft length D);
+    """A file, or `FILE@D` (an SGLang log read at draft length D, checked against its server_args line);
     a file whose own name holds an @ is read whole."""
     path_text, at, draft_len = text.rpartition("@") if "@" in text and not Path(text).is_file() else (text, "", "")
     path = Path(path_text)
@@ -242,10 +244,14 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
     al = mean_accept_length(records)
     how = "given"
     launched = {r.draft_len for r in records if r.draft_len is not None}  # the log's server_args line (one launch)
+    before = next((r.line for r in records if r.draft_len is None), None)
+    if launched and before is not None:
+        raise SpeedplanInputError(f"{path}:{before}: a decode line before the log's first server_args line, of a launch "
+                                  "the log does not show, beside lines of one it does: give one launch's part of the log")
     if launched and draft_len is not None and draft_len not in launched:
         (d,) = launched
         raise SpeedplanInputError(f"{path}@{draft_len}: the log's server_args line says the server drafted {d} tokens "
-                                  f"a step (speculative_num_draft_tokens {d + 1}); give {path} or {path}@{d}")
+                                  f"a step; give {path} or {path}@{d}")
     if launched and draft_len is None:
         (draft_len,) = launched
         how = "from the log's server_args line"

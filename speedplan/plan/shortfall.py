@@ -32,7 +32,7 @@ def memory_shortfall(result: SweepResult) -> str | None:
     """Why nothing can be served, when plain decoding fits in memory at no swept (batch,
     context): the smallest such configuration's bytes per GPU against the usable memory. None
     when some plain configuration fits. The CLI makes this an input error (a TP or a context
-    the model cannot run); library callers still get a report that says so."""
+    the model cannot run), and so does `write_outputs` (`api_checks.plain_fits`)."""
     from speedplan.plan.api_checks import sweep_result
 
     plain = sweep_result(result, "memory_shortfall").frame

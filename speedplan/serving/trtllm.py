@@ -219,8 +219,13 @@ def render(plan: ServingPlan) -> dict[str, str]:
     check_engine(plan, NAME, f"{NAME} render")
     command = ["trtllm-serve", hf_repo(plan.model), "--backend", "pytorch", "--tp_size", str(plan.tp)]
     if plan.mechanism == OFF:
-        text = header(plan, VERSION, "no speculative_config: plain decoding at every batch size.", [])
-        return {"trtllm_serve.sh": "#!/bin/sh\n" + text + shell(command)}
+        options, launch_notes = launch_options(plan)  # plain steps are priced as graph replays too
+        text = header(plan, VERSION, "no speculative_config: plain decoding at every batch size.", launch_notes)
+        if not options:
+            return {"trtllm_serve.sh": "#!/bin/sh\n" + text + shell(command)}
+        return {"trtllm_extra_llm_api_options.yaml": text + yaml(options),
+                "trtllm_serve.sh": "#!/bin/sh\n" + text + "# Run from the folder holding trtllm_extra_llm_api_options.yaml.\n"
+                + shell(command + ["--extra_llm_api_options", "trtllm_extra_llm_api_options.yaml"])}
     if plan.mechanism not in DECODING_TYPES:
         reason = ("TensorRT-LLM's PyTorch backend (the trtllm-serve default) has no Medusa: MedusaDecodingConfig "
                   "supports only the TensorRT-engine backend." if plan.mechanism == "medusa" else

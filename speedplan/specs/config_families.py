@@ -92,11 +92,11 @@ def shared_mlp_width(cfg: dict, where: str) -> int:
 
 def tp_gathers(cfg: dict, heads: int, kv_heads: int, head_dim: int) -> tuple[int, ...]:
     """Widths (elements a token) of the all-gathers each attention layer adds at TP > 1, as vLLM
-    builds the family: OLMo-2 and OLMo-3 gather q and k across the GPUs to normalise each over
-    its whole projection (olmo2.py `_apply_qk_norm`, vllm commit 028aedf62ade); InternLM2 gathers
-    its fused wqkv output to split q, k and v (internlm2.py `split_qkv`, commit 0531c2226a6a).
-    () for other families."""
-    if _is(cfg, "olmo2", "Olmo2") or _is(cfg, "olmo3", "Olmo3"):
+    builds the family: OLMo-2, OLMo-3 and OLMoE gather q and k across the GPUs to normalise each
+    over its whole projection (olmo2.py `_apply_qk_norm`, vllm commit 028aedf62ade; olmoe.py
+    `OlmoeAttention._apply_qk_norm`, commit 048a32c74781); InternLM2 gathers its fused wqkv output
+    to split q, k and v (internlm2.py `split_qkv`, commit 0531c2226a6a). () for other families."""
+    if _is(cfg, "olmo2", "Olmo2") or _is(cfg, "olmo3", "Olmo3") or _is(cfg, "olmoe", "Olmoe"):
         return heads * head_dim, kv_heads * head_dim
     if _is(cfg, "internlm2", "InternLM2"):
         return ((heads + 2 * kv_heads) * head_dim,)

@@ -15,7 +15,8 @@ from speedplan.cost.forward import forward_cost
 from speedplan.cost.ops import load_cost_model
 from speedplan.specs.hf_config import from_hf_config
 from tests.specs.test_more_decoder_families import INTERNLM2_7B, OLMO2_7B
-from tests.specs.test_moe_decoder_families import OLMO3_7B
+from speedplan.plan.mechanisms.heads import head_spec
+from tests.specs.test_moe_decoder_families import OLMO3_7B, OLMOE_1B_7B
 
 BATCH, Q_LEN, CONTEXT = np.array([1, 16, 64]), 4, 2048
 
@@ -23,6 +24,7 @@ BATCH, Q_LEN, CONTEXT = np.array([1, 16, 64]), 4, 2048
 @pytest.mark.parametrize("cfg, widths", [
     (OLMO2_7B, (4096, 4096)),  # q: 32 heads x 128; k: 32 KV heads x 128
     (OLMO3_7B, (4096, 4096)),
+    (OLMOE_1B_7B, (2048, 2048)),  # olmoe.py gathers as olmo2.py does: 16 heads x 128, 16 KV heads x 128
     (INTERNLM2_7B, ((32 + 2 * 8) * 128,)),  # wqkv: q, k and v side by side
 ])
 def test_the_families_that_gather_name_each_gathers_width(cfg, widths):
@@ -49,3 +51,9 @@ def test_the_gathers_add_their_price_at_tp_above_1_only(cfg, hardware):
         np.testing.assert_allclose(with_gathers.gemm_s, without.gemm_s)  # nothing else moves
         if tp > 1:
             assert (with_gathers.comm_s > without.comm_s).all()
+
+
+@pytest.mark.parametrize("cfg", [OLMO2_7B, INTERNLM2_7B])
+def test_an_eagle_head_of_such_a_target_gathers_nothing(cfg):
+    """vLLM runs EAGLE heads as Llama layers (llama_eagle.py, llama_eagle3.py): no gathers."""
+    assert head_spec(from_hf_config(cfg), "eagle").tp_gathers == ()

@@ -126,7 +126,7 @@ def test_the_log_of_a_written_launch_reads_back_at_its_draft_length(tmp_path):
 
 @pytest.mark.parametrize("lines, words", [
     ([server_args_line(7, 8, 17), decode_line(8, 4.49, 3.49 / 16)],
-     "server.log:2: the server ran a token tree (speculative_num_steps=7, speculative_eagle_topk=8"),
+     "server.log:2: the server ran a token tree (speculative_algorithm=EAGLE3, speculative_num_steps=7, speculative_eagle_topk=8"),
     ([server_args_line(4, 1, 9, "NGRAM"), decode_line(8, 1.6, 0.6 / 8)], "token tree"),  # more tokens than steps + 1
     ([server_args_line(7, 1, 8, adaptive=True), decode_line(8, 3.2, 2.2 / 7)],
      "server.log:2: the server ran --speculative-adaptive (server_args, line 1)"),
@@ -165,7 +165,7 @@ def test_a_draft_length_the_log_contradicts_is_refused(tmp_path):
     where the launch gives 0.775)."""
     path = write_log(tmp_path, [server_args_line(3, 1, 4), decode_line(8, 2.80, 0.60)])
     with pytest.raises(SpeedplanInputError, match=r"server.log@5: the log's server_args line says the server drafted "
-                                                  r"3 tokens a step \(speculative_num_draft_tokens 4\)"):
+                                                  r"3 tokens a step; give "):
         parse_acceptance(f"{path}@5")
 
 
@@ -177,3 +177,22 @@ def test_a_log_without_accept_rate_takes_its_launchs_draft_length(tmp_path):
     assert al_iid(acc.positions[0], 3) == pytest.approx(2.80, abs=1e-6)
     with pytest.raises(SpeedplanInputError, match="give the draft length as"):  # no server_args line either
         parse_acceptance(str(write_log(tmp_path, [old], "bare.log")))
+
+
+def test_lines_before_the_first_launch_beside_a_launch_are_refused(tmp_path):
+    """A log whose head was cut (decode lines of a launch it does not show) and a later relaunch:
+    the first lines were read at the relaunch's D without a word."""
+    path = write_log(tmp_path, [decode_line(8, 2.8, 0.6), server_args_line(5, 1, 6), decode_line(8, 3.1, 0.42)])
+    with pytest.raises(SpeedplanInputError, match=r"server.log:1: a decode line before the log's first server_args"):
+        parse_acceptance(str(path))
+
+
+def test_launches_told_apart_by_their_algorithm_say_so():
+    lines = [server_args_line(3, 1, 4, "EAGLE3"), decode_line(8, 2.6, 0.53), server_args_line(3, 1, 4, "EAGLE"),
+             decode_line(8, 2.8, 0.6)]
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        with pytest.raises(SpeedplanInputError, match="speculative_algorithm=EAGLE, speculative_num_steps=3"):
+            read_sglang_log(write_log(Path(d), lines))

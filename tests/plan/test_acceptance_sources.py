@@ -230,7 +230,7 @@ def test_an_acceptance_length_at_a_draft_length_reads_as_the_iid_rate_that_gives
     ("al=3.2@\u0664", "expected al=A@D"),  # an Arabic-Indic four
     ("al=3.2@4,match=1.5", "match must be in (0, 1], got 1.5"),
     ("al=3.2@4,match=0", "match must be in (0, 1], got 0"),
-    ("al=3.2@4,match=x", "after al=A@D only ,match=M"),
+    ("al=3.2@4,match=x", "match must be a number in (0, 1]"),
     ("al=3.2@4,match=0.4,0.3", "after al=A@D only ,match=M"),
     ("al=3.2@4,alpha=0.5", "after al=A@D only ,match=M"),
 ])

@@ -127,3 +127,16 @@ def test_large_batches_get_cuda_graphs_and_a_memory_note():
     small = ServingPlan(model="llama-3.1-8b", mechanism="eagle3", draft_len=4, schedule=((1, 4), (64, 2)),
                         per_batch=((1, 4, 2.0, 0.0, 1), (64, 2, 1.5, 0.0, 64)))
     assert set(yaml.safe_load(render(small)[YAML])) == {"speculative_config"}
+
+
+def test_plain_decoding_above_batch_128_gets_cuda_graphs_too():
+    """The trtllm profile prices plain steps as graph replays as well: an off plan at B = 256 ran
+    without a YAML, so TensorRT-LLM's default graphs stopped at batch 128 (review, 2026-12-04)."""
+    off = ServingPlan(model="llama-3.1-8b", mechanism="none", draft_len=0, schedule=((1, 0),),
+                      per_batch=((256, 0, 1.0, 0.0, 256), (512, 0, 1.0, 0.0, 512)))
+    files = render(off)
+    assert yaml.safe_load(files[YAML]) == {"cuda_graph_config": {"max_batch_size": 512}}
+    assert "--extra_llm_api_options trtllm_extra_llm_api_options.yaml" in files["trtllm_serve.sh"]
+    small = ServingPlan(model="llama-3.1-8b", mechanism="none", draft_len=0, schedule=((1, 0),),
+                        per_batch=((1, 0, 1.0, 0.0, 1), (64, 0, 1.0, 0.0, 64)))
+    assert set(render(small)) == {"trtllm_serve.sh"}  # within the default graphs: no file needed

@@ -75,8 +75,9 @@ class Launch:
         return self.draft_tokens - 1 if self.draft_tokens else self.steps
 
     def text(self) -> str:
-        return (f"speculative_num_steps={self.steps}, speculative_eagle_topk={self.topk}, "
-                f"speculative_num_draft_tokens={self.draft_tokens}")
+        return (f"speculative_algorithm={self.algorithm}, speculative_num_steps={self.steps}, "
+                f"speculative_eagle_topk={self.topk}, speculative_num_draft_tokens={self.draft_tokens}"
+                + (", speculative_adaptive=True" if self.adaptive else ""))
 
 
 def _launch(path: Path, i: int, text: str) -> Launch | None:

@@ -46,7 +46,7 @@ def head_spec(target: ModelSpec, name: str, draft_vocab: int | None = None) -> M
     return replace(
         target, name=f"{target.name}-{name}-head", layers=1, moe=None, intermediate=inter,
         vocab=draft_vocab or target.vocab, mtp_layers=0, window=0, window_layers=0,  # heads attend to every token
-        linear=None, attn_gate=False,  # a Llama decoder layer
+        linear=None, attn_gate=False, tp_gathers=(),  # a Llama decoder layer (vLLM's llama_eagle*.py: no gathers)
     )
 
 
