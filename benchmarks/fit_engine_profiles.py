@@ -26,6 +26,7 @@ from engine_cases import ASSUMED, CASES, GPUS, HELD_OUT, as_pairs, load_cases  #
 
 from speedplan.engine.calibrate import calibrate, predict, price  # noqa: E402
 from speedplan.engine.profile import PRESET_DIR, EngineProfile, Term  # noqa: E402
+from speedplan.engine.memory_rule import memory_rule  # noqa: E402
 from speedplan.engine.run_calibration import render_calibration  # noqa: E402
 
 # The documented starting values, each [value, source]: engine_bases.json.
@@ -39,7 +40,8 @@ def base_profile(name: str) -> EngineProfile:
     b = BASES[name]
     terms = {**COMMON, **b["terms"]}
     return EngineProfile(name, b["engine"], b["version"], b["description"],
-                         {t: Term(v, src) for t, (v, src) in terms.items()})
+                         {t: Term(v, src) for t, (v, src) in terms.items()},
+                         memory=memory_rule(b.get("memory"), f"{BASES_FILE.name} {name}"))
 
 
 def fit(name: str, cases) -> tuple[EngineProfile, str]:
@@ -158,7 +160,7 @@ def main(argv=None) -> int:
             print(f"{path.name}: not written or compared (--assume-gpu {args.assume_gpu} is a sensitivity check)")
         elif args.check:
             shipped = json.loads(path.read_text())
-            same = same_terms(shipped["terms"], data["terms"])
+            same = same_terms(shipped["terms"], data["terms"]) and shipped.get("memory") == data.get("memory")
             print(f"{path.name}: {'matches the fit' if same else 'DIFFERS from the fit'}")
             status |= not same
         else:
