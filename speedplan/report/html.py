@@ -148,8 +148,8 @@ def _engine_sections(plans: dict) -> list[str]:
         rows = [{"B": str(int(r.batch)), "context": str(int(r.context)), "D": str(int(r.draft_len)),
                  "verified/seq": str(int(r.verify_tokens)),
                  "speedup": (f"{r.speedup:.2f}x" if not r.feasible or r.runs_at_batch == r.batch else
-                             f"{r.speedup:.2f}x (runs {int(r.runs_at_batch)} sequences, the most that fit with the "
-                             "drafter loaded; the rest wait)")
+                             f"{r.speedup:.2f}x (runs {int(r.runs_at_batch)} sequences, the most that fit"
+                             + (" with the drafter loaded" if plan.mechanism != "none" else "") + "; the rest wait)")
                  if r.feasible else "does not fit in memory",
                  "runs at once": str(int(step)) + (" (the engine's cap with speculative decoding, spec_max_running)"
                                                    if 0 < step < r.runs_at_batch else ""),

@@ -45,10 +45,10 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
         lines.append("Planned for this engine" + over
                      + " (loss: against the best this engine could reach at that batch size):")
         lines.append("  batch    D  speedup  loss")
+        loaded = " with the drafter loaded" if plan.mechanism != OFF else ""
         lines += [f"  {int(b):>5}  {int(d):>3}  {float(sp):>6.2f}x  {100 * float(loss):>4.1f}%"
                   + (_off_note([loss], warm=plan.drafter_kept_warm) if int(d) == 0 else "")
-                  + (f"  (runs {runs_at} sequences, the most that fit with the drafter loaded; the rest wait)"
-                     if 0 < runs_at < b else "")
+                  + (f"  (runs {runs_at} sequences, the most that fit{loaded}; the rest wait)" if 0 < runs_at < b else "")
                   for b, d, sp, loss, runs_at in _rows(plan)]
     lines += ["Per-batch draft length planned by speedplan:", "  batches          D"]
     if plan.schedule:

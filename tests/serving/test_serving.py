@@ -561,3 +561,15 @@ def test_the_serving_header_says_which_ops_the_roofline_fallback_priced():
     assert "h100-sxm (roofline fallback for some ops: the profile has no elementwise table)" in plans["vllm"].sources
     roofline = sweep(hardware="a100-80gb", mechanisms=["eagle3"], batches=[1, 8])  # no profile: no such note
     assert "roofline fallback for some ops" not in serving_plans(roofline, plan_engines(roofline, engines="vllm"))["vllm"].sources
+
+
+def test_an_off_plan_that_holds_fewer_sequences_does_not_blame_a_drafter():
+    """Plain decoding can hold fewer sequences than offered under an engine's own memory rule; the
+    comment said "the most that fit with the drafter loaded" where no drafter was loaded."""
+    rows = ((64, 0, 1.0, 0.0, 64), (256, 0, 1.0, 0.0, 180))
+    off = ServingPlan(model="llama-3.1-8b", mechanism="none", draft_len=0, schedule=((1, 0),), per_batch=rows)
+    text = render_vllm(off)["vllm_serve.sh"]
+    assert "(runs 180 sequences, the most that fit; the rest wait)" in text and "drafter loaded" not in text
+    on = replace(off, mechanism="eagle3", draft_len=3, schedule=((1, 3),),
+                 per_batch=((64, 3, 1.5, 0.0, 64), (256, 3, 1.2, 0.0, 180)))
+    assert "(runs 180 sequences, the most that fit with the drafter loaded; the rest wait)" in render_vllm(on)["vllm_serve.sh"]
