@@ -11,7 +11,7 @@ written values (topk 1: num_draft_tokens = num_steps + 1; NGRAM: topk = max BFS 
 num_steps one of the candidates), which tests/engine/test_sglang_walkthrough.py re-implements.
 
 Two ways to set the draft length: fixed (steps, topk, draft tokens) at every batch size, or for
-EAGLE/EAGLE3 chains `--speculative-adaptive` with a config whose integer keys are batch-size
+EAGLE, EAGLE3 and NEXTN (MTP) chains `--speculative-adaptive` with a config whose integer keys are batch-size
 lower bounds, each holding one candidate step count, which pins that bucket's D (an
 `AdaptiveStepSlot` with a single candidate never moves; a step of 0 turns drafting off).
 """
@@ -41,14 +41,22 @@ _ADAPTIVE = Mode("adaptive", "any", off=True, how="--speculative-adaptive with -
                  "one candidate step count per batch-size bucket (0 = off)")
 
 
+# Chains SGLang's adaptive mode runs: adaptive_unsupported_reason (speculative/adaptive_spec_params.py,
+# 0.5.23 wheel) takes EAGLE and EAGLE3 with topk 1, and handle_speculative_decoding
+# (arg_groups/speculative_hook.py, _resolve_speculative_algorithm_alias) has already turned NEXTN into
+# EAGLE by then, so MTP chains qualify too (multi-layer EAGLE, which adaptive refuses, is turned on for
+# Step3p5 only: arg_groups/overrides.py _step3p_overrides).
+ADAPTIVE_CHAINS = ("eagle", "eagle3", "mtp")
+
+
 def support(mechanism: str, mtp_layers: int = 0) -> Support | None:
-    """No Medusa in SGLang; adaptive steps only for EAGLE/EAGLE3 with topk 1
-    (adaptive_unsupported_reason)."""
+    """No Medusa in SGLang; adaptive steps only for EAGLE, EAGLE3 and NEXTN (MTP) chains with topk 1
+    (ADAPTIVE_CHAINS)."""
     if mechanism not in ALGORITHMS:
         return None
     if mechanism.endswith("-tree"):
         return Support((_FIXED_TREE,))
-    if mechanism in ("eagle", "eagle3"):
+    if mechanism in ADAPTIVE_CHAINS:
         return Support((_FIXED, _ADAPTIVE))
     return Support((_FIXED,))
 
@@ -61,7 +69,7 @@ def draft_tp_options(mechanism: str, tp: int) -> set[int]:
 def _adaptive(plan: ServingPlan) -> bool:
     """The plan runs through --speculative-adaptive: the planner chose that mode, or a hand-made
     plan (no mode) of an EAGLE/EAGLE3 chain whose D changes with the batch size."""
-    chain = plan.mechanism in ("eagle", "eagle3") and plan.tree is None and bool(plan.schedule)
+    chain = plan.mechanism in ADAPTIVE_CHAINS and plan.tree is None and bool(plan.schedule)
     varies = len({d for _, _, d in segments(plan)}) > 1
     return chain and (plan.mode == "adaptive" or (plan.mode == "" and varies))
 
@@ -130,7 +138,7 @@ def _expressed(plan: ServingPlan) -> tuple[str, list[str]]:
         return "per batch-size bucket, through --speculative-adaptive (see the notes).", notes
     used = plan.tree["depth"] if plan.tree else plan.draft_len
     expressed = f"one fixed setting: D = {used} at every batch size."
-    chain = plan.mechanism in ("eagle", "eagle3") and plan.tree is None
+    chain = plan.mechanism in ADAPTIVE_CHAINS and plan.tree is None
     varies = len({d for _, _, d in segments(plan)}) > 1
     if varies:
         why = ("this plan is the fixed launch (--speculative-adaptive could vary it per bucket)" if chain else

@@ -192,7 +192,7 @@ def test_unknown_target_gets_placeholder_head():
 # ---- SGLang ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mechanism", ["ngram", "draft-model", "eagle", "eagle3", "eagle-tree", "eagle3-tree", "mtp"])
 def test_sglang_flags_are_checked_names(mechanism):
-    chain_head = mechanism in ("eagle", "eagle3")  # a hand-made plan of these goes adaptive (next test)
+    chain_head = mechanism in ("eagle", "eagle3", "mtp")  # a hand-made plan of these goes adaptive (next test)
     text = render_sglang(plan(mechanism, mode="fixed") if chain_head else plan(mechanism))["sglang_launch.sh"]
     argv = shell_command(text)
     assert argv[:3] == ["python", "-m", "sglang.launch_server"]
@@ -246,10 +246,17 @@ def test_sglang_says_when_its_default_running_cap_priced_the_plan():
     assert "at most 48 requests" not in below
 
 
-def test_sglang_adaptive_is_only_for_eagle_chains():
-    for mechanism in ("draft-model", "mtp", "eagle3-tree"):
+def test_sglang_adaptive_is_only_for_eagle_and_nextn_chains():
+    """SGLang 0.5.23's adaptive_unsupported_reason takes EAGLE and EAGLE3 with topk 1; NEXTN is EAGLE by
+    then (speculative_hook.py _resolve_speculative_algorithm_alias), so an MTP chain runs adaptive too."""
+    for mechanism in ("draft-model", "eagle3-tree", "ngram"):
         files = render_sglang(plan(mechanism, mode="adaptive"))
         assert "sglang_adaptive_config.json" not in files and "--speculative-adaptive" not in files["sglang_launch.sh"]
+    files = render_sglang(plan("mtp", mode="adaptive"))
+    flags = flag_values(shell_command(files["sglang_launch.sh"]))
+    assert flags["--speculative-algorithm"] == "NEXTN" and "--speculative-adaptive" in flags
+    assert flags["--speculative-eagle-topk"] == "1" and "sglang_adaptive_config.json" in files
+    assert serving.sglang.support("mtp", 1).modes[-1].name == "adaptive"
 
 
 def test_sglang_medusa_is_reported_unsupported():
