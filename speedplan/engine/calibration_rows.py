@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from speedplan.engine.readers.measurement import Measurement
 
+# a file's field in another unit than the row's quantity: the unit named beside it
+_FIELD_SHOWN = {"step_time": "step_time (s)"}
 PRINTED_ROWS = 40  # rows with the largest |residual| printed, where a file holds more
 # The row column's width, wider where a mechanism's name needs it: the quantity then starts at
 # column 39, as the held-out rows benchmarks/fit_engine_profiles.py prints below the table.
@@ -22,7 +24,7 @@ def row_table(rows: list[dict], held_out: str) -> list[str]:
         worst = sorted(range(len(rows)), key=lambda i: -abs(rows[i]["residual"]))[:PRINTED_ROWS]
         shown = [rows[i] for i in sorted(worst)]
     labels = [f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" for r in shown]
-    fields = [r.get("field") or r["quantity"] for r in shown]
+    fields = [_FIELD_SHOWN.get(r.get("field"), r.get("field")) or r["quantity"] for r in shown]
     named = any(f != r["quantity"] for f, r in zip(fields, shown))  # a file's own name: say which field
     width = max([LABEL, *map(len, labels)])
     field_width = max(len("read from"), *map(len, fields))
