@@ -14,11 +14,11 @@ before profiles said.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from speedplan.specs.files import finite
 from speedplan.errors import SpeedplanInputError
 
 DEVICE = "device"
@@ -80,8 +80,7 @@ def memory_rule(data, where: str) -> MemoryRule:
     if unknown:
         raise SpeedplanInputError(f"{where}: memory.{unknown[0]}: unknown key; 'memory' takes share, of and source")
     share, of, source = data.get("share"), data.get("of"), data.get("source")
-    if (isinstance(share, bool) or not isinstance(share, numbers.Real) or not np.isfinite(share)
-            or not 0 < share <= 1):
+    if not finite(share) or not 0 < share <= 1:
         raise SpeedplanInputError(f"{where}: memory.share must be a number in (0, 1], got {share!r}")
     if of not in KINDS:
         raise SpeedplanInputError(f"{where}: memory.of must be one of {', '.join(repr(k) for k in KINDS)}, got {of!r}")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from speedplan.engine.fit_record import fit_record
+from speedplan.specs.files import finite
 from speedplan.engine.memory_rule import DEFAULT_MEMORY, MemoryRule, memory_rule
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import read_json
@@ -324,14 +326,19 @@ def engine_from_json(data, where: str) -> EngineProfile:
             raise SpeedplanInputError(f"{where}: missing field {key!r}")
     for key in ("name", "engine", "version", "description"):
         if key in data and not isinstance(data[key], str):
-            raise SpeedplanInputError(f"{where}: field {key!r} must be text, got {data[key]!r}")
-    fit = _fit_record(data.get("fit") or {}, where)
+            raise SpeedplanInputError(f"{where}: field {key!r} must be text, got {data[key]!r:.60}")
+        if key in ("engine", "version") and not (data[key].strip() and data[key].isprintable()):
+            raise SpeedplanInputError(f"{where}: field {key!r} must be one line of printable text, got {data[key]!r:.60}")
+    if "memory" in data and data["memory"] is None:
+        raise SpeedplanInputError(f"{where}: 'memory' is null; leave it out for the default (0.9 of the device) "
+                                  "or give {\"share\", \"of\", \"source\"}")
+    fit = fit_record({} if data.get("fit") is None else data["fit"], where, tuple(TERMS))
     if not isinstance(data["terms"], dict):
         raise SpeedplanInputError(f"{where}: 'terms' must be an object of {{name: {{value, source}}}}")
     terms = {}
     for name, entry in data["terms"].items():
         value = entry.get("value") if isinstance(entry, dict) else None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(entry.get("source"), str):
+        if not finite(value) or not isinstance(entry.get("source"), str):
             raise SpeedplanInputError(f"{where}: terms.{name}: expected {{\"value\": number, \"source\": text}}")
         terms[name] = Term(float(value), entry["source"])
     for name, (value, source) in OPTIONAL_TERMS.items():
@@ -346,24 +353,6 @@ def engine_from_json(data, where: str) -> EngineProfile:
                              str(data.get("description", "")), terms, where, fit, tuple(order), memory)
     except SpeedplanInputError as e:
         raise SpeedplanInputError(f"{where}: {e}") from None
-
-
-def _fit_record(fit, where: str) -> dict:
-    """The optional "fit" object as calibrate writes it: its figures numbers, its rows a list."""
-    if not isinstance(fit, dict):
-        raise SpeedplanInputError(f"{where}: 'fit' must be an object (what speedplan calibrate fitted)")
-    for key in ("median_abs_residual", "max_abs_residual", "loo_median_error", "loo_max_error"):
-        value = fit.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise SpeedplanInputError(f"{where}: fit.{key} must be a number, got {value!r}")
-    if not isinstance(fit.get("rows", []), list) or not isinstance(fit.get("described", ""), str):
-        raise SpeedplanInputError(f"{where}: fit.rows must be a list and fit.described text")
-    values = fit.get("values", {})
-    if not isinstance(values, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v)
-                                           or k not in TERMS for k, v in values.items()):
-        raise SpeedplanInputError(f"{where}: fit.values must be an object of {{term: finite number}} (the values the "
-                                  "fit gave)")
-    return fit
 
 
 def preset_names() -> list[str]:

@@ -193,8 +193,9 @@ def _from_file(text: str) -> Acceptance:
     if plain_server_scrape(body):
         raise SpeedplanInputError(f"{path}: {NO_SPEC_COUNTERS}")
     if looks_like_sglang_log(body):
-        if at and not draft_len.isdigit():
-            raise SpeedplanInputError(f"--acceptance {text!r}: the draft length after @ must be an integer")
+        if at and not (draft_len.isascii() and draft_len.isdigit() and 1 <= int(draft_len) <= MAX_DRAFT):
+            raise SpeedplanInputError(f"--acceptance {text!r}: the draft length after @ must be an integer in "
+                                      f"1..{MAX_DRAFT}")
         return from_sglang_log(path, int(draft_len) if at else None)
     try:
         obj = parse_json(body, str(path))
@@ -265,6 +266,9 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
         if implied is None:  # accept rate 0 and accept len 1: no draft was accepted, at any D
             return Acceptance.iid(0.0, f"SGLang log: {path} ({len(records)} decode lines, accept rate 0 and accept "
                                        "len 1 on every line: no drafted token accepted; i.i.d. alpha 0)")
+        if implied > MAX_DRAFT:
+            raise SpeedplanInputError(f"{path}: accept len and accept rate give a draft length of {implied:.4g}, above "
+                                      f"{MAX_DRAFT}: the rates are rounded or not a chain's; give it as {path}@D")
         draft_len, how = max(1, int(round(implied))), f"from accept rate ({implied:.2f})"
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}@{draft_len}: the draft length must be >= 1")

@@ -83,7 +83,8 @@ def shared_mlp_width(cfg: dict, where: str) -> int:
     absent: none, GraniteMoeSharedDecoderLayer builds no shared_mlp); 0 for other families."""
     if not _is(cfg, "granitemoeshared", "GraniteMoeShared"):
         return 0
-    value = cfg.get("shared_intermediate_size") or 0
+    value = cfg.get("shared_intermediate_size")
+    value = 0 if value is None else value
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000_000:
         raise SpeedplanInputError(f"{where}: 'shared_intermediate_size' must be an integer in 0..10,000,000 "
                                   f"(0: no shared expert), got {value!r}")
@@ -145,8 +146,9 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int, bool]:
     if window is None or window is False:
         chunk, local = chunked_attention(cfg, layers, where)
         return chunk, local, bool(local)
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-        raise SpeedplanInputError(f"{where}: 'sliding_window' must be a positive integer or null, got {window!r}")
+    if isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= 2 ** 31:
+        raise SpeedplanInputError(f"{where}: 'sliding_window' must be a positive integer (at most 2**31) or null, "
+                                  f"got {window!r:.40}")
     types = cfg.get("layer_types")
     if isinstance(types, list) and types:
         local = sum(1 for t in types if t == "sliding_attention")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
@@ -30,3 +32,14 @@ def parse_json(text: str, where: str):
         raise SpeedplanInputError(f"{where}: malformed JSON ({msg} at line {e.lineno}, column {e.colno})") from None
     except RecursionError:
         raise SpeedplanInputError(f"{where}: malformed JSON (nested too deeply)") from None
+
+
+def finite(value) -> bool:
+    """A JSON number (not true/false) with a finite float value: 10**400, which JSON allows and
+    float() refuses, is not."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False

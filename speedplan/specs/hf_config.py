@@ -10,6 +10,7 @@ import re
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.config_families import (check_bias_flags, check_layer_types, expert_weight_bits, quantized_dtype,
                                              shared_mlp_width, sliding_window, tp_gathers)
+from speedplan.specs.files import finite
 from speedplan.specs.linear_attention import linear_attention
 from speedplan.specs.model import MLASpec, MoESpec, ModelSpec
 from speedplan.specs.sparse_attention import sparse_index
@@ -103,6 +104,7 @@ def _dtype(cfg: dict, where: str) -> str:
 
 
 MAX_COUNT = 10_000_000  # no dimension, vocabulary or layer count of a real model comes near this
+MAX_POSITIONS = 2 ** 31  # tokens a sequence may hold: Llama-4 Scout's 10,485,760 is far below
 
 
 def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
@@ -117,6 +119,18 @@ def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
 def _optional(cfg: dict, key: str, where: str) -> int:
     """A count the config may leave out or set to null: 0 then."""
     return _int({key: cfg.get(key) or 0}, key, where)
+
+
+# Families whose every checkpoint is a MoE: a config of one stating no experts is damaged, not dense.
+_MOE_ONLY = ("olmoe", "granitemoe", "granitemoeshared", "mixtral", "phimoe", "qwen2_moe", "qwen3_moe")
+
+
+def _flag(cfg: dict, key: str, where: str) -> bool:
+    """A true/false key (absent or null: false); "false" as text would read as true."""
+    value = cfg.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise SpeedplanInputError(f"{where}: {key!r} must be true or false, got {_short(value)}")
+    return bool(value)
 
 
 def _published(value) -> float | None:
@@ -199,8 +213,14 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     arch = " ".join(arch_names)
 
     moe = None
+    for key in ("n_routed_experts", "num_local_experts", "num_experts"):  # "" or a word is no count (0 and null: none)
+        if cfg.get(key) not in (None, 0):
+            _int(cfg, key, where)
     experts_key = next((k for k in ("n_routed_experts", "num_local_experts", "num_experts") if cfg.get(k)), None)
     n_experts = _int(cfg, experts_key, where) if experts_key else 0
+    if not n_experts and str(cfg.get("model_type", "")) in _MOE_ONLY:
+        raise SpeedplanInputError(f"{where}: model_type {cfg['model_type']!r} is a mixture of experts, but "
+                                  "'num_experts' (or 'num_local_experts') gives none")
     if n_experts:
         top_k = _int(cfg, "num_experts_per_tok", where)
         expert_inter = _expert_width(cfg, intermediate, where)
@@ -270,7 +290,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         head_dim=head_dim,
         intermediate=intermediate,
         vocab=vocab,
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tie_embeddings=_flag(cfg, "tie_word_embeddings", where),
         qk_norm="Qwen3" in arch,
         moe=moe,
         mla=mla,
@@ -298,16 +318,20 @@ def _max_context(cfg: dict, where: str) -> int:
     most = cfg.get("max_position_embeddings")
     if most is None:
         return 0
-    if isinstance(most, bool) or not isinstance(most, int) or most < 0:
-        raise SpeedplanInputError(f"{where}: 'max_position_embeddings' must be a non-negative integer, got {most!r}")
+    if isinstance(most, bool) or not isinstance(most, int) or not 0 <= most <= MAX_POSITIONS:
+        raise SpeedplanInputError(f"{where}: 'max_position_embeddings' must be an integer in 0..{MAX_POSITIONS:,}, "
+                                  f"got {_short(most)}")
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")  # transformers v5 names it rope_parameters
     if not (most and isinstance(rope, dict)):
         return most
     kind = str(rope.get("rope_type") or rope.get("type") or "")
     factor = rope.get("factor")
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and not finite(factor) or (
+            finite(factor) and factor > MAX_POSITIONS):
+        raise SpeedplanInputError(f"{where}: rope_scaling factor must be a finite number up to {MAX_POSITIONS:,}, got {_short(factor)}")
     if kind in ("llama3", "longrope", "su") or isinstance(factor, bool) or not isinstance(factor, (int, float)) \
             or factor <= 1:
         return most
     original = rope.get("original_max_position_embeddings")
     base = original if kind == "yarn" and isinstance(original, int) and not isinstance(original, bool) else most
-    return max(most, int(base * factor))
+    return min(max(most, int(base * factor)), MAX_POSITIONS)

@@ -201,7 +201,7 @@ def test_sliding_window_layers_hold_at_most_the_window_of_kv():
     full = m.kv_bytes_per_token_per_rank(1)
     assert m.kv_bytes_per_rank(4096, 1) == pytest.approx(4096 * full)
     assert m.kv_bytes_per_rank(8192, 1) == pytest.approx(0.75 * 8192 * full)
-    with pytest.raises(SpeedplanInputError, match="'sliding_window' must be a positive integer or null"):
+    with pytest.raises(SpeedplanInputError, match=r"'sliding_window' must be a positive integer \(at most 2\*\*31\) or null"):
         from_hf_config(_dense(4096, 14336, 32, 8, 32, 32768, sliding_window="4k"))
 
 

@@ -57,6 +57,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
                                       f"the file's top level ({_guess(run)})")
         if run.get("max_concurrency") is None:
             raise SpeedplanInputError(f"{where}: field 'max_concurrency' missing: run with --max-concurrency B")
+        _check_counts(run, where)
         _check_held(run, where)
         batch, batch_field = _vllm_batch(run, where)
         _check_completed(run, where)
@@ -128,8 +129,12 @@ def throughput_note(run: dict, m: Measurement) -> str | None:
     THROUGHPUT_SPREAD apart as tokens/s (the R = m.running() requests of a step each emitting
     1000 / mean_tpot_ms a second); None where they agree or the row is not a TPOT."""
     thr = run.get("output_throughput")
-    if m.quantity != "tpot_ms" or isinstance(thr, bool) or not isinstance(thr, (int, float)) or not thr > 0:
+    if m.quantity != "tpot_ms" or thr is None:
         return None
+    thr = number_field(run, "output_throughput", m.where)  # checked even where the row is the TPOT
+    if not thr > 0:
+        raise SpeedplanInputError(f"{m.where}: field 'output_throughput' must be a positive number of tokens/s, "
+                                  f"got {shown(run['output_throughput'])}")
     running = m.running()
     implied = running * 1000.0 / m.value
     ratio = thr / implied
@@ -170,6 +175,19 @@ def _guess(run: dict) -> str:
 
 
 FAILED_SHARE = 0.01  # failed requests a run may have: output_throughput leaves out their tokens
+
+
+# Counts a vllm bench serve result holds (requests, tokens, the server's draft counters): none is
+# negative, and a run sent at least one prompt.
+_COUNTS = {"num_prompts": 1, "completed": 0, "failed": 0, "total_input_tokens": 0, "total_output_tokens": 0,
+           "spec_decode_num_drafts": 0, "spec_decode_draft_tokens": 0}
+
+
+def _check_counts(run: dict, where: str) -> None:
+    for key, low in _COUNTS.items():
+        value = number_field(run, key, where, required=False)
+        if value is not None and value < low:
+            raise SpeedplanInputError(f"{where}: field {key!r} must be a count >= {low}, got {shown(run[key])}")
 
 
 def _vllm_batch(run: dict, where: str) -> tuple[int, str]:
@@ -256,7 +274,10 @@ def _vllm_context(run: dict, where: str) -> tuple[int, str]:
     prompt = number_field(run, "total_input_tokens", where, required=False)
     output = number_field(run, "total_output_tokens", where, required=False)
     if done and done > 0 and prompt is not None and output is not None and prompt + output > 0:
-        return max(1, round((prompt + output / 2) / done)), "total_input_tokens"
+        if prompt + output / 2 < done:  # less than a token of context per request: the totals are not this run's
+            raise SpeedplanInputError(f"{where}: fields 'total_input_tokens' and 'total_output_tokens' give less than "
+                                      f"one token of context for each of the {done:g} 'completed' requests")
+        return round((prompt + output / 2) / done), "total_input_tokens"
     return DEFAULT_CONTEXT, "context"
 
 
@@ -343,6 +364,8 @@ def _sglang_context(rec: dict, where: str) -> tuple[int, str]:
     if context is not None:
         return context, "context"
     output = number_field(rec, "completion_tokens", where, required=False)
-    if output is None or output <= 0:
+    if output is not None and not output >= 1:
+        raise SpeedplanInputError(f"{where}: field 'completion_tokens' must be at least 1 token, got {rec['completion_tokens']!r}")
+    if output is None:
         output = BENCH_SPECULATIVE_OUTPUT_TOKENS
     return round(BENCH_SPECULATIVE_PROMPT_TOKENS + output / 2), "completion_tokens"

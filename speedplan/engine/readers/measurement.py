@@ -41,10 +41,14 @@ def shown(value) -> str:
 
 def parse_number(text) -> float:
     """`text` (a number or a string) as a float; ValueError unless it is plain ASCII decimal or
-    scientific notation (or inf / nan)."""
+    scientific notation (or inf / nan). An integer beyond a float's range (JSON allows 10**400)
+    is ±inf, which every caller refuses as not finite."""
     if isinstance(text, str) and not _NUMBER.fullmatch(text.strip()):
         raise ValueError(text)
-    return float(text)
+    try:
+        return float(text)
+    except OverflowError:
+        return math.inf if text > 0 else -math.inf
 
 
 @dataclass(frozen=True)

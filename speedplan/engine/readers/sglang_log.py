@@ -93,10 +93,9 @@ def _launch(path: Path, i: int, text: str) -> Launch | None:
         if value == "None":
             counts[key] = None
             continue
-        try:
-            counts[key] = int(value)
-        except ValueError:
-            raise SpeedplanInputError(f"{path}:{i}: server_args {key}={value} is not a whole number") from None
+        if not (value.isascii() and value.isdigit() and int(value) <= 100_000):  # int() takes "1_0" and "３"
+            raise SpeedplanInputError(f"{path}:{i}: server_args {key}={value:.40} is not a whole number (0..100000)")
+        counts[key] = int(value)
     algorithm = found.get("speculative_algorithm", "None")
     return Launch(i, None if algorithm == "None" else algorithm, counts["speculative_num_steps"],
                   counts["speculative_eagle_topk"], counts["speculative_num_draft_tokens"],
@@ -165,6 +164,10 @@ def read_sglang_log(path: Path) -> list[DecodeLogLine]:
                                       "the bonus token) to the tokens a step can verify")
         if values["accept_rate"] is not None and not 0.0 <= values["accept_rate"] <= 1.0:
             raise SpeedplanInputError(f"{path}:{i}: accept rate {values['accept_rate']:g} is outside 0..1")
+        d = launch.draft_len() if launch is not None else None
+        if d is not None and values["accept_len"] > 1 + d + 0.005:  # the log prints two decimals
+            raise SpeedplanInputError(f"{path}:{i}: accept len {values['accept_len']:g} is above 1 + D = {1 + d}, the "
+                                      f"most a step of the launch on line {launch.line} can accept")
         out.append(DecodeLogLine(i, values["accept_len"], values["accept_rate"],
                                  int(running) if running is not None else None, values["gen_throughput"],
                                  launch.draft_len() if launch is not None else None))

@@ -1,0 +1,42 @@
+"""The optional "fit" object of an engine profile file, as `speedplan calibrate` writes it (what
+it fitted, to which rows, and how well), checked when a profile is read: each field the outputs
+print or compute with has its type and a finite range, so a hand-edited or damaged file is one
+line naming the field, not a traceback or a "-100.0%" in the terminal."""
+
+from __future__ import annotations
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import finite
+
+FIGURES = ("median_abs_residual", "max_abs_residual", "loo_median_error", "loo_max_error")  # fractions
+TEXTS = ("described", "base", "cross_validation", "created")
+MAX_FIGURE = 1e6  # a relative error no fit reports (100,000,000%)
+
+
+def fit_record(fit, where: str, terms: tuple[str, ...]) -> dict:
+    """`fit` checked (an object; {} where the file has none or null): its figures finite fractions
+    >= 0, its texts text, `fitted` a list of term names, `values` finite numbers by term, `rows` a
+    list of objects whose `batch` (where given) is a finite number."""
+    if not isinstance(fit, dict):
+        raise SpeedplanInputError(f"{where}: 'fit' must be an object (what speedplan calibrate fitted)")
+    for key in FIGURES:
+        value = fit.get(key)
+        if value is not None and not (finite(value) and 0 <= value <= MAX_FIGURE):
+            raise SpeedplanInputError(f"{where}: fit.{key} must be a finite number >= 0 (a fraction), got {value!r:.60}")
+    for key in TEXTS:
+        if key in fit and not isinstance(fit[key], str):
+            raise SpeedplanInputError(f"{where}: fit.{key} must be text, got {fit[key]!r:.60}")
+    rows = fit.get("rows", [])
+    if not isinstance(rows, list) or any(not isinstance(r, dict) for r in rows):
+        raise SpeedplanInputError(f"{where}: fit.rows must be a list of objects")
+    for i, row in enumerate(rows):
+        if "batch" in row and not finite(row["batch"]):
+            raise SpeedplanInputError(f"{where}: fit.rows[{i}].batch must be a finite number, got {row['batch']!r:.60}")
+    fitted = fit.get("fitted", [])
+    if not isinstance(fitted, list) or any(not isinstance(t, str) or t not in terms for t in fitted):
+        raise SpeedplanInputError(f"{where}: fit.fitted must be a list of term names ({', '.join(terms)})")
+    values = fit.get("values", {})
+    if not isinstance(values, dict) or any(not finite(v) or k not in terms for k, v in values.items()):
+        raise SpeedplanInputError(f"{where}: fit.values must be an object of {{term: finite number}} (the values the "
+                                  "fit gave)")
+    return fit
