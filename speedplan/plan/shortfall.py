@@ -72,3 +72,23 @@ def _whose(rule: MemoryRule, meta: dict) -> str:
     if rule == DEFAULT_MEMORY:
         return f"vLLM's default gpu_memory_utilization: engine profile {name} sets no memory rule"
     return f"engine profile {name}'s memory rule"
+
+
+
+def held_elsewhere(result: SweepResult, batches: list) -> list[tuple[str, str, list[int]]]:
+    """The shipped serving engines whose own memory rule holds plain decoding at some of `batches`
+    (batch sizes the sweep's profile holds at no context): (engine, its rule in words, those batch
+    sizes). Every engine's plan covers only the batch sizes the sweep's own profile holds."""
+    from speedplan.engine.profile import get_engine
+
+    plain = result.frame[result.frame["mechanism"] == "none"]
+    need = plain[plain["batch"].isin(batches)].groupby("batch")["memory_bytes"].min()  # at the shortest context
+    meta, own = result.meta, _rule(result)
+    device, weights = meta["memory_bytes"], meta["weight_bytes_per_gpu"]
+    out = []
+    for name in ("vllm", "sglang", "trtllm"):
+        rule = get_engine(name).memory
+        held = [int(b) for b, m in need.items() if rule != own and m <= usable_bytes(rule, device, weights)]
+        if held:
+            out.append((name, rule.describe(device, weights), held))
+    return out

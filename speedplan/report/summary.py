@@ -230,7 +230,7 @@ def unplanned_line(result: "SweepResult") -> str | None:
     """The swept batch sizes at which nothing fits in memory, or plain decoding does not, or
     None: they drop out of the per-engine plans, and the terminal says so (with what the
     smallest of them needs) instead of leaving them out in silence."""
-    from speedplan.plan.shortfall import plain_memory_need
+    from speedplan.plan.shortfall import held_elsewhere, plain_memory_need
 
     frame = result.frame
     fits = set(frame.loc[frame["feasible"], "batch"])
@@ -241,7 +241,10 @@ def unplanned_line(result: "SweepResult") -> str | None:
     parts = []
     if missing:
         need = f" ({plain_memory_need(result, missing[0])})" if has_plain(missing[0]) else ""
-        parts.append(f"at B = {batch_ranges(missing)} nothing fits in memory{need}")
+        parts.append(f"at B = {batch_ranges(missing)} nothing fits in memory{need}"
+                     + "".join(f"; {name}'s memory rule ({rule}) holds plain decoding at B = {batch_ranges(held)}: "
+                               f"sweep with --engine {name} to plan it there"
+                               for name, rule, held in held_elsewhere(result, missing)))
     cells = set(zip(frame.loc[frame["feasible"], "batch"], frame.loc[frame["feasible"], "context"]))
     for c in sorted(set(frame["context"])):  # a batch size that fits at another context only
         lost = sorted({b for b in fits if (b, c) not in cells})

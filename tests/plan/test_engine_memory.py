@@ -142,3 +142,18 @@ def test_usable_bytes_units():
     free = MemoryRule(0.9, "free after weights", "x")
     assert usable_bytes(free, device, 61.1e9) == pytest.approx(61.1e9 + 0.9 * 18.9e9)
     assert np.allclose(usable_bytes(free, device, np.array([0.0, 40e9, 100e9])), [72e9, 76e9, 80e9])
+
+
+def test_the_not_planned_line_names_an_engine_whose_rule_holds_more():
+    """Every engine's plan covers the batch sizes the sweep's own profile holds; where TensorRT-LLM's
+    rule would hold a batch size vLLM's does not, the line says so and how to plan it there."""
+    from speedplan.report.summary import render_summary
+
+    grid = dict(mechanisms=["eagle3"], batches=[1, 32, 48], draft_lens=[0, 2])
+    text = render_summary(sweep("qwen3-30b-a3b", "h100-sxm", **grid))
+    line = next(line for line in text.splitlines() if line.startswith("not planned"))
+    assert "at B = 32, 48 nothing fits in memory" in line
+    assert line.endswith("; trtllm's memory rule (the weights and 90% of the 18.9 GB free after them) holds plain "
+                         "decoding at B = 32: sweep with --engine trtllm to plan it there")
+    trt = render_summary(sweep("qwen3-30b-a3b", "h100-sxm", engine="trtllm", **grid))
+    assert "sweep with --engine" not in next(line for line in trt.splitlines() if line.startswith("not planned"))
