@@ -110,6 +110,8 @@ def test_benchmark_files(tmp_path, capsys, engine, change, words):
      "rope_scaling factor must be a finite number"),
     (OLMOE_1B_7B, "rope_scaling", {"rope_type": "dynamic", "factor": 1e305}, "rope_scaling factor must be a finite"),
     (OLMOE_1B_7B, "max_position_embeddings", BIG, "'max_position_embeddings' must be an integer in 0.."),
+    (OLMO3_7B, "rope_scaling", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": BIG},
+     "rope_scaling original_max_position_embeddings must be an integer in 1.."),
     (OLMOE_1B_7B, "num_experts", "", "'num_experts' must be an integer"),
     (OLMOE_1B_7B, "num_experts", 0, "is a mixture of experts, but 'num_experts'"),
     (OLMOE_1B_7B, "tie_word_embeddings", "false", "'tie_word_embeddings' must be true or false"),
@@ -129,3 +131,15 @@ def test_a_window_far_beyond_any_context_is_refused(tmp_path, capsys):
     f.write_text(json.dumps({**data, "sliding_window": 10 ** 19}))
     _refused(capsys, ["sweep", "--model", str(f), "--batch", "1", "--out", str(tmp_path / "r")], tmp_path / "r",
              "'sliding_window' must be a positive integer (at most 2**31)")
+
+
+def test_a_fit_figure_calibrate_can_write_is_read_back(tmp_path):
+    """fit.max_abs_residual of 24343384.5 (a row 2.4e7 off: calibrate writes what it measured)
+    was refused by a 1e6 cap the message did not name (review, 2026-12-04)."""
+    from speedplan.engine.profile import get_engine
+
+    data = json.loads((PRESET_DIR / "vllm.json").read_text())
+    data["fit"]["max_abs_residual"] = 24343384.5
+    f = tmp_path / "e.json"
+    f.write_text(json.dumps(data))
+    assert get_engine(str(f)).fit["max_abs_residual"] == 24343384.5

@@ -256,6 +256,9 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
     if launched and draft_len is None:
         (draft_len,) = launched
         how = "from the log's server_args line"
+        if draft_len > MAX_DRAFT:
+            raise SpeedplanInputError(f"{path}: the log's server_args line says the server drafted {draft_len} tokens "
+                                      f"a step; speedplan prices draft lengths of 1..{MAX_DRAFT}")
     if draft_len is None:  # @D given is trusted: accept rate gives D for chains only (a tree divides by its nodes)
         implied = draft_len_from_rates(records)
         if implied is None and all(r.accept_rate is None for r in records):

@@ -229,8 +229,32 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     # the most that fit (_plain_held, capacity.Capacity)
     weights = serving_weights(servable, batch_weights)
     kernels: dict = {}  # forwards of D = 0 steps, shared by the engines (zero_draft.ZeroDraft)
-    return {name: _plan_one(name, engine, engine_pricing(result, name), weights, kernels)
-            for name, engine in modules.items()}
+    plans = {}
+    for name, engine in modules.items():
+        priced = engine_pricing(result, name)
+        held = _held_weights(priced, weights, kernels)  # the cells this engine's memory rule holds a sequence at
+        plans[name] = (_plan_one(name, engine, priced, held, kernels) if len(held) else
+                       EnginePlan(name, "none", "off", "nothing fits in memory under this engine's memory rule", 0.0,
+                                  0.0, pd.DataFrame(), _profile_text(priced.meta),
+                                  profile_name=engine_profile_name(priced.meta)))
+    return plans
+
+
+def _held_weights(result, weights: pd.Series, kernels: dict) -> pd.Series:
+    """`weights` over the cells where the engine that priced `result` holds at least one sequence of
+    plain decoding under its own memory rule (renormalised); the sweep's profile, with a roomier rule,
+    may serve cells it holds none at, which this engine's plan leaves out."""
+    frame = result.frame
+    plain = frame[(frame["mechanism"] == "none") & frame["feasible"]]
+    fits = set(zip(plain["batch"], plain["context"]))
+    short = np.array([i for i, cell in enumerate(weights.index) if cell not in fits], dtype=int)
+    if not len(short):
+        return weights
+    batch = weights.index.get_level_values(0).to_numpy(dtype=float)[short]
+    context = weights.index.get_level_values(1).to_numpy(dtype=float)[short]
+    none = short[Capacity(result, kernels).most_sequences("none", 0, 1, batch, context) < 1]
+    kept = weights.drop(weights.index[none])
+    return kept / kept.sum() if len(kept) else kept
 
 
 def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | None = None) -> EnginePlan:
@@ -249,7 +273,9 @@ def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | Non
     reach = {OFF_KEY: table.plain} | {k: views[label].rows[k] for label, support in runnable.items()
                                       for mode in support.modes
                                       for k in _settings(table, label, mode, label.split(":")[0] in TREE_MECHANISMS)}
-    norm = np.nanmax(np.vstack(list(reach.values())), axis=0)  # the engine's best per cell
+    with np.errstate(all="ignore"):  # a cell this engine's memory rule holds nothing at: all NaN
+        norm = np.nanmax(np.vstack(list(reach.values())), axis=0)  # the engine's best per cell
+    norm = np.where(np.isfinite(norm) & (norm > 0), norm, np.inf)  # such a cell counts 0 for every plan
     cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
               "no speculative options", table)]
     for label, support in runnable.items():

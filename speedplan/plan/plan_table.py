@@ -45,7 +45,7 @@ class PlanTable:
             # plain decoding: the "none" rows, or a mechanism's own D = 0 rows if a frame carries those
             key = OFF_KEY if key[0] == "none" or key[1] == 0 else (key[0], int(key[1]), int(key[2]))
             self.rows.setdefault(key, np.full(len(cell), np.nan))[i] = thr
-        self.plain = self.rows[OFF_KEY]
+        self.plain = self.rows.setdefault(OFF_KEY, np.full(len(cell), np.nan))  # NaN: an engine's rule holds none
 
     def with_drafter(self, label: str, zero: np.ndarray | None, capacity: Capacity, runs: bool = True) -> "PlanTable":
         """The table as a plan that loads `label`'s drafter sees it: D = 0 is `zero` (tokens/s/GPU

@@ -96,8 +96,9 @@ def _grid(mech: Mechanism | None, batches, draft_lens, contexts, tree_nodes) -> 
 
 def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     """The same sweep priced through another engine profile: the kernels, acceptance and
-    memory are reused (they do not depend on the engine), only the step model is applied
-    again. Frontier, best per batch and SLO pick are read off the new frame."""
+    memory per row are reused (they do not depend on the engine); the step model and what fits
+    (the profile's memory rule) are applied again. Frontier, best per batch and SLO pick are read
+    off the new frame."""
     sweep_result(result, "reprice")
     engine = get_engine(engine)
     if result.engine is not None and engine.prices_like(result.engine):

@@ -226,7 +226,7 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
                      "wins).</p>")
         parts.append(_html_table(_recommendation_rows(result.best, plain_unfit_cells(frame)),
                                  {"mechanism", "latency from", "verify GEMMs"}))
-        unplanned = unplanned_line(result)
+        unplanned = unplanned_line(result, list(plans) if plans else None)
         if unplanned:
             parts.append(f'<p class="note">{_e(unplanned)}</p>')
         parts.extend(f'<p class="note">{_e(line)}</p>'

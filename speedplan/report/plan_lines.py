@@ -36,15 +36,17 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
     rows = [p.rows for p in plans.values() if len(p.rows)]
     if not rows:
         return ["plan per engine: nothing fits in memory"]
-    batches = sorted(rows[0]["batch"].unique())
+    batches = sorted(set().union(*(r["batch"].unique() for r in rows)))  # an engine may hold fewer (its memory rule)
     shown = pick_rows(batches, max_batches)
     some = f" of {len(batches)}; every one in schedule.csv" if len(shown) < len(batches) else ""
     lines = [f"plan per engine (D at B = {', '.join(map(str, shown))}{some}; each priced with its own engine "
              "profile; loss against the best that engine reaches at each B):"]
     width = max(len(p.mechanism) for p in plans.values())
-    several_contexts = rows[0]["context"].nunique() > 1
+    several_contexts = len(set().union(*(r["context"].unique() for r in rows))) > 1
+    cells = set().union(*(set(zip(r["batch"], r["context"])) for r in rows))
     for name, p in plans.items():
         if not len(p.rows):
+            lines.append(f"  {name:7s} not planned: its memory rule holds no sequence at any planned batch size")
             continue
         per_b = p.rows.groupby("batch").agg(d=("draft_len", "first"), loss=("loss_vs_best", "max"))
         worst = per_b["loss"].idxmax()
@@ -72,7 +74,11 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
         if len(capped):  # the engine's cap on a speculative launch's running requests (SGLang: 48 by default)
             tail += (f"; from B={capped['batch'].min()} a step runs {p.spec_max_running:g} requests, the engine's cap "
                      "with speculative decoding (spec_max_running), priced so (the rest wait)")
-        ds = " ".join(str(int(per_b["d"][b])) for b in shown)
+        ds = " ".join(str(int(per_b["d"][b])) if b in per_b.index else "-" for b in shown)
+        unheld = sorted(cells - set(zip(p.rows["batch"], p.rows["context"])))
+        if unheld:  # cells the sweep's profile serves where this engine's memory rule holds no sequence
+            tail += ("; its memory rule holds no sequence at " + ", ".join(
+                f"B={b}" + (f" context {c}" if several_contexts else "") for b, c in unheld) + " (not planned there)")
         tree = p.rows[p.rows["verify_tokens"] > p.rows["draft_len"] + 1]["verify_tokens"].unique()
         ds += f" ({int(tree[0]) - 1} nodes)" if len(tree) == 1 else ""  # a tree plan's size
         profile = p.engine_profile.split(":")[0]

@@ -226,10 +226,11 @@ def batch_ranges(batches) -> str:
     return ", ".join(out)
 
 
-def unplanned_line(result: "SweepResult") -> str | None:
+def unplanned_line(result: "SweepResult", engines=None) -> str | None:
     """The swept batch sizes at which nothing fits in memory, or plain decoding does not, or
     None: they drop out of the per-engine plans, and the terminal says so (with what the
-    smallest of them needs) instead of leaving them out in silence."""
+    smallest of them needs) instead of leaving them out in silence; `engines`: the serving
+    engines planned for (all where None), whose roomier memory rules it names."""
     from speedplan.plan.shortfall import held_elsewhere, plain_memory_need
 
     frame = result.frame
@@ -244,7 +245,7 @@ def unplanned_line(result: "SweepResult") -> str | None:
         parts.append(f"at B = {batch_ranges(missing)} nothing fits in memory{need}"
                      + "".join(f"; {name}'s memory rule ({rule}) holds plain decoding at B = {batch_ranges(held)}: "
                                f"sweep with --engine {name} to plan it there"
-                               for name, rule, held in held_elsewhere(result, missing)))
+                               for name, rule, held in held_elsewhere(result, missing, engines)))
     cells = set(zip(frame.loc[frame["feasible"], "batch"], frame.loc[frame["feasible"], "context"]))
     for c in sorted(set(frame["context"])):  # a batch size that fits at another context only
         lost = sorted({b for b in fits if (b, c) not in cells})
@@ -304,7 +305,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         lines.extend(fmt(r) for r in shown)
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
-        unplanned = unplanned_line(result)
+        unplanned = unplanned_line(result, list(plans) if plans else None)
         if unplanned:
             lines.append(unplanned)
         lines.extend(not_servable(meta, {r["mechanism"] for r in shown}))

@@ -68,7 +68,7 @@ def draft_tp_options(mechanism: str, tp: int) -> set[int]:
 
 def _adaptive(plan: ServingPlan) -> bool:
     """The plan runs through --speculative-adaptive: the planner chose that mode, or a hand-made
-    plan (no mode) of an EAGLE/EAGLE3 chain whose D changes with the batch size."""
+    plan (no mode) of an EAGLE, EAGLE3 or MTP chain (ADAPTIVE_CHAINS) whose D changes with the batch size."""
     chain = plan.mechanism in ADAPTIVE_CHAINS and plan.tree is None and bool(plan.schedule)
     varies = len({d for _, _, d in segments(plan)}) > 1
     return chain and (plan.mode == "adaptive" or (plan.mode == "" and varies))

@@ -333,5 +333,9 @@ def _max_context(cfg: dict, where: str) -> int:
             or factor <= 1:
         return most
     original = rope.get("original_max_position_embeddings")
-    base = original if kind == "yarn" and isinstance(original, int) and not isinstance(original, bool) else most
+    if original is not None and (isinstance(original, bool) or not isinstance(original, int)
+                                 or not 0 < original <= MAX_POSITIONS):
+        raise SpeedplanInputError(f"{where}: rope_scaling original_max_position_embeddings must be an integer in "
+                                  f"1..{MAX_POSITIONS:,}, got {_short(original)}")
+    base = original if kind == "yarn" and original is not None else most
     return min(max(most, int(base * factor)), MAX_POSITIONS)

@@ -157,3 +157,27 @@ def test_the_not_planned_line_names_an_engine_whose_rule_holds_more():
                          "decoding at B = 32: sweep with --engine trtllm to plan it there")
     trt = render_summary(sweep("qwen3-30b-a3b", "h100-sxm", engine="trtllm", **grid))
     assert "sweep with --engine" not in next(line for line in trt.splitlines() if line.startswith("not planned"))
+
+
+def test_an_engine_whose_rule_holds_nothing_at_a_cell_leaves_it_out_of_its_plan(tmp_path):
+    """Swept with TensorRT-LLM's roomier rule, cells where vLLM's and SGLang's hold no sequence
+    crashed their plans (KeyError, StopIteration, min() of nothing; review, 2026-12-04)."""
+    from speedplan import write_outputs
+    from speedplan.report.summary import render_summary
+
+    one = sweep("qwen3-32b", "h100-sxm", ["eagle3"], batches=[1], draft_lens=[0, 2], contexts=[32768], engine="trtllm")
+    plans = plan_engines(one)
+    assert len(plans["trtllm"].rows) == 1 and not len(plans["vllm"].rows) and not len(plans["sglang"].rows)
+    assert plans["vllm"].how == "nothing fits in memory under this engine's memory rule"
+    text = render_summary(one, plans=plans)
+    assert "  vllm    not planned: its memory rule holds no sequence at any planned batch size" in text
+    two = sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=[1, 2], draft_lens=[0, 2], contexts=[4096, 32768],
+                tp=2, engine="trtllm")
+    plans = plan_engines(two)
+    cells = lambda p: set(zip(p.rows["batch"], p.rows["context"]))
+    assert (1, 32768) in cells(plans["trtllm"]) and (1, 32768) not in cells(plans["vllm"])
+    assert abs(plans["vllm"].rows["weight"].sum() - 1) < 1e-9  # the weights of the cells it holds, renormalised
+    assert "its memory rule holds no sequence at B=1 context 32768 (not planned there)" in render_summary(two, plans=plans)
+    assert (tmp_path / "r" / "vllm_serve.sh") in write_outputs(two, tmp_path / "r", plans=plans)
+    held = plan_engines(sweep("qwen3-30b-a3b", "h100-sxm", ["eagle3"], batches=[32], draft_lens=[0, 2], engine="trtllm"))
+    assert set(held["vllm"].rows["runs_at_batch"]) == {27}  # fewer than offered: the most its rule holds
