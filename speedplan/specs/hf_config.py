@@ -95,8 +95,8 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
 
 def _dtype(cfg: dict, where: str) -> str:
     """The checkpoint's dtype (torch_dtype, or dtype in newer configs); bf16 when unstated."""
-    key = "torch_dtype" if cfg.get("torch_dtype") else "dtype"
-    raw = cfg.get(key) or "bfloat16"
+    key = "torch_dtype" if cfg.get("torch_dtype") is not None else "dtype"
+    raw = "bfloat16" if cfg.get(key) is None else cfg[key]  # null: unstated; [] or "" are no dtype
     name = raw.removeprefix("torch.") if isinstance(raw, str) else None
     if name not in _DTYPES:
         raise SpeedplanInputError(f"{where}: {key} {raw!r} is not one of {', '.join(_DTYPES)}")
