@@ -114,7 +114,7 @@ def test_benchmark_files(tmp_path, capsys, engine, change, words):
      "rope_scaling original_max_position_embeddings must be an integer in 1.."),
     (OLMOE_1B_7B, "num_experts", "", "'num_experts' must be an integer"),
     (OLMOE_1B_7B, "num_experts", 0, "is a mixture of experts, but 'num_experts'"),
-    (OLMOE_1B_7B, "tie_word_embeddings", "false", "'tie_word_embeddings' must be true or false"),
+    (OLMOE_1B_7B, "tie_word_embeddings", "false", "'tie_word_embeddings' must be true, false or null"),
     (OLMOE_1B_7B, "torch_dtype", [], "torch_dtype [] is not one of"),
     (GRANITE_MOE_SHARED, "shared_intermediate_size", [], "'shared_intermediate_size' must be an integer"),
 ])

@@ -22,10 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.engine.fit_record import fit_record
-from speedplan.specs.files import finite
 from speedplan.engine.memory_rule import DEFAULT_MEMORY, MemoryRule, memory_rule
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import read_json
+from speedplan.specs.files import finite, read_json
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "specs" / "presets" / "engines"
 SHIPPED = " (shipped)"  # how a shipped profile's origin ends

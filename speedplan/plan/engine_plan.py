@@ -232,15 +232,16 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     plans = {}
     for name, engine in modules.items():
         priced = engine_pricing(result, name)
-        held = _held_weights(priced, weights, kernels)  # the cells this engine's memory rule holds a sequence at
-        plans[name] = (_plan_one(name, engine, priced, held, kernels) if len(held) else
+        capacity = Capacity(priced, kernels)  # how many sequences a launch holds where it holds fewer than offered
+        held = _held_weights(priced, weights, capacity)  # the cells this engine's memory rule holds a sequence at
+        plans[name] = (_plan_one(name, engine, priced, held, capacity, kernels) if len(held) else
                        EnginePlan(name, "none", "off", "nothing fits in memory under this engine's memory rule", 0.0,
                                   0.0, pd.DataFrame(), _profile_text(priced.meta),
                                   profile_name=engine_profile_name(priced.meta)))
     return plans
 
 
-def _held_weights(result, weights: pd.Series, kernels: dict) -> pd.Series:
+def _held_weights(result, weights: pd.Series, capacity: Capacity) -> pd.Series:
     """`weights` over the cells where the engine that priced `result` holds at least one sequence of
     plain decoding under its own memory rule (renormalised); the sweep's profile, with a roomier rule,
     may serve cells it holds none at, which this engine's plan leaves out."""
@@ -252,17 +253,18 @@ def _held_weights(result, weights: pd.Series, kernels: dict) -> pd.Series:
         return weights
     batch = weights.index.get_level_values(0).to_numpy(dtype=float)[short]
     context = weights.index.get_level_values(1).to_numpy(dtype=float)[short]
-    none = short[Capacity(result, kernels).most_sequences("none", 0, 1, batch, context) < 1]
+    none = short[capacity.most_sequences("none", 0, 1, batch, context) < 1]
     kept = weights.drop(weights.index[none])
     return kept / kept.sum() if len(kept) else kept
 
 
-def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | None = None) -> EnginePlan:
-    """One engine's plan on the sweep as that engine's profile priced it."""
+def _plan_one(name: str, engine, result, weights: pd.Series, capacity: Capacity,
+              kernels: dict | None = None) -> EnginePlan:
+    """One engine's plan on the sweep as that engine's profile priced it, over the cells of `weights`
+    (each holding at least one sequence under its memory rule: `_held_weights`)."""
     from speedplan.plan.mechanisms import TREE_MECHANISMS
 
     frame, meta = result.frame, result.meta
-    capacity = Capacity(result, kernels)  # how many sequences a launch holds where it holds fewer than offered
     table = _plain_held(PlanTable(frame, weights), capacity)
     labels = [m for m in dict.fromkeys(frame["mechanism"]) if m != "none"]
     runnable = _runnable(engine, labels, meta)
@@ -273,9 +275,7 @@ def _plan_one(name: str, engine, result, weights: pd.Series, kernels: dict | Non
     reach = {OFF_KEY: table.plain} | {k: views[label].rows[k] for label, support in runnable.items()
                                       for mode in support.modes
                                       for k in _settings(table, label, mode, label.split(":")[0] in TREE_MECHANISMS)}
-    with np.errstate(all="ignore"):  # a cell this engine's memory rule holds nothing at: all NaN
-        norm = np.nanmax(np.vstack(list(reach.values())), axis=0)  # the engine's best per cell
-    norm = np.where(np.isfinite(norm) & (norm > 0), norm, np.inf)  # such a cell counts 0 for every plan
+    norm = np.nanmax(np.vstack(list(reach.values())), axis=0)  # the engine's best per cell
     cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
               "no speculative options", table)]
     for label, support in runnable.items():
@@ -303,7 +303,7 @@ def _plain_held(table: PlanTable, capacity: Capacity) -> PlanTable:
     """The table with plain decoding (no drafter) at the cells where this engine's memory rule holds
     fewer sequences than offered (cells planned because the sweep's own profile, with a roomier rule,
     serves them): the most that fit, priced at that many, as the engine's scheduler runs them (the
-    rest wait); NaN where none fit."""
+    rest wait). Cells holding none are not planned for the engine (`_held_weights`)."""
     short = np.flatnonzero(~np.isfinite(table.plain))
     if not len(short):
         return table

@@ -98,7 +98,7 @@ def engine_rows(p: GridPricing, engine: EngineProfile, hardware: str, target: Mo
     # match are priced at their expected tokens q but keep this shape)
     width = (1 + np.asarray(N if mech is not None and mech.is_tree else D)).astype(int)
     return pd.DataFrame({
-        "model": target.name, "hardware": hardware, "engine": engine_profile_name(engine.meta()), "mechanism": name,
+        "model": target.name, "hardware": hardware, "engine": engine_profile_name({"engine": engine.name, "engine_source": engine.origin}), "mechanism": name,
         "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
         "acceptance_length": al, "acceptance_source": acc_src,
         "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": k * verify.total_s, "t_draft_s": k * draft.total_s,

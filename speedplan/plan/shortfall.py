@@ -74,25 +74,24 @@ def _whose(rule: MemoryRule, meta: dict) -> str:
     return f"engine profile {name}'s memory rule"
 
 
-
 def held_elsewhere(result: SweepResult, batches: list, engines=None) -> list[tuple[str, str, list[int]]]:
     """The serving engines (`engines`, all where None) whose shipped profile's memory rule holds
     plain decoding at some of `batches` (batch sizes the sweep's profile holds at no context):
     (engine, its rule in words, those batch sizes). Every engine's plan covers only the batch sizes
     the sweep's own profile holds. None for a sweep of the reference runtime (a CPU, no engine)."""
     from speedplan.engine.profile import get_engine
+    from speedplan.serving import ENGINES
 
-    if result.meta.get("engine") == "speedplan-runtime":
+    meta = result.meta
+    if meta.get("engine") == "speedplan-runtime":
         return []
-
     plain = result.frame[result.frame["mechanism"] == "none"]
     need = plain[plain["batch"].isin(batches)].groupby("batch")["memory_bytes"].min()  # at the shortest context
-    meta, own = result.meta, _rule(result)
     device, weights = meta["memory_bytes"], meta["weight_bytes_per_gpu"]
     out = []
-    for name in [e for e in ("vllm", "sglang", "trtllm") if engines is None or e in engines]:
+    for name in [e for e in ENGINES if engines is None or e in engines]:
         rule = get_engine(name).memory
-        held = [int(b) for b, m in need.items() if rule != own and m <= usable_bytes(rule, device, weights)]
+        held = [int(b) for b, m in need.items() if m <= usable_bytes(rule, device, weights)]
         if held:
             out.append((name, rule.describe(device, weights), held))
     return out

@@ -157,8 +157,7 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
             continue
         name = spec.split(":")[0].strip().lower()
         if isinstance(acceptance, dict):
-            family = REGISTRY[name].family_name() if name in REGISTRY else name
-            keys = [k for k in (spec.strip().lower(), name, family, "*") if k in acceptance]
+            keys = _acceptance_keys(acceptance, spec)
             used.update(keys)
             bare += [spec.strip().lower()] if keys[:1] == ["*"] else []
             user_acc = acceptance[keys[0]] if keys else None
@@ -210,6 +209,14 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
     return mechs, skipped
 
 
+def _acceptance_keys(acceptance: dict, spec: str) -> list[str]:
+    """The keys of a user's {key: Acceptance} that reach mechanism `spec`, most specific first: the
+    spec itself, its mechanism's name, its head family (`eagle3:` reaches eagle3-tree), then "*"."""
+    name = spec.split(":")[0].strip().lower()
+    family = REGISTRY[name].family_name() if name in REGISTRY else name
+    return [k for k in dict.fromkeys((spec.strip().lower(), name, family, "*")) if k in acceptance]
+
+
 def _borrowed_heads(names: list[str], target: ModelSpec, acceptance) -> dict[str, str]:
     """Trained-head mechanisms (EAGLE, EAGLE-3 and their trees) a default sweep leaves out, with
     why: those whose only published acceptance is another target's where another head family has
@@ -223,8 +230,7 @@ def _borrowed_heads(names: list[str], target: ModelSpec, acceptance) -> dict[str
     out = {}
     for name in names:
         family = REGISTRY[name].family_name()
-        given = acceptance is not None and (not isinstance(acceptance, dict) or
-                                            any(k in acceptance for k in (name, family, "*")))
+        given = acceptance is not None and (not isinstance(acceptance, dict) or bool(_acceptance_keys(acceptance, name)))
         if family in heads - own and own and not given:
             row = next(p.row for p in HEADS if p.family == family and p.target is None)
             out[name] = (f"no published acceptance for {target.name} (the {family} family's row is another target's: "

@@ -18,6 +18,7 @@ from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, OFF, OPEN_END_BATCH, Mode,
 from speedplan.serving.text import header, shell, unsupported, yaml
 
 NAME = "trtllm"
+YAML_FILE = "trtllm_extra_llm_api_options.yaml"
 VERSION = (
     "TensorRT-LLM main (GitHub index), tensorrt_llm/llmapi/llm_args.py @ 0004396 "
     "(DecodingBaseConfig.draft_len_schedule, keys = last batch of a range) and "
@@ -221,11 +222,7 @@ def render(plan: ServingPlan) -> dict[str, str]:
     if plan.mechanism == OFF:
         options, launch_notes = launch_options(plan)  # plain steps are priced as graph replays too
         text = header(plan, VERSION, "no speculative_config: plain decoding at every batch size.", launch_notes)
-        if not options:
-            return {"trtllm_serve.sh": "#!/bin/sh\n" + text + shell(command)}
-        return {"trtllm_extra_llm_api_options.yaml": text + yaml(options),
-                "trtllm_serve.sh": "#!/bin/sh\n" + text + "# Run from the folder holding trtllm_extra_llm_api_options.yaml.\n"
-                + shell(command + ["--extra_llm_api_options", "trtllm_extra_llm_api_options.yaml"])}
+        return _with_options(text, command, options) if options else {"trtllm_serve.sh": "#!/bin/sh\n" + text + shell(command)}
     if plan.mechanism not in DECODING_TYPES:
         reason = ("TensorRT-LLM's PyTorch backend (the trtllm-serve default) has no Medusa: MedusaDecodingConfig "
                   "supports only the TensorRT-engine backend." if plan.mechanism == "medusa" else
@@ -245,8 +242,13 @@ def render(plan: ServingPlan) -> dict[str, str]:
         expressed = f"one fixed setting: max_draft_len = {cfg['max_draft_len']} at every batch size."
     options, launch_notes = launch_options(plan)
     top = header(plan, VERSION, expressed, notes + _notes(plan, cfg) + launch_notes)
+    return _with_options(top, command, {"speculative_config": cfg, **options})
+
+
+def _with_options(text: str, command: list[str], options: dict) -> dict[str, str]:
+    """The YAML of LLM API `options` and the trtllm-serve command that passes it, both under `text`."""
     return {
-        "trtllm_extra_llm_api_options.yaml": top + yaml({"speculative_config": cfg, **options}),
-        "trtllm_serve.sh": "#!/bin/sh\n" + top + "# Run from the folder holding trtllm_extra_llm_api_options.yaml.\n"
-        + shell(command + ["--extra_llm_api_options", "trtllm_extra_llm_api_options.yaml"]),
+        YAML_FILE: text + yaml(options),
+        "trtllm_serve.sh": "#!/bin/sh\n" + text + f"# Run from the folder holding {YAML_FILE}.\n"
+        + shell(command + ["--extra_llm_api_options", YAML_FILE]),
     }

@@ -4,6 +4,8 @@ of the config dict; `speedplan.specs.hf_config.from_hf_config` calls them."""
 
 from __future__ import annotations
 
+import re
+
 from speedplan.errors import SpeedplanInputError
 
 _FP8_METHODS = {"fp8", "fbgemm_fp8"}
@@ -57,31 +59,40 @@ def _fp8_weights(node) -> bool:
 OLMO3_WINDOW = 4096  # Olmo3Config.sliding_window's default
 
 
-def _is(cfg: dict, model_type: str, arch: str) -> bool:
-    """Whether the config names the family by its model_type or an architecture's class name."""
+def family_of(name: str) -> str:
+    """An architecture's family as speedplan spells it: `Qwen3_5MoeForConditionalGeneration` →
+    "qwen35moe", `LlamaForCausalLMEagle3` → "llama", `Olmo2ForCausalLM` → "olmo2"."""
+    base = re.sub(r"For(CausalLM|ConditionalGeneration)", "", name)
+    return re.sub(r"^Eagle3?|Eagle3?$", "", base).replace("_", "").lower()
+
+
+def _is(cfg: dict, family: str) -> bool:
+    """Whether the config names `family` by its model_type or an architecture's class name."""
     names = cfg.get("architectures")
-    return cfg.get("model_type") == model_type or (isinstance(names, list) and any(
-        isinstance(n, str) and n.startswith(arch + "For") for n in names))
+    return cfg.get("model_type") == family or (isinstance(names, list) and any(
+        isinstance(n, str) and family_of(n) == family for n in names))
 
 
-def _check_flag(cfg: dict, key: str, where: str) -> None:
+def flag(cfg: dict, key: str, where: str) -> bool:
+    """A true/false key (absent or null: false); "false" as text would read as true."""
     value = cfg.get(key)
     if value is not None and not isinstance(value, bool):
-        raise SpeedplanInputError(f"{where}: {key!r} must be true, false or null, got {value!r}")
+        raise SpeedplanInputError(f"{where}: {key!r} must be true, false or null, got {value!r:.60}")
+    return bool(value)
 
 
 def check_bias_flags(cfg: dict, where: str) -> None:
     """InternLM3's `qkv_bias` (q, k and v projections) and `bias` (o_proj; vLLM's LlamaDecoderLayer
     reads both): booleans. Bias vectors are not counted, as no family's are."""
-    if _is(cfg, "internlm3", "InternLM3"):
+    if _is(cfg, "internlm3"):
         for key in ("qkv_bias", "bias"):
-            _check_flag(cfg, key, where)
+            flag(cfg, key, where)
 
 
 def shared_mlp_width(cfg: dict, where: str) -> int:
     """Granite-MoE-Shared's always-on `shared_mlp` width (`shared_intermediate_size`; 0 or
     absent: none, GraniteMoeSharedDecoderLayer builds no shared_mlp); 0 for other families."""
-    if not _is(cfg, "granitemoeshared", "GraniteMoeShared"):
+    if not _is(cfg, "granitemoeshared"):
         return 0
     value = cfg.get("shared_intermediate_size")
     value = 0 if value is None else value
@@ -97,9 +108,9 @@ def tp_gathers(cfg: dict, heads: int, kv_heads: int, head_dim: int) -> tuple[int
     over its whole projection (olmo2.py `_apply_qk_norm`, vllm commit 028aedf62ade; olmoe.py
     `OlmoeAttention._apply_qk_norm`, commit 048a32c74781); InternLM2 gathers its fused wqkv output
     to split q, k and v (internlm2.py `split_qkv`, commit 0531c2226a6a). () for other families."""
-    if _is(cfg, "olmo2", "Olmo2") or _is(cfg, "olmo3", "Olmo3") or _is(cfg, "olmoe", "Olmoe"):
+    if any(_is(cfg, f) for f in ("olmo2", "olmo3", "olmoe")):
         return heads * head_dim, kv_heads * head_dim
-    if _is(cfg, "internlm2", "InternLM2"):
+    if _is(cfg, "internlm2"):
         return ((heads + 2 * kv_heads) * head_dim,)
     return ()
 
@@ -141,7 +152,7 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int, bool]:
     - else a numeric `sliding_window` applies to every layer (Mistral-7B-v0.1, Phi-3).
     Without a sliding window, Llama-4's chunked attention (`attention_chunk_size`) is read as
     one: see `chunked_attention`."""
-    family = "olmo3" if _is(cfg, "olmo3", "Olmo3") else str(cfg.get("model_type", ""))
+    family = "olmo3" if _is(cfg, "olmo3") else str(cfg.get("model_type", ""))
     window = cfg.get("sliding_window", OLMO3_WINDOW if family == "olmo3" else None)
     if window is None or window is False:
         chunk, local = chunked_attention(cfg, layers, where)

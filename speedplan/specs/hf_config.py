@@ -5,11 +5,9 @@ malformed or missing key is one `SpeedplanInputError` naming the file and the ke
 
 from __future__ import annotations
 
-import re
-
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.config_families import (check_bias_flags, check_layer_types, expert_weight_bits, quantized_dtype,
-                                             shared_mlp_width, sliding_window, tp_gathers)
+from speedplan.specs.config_families import (check_bias_flags, check_layer_types, expert_weight_bits, family_of, flag,
+                                             quantized_dtype, shared_mlp_width, sliding_window, tp_gathers)
 from speedplan.specs.files import finite
 from speedplan.specs.linear_attention import linear_attention
 from speedplan.specs.model import MLASpec, MoESpec, ModelSpec
@@ -32,7 +30,7 @@ _NOT_PRICED = {
 _NOT_CAUSAL_LM = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
                   "ForImageClassification")
 # Architectures whose layers speedplan describes (README "A Hugging Face config.json is read for these
-# families"), as `_family` spells them; EAGLE heads name their base family (LlamaForCausalLMEagle3).
+# families"), as `config_families.family_of` spells them; EAGLE heads name their base family (LlamaForCausalLMEagle3).
 # Read from the standard keys alone, as their sources build them (huggingface/transformers
 # src/transformers/models/<family>/, modular_*.py and configuration_*.py; no head_dim key, so hidden / heads):
 # - granite: Llama layers; embedding_/attention_/residual_multiplier and logits_scaling scale, add no weights.
@@ -68,12 +66,6 @@ PRICED_FAMILIES = ("llama", "llama4", "mistral", "mixtral", "qwen2", "qwen2moe",
 _EXPERT_WIDTH_OWN_KEY = ("qwen2moe", "qwen3moe", "qwen3next", "qwen35", "deepseek", "glm4moe", "glmmoe")
 
 
-def _family(name: str) -> str:
-    """`Qwen3_5MoeForConditionalGeneration` → "qwen35moe", `LlamaForCausalLMEagle3` → "llama"."""
-    base = re.sub(r"For(CausalLM|ConditionalGeneration)", "", name)
-    return re.sub(r"^Eagle3?|Eagle3?$", "", base).replace("_", "").lower()
-
-
 def _check_family(cfg: dict, arch: list[str], where: str) -> None:
     """Refuse a config speedplan would price as something it is not (module constants above)."""
     family = str(cfg.get("model_type", "")).lower()
@@ -85,7 +77,7 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
     wrong = [a for a in arch if a.endswith(_NOT_CAUSAL_LM)]
     if wrong:
         raise SpeedplanInputError(f"{where}: architecture {wrong[0]!r} is not a causal language model")
-    if arch and not any(_family(a) in PRICED_FAMILIES for a in arch):
+    if arch and not any(family_of(a) in PRICED_FAMILIES for a in arch):
         raise SpeedplanInputError(
             f"{where}: architecture {arch[0]!r} is not a family speedplan prices (Llama, Mistral, Mixtral, Qwen2/3, "
             "Qwen-MoE, Qwen3-Next, Gemma, Phi-3, Phi-3.5-MoE, DeepSeek-V2/V3, GLM-4 MoE, Llama-4, gpt-oss, Granite, "
@@ -125,14 +117,6 @@ def _optional(cfg: dict, key: str, where: str) -> int:
 _MOE_ONLY = ("olmoe", "granitemoe", "granitemoeshared", "mixtral", "phimoe", "qwen2_moe", "qwen3_moe")
 
 
-def _flag(cfg: dict, key: str, where: str) -> bool:
-    """A true/false key (absent or null: false); "false" as text would read as true."""
-    value = cfg.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise SpeedplanInputError(f"{where}: {key!r} must be true or false, got {_short(value)}")
-    return bool(value)
-
-
 def _published(value) -> float | None:
     """The shipped presets' published parameter count (a number), else None."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -157,7 +141,7 @@ def _expert_width(cfg: dict, intermediate: int, where: str) -> int:
     the dense MLP's width as intermediate_size (Qwen3-30B-A3B: 6144 dense, 768 per expert), so
     a config of theirs without moe_intermediate_size is refused, not priced with dense experts."""
     names = [str(cfg.get("model_type", ""))] + _names(cfg, "architectures", where)
-    own_key = any(f in _family(n) for n in names for f in _EXPERT_WIDTH_OWN_KEY)
+    own_key = any(f in family_of(n) for n in names for f in _EXPERT_WIDTH_OWN_KEY)
     if own_key and cfg.get("moe_intermediate_size") is None:
         raise SpeedplanInputError(f"{where}: missing 'moe_intermediate_size' (the experts' width; in this family "
                                   f"intermediate_size, {intermediate}, is the dense MLP's)")
@@ -290,7 +274,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         head_dim=head_dim,
         intermediate=intermediate,
         vocab=vocab,
-        tie_embeddings=_flag(cfg, "tie_word_embeddings", where),
+        tie_embeddings=flag(cfg, "tie_word_embeddings", where),
         qk_norm="Qwen3" in arch,
         moe=moe,
         mla=mla,

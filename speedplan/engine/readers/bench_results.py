@@ -85,7 +85,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
                                           "file has no spec_decode_acceptance_length; give --metadata "
                                           "acceptance_length=AL, or a /metrics scrape of that server beside it")
         context, context_field = _vllm_context(run, where)
-        quantity, value, value_field = vllm_decode(run, where)
+        quantity, value, value_field, throughput = vllm_decode(run, where)
         m = Measurement(
             mechanism=mech, batch=batch, draft_len=draft_len, context=context, quantity=quantity, value=value,
             acceptance_length=al if mech != "none" else None, where=where,
@@ -95,17 +95,21 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
                    ("context", context_field)))
         said = None if run.get("context") is not None else CONTEXT_SAID[
             "total_input_tokens" if context_field == "total_input_tokens" else "default"]
-        out.append(replace(m, notes=tuple(n for n in (said, throughput_note(run, m)) if n)))
+        out.append(replace(m, notes=tuple(n for n in (said, throughput_note(throughput, m)) if n)))
     return out
 
 
-def vllm_decode(run: dict, where: str) -> tuple[str, float, str]:
-    """What a run measured of decoding, as (quantity, value, field): `mean_tpot_ms` as a tpot_ms
+def vllm_decode(run: dict, where: str) -> tuple[str, float, str, float]:
+    """What a run measured of decoding, as (quantity, value, field, output_throughput): `mean_tpot_ms` as a tpot_ms
     row where the file has it (decode alone: a request's steps at the batch held, each AL tokens,
     without its TTFT), else `output_throughput` as a tokens_per_s row (the whole run: prefill,
     queueing and the ramp-down where fewer than max_concurrency requests ran count in it)."""
+    throughput = number_field(run, "output_throughput", where)  # checked even where the row is the TPOT
+    if not throughput > 0:
+        raise SpeedplanInputError(f"{where}: field 'output_throughput' must be a positive number of tokens/s, "
+                                  f"got {shown(run['output_throughput'])}")
     if run.get("mean_tpot_ms") is None:  # written only with a tokenizer and tpot in --percentile-metrics
-        return "tokens_per_s", number_field(run, "output_throughput", where), "output_throughput"
+        return "tokens_per_s", throughput, "output_throughput", throughput
     tpot = number_field(run, "mean_tpot_ms", where)
     if tpot == 0:  # np.mean(tpots or 0): no request had a second token
         raise SpeedplanInputError(f"{where}: field 'mean_tpot_ms' is 0: vLLM writes 0 where no request produced "
@@ -114,7 +118,7 @@ def vllm_decode(run: dict, where: str) -> tuple[str, float, str]:
     if tpot < 0:
         raise SpeedplanInputError(f"{where}: field 'mean_tpot_ms' must be a positive number of milliseconds, "
                                   f"got {shown(run['mean_tpot_ms'])}")
-    return "tpot_ms", tpot, "mean_tpot_ms"
+    return "tpot_ms", tpot, "mean_tpot_ms", throughput
 
 
 # output_throughput further than this factor from what the run's batch emits at its mean_tpot_ms
@@ -123,18 +127,12 @@ def vllm_decode(run: dict, where: str) -> tuple[str, float, str]:
 THROUGHPUT_SPREAD = 1.5
 
 
-
-def throughput_note(run: dict, m: Measurement) -> str | None:
-    """A note where the tpot_ms row `m` of `run` and its output_throughput are more than
-    THROUGHPUT_SPREAD apart as tokens/s (the R = m.running() requests of a step each emitting
-    1000 / mean_tpot_ms a second); None where they agree or the row is not a TPOT."""
-    thr = run.get("output_throughput")
-    if m.quantity != "tpot_ms" or thr is None:
+def throughput_note(thr: float, m: Measurement) -> str | None:
+    """A note where the tpot_ms row `m` and its run's output_throughput `thr` (tokens/s, checked by
+    `vllm_decode`) are more than THROUGHPUT_SPREAD apart (the R = m.running() requests of a step each
+    emitting 1000 / mean_tpot_ms a second); None where they agree or the row is not a TPOT."""
+    if m.quantity != "tpot_ms":
         return None
-    thr = number_field(run, "output_throughput", m.where)  # checked even where the row is the TPOT
-    if not thr > 0:
-        raise SpeedplanInputError(f"{m.where}: field 'output_throughput' must be a positive number of tokens/s, "
-                                  f"got {shown(run['output_throughput'])}")
     running = m.running()
     implied = running * 1000.0 / m.value
     ratio = thr / implied
