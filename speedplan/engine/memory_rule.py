@@ -3,18 +3,22 @@
 
     "memory": {"share": 0.9, "of": "device", "source": "document: ..."}
     "memory": {"share": 0.9, "of": "free after weights", "source": "document: ..."}
+    "memory": {"of": "device less reserve", "reserve": "sglang-0.5.23", "source": "document: ..."}
 
 Engines define the budget differently. vLLM's gpu_memory_utilization is a share of the whole
 device for weights, activations and KV cache ("device"); TensorRT-LLM's
 KvCacheConfig.free_gpu_memory_fraction is a share of the memory still free once the weights are
-loaded, given to the KV cache ("free after weights"). A profile without the object (older or
-user files) gets `DEFAULT_MEMORY`, 0.9 of the device, the rule speedplan applied to every engine
-before profiles said.
+loaded, given to the KV cache ("free after weights"). SGLang's mem_fraction_static is a share of
+the device too, but its default is no fixed share: the device less a reserve SGLang computes
+from the GPU's memory and the TP size ("device less reserve", the formula named by "reserve":
+`RESERVES`). A profile without the object (older or user files) gets `DEFAULT_MEMORY`, 0.9 of
+the device, the rule speedplan applied to every engine before profiles said.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -23,47 +27,159 @@ from speedplan.errors import SpeedplanInputError
 
 DEVICE = "device"
 FREE_AFTER_WEIGHTS = "free after weights"
-KINDS = (DEVICE, FREE_AFTER_WEIGHTS)
+DEVICE_LESS_RESERVE = "device less reserve"
+KINDS = (DEVICE, FREE_AFTER_WEIGHTS, DEVICE_LESS_RESERVE)
+MIB = 2 ** 20  # bytes; SGLang counts GPU memory in MiB (nvidia-smi's memory.total)
+
+# SGLang 0.5.23 (the wheel, sglang/srt/...): GPU memory classes in MiB, each with its defaults
+# (chunked_prefill_size, decode CUDA graph max batch below TP 4, at TP 4 or more):
+# arg_groups/memory_hook.py:89-170, handle_gpu_memory_settings.
+_SGLANG_0_5_23_CLASSES = ((20 * 1024, 2048, 8, 8),  # :90-100, T4, 4080
+                          (35 * 1024, 4096, 48, 160),  # :101-117, A10, 4090, 5090
+                          (60 * 1024, 4096, 32, 160),  # :118-131, A100 40GB, L40(S)
+                          (90 * 1024, 8192, 256, 512),  # :132-145, H100, A100 80GB
+                          (160 * 1024, 8192, 256, 512),  # :146-159, H20, H200
+                          (float("inf"), 16384, 512, 512))  # :160-170, B200, MI300
+
+
+def sglang_0_5_23_defaults(gpu_mib: float, tp: int = 1) -> tuple[int, int]:
+    """(chunked_prefill_size, decode CUDA graph max batch) SGLang 0.5.23 defaults to on a GPU of
+    `gpu_mib` MiB at TP `tp` (memory_hook.py:89-170; the max batch is lowered to
+    --max-running-requests only where that is given, :182-188: not by default)."""
+    for below, chunk, small_tp, large_tp in _SGLANG_0_5_23_CLASSES:
+        if gpu_mib < below:
+            return chunk, (small_tp if tp < 4 else large_tp)
+    raise AssertionError("unreachable: the last class has no bound")
+
+
+def prefill_graph_sizes(max_bs: int) -> int:
+    """How many prefill CUDA graphs SGLang 0.5.23 captures up to `max_bs` tokens:
+    len(generate_prefill_cuda_graph_batch_sizes(max_bs)), arg_groups/cuda_graph_hook.py:480-497."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_bs + 1, 512)]
+    return sum(s <= max_bs for s in sizes)
+
+
+def sglang_0_5_23_reserve_mib(gpu_mib: float, tp: int = 1) -> float:
+    """MiB SGLang 0.5.23 holds back from a GPU of `gpu_mib` MiB when --mem-fraction-static is not
+    given, for a plain single-node CUDA launch (PP 1, no DP attention, no PD disaggregation, a
+    model without MLA, text only), at TP `tp` (wheel sglang/srt/arg_groups/memory_hook.py):
+
+        C, M = chunked_prefill_size, decode graph max batch (defaults by GPU class, :89-170)
+        reserve = 512                                   :309  attention metadata + slack
+                + 1.5 × max(C, 2048)                    :304-305, :310  activations
+                + TP × PP / 8 × 1024                    :312  large parallel sizes (PP = 1)
+                + 2 × M                                 :313, :364-368  decode CUDA graphs
+                + 8 × (prefill graphs up to C tokens)   :233-236, :384-386  prefill graphs
+                                                        (breakable, on by default on CUDA:
+                                                        cuda_graph_config.py:119-123)
+        on a GPU above 60 GiB at least 10 GiB          :314-315
+        mem_fraction_static = round((gpu_mib − reserve) / gpu_mib, 3)   :324-328
+
+    The terms that do not apply to that launch: DP attention (:370-378), DeepEP all-to-all
+    buffers (:317, :402-414), XPU (:321-322), a multimodal model (:331-337), post-capture KV
+    sizing (:291-295, off by default: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, environ.py:640), PD
+    disaggregation (:298-303), MLA (1.5 GiB for prefill graphs instead, :387-389: about 1 GiB
+    more on an H100), ROCm (no prefill graphs by default; the aiter backend scales the share by
+    0.85 for a model whose context length exceeds 8192, arg_groups/attention_hook.py:244-268).
+    --speculative-algorithm does not change it: its hook, which caps running requests at 48, runs
+    after this one (arg_groups/pipeline.py:218 and :306). cuda_graph_config.py is in
+    model_executor/.
+
+    Worked (GPU memory as the driver reports it, nvidia-smi's memory.total, which SGLang reads and
+    speedplan's presets state; reserve in MiB → share):
+
+        GPU (MiB)                TP 1            TP 2            TP 4            TP 8
+        H100 SXM (81,559)        13,904 → 0.830  14,032 → 0.828  14,800 → 0.819  15,312 → 0.812
+        A100 80 GB (81,920)      13,904 → 0.830  14,032 → 0.829  14,800 → 0.819  15,312 → 0.813
+        H200 SXM (143,771)       13,904 → 0.903  14,032 → 0.902  14,800 → 0.897  15,312 → 0.893
+        B200 (183,359)           26,832 → 0.854  26,960 → 0.853  27,216 → 0.852  27,728 → 0.849
+        L40S (46,068)            7,248 → 0.843   7,376 → 0.840   7,888 → 0.829   8,400 → 0.818
+        A100 40 GB (40,960)      7,248 → 0.823   7,376 → 0.820   7,888 → 0.807   8,400 → 0.795
+
+    The 10 GiB floor binds on none of them.
+    """
+    chunk, decode_max_bs = sglang_0_5_23_defaults(gpu_mib, tp)
+    reserve = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * decode_max_bs + 8 * prefill_graph_sizes(chunk)
+    return max(reserve, 10 * 1024) if gpu_mib > 60 * 1024 else reserve
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """A formula by which an engine's default holds back part of the device: `mib(GPU memory in
+    MiB, TP)` → MiB held back; `engine` and `version` whose default it is, `knob` the setting it
+    sets, rounded as the engine rounds it (`digits`)."""
+
+    engine: str
+    version: str
+    knob: str
+    mib: Callable[[float, int], float]
+    digits: int = 3
+
+
+RESERVES = {"sglang-0.5.23": Reserve("SGLang", "0.5.23", "mem_fraction_static", sglang_0_5_23_reserve_mib)}
 
 
 @dataclass(frozen=True)
 class MemoryRule:
     """`share` (0 < share <= 1) of `of`: the whole device's memory ("device"), or the memory left
-    free once the launch's weights are loaded ("free after weights"); `source`: where it comes from."""
+    free once the launch's weights are loaded ("free after weights"); or, of "device less
+    reserve", the share of the device the formula `reserve` (a `RESERVES` key) leaves, which
+    depends on the GPU and the TP size (`share` None); `source`: where it comes from."""
 
-    share: float = 0.9
+    share: float | None = 0.9
     of: str = DEVICE
     source: str = ("default: 0.9 of the device (vLLM's default gpu_memory_utilization; the engine profile "
                    "does not say)")
+    reserve: str | None = None
 
     def to_json(self) -> dict:
+        if self.of == DEVICE_LESS_RESERVE:
+            return {"of": self.of, "reserve": self.reserve, "source": self.source}
         return {"share": self.share, "of": self.of, "source": self.source}
 
-    def describe(self, device_bytes: float, weight_bytes: float) -> str:
-        """The rule in words for one GPU, e.g. "90% of 80 GB" or "the weights and 90% of the 18.9 GB
-        free after them"."""
+    def device_share(self, device_bytes: float, tp: int = 1) -> float:
+        """The share of the device weights + KV may use ("device" and "device less reserve")."""
+        if self.of != DEVICE_LESS_RESERVE:
+            return self.share
+        r, gpu_mib = RESERVES[self.reserve], device_bytes / MIB
+        return max(round((gpu_mib - r.mib(gpu_mib, tp)) / gpu_mib, r.digits), 0.0)
+
+    def describe(self, device_bytes: float, weight_bytes: float, *, tp: int = 1) -> str:
+        """The rule in words for one GPU, e.g. "90% of 85.5 GB", "the weights and 90% of the 18.9 GB
+        free after them" or "85.5 GB less SGLang's 14.6 GB reserve (mem_fraction_static 0.830, its
+        0.5.23 default at TP 1)"."""
         if self.of == DEVICE:
-            return f"{self.share:.0%} of {device_bytes / 1e9:.0f} GB"
+            return f"{self.share:.0%} of {device_bytes / 1e9:.1f} GB"
+        if self.of == DEVICE_LESS_RESERVE:
+            r = RESERVES[self.reserve]
+            held = r.mib(device_bytes / MIB, tp) * MIB / 1e9
+            return (f"{device_bytes / 1e9:.1f} GB less {r.engine}'s {held:.1f} GB reserve ({r.knob} "
+                    f"{self.device_share(device_bytes, tp):.{r.digits}f}, its {r.version} default at TP {tp})")
         if weight_bytes >= device_bytes:
-            return f"the {device_bytes / 1e9:.0f} GB GPU, which the weights fill: nothing is free after them"
+            return f"the {device_bytes / 1e9:.1f} GB GPU, which the weights fill: nothing is free after them"
         return f"the weights and {self.share:.0%} of the {(device_bytes - weight_bytes) / 1e9:.1f} GB free after them"
 
 
 DEFAULT_MEMORY = MemoryRule()
 
 
-def usable_bytes(rule: MemoryRule, device_bytes: float, weight_bytes):
+def usable_bytes(rule: MemoryRule, device_bytes: float, weight_bytes, *, tp: int = 1):
     """Bytes per GPU that weights + KV cache + drafter state may hold under `rule`.
 
     device_bytes: the GPU's memory (bytes); weight_bytes: every weight the launch loads on that GPU,
     target and drafter (bytes; a number or an array, one per row), i.e. the launch's memory at zero
-    sequences. "device": share × device_bytes (weights ignored). "free after weights":
-    weight_bytes + share × (device_bytes − weight_bytes), at most device_bytes (weights that do not fit
-    leave nothing). Activations, CUDA graphs and workspace, which an engine allocates before it
-    sizes its KV cache from the free memory, are not modelled: under "free after weights" the result
-    is an upper bound by share × that much."""
-    if rule.of == DEVICE:
-        return device_bytes * rule.share
+    sequences; tp: the launch's tensor-parallel size (only "device less reserve" reads it).
+    "device": share × device_bytes (weights ignored). "device less reserve": the share the reserve
+    formula leaves × device_bytes (SGLang's KV pool is that share of the memory free before the
+    model loads less what loading took: sglang/srt/mem_cache/kv_cache_configurator.py:3007 and
+    :3038, the memory measured at distributed/bootstrap.py:207; speedplan takes that memory to be
+    the device's). "free after weights": weight_bytes + share × (device_bytes − weight_bytes), at
+    most device_bytes (weights that do not fit leave nothing). Activations, CUDA graphs and
+    workspace, which an engine allocates before it sizes its KV cache from the free memory, are not
+    modelled: under "free after weights" the result is an upper bound by share × that much."""
+    if rule.of in (DEVICE, DEVICE_LESS_RESERVE):
+        return device_bytes * rule.device_share(device_bytes, tp)
     w = np.asarray(weight_bytes, dtype=float)
     return np.minimum(w + rule.share * (device_bytes - w), device_bytes)
 
@@ -76,14 +192,27 @@ def memory_rule(data, where: str) -> MemoryRule:
     if not isinstance(data, dict):
         raise SpeedplanInputError(f"{where}: 'memory' must be an object like {{\"share\": 0.9, \"of\": \"device\", "
                                   f"\"source\": \"...\"}}, got {data!r}")
-    unknown = sorted(set(data) - {"share", "of", "source"})
+    unknown = sorted(set(data) - {"share", "of", "source", "reserve"})
     if unknown:
-        raise SpeedplanInputError(f"{where}: memory.{unknown[0]}: unknown key; 'memory' takes share, of and source")
-    share, of, source = data.get("share"), data.get("of"), data.get("source")
-    if not finite(share) or not 0 < share <= 1:
-        raise SpeedplanInputError(f"{where}: memory.share must be a number in (0, 1], got {share!r}")
+        raise SpeedplanInputError(f"{where}: memory.{unknown[0]}: unknown key; 'memory' takes share, of and source "
+                                  f"(of {DEVICE_LESS_RESERVE!r}: reserve, of and source)")
+    share, of, source, reserve = data.get("share"), data.get("of"), data.get("source"), data.get("reserve")
     if of not in KINDS:
         raise SpeedplanInputError(f"{where}: memory.of must be one of {', '.join(repr(k) for k in KINDS)}, got {of!r}")
+    if of == DEVICE_LESS_RESERVE:
+        if "share" in data:
+            raise SpeedplanInputError(f"{where}: memory.share: of {of!r} takes no share, its reserve sets it; "
+                                      f"drop share or use of 'device'")
+        if not isinstance(reserve, str) or reserve not in RESERVES:
+            raise SpeedplanInputError(f"{where}: memory.reserve must be one of {', '.join(map(repr, RESERVES))}, "
+                                      f"got {reserve!r}")
+    elif "reserve" in data:
+        raise SpeedplanInputError(f"{where}: memory.reserve: only of {DEVICE_LESS_RESERVE!r} takes a reserve, "
+                                  f"not of {of!r}")
+    elif not finite(share) or not 0 < share <= 1:
+        raise SpeedplanInputError(f"{where}: memory.share must be a number in (0, 1], got {share!r}")
     if not isinstance(source, str) or not source.strip():
         raise SpeedplanInputError(f"{where}: memory.source must be text saying where the share comes from, got {source!r}")
+    if of == DEVICE_LESS_RESERVE:
+        return MemoryRule(None, of, source, reserve)
     return MemoryRule(float(share), of, source)

@@ -16,9 +16,9 @@ same step model as every row of the frame. Plain decoding in such a launch (D = 
 still loaded) holds as many as the launch's best-fitting setting, and is priced as
 `zero_draft.ZeroDraft` prices it, or as plain decoding where that is the same.
 
-Worked example (llama-3.1-70b on 4 H100s, EAGLE-3 D = 2, context 4096): 105 sequences fit and
-106 do not, so at B = 106 the launch runs 105 at its tokens/s/GPU for 105, whatever batch sizes
-were swept (with B = 1, 64, 106 swept, pricing it as B = 64 made 23% fewer tokens/s/GPU).
+Worked example (llama-3.1-70b on 4 H100s, EAGLE-3 D = 2, context 4096): 120 sequences fit and
+121 do not, so at B = 121 the launch runs 120 at its tokens/s/GPU for 120, whatever batch sizes
+were swept (with B = 1, 64, 121 swept, pricing it as B = 64 made 24% fewer tokens/s/GPU).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Capacity:
 
         base = held(np.zeros(len(batch)))
         per_seq = held(np.ones(len(batch))) - base
-        usable = usable_bytes(engine.memory, self.device, base)  # bytes per GPU; base: the launch's weights
+        usable = usable_bytes(engine.memory, self.device, base, tp=self.tp)  # bytes per GPU; base: the launch's weights
         n = np.floor((usable - base) / np.where(per_seq > 0, per_seq, np.inf))
         n = np.clip(np.nan_to_num(n, posinf=0.0), 0, batch - 1)
         n = np.where(held(n) <= usable, n, np.maximum(n - 1, 0))  # rounding at the boundary

@@ -1,7 +1,8 @@
 """What a step of the sweep holds in GPU memory (bytes on the busiest GPU): the feasibility
 test of every row (`plan.pricing`) and how many sequences a launch holds (`plan.capacity`).
 How much of the GPU a step may hold is the engine profile's memory rule
-(`engine.memory_rule`: a share of the device, or of the memory free after the weights)."""
+(`engine.memory_rule`: a share of the device, of the memory free after the weights, or the
+device less a reserve that depends on the GPU and the TP size)."""
 
 from __future__ import annotations
 
@@ -30,4 +31,4 @@ def step_usable_bytes(engine, hw, mech: Mechanism | None, target: ModelSpec, dra
     rule on `hw`: the weights its launch loads (target and drafter) are its memory at zero
     sequences."""
     weights = memory_bytes(mech, target, np.zeros(np.shape(context)), draft_len, context, nodes, tp)
-    return usable_bytes(engine.memory, hw.memory_bytes, weights)
+    return usable_bytes(engine.memory, hw.memory_bytes, weights, tp=tp)

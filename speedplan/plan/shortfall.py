@@ -25,7 +25,7 @@ def _rule(result: SweepResult) -> MemoryRule:
 def _usable(result: SweepResult) -> tuple[float, MemoryRule]:
     """Bytes per GPU plain decoding may hold (its weights: the target's), and the rule that says so."""
     rule, meta = _rule(result), result.meta
-    return float(usable_bytes(rule, meta["memory_bytes"], meta["weight_bytes_per_gpu"])), rule
+    return float(usable_bytes(rule, meta["memory_bytes"], meta["weight_bytes_per_gpu"], tp=meta["tp"])), rule
 
 
 def memory_shortfall(result: SweepResult) -> str | None:
@@ -50,8 +50,8 @@ def memory_shortfall(result: SweepResult) -> str | None:
 def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
     """What the smallest plain-decoding configuration (at `batch`, if given) needs per GPU
     against what is usable, with enough digits to show a shortfall, e.g. "plain decoding at
-    B=128, context 4096 needs 84.8 GB per GPU (weights 16.1 GB) and 72.0 GB are usable (90% of 80
-    GB, engine profile vllm's memory rule)"."""
+    B=128, context 4096 needs 84.8 GB per GPU (weights 16.1 GB) and 77.0 GB are usable (90% of
+    85.5 GB, engine profile vllm's memory rule)"."""
     plain = result.frame[result.frame["mechanism"] == "none"]
     if batch is not None:
         plain = plain[plain["batch"] == batch]
@@ -63,7 +63,7 @@ def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
     digits = 1 if round(need, 1) > round(usable, 1) else 3
     return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {need:.{digits}f} GB per GPU "
             f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable "
-            f"({rule.describe(meta['memory_bytes'], meta['weight_bytes_per_gpu'])}, {_whose(rule, meta)})")
+            f"({rule.describe(meta['memory_bytes'], meta['weight_bytes_per_gpu'], tp=meta['tp'])}, {_whose(rule, meta)})")
 
 
 def _whose(rule: MemoryRule, meta: dict) -> str:
@@ -87,11 +87,11 @@ def held_elsewhere(result: SweepResult, batches: list, engines=None) -> list[tup
         return []
     plain = result.frame[result.frame["mechanism"] == "none"]
     need = plain[plain["batch"].isin(batches)].groupby("batch")["memory_bytes"].min()  # at the shortest context
-    device, weights = meta["memory_bytes"], meta["weight_bytes_per_gpu"]
+    device, weights, tp = meta["memory_bytes"], meta["weight_bytes_per_gpu"], meta["tp"]
     out = []
     for name in [e for e in ENGINES if engines is None or e in engines]:
         rule = get_engine(name).memory
-        held = [int(b) for b, m in need.items() if m <= usable_bytes(rule, device, weights)]
+        held = [int(b) for b, m in need.items() if m <= usable_bytes(rule, device, weights, tp=tp)]
         if held:
-            out.append((name, rule.describe(device, weights), held))
+            out.append((name, rule.describe(device, weights, tp=tp), held))
     return out
