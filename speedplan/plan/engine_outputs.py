@@ -110,7 +110,8 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
                           for r in at.itertuples())
         common = dict(model=meta["model"].get("serve_as", meta["model"]["model"]), tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
                       per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources, engine=name,
-                      contexts=tuple(sorted(int(c) for c in set(rows["context"]))) if len(rows) else ())
+                      contexts=tuple(sorted(int(c) for c in set(rows["context"]))) if len(rows) else (),
+                      context_fit=_context_fit(result, name, plan))
         if plan.mechanism == "none":
             out[name] = ServingPlan(mechanism="none", draft_len=0, schedule=(), fits_memory=len(rows) > 0,
                                     unsupported=unsupported(name, result.frame["mechanism"].unique(), meta), **common)
@@ -125,6 +126,26 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
             mode=plan.mode, spec_max_running=plan.spec_max_running, drafter_kept_warm=plan.drafter_kept_warm,
             acceptance_published=plan.mechanism in (meta.get("published_acceptance") or []), **common)
     return out
+
+
+def _context_fit(result, name: str, plan: EnginePlan):
+    """`serving.context.ContextFit` of engine `name`'s launch of `plan` (its drafter loaded, the widest
+    setting it plans) under the memory rule of the profile that priced it (`engine_profile_for`); None
+    without rows or pricing."""
+    from speedplan.plan.engine_plan import engine_profile_for
+    from speedplan.serving.context import context_fit
+
+    rows = plan.rows
+    if not len(rows) or result.pricing is None:
+        return None
+    pricings, hw, target, tp, _ = result.pricing  # engine-independent: only the memory rule is the engine's
+    rule = engine_profile_for(result, name).memory
+    mech = next((p.mech for p in pricings if p.mech is not None and p.mech.label == plan.mechanism), None)
+    widest = rows.loc[rows["verify_tokens"].idxmax()]
+    draft_len, width = int(widest["draft_len"]), int(widest["verify_tokens"])
+    nodes = width - 1 if mech is not None and mech.is_tree else draft_len + 1  # as capacity._draft_and_nodes
+    return context_fit(target, mech, rule, hw.memory_bytes, tp, draft_len, nodes,
+                       int(rows["context"].max()))
 
 
 def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:

@@ -171,10 +171,24 @@ def engine_pricing(result, name: str):
     from speedplan.engine.profile import get_engine
     from speedplan.plan.sweep import reprice
 
-    shipped = get_engine(name)
-    if result.meta.get("engine_family", result.meta.get("engine")) in (shipped.engine, name) or result.pricing is None:
-        return result
-    return reprice(result, shipped)
+    return result if _priced_as(result, name) else reprice(result, get_engine(name))
+
+
+def engine_profile_for(result, name: str):
+    """The engine profile that prices serving engine `name`'s plan of this sweep (`engine_pricing`):
+    the sweep's own where it describes that engine, else the shipped profile of that name."""
+    from speedplan.engine.profile import get_engine
+
+    return result.engine if _priced_as(result, name) and result.engine is not None else get_engine(name)
+
+
+def _priced_as(result, name: str) -> bool:
+    """The sweep's own pricing serves engine `name`: its profile describes that engine, or it has no
+    pricing to reprice."""
+    from speedplan.engine.profile import get_engine
+
+    return result.meta.get("engine_family", result.meta.get("engine")) in (get_engine(name).engine, name) \
+        or result.pricing is None
 
 
 def _profile_text(meta: dict) -> str:

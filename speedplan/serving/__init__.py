@@ -18,7 +18,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import writing
 from speedplan.serving.plan import Mode, ServingPlan, Support
 
-_SHARED = {"plan", "text"}
+_SHARED = {"plan", "text", "context"}
 
 
 def _discover() -> dict[str, ModuleType]:

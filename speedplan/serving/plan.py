@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import MECHANISMS
+from speedplan.serving.context import ContextFit
 
 OPEN_END_BATCH = 65536
 OFF = "none"  # the mechanism of a plan that turns speculation off everywhere
@@ -128,6 +129,7 @@ class ServingPlan:
     drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward to keep its KV cache current
     acceptance_published: bool = True  # the acceptance priced is a published default (False: the user's or a trace's)
     engine: str | None = None  # the serving engine whose plan this is (serving_plans sets it); None: hand-built, any engine
+    context_fit: ContextFit | None = None  # one full-context sequence against the launch's KV cache (None: not checked)
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS and self.mechanism != OFF:
@@ -164,6 +166,9 @@ class ServingPlan:
             object.__setattr__(self, "tree", {k: int(self.tree[k]) for k in ("topk", "depth", "nodes")})
         if self.mechanism == "mtp":
             _check_has_mtp(self.model)
+        if self.context_fit is not None and not isinstance(self.context_fit, ContextFit):
+            raise SpeedplanInputError(f"context_fit must be a ContextFit (serving.context) or None, "
+                                      f"got {type(self.context_fit).__name__}")
         if self.engine is not None:  # "vLLM " -> "vllm"; an unknown name fails here, not when rendered
             from speedplan.serving import engine_module
 

@@ -89,10 +89,36 @@ def max_running_flag(plan: ServingPlan) -> int | None:
     return int(cap) if cap > 0 else max((int(b) for b, _ in plan.schedule), default=None)
 
 
+# SGLang 0.5.23 wheel (no commit embedded), python/sglang/srt: --context-length (arg_groups/fields/model.py:110)
+# defaults to None, the model's config (configs/model_config.py:1291 _derive_context_length). A KV pool smaller
+# than that does not stop the launch: managers/tp_worker.py:550 get_worker_info only warns ("KV pool holds %d
+# tokens, fewer than --context-length %d", line 560) and clamps max_req_len to the pool (line 568); the
+# scheduler then aborts prompts at or above it (managers/utils.py:259 validate_input_length) and cuts
+# max_new_tokens to it without a word (managers/scheduler.py:2693 init_req_max_new_tokens, line 2714), while the
+# tokenizer manager checks requests against the full context (managers/tokenizer_manager.py:1333, with
+# validate_total_tokens = True at line 606) and /v1/models advertises it (entrypoints/http_server.py:1993). So
+# requests are cut silently: --context-length is written where the full context does not fit (`serving.context`),
+# and requests above it are refused up front with an error instead.
+def context_length(plan: ServingPlan) -> tuple[list[str], list[str]]:
+    """`--context-length N` and its note where one sequence of the model's full context does not fit
+    the KV cache the launch leaves (`ServingPlan.context_fit`); nothing where it fits."""
+    fit = plan.context_fit
+    if fit is None or fit.limit is None:
+        return [], []
+    n = fit.limit
+    return ["--context-length", str(n)], [
+        f"--context-length {n}: {fit.why()}; {fit.chosen()}. Without it SGLang 0.5.23 starts anyway (a warning "
+        "that the KV pool holds fewer tokens than the context length), keeps advertising the full context, and "
+        "aborts longer prompts or cuts max_new_tokens to the pool without a word (managers/tp_worker.py "
+        "get_worker_info, managers/scheduler.py init_req_max_new_tokens); with it, requests above "
+        f"{n:,} tokens are refused up front (managers/tokenizer_manager.py)."]
+
+
 def sglang_args(plan: ServingPlan) -> list[str]:
     """`python -m sglang.launch_server` arguments (names from sglang arg_groups/fields/spec.py)."""
     d = plan.draft_len
     args = ["python -m sglang.launch_server", "--model-path", hf_repo(plan.model), "--tp-size", str(plan.tp)]
+    args += context_length(plan)[0]
     if plan.mechanism == OFF:
         return args
     algorithm = ALGORITHMS[plan.mechanism]
@@ -156,7 +182,8 @@ def render(plan: ServingPlan) -> dict[str, str]:
     """`sglang_launch.sh` (and the adaptive config when the plan uses it)."""
     check_engine(plan, NAME, f"{NAME} render")
     if plan.mechanism == OFF:
-        text = header(plan, VERSION, "no --speculative-algorithm: plain decoding at every batch size.", [])
+        text = header(plan, VERSION, "no --speculative-algorithm: plain decoding at every batch size.",
+                      context_length(plan)[1])
         return {"sglang_launch.sh": "#!/bin/sh\n" + text + shell(sglang_args(plan))}
     if plan.mechanism not in ALGORITHMS:
         return {"sglang_launch.sh": unsupported(plan, NAME, VERSION, (
@@ -190,6 +217,7 @@ def render(plan: ServingPlan) -> dict[str, str]:
                      "speculative decoding (speculative_hook.py _handle_eagle_family, _handle_ngram), D = 0 buckets "
                      f"included; {priced}. To run more, add --max-running-requests N and price "
                      "it with a profile whose spec_max_running is N.")
+    notes += context_length(plan)[1]
     args = sglang_args(plan) + (["--max-running-requests", str(running)] if running is not None else [])
     text = header(plan, VERSION, expressed, notes) + shell(args)
     files = {"sglang_launch.sh": "#!/bin/sh\n" + text}

@@ -184,6 +184,34 @@ def launch_options(plan: ServingPlan) -> tuple[dict, list[str]]:
     return options, notes
 
 
+# TensorRT-LLM's PyTorch backend when the full context does not fit (GitHub index copies): BaseLlmArgs.max_seq_len
+# defaults to None (tensorrt_llm/llmapi/llm_args.py @ 0004396720054fd8e205cbf616f21f0b57c6b412; trtllm-serve
+# --max_seq_len, "If unspecified, the value is deduced from the model config", commands/serve.py @ 4c05a748),
+# which PyTorchModelEngine._init_max_seq_len replaces by the model's infer_max_seq_len, max_position_embeddings
+# with the rope factor (_torch/pyexecutor/model_engine.py @ 1a0dc5f70054f66d892df6a964996fc5ead6f81e). The KV
+# cache manager then lowers it to what its pool holds: KVCacheManager.__init__ compares each attention window
+# (max_seq_len by default) with get_max_atten_window_upper_bound (the pool's blocks x tokens_per_block) and
+# _validate_and_adjust_attention_windows reduces it with warnings ("Attention window size ... exceeds upper
+# bound ... Reducing", "Adjusted max_seq_len to ...") (_torch/pyexecutor/resource_manager.py @
+# d2a5560abdadfbdf496ce057696103e0509a71ed); create_py_executor takes the lowered value (max_seq_len =
+# kv_cache_creator._max_seq_len, _torch/pyexecutor/py_executor_creator.py @ bab0f2e6eea19bcce16c805101420ef7d9d62d75)
+# and the worker caps each request's max_tokens to it with a warning (_deduce_max_tokens,
+# executor/base_worker.py @ 7b437aaa73bf5a44b1102aee5c631074da763b8f). Only with
+# --fail_fast_on_attention_window_too_large (default off, serve.py) does it exit instead. The engine handles it
+# itself, so nothing is written: a note says so and what max_seq_len would set it in advance.
+def max_seq_len_note(plan: ServingPlan) -> list[str]:
+    """A note where one sequence of the model's full context does not fit the KV cache the launch leaves
+    (`ServingPlan.context_fit`); nothing where it fits. No option: TensorRT-LLM lowers max_seq_len itself."""
+    fit = plan.context_fit
+    if fit is None or fit.limit is None:
+        return []
+    return [f"{fit.why()}. No max_seq_len is written: TensorRT-LLM's PyTorch backend starts anyway, lowers "
+            "max_seq_len (default: the full context) to what its KV pool holds with a warning (KVCacheManager, "
+            "_torch/pyexecutor/resource_manager.py) and caps each request's max_tokens to it with a warning "
+            f"(executor/base_worker.py). To fix the limit in advance add max_seq_len: {fit.limit} to {YAML_FILE} "
+            f"(or --max_seq_len {fit.limit}); {fit.chosen()}."]
+
+
 def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
     notes = []
     if "draft_len_schedule" in cfg:
@@ -221,7 +249,8 @@ def render(plan: ServingPlan) -> dict[str, str]:
     command = ["trtllm-serve", hf_repo(plan.model), "--backend", "pytorch", "--tp_size", str(plan.tp)]
     if plan.mechanism == OFF:
         options, launch_notes = launch_options(plan)  # plain steps are priced as graph replays too
-        text = header(plan, VERSION, "no speculative_config: plain decoding at every batch size.", launch_notes)
+        text = header(plan, VERSION, "no speculative_config: plain decoding at every batch size.",
+                      launch_notes + max_seq_len_note(plan))
         return _with_options(text, command, options) if options else {"trtllm_serve.sh": "#!/bin/sh\n" + text + shell(command)}
     if plan.mechanism not in DECODING_TYPES:
         reason = ("TensorRT-LLM's PyTorch backend (the trtllm-serve default) has no Medusa: MedusaDecodingConfig "
@@ -241,7 +270,7 @@ def render(plan: ServingPlan) -> dict[str, str]:
     else:
         expressed = f"one fixed setting: max_draft_len = {cfg['max_draft_len']} at every batch size."
     options, launch_notes = launch_options(plan)
-    top = header(plan, VERSION, expressed, notes + _notes(plan, cfg) + launch_notes)
+    top = header(plan, VERSION, expressed, notes + _notes(plan, cfg) + launch_notes + max_seq_len_note(plan))
     return _with_options(top, command, {"speculative_config": cfg, **options})
 
 

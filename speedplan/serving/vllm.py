@@ -121,12 +121,38 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
     return notes
 
 
+# vLLM 0.33.0 wheel (commit 4ba787ec9), vllm/config/model.py:249 ModelConfig.max_model_len: None by default,
+# derived from the model's config (_get_and_verify_max_len, line 2642: max_position_embeddings with rope
+# scaling); -1 or "auto" (line 259) fits it to memory instead. vllm/v1/core/kv_cache_planning.py:
+# get_kv_cache_configs (line 1461) runs _auto_fit_max_model_len only for -1 (line 1545), then per worker
+# _check_enough_kv_cache_memory (line 1554; the function at line 50, check_enough_kv_cache_memory at line
+# 151), which raises ValueError ("To serve at least one request with the model's max seq len ...") when the
+# KV cache left after profiling cannot hold one sequence of max_model_len tokens (FullAttentionSpec
+# .max_memory_usage_bytes, v1/kv_cache_interface.py:643, every KV layer of target and drafter). The 0.11.0
+# wheel (commit f71952c1c) raises the same from vllm/v1/core/kv_cache_utils.py:678. So vLLM refuses to start:
+# --max-model-len is written where the full context does not fit (`serving.context`).
+def max_model_len(plan: ServingPlan) -> tuple[list[str], list[str]]:
+    """`--max-model-len N` and its note where one sequence of the model's full context does not fit
+    the KV cache the launch leaves (`ServingPlan.context_fit`); nothing where it fits."""
+    fit = plan.context_fit
+    if fit is None or fit.limit is None:
+        return [], []
+    n = fit.limit
+    return ["--max-model-len", str(n)], [
+        f"--max-model-len {n}: {fit.why()}; vLLM 0.33 refuses to start when its KV cache cannot hold one "
+        "sequence of max_model_len tokens, which defaults to the full context (check_enough_kv_cache_memory, "
+        f"v1/core/kv_cache_planning.py); {fit.chosen()}. Activations and CUDA graphs, which speedplan does not "
+        "model, take part of that memory: if vLLM still refuses, lower it, or pass --max-model-len auto "
+        "(vLLM 0.33 fits it to the memory left)."]
+
+
 def render(plan: ServingPlan) -> dict[str, str]:
     """`vllm_speculative_config.json` (pure JSON) and `vllm_serve.sh` (command with comments)."""
     check_engine(plan, NAME, f"{NAME} render")
-    serve = ["vllm serve", hf_repo(plan.model), "--tensor-parallel-size", str(plan.tp)]
+    length, length_notes = max_model_len(plan)
+    serve = ["vllm serve", hf_repo(plan.model), "--tensor-parallel-size", str(plan.tp)] + length
     if plan.mechanism == OFF:
-        text = header(plan, VERSION, "no --speculative-config: plain decoding at every batch size.", [])
+        text = header(plan, VERSION, "no --speculative-config: plain decoding at every batch size.", length_notes)
         return {"vllm_serve.sh": "#!/bin/sh\n" + text + shell(serve)}
     if plan.mechanism not in METHODS:
         reason = ("vLLM 0.33 has no token-tree speculation: speculative_token_tree and the tree attention "
@@ -148,5 +174,5 @@ def render(plan: ServingPlan) -> dict[str, str]:
     command = shell(serve + ["--speculative-config", body])
     return {
         "vllm_speculative_config.json": json_one_key_per_line(cfg),
-        "vllm_serve.sh": "#!/bin/sh\n" + header(plan, VERSION, expressed, _notes(plan, cfg)) + command,
+        "vllm_serve.sh": "#!/bin/sh\n" + header(plan, VERSION, expressed, _notes(plan, cfg) + length_notes) + command,
     }

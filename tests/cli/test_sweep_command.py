@@ -177,7 +177,8 @@ def test_model_that_fits_nowhere_names_its_memory(cli, tmp_path):
     """A TP the model cannot run in memory is bad input: the line says what one GPU would need."""
     proc = cli("sweep", "--model", "llama-3.1-405b", "--tp", "8", "--batch", "1,8", "--out", str(tmp_path / "rep"))
     _one_line_error(proc, "llama-3.1-405b on h100-sxm at TP 8 fits in memory at no swept batch")
-    assert "needs 101.7 GB per GPU (weights 101.5 GB) and 72.0 GB are usable (90% of 80 GB, engine profile vllm's memory rule)" in proc.stderr
+    # an H100 reports 81,559 MiB = 85.52 GB; 0.9 of it is 76.97 GB
+    assert "needs 101.7 GB per GPU (weights 101.5 GB) and 77.0 GB are usable (90% of 85.5 GB, engine profile vllm's memory rule)" in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 
