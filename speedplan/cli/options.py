@@ -20,6 +20,8 @@ FILE_KINDS = {
     "engine profile": lambda head: head.lstrip().startswith("{") and '"terms"' in head,
     "predictions CSV": lambda head: "latency_us" in head.splitlines()[0] if head.strip() else False,
     "runtime trace": lambda head: '"speedplan.trace/' in head.split("\n", 1)[0],
+    # `profile check --json-out` replaced a predictions CSV, a trace, another profile's gemm.csv (2026-12-05)
+    "profile check result": lambda head: head.lstrip().startswith("{") and '"median_error"' in head,
 }
 
 

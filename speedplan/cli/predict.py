@@ -26,5 +26,7 @@ def ops(
     cost = load_cost_model(hardware)
     n = predict_ops_file(cost, input, out)
     profile = (f"source 'profile': {cost.profile.origin_label} {cost.profile.path.name}; " if cost.profile else "")
-    typer.echo(f"{n} ops -> {out} ({profile}source 'roofline': the {cost.hardware.name} preset's peaks with "
-               f"{describe_fit(cost.hardware.roofline_fit)})")
+    fit = cost.hardware.roofline_fit  # "" is the plain roofline: "peaks with plain datasheet peaks" said it twice
+    roofline = (f"the {cost.hardware.name} preset's peaks with {describe_fit(fit)}" if fit else
+                f"the {cost.hardware.name} preset's plain datasheet peaks")
+    typer.echo(f"{n} op{'s' * (n != 1)} -> {out} ({profile}source 'roofline': {roofline})")

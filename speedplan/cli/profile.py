@@ -48,12 +48,48 @@ def check_same_kind(out: str, command: str, also=()) -> None:
                                   "would replace; give a new folder")
 
 
+def check_not_shipped(out: str) -> None:
+    """Refuse a profile folder shipped inside the package as --out: `speedplan bench --out
+    .../speedplan/data/profiles/cpu-local` resumed the shipped profile with this machine's points
+    (a fuzzing run of 2026-12-05). Shipped profiles are measured elsewhere and copied in."""
+    from speedplan.cost.ops import PROFILE_DIR
+
+    here, shipped = target(out).absolute().resolve(), PROFILE_DIR.resolve()
+    if here == shipped or shipped in here.parents:
+        raise SpeedplanInputError(f"--out {out}: is inside the profiles shipped with speedplan ({shipped}); write a "
+                                  "new folder and copy it there")
+
+
+def shipped_or_path(path: str) -> str:
+    """A shipped profile by name (cpu-local, h200-sxm), as --hardware takes it, else `path`."""
+    from speedplan.cost.ops import PROFILE_DIR
+
+    if not path.strip():  # "" is the current folder to pathlib: "meta.json: missing" named no option
+        raise SpeedplanInputError("profile folder: empty name; give a folder or a shipped profile's name")
+    shipped = PROFILE_DIR / path
+    if not Path(path).exists() and "/" not in path and (shipped / "meta.json").is_file():
+        return str(shipped)
+    return path
+
+
+def check_out(out: str, command: str, also=(), inputs=()) -> None:
+    """Everything --out of a profile command must pass before any work: a writable place (a real
+    file made and removed: `bench --out /proc/x` ended in a traceback after the grid was built),
+    not a shipped profile, not a folder of the user's own, not a profile of another kind."""
+    check_output(out)
+    check_replaceable(out, PROFILE, inputs=inputs)  # resumed or replaced: a folder of one's own, or the current one, is refused
+    check_same_kind(out, command, also=also)
+    check_not_shipped(out)
+    probe_writable(target(out), "--out")
+
+
 app = typer.Typer(help="Check, generate, import or derive profile folders.", no_args_is_help=True,
                           rich_markup_mode=None)
 
 
 def bench(
-    out: str = typer.Option(..., "--out", help="profile folder to write (resumed if it exists)"),
+    out: str = typer.Option(..., "--out", help="profile folder to write (resumed if it exists: on the same CPU, with "
+                            "the same --threads, --min-time-ms, --visits and --interleave/--one-by-one)"),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda"),
     grid: list[str] = typer.Option([], "--grid", help="repeatable: quick (the CPU default: SmolLM2's GEMM, attention and elementwise shapes plus a generic GEMM and attention sweep; about 1-2 min on 2 cores), generic (a model-free sweep of M, N, K and attention shapes), gpu (the GPU default: model:llama-3.1-8b, model:llama-3.1-70b@8 and generic), tiny (a handful of points: a smoke test), model:NAME[@TP] (one model preset's shapes at TP)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel degree for model: grids"),
@@ -76,9 +112,7 @@ def bench(
     """
     from speedplan.profile.grid import run_bench
 
-    check_output(out)
-    check_replaceable(out, PROFILE)  # resumed, not replaced: a folder of one's own, or the current one, is refused
-    check_same_kind(out, "bench", also=("roofline",))  # a datasheet placeholder gives way to measurements
+    check_out(out, "bench", also=("roofline",))  # a datasheet placeholder gives way to measurements
     result = run_bench(grid, device, out, tp, hardware_preset, dtype, min_time_ms, threads, cupy,
                        stop_after, progress, quiet_tries, visits, interleave)
     state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"
@@ -97,16 +131,13 @@ def check(
 
     Example: speedplan profile check cpu-local --json-out check.json
     """
-    from speedplan.cost.ops import PROFILE_DIR
     from speedplan.profile.tools import leave_one_out
 
-    shipped = PROFILE_DIR / path
-    if not Path(path).exists() and "/" not in path and (shipped / "meta.json").is_file():
-        path = str(shipped)  # a shipped profile by name, as --hardware takes it
+    path = shipped_or_path(path)
     if json_out is not None:  # refused before the leave-one-out, not after it
         folder = Path(path)  # every file of the profile is an input: the check reads its tables
         tables = [f for f in folder.iterdir() if f.is_file()] if folder.is_dir() else [folder / "meta.json"]
-        check_output(json_out, "--json-out", folder=False, inputs=tables)
+        check_output(json_out, "--json-out", folder=False, inputs=tables, kind="profile check result")
         probe_writable(target(json_out), "--json-out")  # a read-only place, a broken link on the way
 
     result = leave_one_out(path)
@@ -141,17 +172,18 @@ def roofline(
     """
     from speedplan.profile.grid import build_grid
     from speedplan.profile.tools import write_roofline_profile
+    from speedplan.specs.hardware import get_hardware
 
-    check_output(out)
-    check_replaceable(out, PROFILE)  # before the work, not after it
-    check_same_kind(out, "roofline")
+    if get_hardware(hardware, folders=False).is_cpu and device == "cuda":  # was "cpu-local has no bf16 peak"
+        raise SpeedplanInputError(f"--hardware {hardware} is a CPU preset: add --device cpu (the CPU grid's fp32 shapes)")
+    check_out(out, "roofline")  # before the work, not after it
     path = write_roofline_profile(hardware, build_grid(grid, device, 1, None, fp8=True), out)
     typer.echo(f"{path}: datasheet roofline of {hardware} (not measured)")
 
 
 @app.command("derive")
 def derive(
-    source: str = typer.Argument(..., help="measured profile folder"),
+    source: str = typer.Argument(..., help="measured profile folder, or the name of a shipped one (h200-sxm)"),
     hardware: str = typer.Option(..., "--hardware", help="target preset, e.g. h100-sxm"),
     out: str = typer.Option(..., "--out", help="profile folder to (over)write"),
 ) -> None:
@@ -162,9 +194,8 @@ def derive(
     """
     from speedplan.profile.tools import derive_profile
 
-    check_output(out)
-    check_replaceable(out, PROFILE, inputs=[source])  # before the work, not after it
-    check_same_kind(out, "derive")
+    source = shipped_or_path(source)  # `profile check h200-sxm` took the name, derive said "no such profile folder"
+    check_out(out, "derive", inputs=[source])  # before the work, not after it
     typer.echo(f"{derive_profile(source, hardware, out)}: derived from {source} for {hardware}")
 
 
@@ -188,8 +219,6 @@ def import_aic(
     """
     from speedplan.profile.import_aic import import_aic as convert
 
-    check_output(out)
-    check_replaceable(out, PROFILE)  # before the work, not after it
-    check_same_kind(out, "import-aic")
+    check_out(out, "import-aic")  # before the work, not after it
     path = convert(system, backend, version, out, all_heads, moe_routing=moe_routing)
     typer.echo(f"{path}: imported {system} {backend} tables")

@@ -28,7 +28,8 @@ def validate(
     """
     from speedplan.cli.options import check_output
     from speedplan.errors import SpeedplanInputError
-    from speedplan.outputs import VALIDATION, check_replaceable, discard, move_into_place, staging_folder
+    from speedplan.outputs import (VALIDATION, check_replaceable, discard, move_into_place, probe_writable,
+                                   staging_folder, target)
     from speedplan.validate.run import FULL, QUICK, run_validation, write_validation
 
     if reprice is not None:
@@ -43,6 +44,7 @@ def validate(
     out = out or Path("reports") / ("validation-cpu-quick" if quick else "validation-cpu")
     check_output(out)
     check_replaceable(out, VALIDATION)  # before the run: never over a folder of the user's own
+    probe_writable(target(out), "--out")  # --out /proc/x failed after the whole run (a fuzzing run of 2026-12-05)
     table, summary = run_validation(QUICK if quick else FULL, hardware,
                                     progress=lambda m: typer.echo(m, err=True))
     staging = staging_folder(out)  # all or nothing: the folder appears when every file is in it

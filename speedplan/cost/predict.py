@@ -19,6 +19,7 @@ import numpy as np
 from speedplan.cost.ops import CostModel
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import write_whole
+from speedplan.specs.files import refuse_device
 from speedplan.specs.hardware import DTYPE_BYTES
 
 GEMM_COLUMNS = ("m", "n", "k")
@@ -67,15 +68,17 @@ def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
     return out
 
 
-def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> list[dict]:
+def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv", lines=None) -> list[dict]:
     """Answer each row (a dict of ops.csv columns); returns rows with latency_us, source,
-    bound and out_of_range. Cells may be text (as csv gives them) or numbers."""
+    bound and out_of_range. Cells may be text (as csv gives them) or numbers. `lines`: each
+    row's line in the file, for messages (default: 2, 3, ... after a header)."""
     if not (callable(getattr(cost, "gemm", None)) and callable(getattr(cost, "attention", None))):
         raise SpeedplanInputError(f"predict_ops: cost must be a CostModel (speedplan.cost.ops.load_cost_model"
                                   f"(\"h100-sxm\")), got {type(cost).__name__}")
     rows = _rows(rows, where)
+    lines = list(lines) if lines is not None and len(lines) == len(rows) else list(range(2, len(rows) + 2))
     gemm, attn = [], []
-    for i, row in enumerate(rows, start=2):  # line numbers as a spreadsheet shows them
+    for i, row in zip(lines, rows):  # line numbers as a spreadsheet shows them
         op = _cell(row, "op").lower()
         dtype = _cell(row, "dtype").lower()
         if dtype not in DTYPE_BYTES:
@@ -89,6 +92,11 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> li
             attn.append((i, row))
         else:
             raise SpeedplanInputError(f"{where}: row {i}: column 'op' must be gemm or attention, got {op!r}")
+        peaks = getattr(getattr(cost, "hardware", None), "peak_flops_per_s", None)
+        if isinstance(peaks, dict) and not peaks.get(dtype):  # was "hardware cpu-local has no bf16 peak", no row
+            have = ", ".join(d for d in DTYPE_BYTES if peaks.get(d))
+            raise SpeedplanInputError(f"{where}: row {i}: column 'dtype' {dtype!r}: hardware {cost.hardware.name} has "
+                                      f"no {dtype} peak; it prices {have}")
     results: dict[int, tuple[float, str, str, bool]] = {}
     for dtype in sorted({_cell(r, "dtype").lower() for _, r in gemm}):
         sel = [(i, r) for i, r in gemm if _cell(r, "dtype").lower() == dtype]
@@ -107,7 +115,7 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> li
         for j, (i, _) in enumerate(sel):
             results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]), bool(c.out_of_range[j]))
     out = []
-    for i, row in enumerate(rows, start=2):
+    for i, row in zip(lines, rows):
         latency, source, bound, outside = results[i]
         out.append({**row, "latency_us": f"{latency:.4f}", "source": source, "bound": bound,
                     "out_of_range": int(outside)})
@@ -117,13 +125,17 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv") -> li
 def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
     """Read ops.csv, write pred.csv (atomically); returns the number of ops answered."""
     in_path = Path(in_path)
+    refuse_device(in_path)  # /dev/zero: read without end
     try:
         with in_path.open(newline="", encoding="utf-8-sig") as f:  # -sig: Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(f)
             if not reader.fieldnames or "op" not in reader.fieldnames or "dtype" not in reader.fieldnames:
                 raise SpeedplanInputError(f"{in_path}: needs a header with at least the columns 'op' and 'dtype'")
             fieldnames = list(reader.fieldnames)
-            rows = list(reader)
+            rows, lines = [], []
+            for row in reader:  # the line each row ends on: blank lines and quoted line breaks counted
+                rows.append(row)
+                lines.append(reader.line_num)
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise SpeedplanInputError(f"{in_path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     twice = [c for i, c in enumerate(fieldnames) if c in fieldnames[:i]]
@@ -132,12 +144,12 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
     ours = [c for c in fieldnames if c in OUTPUT_COLUMNS]
     if ours:
         raise SpeedplanInputError(f"{in_path}: column {ours[0]!r} is one predict writes; remove it from the input")
-    long = next((i for i, row in enumerate(rows, start=2) if None in row), None)
+    long = next((i for i, row in zip(lines, rows) if None in row), None)
     if long is not None:
         raise SpeedplanInputError(f"{in_path}: row {long}: more cells than the header has columns")
     if not rows:
         raise SpeedplanInputError(f"{in_path}: no rows")
-    answered = predict_ops(cost, rows, str(in_path))
+    answered = predict_ops(cost, rows, str(in_path), lines)
     out_path = Path(out_path)
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=fieldnames + OUTPUT_COLUMNS, extrasaction="ignore")

@@ -10,6 +10,8 @@ Grid names: `quick` (CPU: SmolLM2-135M shapes + a small generic grid), `generic`
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -149,6 +151,35 @@ def _clear_placeholder(out: Path) -> None:
             shutil.rmtree(out)
 
 
+def _check_resume(out: Path, device: str, min_time_ms: float, visits: int, interleave: bool) -> None:
+    """A resumed folder's new points are timed as its earlier ones were, on the same CPU model:
+    resuming with another --min-time-ms, --visits or --interleave/--one-by-one mixed two timings
+    under the last run's description, and a profile of another CPU (the same name, another family)
+    took this one's points (a fuzzing run of 2026-12-05). Call after _clear_placeholder."""
+    try:
+        old = json.loads((out / "meta.json").read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return  # none (a new folder), or the store says what is wrong with it
+    if not isinstance(old, dict):
+        return
+    timing = old.get("timing")
+    was = re.search(r"min (\S+) ms per point in (\d+) visit", timing) if isinstance(timing, str) else None
+    if was:  # the runner's own words (microbench.runner.run), compared as it writes them
+        now = (f"{min_time_ms / 1e3 * 1e3:.0f}", str(max(1, visits)), interleave and device == "cpu")
+        before = (was[1], was[2], "interleaved round-robin" in timing)
+        if now != before:
+            mode = "--interleave" if before[2] else "--one-by-one"
+            raise SpeedplanInputError(f"--out {out}: its points were timed with --min-time-ms {before[0]} --visits "
+                                      f"{before[1]} {mode}; resume with the same, or use another --out folder")
+    if device == "cpu" and old.get("device") == "cpu":
+        from microbench.env import describe_cpu, same_cpu, this_cpu
+
+        here = this_cpu()
+        if not same_cpu(old, here):
+            raise SpeedplanInputError(f"--out {out}: holds a profile measured on {describe_cpu(old)}, this machine is "
+                                      f"{describe_cpu(here)}; use another --out folder")
+
+
 def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_preset: str | None = None,
               dtypes: list[str] | None = None, min_time_ms: float | None = None, threads: int = 2, cupy: bool = False,
               stop_after: int | None = None, progress: bool = True, quiet_tries: int = 3,
@@ -174,6 +205,10 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
                                ("--stop-after", stop_after, 1)):
         if value is not None and value < low:
             raise SpeedplanInputError(f"{option} must be >= {low}, got {value}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if device == "cpu" and threads > max(cores, 2):  # --threads 100000 ended in a segmentation fault
+        raise SpeedplanInputError(f"--threads must be at most {max(cores, 2)} (this machine has {cores} CPU cores), "
+                                  f"got {threads}")
     try:
         from microbench.runner import run
     except ImportError as e:
@@ -185,7 +220,7 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
             hardware_preset = next((p for key, p in _GPU_PRESETS.items() if key in name.upper()), None)
             if hardware_preset is None:
                 raise SpeedplanInputError(f"no hardware preset for {name!r}; pass --hardware-preset")
-    hw = get_hardware(hardware_preset or "cpu-local")
+    hw = get_hardware(hardware_preset or "cpu-local", folders=False)
     if (device == "cpu") != hw.is_cpu:
         raise SpeedplanInputError(f"--hardware-preset {hw.name}: describes " + (
             "a GPU; --device cpu measures this machine's CPU (a CPU preset such as cpu-local)" if device == "cpu"
@@ -193,6 +228,7 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
     hardware_preset = hw.name
     grid = build_grid(grids, device, tp, dtypes, fp8=fp8)
     _clear_placeholder(Path(out))
+    _check_resume(Path(out), device, min_time_ms, visits, interleave)
     try:
         return run(grid, device, out, hardware_preset, min_time_s=min_time_ms / 1e3, threads=threads,
                    cupy=cupy, stop_after=stop_after, progress=progress, quiet_tries=quiet_tries,

@@ -146,7 +146,7 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
     """A profile folder whose tables are the datasheet roofline of preset `hardware` at the
     points of `grid` (origin "datasheet-roofline"): a placeholder with the shape of a measured
     profile, replaced by `speedplan bench --device cuda` output when the chip is measured."""
-    hw = get_hardware(hardware)
+    hw = get_hardware(hardware, folders=False)
     out = Path(out)
     tables = {}
     for family, rows in _grid_rows(grid).items():
@@ -199,7 +199,7 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
     src = load_profile(source)
     if src.origin != "measured":
         raise SpeedplanInputError(f"{source}: can only derive from a measured profile (origin is {src.origin!r})")
-    kinds = _device_kind(src.hardware.name, src.meta.get("device")), _device_kind(get_hardware(hardware).name)
+    kinds = _device_kind(src.hardware.name, src.meta.get("device")), _device_kind(get_hardware(hardware, folders=False).name)
     if kinds[0] != kinds[1]:
         a = lambda kind: ("an " if kind.split()[0] in ("AMD", "NVIDIA") else "a ") + kind  # as said aloud
         raise SpeedplanInputError(f"{source}: {a(kinds[0])} profile cannot be derived for {hardware} ({a(kinds[1])}): "

@@ -205,6 +205,11 @@ def run(spec: RunOptions) -> RunReport:
     target = load_target(spec.weights, device, spec.matmul)
     drafter = make_drafter(spec.mechanism, target.model, spec.options)
     ids = encode_prompts(target.tokenizer, list(spec.prompts), spec.chat)
+    vocab = target.model.cfg.vocab
+    top = max((max(p) for p in ids if len(p)), default=-1)
+    if top >= vocab:  # random:CONFIG with a small vocab_size ended in an IndexError traceback (2026-12-05)
+        raise SpeedplanInputError(f"--weights {spec.weights}: the prompts' token id {top} is beyond the model's "
+                                  f"vocabulary of {vocab} (its tokenizer has more tokens than the model embeds)")
     positions = target.model.rope_cos.shape[0]  # the longest sequence the model holds
     drafted = 0 if drafter is None else spec.options.tree_nodes if drafter.is_tree else spec.draft_len
     prompt = max(len(p) for p in ids)

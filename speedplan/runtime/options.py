@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import parse_json
+from speedplan.specs.files import parse_json, refuse_device
 
 MECHANISMS = ("none", "ngram", "draft-model", "eagle", "eagle-tree", "truncated", "truncated-tree")
 MAX_NEW_TOKENS = 65536  # the longest context of a model the runtime loads is checked once it is loaded
+MIN_SAMPLING = 1e-6  # the smallest non-zero --temperature and --top-p (float32 logits and probabilities)
 MATMULS = ("fp32", "q4_1")  # CPU matmul path: fp32 oneDNN (default) or the GGUF's Q4_1 blocks (kernels/q4.py)
 
 
@@ -55,10 +56,13 @@ class RunOptions:
             raise SpeedplanInputError(f"--draft-len must be in 0..16, got {self.draft_len}")
         if self.mechanism not in ("none",) and self.draft_len == 0 and not self.mechanism.endswith("-tree"):
             raise SpeedplanInputError(f"--draft-len must be >= 1 for mechanism {self.mechanism}")
-        if not 0 <= self.temperature < float("inf"):
-            raise SpeedplanInputError(f"--temperature must be a finite number >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise SpeedplanInputError(f"--top-p must be in (0, 1], got {self.top_p}")
+        # logits / 1e-300 overflow to inf and a top-p of 1e-300 is 0 in float32: both ended in torch's
+        # "probability tensor contains inf, nan" traceback (a fuzzing run of 2026-12-05)
+        if not (self.temperature == 0 or MIN_SAMPLING <= self.temperature < float("inf")):
+            raise SpeedplanInputError(f"--temperature must be a finite number, 0 (greedy) or at least {MIN_SAMPLING:g}, "
+                                      f"got {self.temperature}")
+        if not MIN_SAMPLING <= self.top_p <= 1:
+            raise SpeedplanInputError(f"--top-p must be in [{MIN_SAMPLING:g}, 1], got {self.top_p}")
         if self.mechanism not in MECHANISMS:
             raise SpeedplanInputError(f"unknown mechanism {self.mechanism!r}; choose from {', '.join(MECHANISMS)}")
         o = self.options
@@ -85,6 +89,7 @@ def read_prompts(path: str | Path) -> list[str | list[dict]]:
     path = Path(path)
     if not path.exists():
         raise SpeedplanInputError(f"prompts file not found: {path}")
+    refuse_device(path)
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:

@@ -238,13 +238,14 @@ PRESETS: dict[str, Hardware] = _load_presets()
 DEFAULT_HARDWARE = "h100-sxm"
 
 
-def get_hardware(name: str) -> Hardware:
-    """A preset by name (case-insensitive). Profile folders are resolved by `speedplan.cost`."""
+def get_hardware(name: str, folders: bool = True) -> Hardware:
+    """A preset by name (case-insensitive). Profile folders are resolved by `speedplan.cost`;
+    `folders=False` where the caller takes a preset only (the message then offers no folder:
+    `profile roofline --hardware FOLDER` was told "or a profile folder", 2026-12-05)."""
     if not isinstance(name, str):
         raise SpeedplanInputError(f"hardware: expected a preset name ({', '.join(sorted(PRESETS))}), got {name!r}")
     key = name.strip().lower()
     if key not in PRESETS:
-        raise SpeedplanInputError(
-            f"unknown hardware {name!r}; presets: {', '.join(sorted(PRESETS))} (or a profile folder)"
-        )
+        raise SpeedplanInputError(f"unknown hardware {name!r}; presets: {', '.join(sorted(PRESETS))} "
+                                  + ("(or a profile folder)" if folders else "(a preset name, not a folder or file)"))
     return PRESETS[key]

@@ -27,10 +27,12 @@ from speedplan.cost.ops import CostModel, load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.cost.forward import forward_cost
+from speedplan.specs.files import finite
 from speedplan.specs.model import get_model
 from speedplan.validate.run import TARGET_PRESET
 
 NEEDED = ("mechanism", "batch", "verify_tokens", "context", "pred_t_verify", "meas_t_verify")
+_MOST = {"batch": 1e6, "verify_tokens": 1e6, "context": 1e8, "pred_t_verify": 1e6, "meas_t_verify": 1e6}  # s for times
 
 
 def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
@@ -46,17 +48,29 @@ def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
         raise SpeedplanInputError(f"{folder / 'validation.csv'}: missing column {missing[0]!r}")
     if table.empty:
         raise SpeedplanInputError(f"{folder / 'validation.csv'}: no rows")
-    for col in NEEDED[1:]:
-        values = pd.to_numeric(table[col], errors="coerce")
-        if not (values > 0).all():
-            raise SpeedplanInputError(f"{folder / 'validation.csv'}: column {col!r} needs positive numbers")
+    text = table["mechanism"].map(lambda v: isinstance(v, str) and bool(v.strip()))
+    if not text.all():  # a number there ended in a pandas traceback (a fuzzing run of 2026-12-05)
+        row = int(np.flatnonzero(~text.to_numpy())[0])
+        raise SpeedplanInputError(f"{folder / 'validation.csv'}: column 'mechanism' line {row + 2}: expected a "
+                                  f"mechanism name, got {table['mechanism'].astype(str).iloc[row]!r}")
+    for col in NEEDED[1:]:  # whole batches and tokens; finite contexts and times (1e12, inf passed unseen)
+        values = pd.to_numeric(table[col], errors="coerce").to_numpy(dtype=float)
+        whole = col in ("batch", "verify_tokens")
+        ok = (values > 0) & (values <= _MOST[col]) & ((values == np.round(values)) if whole else True)
+        if not ok.all():
+            row = int(np.flatnonzero(~ok)[0])
+            raise SpeedplanInputError(f"{folder / 'validation.csv'}: column {col!r} needs positive numbers "
+                                      f"({'whole, ' if whole else ''}up to {_MOST[col]:g}); line {row + 2} has "
+                                      f"{table[col].astype(str).iloc[row]!r}")
     if not isinstance(summary, dict):
         raise SpeedplanInputError(f"{folder / 'summary.json'}: not a JSON object")
     for key in ("layer_overhead_us_measured", "context", "calibration_verify_s", "calibration_context"):
-        if key in summary and not (isinstance(summary[key], (int, float)) and summary[key] >= 0):
-            raise SpeedplanInputError(f"{folder / 'summary.json'}: {key!r} must be a number >= 0")
+        if key in summary and not (finite(summary[key]) and 0 <= summary[key] <= 1e9):  # not true, NaN or 1e308
+            raise SpeedplanInputError(f"{folder / 'summary.json'}: {key!r} must be a number in 0..1e9, "
+                                      f"got {summary[key]!r}")
         if key in ("layer_overhead_us_measured", "context") and key not in summary:
             raise SpeedplanInputError(f"{folder / 'summary.json'}: missing {key!r}")
+    _kernel_scale(summary, folder / "summary.json")  # refused here, naming the folder
     return table, summary
 
 
@@ -73,12 +87,19 @@ def _priced_verify_s(cost: CostModel, table: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _kernel_scale(summary: dict) -> float:
+def _kernel_scale(summary: dict, where: str | Path = "summary.json") -> float:
     """The run's fitted kernel_scale (this machine's kernels over its profile's; 1 for runs
     before the term existed). Repricing keeps it: the new profile's kernels at the run's pace."""
-    term = (summary.get("engine") or {}).get("terms", {}).get("kernel_scale", {})
-    value = term.get("value", 1.0) if isinstance(term, dict) else 1.0
-    return float(value) if isinstance(value, (int, float)) and value > 0 else 1.0
+    engine = summary.get("engine")
+    terms = engine.get("terms") if isinstance(engine, dict) else None
+    term = terms.get("kernel_scale") if isinstance(terms, dict) else None
+    if not isinstance(term, dict) or "value" not in term:
+        return 1.0
+    value = term["value"]
+    if not (finite(value) and 0 < value <= 1e3):  # 1e308 printed "inf%" errors (a fuzzing run of 2026-12-05)
+        raise SpeedplanInputError(f"{where}: engine.terms.kernel_scale.value must be a number in (0, 1000], "
+                                  f"got {value!r}")
+    return float(value)
 
 
 def reprice_verify(table: pd.DataFrame, summary: dict, hardware: str | Path,

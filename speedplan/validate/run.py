@@ -157,6 +157,9 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     if chosen:
         say(chosen)
     cost = load_cost_model(hardware)
+    if not cost.hardware.is_cpu:  # a GPU preset or profile priced this CPU's runs without a word (2026-12-05)
+        raise SpeedplanInputError(f"--hardware {hardware}: describes {cost.hardware.name}, a GPU; validate runs the "
+                                  "runtime on this CPU: give a CPU profile or preset (cpu-local)")
     machine = machine_check(cost)
     if machine["warning"]:
         say(machine["warning"])

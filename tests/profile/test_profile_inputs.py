@@ -147,7 +147,7 @@ def test_a_json_out_that_fails_at_the_end_leaves_nothing_half_written(tmp_path, 
     for it stayed."""
     folder = synthetic_profile(tmp_path / "p")
     kept = tmp_path / "kept.json"
-    kept.write_text('{"old": 1}\n')
+    kept.write_text('{"median_error": 0.1}\n')  # a previous check result (--json-out keeps any other file)
 
     def full(*args):
         raise OSError(28, "No space left on device")
@@ -159,7 +159,7 @@ def test_a_json_out_that_fails_at_the_end_leaves_nothing_half_written(tmp_path, 
         err = capsys.readouterr().err
         assert f"--json-out {out}: cannot write (No space left on device)" in err and err.count("\n") == 1, err
     assert sorted(p for p in tmp_path.rglob("*")) == before  # no temporary file, no folder made
-    assert kept.read_text() == '{"old": 1}\n'
+    assert kept.read_text() == '{"median_error": 0.1}\n'
 
 
 def test_json_out_onto_one_of_the_profiles_tables_is_refused_first(tmp_path, capsys, counted_check):
