@@ -26,8 +26,8 @@ def models(
 
 
 def hardware() -> None:
-    """List hardware presets with their datasheet numbers, where op latencies come from
-    (a shipped measured profile or the datasheet roofline) and sources: speedplan hardware"""
+    """List hardware presets with their datasheet numbers (memory: what the driver reports), where op
+    latencies come from (a shipped measured profile or the datasheet roofline) and sources: speedplan hardware"""
     import json
 
     from speedplan.cost.ops import PROFILE_DIR, latency_origin

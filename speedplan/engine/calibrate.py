@@ -149,7 +149,7 @@ def _check_runnable(m: Measurement, s: Setting, spec_max_running: float) -> None
     if need > have:
         raise SpeedplanInputError(
             f"{m.where}: {requests} requests of {m.context:,} tokens need {need / 1e9:,.0f} GB per GPU for weights and "
-            f"KV cache, beyond the {have / 1e9:.0f} GB of {s.cost.hardware.name} at TP {s.tp}: the server cannot have run "
+            f"KV cache, beyond the {have / 1e9:.1f} GB of {s.cost.hardware.name} at TP {s.tp}: the server cannot have run "
             "them at once (check the batch, the context, --hardware and --tp; or give max_running_requests, the "
             "requests the server ran)")
 

@@ -30,7 +30,8 @@ class ContextFit:
     weight_bytes: bytes of the launch's weights (target and drafter), its memory at zero sequences.
     fits_context: the most tokens (at most max_context) one sequence holds within kv_left_bytes.
     planned_context: the longest context (tokens) the plan was made for.
-    rule: the engine profile's memory rule in words, e.g. "90% of 85.5 GB"."""
+    rule: the engine profile's memory rule in words, e.g. "90% of 85.5 GB".
+    drafter: the launch loads a drafter, whose weights and KV are counted (False: plain decoding)."""
 
     max_context: int
     full_kv_bytes: float
@@ -39,6 +40,7 @@ class ContextFit:
     fits_context: int
     planned_context: int
     rule: str = ""
+    drafter: bool = True
 
     @property
     def fits(self) -> bool:
@@ -57,7 +59,8 @@ class ContextFit:
     def why(self) -> str:
         """Why the full context does not fit, in words, for a note."""
         return (f"the model's full context, {self.max_context:,} tokens (max_position_embeddings), needs "
-                f"{self.full_kv_bytes / 1e9:.1f} GB of KV cache per GPU for one sequence (target and drafter), and "
+                f"{self.full_kv_bytes / 1e9:.1f} GB of KV cache per GPU for one sequence "
+                f"({'target and drafter' if self.drafter else 'the target alone: plain decoding loads no drafter'}), and "
                 f"the engine profile's memory rule ({self.rule}) leaves {max(self.kv_left_bytes, 0.0) / 1e9:.1f} GB for it "
                 f"after the launch's {self.weight_bytes / 1e9:.1f} GB of weights")
 
@@ -107,4 +110,5 @@ def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int
         fits = int(fine[kv_of(fine) - weights <= left].max())
     return ContextFit(max_context=top, full_kv_bytes=float(kv_coarse[-1]), kv_left_bytes=left,
                       weight_bytes=weights, fits_context=fits,
-                      planned_context=int(planned_context), rule=rule.describe(device_bytes, weights, tp=tp))
+                      planned_context=int(planned_context), rule=rule.describe(device_bytes, weights, tp=tp),
+                      drafter=mech is not None)

@@ -190,3 +190,33 @@ def test_a_context_fit_of_the_wrong_type_is_one_clear_error():
     with pytest.raises(SpeedplanInputError, match=r"^context_fit must be a ContextFit") as e:
         ServingPlan(model="llama-3.1-8b", mechanism="eagle3", draft_len=3, schedule=(), context_fit=8192)
     assert "\n" not in str(e.value)
+
+
+def test_docs_example_is_what_the_sweep_writes():
+    """docs/serving.md quoted `--max-model-len 18432` for Qwen3-32B on one H100, a figure of the datasheet's
+    80 GB; with the 85.5 GB the driver reports, its default sweep (plans that load an EAGLE-3 head) writes
+    36,864 for vLLM and 14,336 for SGLang, and Llama-3.1-70B at TP 2 writes 29,696 for vLLM (review, 2026-12-05)."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
+    for model, tp, engine, option, file in (("qwen3-32b", 1, "vllm", "--max-model-len", "vllm_serve.sh"),
+                                            ("qwen3-32b", 1, "sglang", "--context-length", "sglang_launch.sh"),
+                                            ("llama-3.1-70b", 2, "vllm", "--max-model-len", "vllm_serve.sh")):
+        result = speedplan.sweep(model=model, hardware="h100-sxm", tp=tp)
+        own = serving_plans(result, speedplan.plan_engines(result))
+        value = flag(argv(render_serving_configs({engine: own[engine]})[file]), option)
+        assert value is not None and f"`{option} {value}`" in doc, (model, engine, value)
+    assert "18432" not in doc
+
+
+def test_a_plain_launch_is_not_said_to_load_a_drafter():
+    """A plan that turns speculation off loads no drafter: its note said the KV was "target and drafter"."""
+    from speedplan.plan.mechanisms import parse_mechanism
+    from speedplan.serving.context import context_fit
+
+    target, rule = get_model("qwen3-32b"), get_engine("sglang").memory
+    plain = context_fit(target, None, rule, H100, 1, 0, 1, 4096)
+    assert not plain.drafter and not plain.fits
+    assert "(the target alone: plain decoding loads no drafter)" in plain.why() and "target and drafter" not in plain.why()
+    eagle = context_fit(target, parse_mechanism("eagle3", target), rule, H100, 1, 3, 4, 4096)
+    assert eagle.drafter and "(target and drafter)" in eagle.why() and eagle.fits_context < plain.fits_context
