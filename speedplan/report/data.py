@@ -90,7 +90,8 @@ def _roofline(result: "SweepResult", context: int) -> dict:
     plain = frame[(frame["context"] == context) & (frame["mechanism"] == "none") & frame["feasible"]]
     pick = result.best[result.best["context"] == context]
     return dict(plain=_cols(plain, "gemm_flops_per_byte", "gemm_flops_per_s", "batch"),
-                pick=_cols(pick, "gemm_flops_per_byte", "gemm_flops_per_s", "mechanism", "batch", "verify_tokens"),
+                pick=_cols(pick, "gemm_flops_per_byte", "gemm_flops_per_s", "mechanism", "batch", "running",
+                           "verify_tokens"),
                 peak=peak, bandwidth=bandwidth,
                 ridge=float(meta.get("ridge_flops_per_byte") or (peak / bandwidth if bandwidth else 0)))
 

@@ -137,8 +137,8 @@ def heatmap_figure(grids: dict, stars: dict, tolerance: float, path: Path, capti
     board.set_ylim(0, h)
     text = functools.partial(board.text, fontsize=FONT)
     text(w / 2, h - 0.1, title, fontsize=10, ha="center", va="top")
-    text(w / 2, h - 0.3, f"grey: infeasible;  ★: best D per B (the shortest within {tolerance:.0%} of the fastest), "
-         "where it beats plain decoding", ha="center", va="top",
+    text(w / 2, h - 0.3, "grey: infeasible;  ★: best D per B (the fewest verified tokens within "
+         f"{tolerance:.0%} of the fastest), where it beats plain decoding", ha="center", va="top",
          color="#444444")
     shown = np.concatenate([g[2].ravel() for g in grids.values()] or [np.zeros(0)])
     shown = shown[np.isfinite(shown)]
@@ -278,7 +278,8 @@ def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridg
     """Verify-step linear layers on the roofline: achieved FLOP/s against FLOP per byte.
 
     plain: gemm_flops_per_byte, gemm_flops_per_s, batch of feasible plain decoding;
-    pick: the same plus mechanism and verify_tokens for the picked configurations; peak (FLOP/s),
+    pick: the same plus mechanism, running (the requests a step runs: the batch, or an engine's cap on
+    a speculative step) and verify_tokens for the picked configurations; peak (FLOP/s),
     bandwidth (bytes/s) and ridge (FLOP/byte) of the hardware."""
     fig, ax, _ = figure_with_axes(7.5, 5.0, caption)
     set_title(ax, title)
@@ -305,17 +306,19 @@ def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridg
         ax.scatter(pick["gemm_flops_per_byte"], pick["gemm_flops_per_s"], s=34, marker="D", zorder=4,
                    color=[color(m) for m in pick["mechanism"]], edgecolors="black", linewidths=0.6)
         groups: list[list] = []  # picks within 0.1 decade of each other share one label ("112, 130")
-        for x, y, b, n in rows_of(pick, "gemm_flops_per_byte", "gemm_flops_per_s", "batch", "verify_tokens"):
+        # the GEMMs' tokens: the requests the step runs (R, below B where an engine caps speculative
+        # steps: SGLang's 48) times the tokens each verifies
+        for x, y, b, n in rows_of(pick, "gemm_flops_per_byte", "gemm_flops_per_s", "running", "verify_tokens"):
             near = next((g for g in groups if abs(np.log10(g[0] / x)) < 0.1 and abs(np.log10(g[1] / y)) < 0.1), None)
             if near is None:
-                groups.append([x, y, [b * n]])
+                groups.append([x, y, [int(round(b * n))]])
             else:
-                near[2].append(b * n)
+                near[2].append(int(round(b * n)))
         for x, y, tokens in groups:
             ax.annotate(", ".join(map(str, sorted(set(tokens)))), (x, y), xytext=(-4, 4),
                         textcoords="offset points", fontsize=6.5, ha="right")
         entries.append(("◆", "#333333", "picked config (colour:\n   mechanism), label: tokens\n"
-                                        "   verified B·(1+D), tree B·(N+1)"))
+                                        "   verified R·(1+D), tree R·(N+1)\n   (R: requests a step runs)"))
     if not (has_plain or has_pick):
         empty_note(ax, y=0.25)
     log_axes(ax, xs, ys)

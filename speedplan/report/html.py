@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from speedplan.plan.pick import RISE_GAIN, TIE_TOLERANCE
 from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
                                       not_servable, plain_unfit_cells, setting_text, short_provenance, slo_line,
                                       table_rows, tuples, unplanned_line)
@@ -85,11 +86,15 @@ _FIGURE_TEXT = {
     "pareto.png": "Every feasible configuration (faint, by mechanism) and the Pareto frontier of "
                   "tokens/s per user against tokens/s per GPU.",
     "speedup_heatmap.png": "Speedup over plain decoding at each batch size B and draft length D, one panel "
-                           "per mechanism; grey cells are infeasible, stars mark the best D per B where it "
-                           "beats plain decoding (the shortest within 1% of the fastest, as the tables pick).",
+                           "per mechanism (a tree's cell: its best node count at that depth); grey cells are "
+                           "infeasible, stars mark the best D per B where it beats plain decoding (the setting "
+                           f"that verifies the fewest tokens within {TIE_TOLERANCE:.0%} of the fastest, for a chain "
+                           "the shortest draft, as the recommendation table picks).",
     "best_draft_len.png": "Per mechanism, the planner's draft-length schedule over batch size (non-increasing; "
-                          "crosses where the pointwise best D differs; an engine's plan takes the cross where it "
-                          "gains more than 1%), and the overall pick at each batch size. D = 0 here is plain "
+                          "crosses where the pointwise best D differs; an engine plan that sets D per batch size "
+                          f"follows a cross only where each rise it needs gains more than {RISE_GAIN:.0%} of a batch "
+                          f"size's share, settings within {TIE_TOLERANCE:.0%} of a batch size's best counting as "
+                          "its best), and the overall pick at each batch size. D = 0 here is plain "
                           "decoding without a drafter; an engine's plan that turns drafting off keeps its drafter "
                           "loaded (and running, in vLLM, SGLang and TensorRT-LLM's EAGLE paths), so its D = 0 costs "
                           "more and its schedule may keep D > 0 there (see each engine's plan).",
@@ -131,7 +136,7 @@ def _recommendation_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] =
 def _engine_sections(plans: dict) -> list[str]:
     parts = ["<h2>Plan per engine</h2>",
              '<p class="note">Each engine gets one mechanism and the draft lengths it can express (vLLM: any D per '
-             "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3 chains; TensorRT-LLM: "
+             "batch range; SGLang: fixed, or per batch-size bucket for EAGLE/EAGLE3/MTP chains; TensorRT-LLM: "
              "draft_len_schedule, no D above batch 1's), chosen for the largest weighted mean of tokens/s/GPU over "
              "that engine's best at each planned batch size (uniform weights unless --batch-weights). D = 0: no drafts "
              "(a loaded drafter keeps its memory: where it leaves room for fewer sequences than offered, the engine runs "
@@ -175,9 +180,11 @@ def _sensitivity_section(result: "SweepResult", table: pd.DataFrame | None = Non
              "speedup +10%": f"{r.speedup_high:.2f}x"} for r in table.itertuples()]
     return ["<h2>How sure: published acceptance at AL &plusmn;10%</h2>",
             '<p class="note">These mechanisms use a published default (rows named under "acceptance from"), '
-            "measured on other models, hardware or datasets. Best D and speedup with every AL 10% lower and "
-            "higher (step times unchanged). Measure your own with --acceptance (a trace, a vLLM /metrics scrape "
-            "or an SGLang log).</p>", _html_table(rows, {"mechanism"})]
+            "measured on other models, hardware or datasets. Per mechanism, its fastest D (the highest speedup, "
+            "not the shortest draft within 1% that the recommendation table takes; a tree's D is its depth, at its "
+            "best node count) and that speedup with every AL 10% lower and higher (step times unchanged). Measure "
+            "your own with --acceptance (a trace, a vLLM /metrics scrape or an SGLang log).</p>",
+            _html_table(rows, {"mechanism"})]
 
 
 def render_html(result: "SweepResult", context: int | None, figures: list[Path], links: list[str],

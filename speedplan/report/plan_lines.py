@@ -90,10 +90,10 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
 def table_plan_note(result: "SweepResult", plans: dict) -> str | None:
     """A note where the first table (`SweepResult.best`) and the plan of the engine whose profile
     priced it take the same mechanism at a batch size with another setting (D, or a tree's nodes)
-    whose speedups are within `TIE_TOLERANCE` of each other: the table takes the shortest draft
-    within that tolerance of the best tokens/s/GPU, a plan its engine's best setting (or its
-    schedule's). None where they agree; a plan held further off by what its engine can run (a
-    fixed tree) is left to its line's worst loss."""
+    whose speedups are within `TIE_TOLERANCE` of each other: the table takes the fewest verified
+    tokens (a chain's shortest draft) within that tolerance of the best tokens/s/GPU, a plan its
+    engine's best setting (or its schedule's). None where they agree; a plan held further off by
+    what its engine can run (a fixed tree) is left to its line's worst loss."""
     table_profile = result.meta.get("engine")
     best = result.best[["batch", "context", "mechanism", "draft_len", "verify_tokens", "speedup"]]
     for name, p in plans.items():
@@ -111,7 +111,12 @@ def table_plan_note(result: "SweepResult", plans: dict) -> str | None:
                           + f": {setting_text(p.mechanism, r.draft_len_table, r.verify_tokens_table)[cut:]} "
                           f"{r.speedup_table:.2f}x and {setting_text(p.mechanism, r.draft_len, r.verify_tokens)[cut:]} "
                           f"{r.speedup:.2f}x" for r in differ.sort_values(["batch", "context"]).itertuples())
+        # the table's rule (`pick.best_per_batch`): the fewest verified tokens within the tolerance, then the
+        # fastest; for a chain that is the shortest draft, for a tree the depth can be the longer of two
+        tree = ((differ["verify_tokens"] > differ["draft_len"] + 1)
+                | (differ["verify_tokens_table"] > differ["draft_len_table"] + 1)).any()
+        rule = "the setting that verifies the fewest tokens (of equals, the fastest)" if tree else "the shortest draft"
         return (f"note: the table and the {name} plan take {p.mechanism} with different settings ({where}): the table "
-                f"takes the shortest draft within {100 * TIE_TOLERANCE:g}% of the most tokens/s/GPU, the plan its "
+                f"takes {rule} within {100 * TIE_TOLERANCE:g}% of the most tokens/s/GPU, the plan its "
                 "engine's best or its schedule's")
     return None

@@ -105,9 +105,9 @@ def provenance(result: "SweepResult") -> str:
 
 def short_provenance(result: "SweepResult") -> str:
     """The caption inside every figure: the same facts with each acceptance source cut to its
-    kind and the row it came from ('eagle3: published: "EAGLE-3 paper Tab.1"'; a draft model
-    with no row of its own adds "extrapolated"); text is the costliest thing to draw, and
-    report.html carries the full line."""
+    kind and the row it came from ('eagle3: published: "EAGLE-3 paper Tab.1"'; a default with no
+    row for the target adds how it got one: `short_acceptance`); text is the costliest thing to
+    draw, and report.html carries the full line."""
     acceptance = result.meta.get("acceptance") or {}
     parts = [f"{mech}: {short_acceptance(source)}" for mech, source in acceptance.items()]
     return (f"latency: {latency_source(result, notes=False)}; engine profile {engine_profile_name(result.meta)}; "
@@ -116,15 +116,20 @@ def short_provenance(result: "SweepResult") -> str:
 
 def short_acceptance(source) -> str:
     """An acceptance source cut to its kind and the row it came from, e.g. 'published: "EAGLE-3
-    paper Tab.1"' (a draft model with no row of its own adds "extrapolated"), in 60 characters."""
+    paper Tab.1"', in 60 characters. A default with no row for this target says how it got one:
+    "(by draft size)" for a draft model's alpha from its size, "(other target)" for a row
+    measured on another target (`plan.defaults`); the row's title is cut before that tag is."""
     source = str(source)
     kind, _, rest = source.split(";")[0].partition(": ")
     title = re.search(r'"[^"]+"', rest)  # the row's source, as the cases files quote it
     first = title.group(0) if title else rest.split(", ")[0]
     while first.count("(") > first.count(")"):  # a file's "(12 decode lines, ..." cut inside: drop the open part
         first = first[:first.rindex("(")].rstrip()
-    text = (f"{kind}: {first}" if first else kind) + (" (extrapolated)" if "no row for" in source else "")
-    return text if len(text) <= 60 else text[:59] + "…"
+    tag = (" (by draft size)" if "alpha from the draft's size" in source else
+           " (other target)" if "no row for" in source else "")
+    text = f"{kind}: {first}" if first else kind
+    room = 60 - len(tag)
+    return (text if len(text) <= room else text[:room - 1] + "…") + tag
 
 
 def no_feasible_message(result: "SweepResult") -> str:
