@@ -218,8 +218,12 @@ def draft_model_default(target: ModelSpec, draft: ModelSpec) -> tuple[Acceptance
     ratio = draft.param_count() / target.param_count()
     alpha = draft_size_alpha(draft.param_count(), target.param_count())
     rows = ", ".join(f"{name} {a}" for _, a, name in DRAFT_SIZE_ROWS)
+    lo, hi = (p / T5_TARGET_PARAMS for p in (DRAFT_SIZE_ROWS[0][0], DRAFT_SIZE_ROWS[-1][0]))
+    where = (f"extrapolated past their largest ratio {hi:.2g}" if ratio > hi else
+             f"extrapolated below their smallest ratio {lo:.2g}" if ratio < lo else
+             f"within their ratios {lo:.2g}-{hi:.2g}")
     source = (f'published: {PC}: "Leviathan et al. 2023 Tab.2", T5-XXL target, EnDe, T=0 ({rows}); no row for '
               f"{target.name} with {draft.name}: alpha from the draft's size, {alpha:.3f} at draft/target params "
-              f"{ratio:.3f} (log-linear fit to the three rows, extrapolated past their largest ratio 0.07; a "
+              f"{ratio:.3f} (log-linear fit to the three rows, {where}; a "
               "translation task, chat usually accepts less)")
     return Acceptance.iid(alpha, "published"), source

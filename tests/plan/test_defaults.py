@@ -118,3 +118,16 @@ def test_a_published_target_draft_pair_comes_before_the_size_rule():
     assert float(acc.chain_al(3)) == pytest.approx(2.884) and "vllm PR #33318" in source
     _, other = draft_model_default(get_model("llama-3.1-8b"), get_model("llama-3.2-1b"))
     assert "alpha from the draft's size" in other
+
+
+def test_draft_size_source_says_whether_the_ratio_is_inside_the_fitted_rows():
+    """The three T5 rows span draft/target ratios 0.0055-0.07: Llama-3.2-1B drafting for
+    Llama-3.1-70B (ratio 0.018) is inside them, for Llama-3.1-8B (0.154) past them (an output
+    consistency check of 2026-12-05 found the first called extrapolated)."""
+    from speedplan.plan.defaults import draft_model_default
+    from speedplan.specs.model import get_model
+
+    inside = draft_model_default(get_model("llama-3.1-70b"), get_model("llama-3.2-1b"))[1]
+    past = draft_model_default(get_model("llama-3.1-8b"), get_model("llama-3.2-1b"))[1]
+    assert "within their ratios 0.0055-0.07" in inside and "extrapolated" not in inside
+    assert "extrapolated past their largest ratio 0.07" in past
