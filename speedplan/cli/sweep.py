@@ -102,8 +102,18 @@ def _command(options: dict) -> str:
         if value is None or value == default or name == "out":
             continue
         for v in value if isinstance(value, list) else [value]:
-            parts += [f"--{name.replace('_', '-')}", shlex.quote(str(v))]
+            parts += [f"--{name.replace('_', '-')}", shlex.quote(_absolute(str(v)))]
     return " ".join(parts)
+
+
+def _absolute(value: str) -> str:
+    """A value written as a path (it holds a '/' or starts with '.' or '~') that exists, made absolute,
+    so meta.json's command reproduces the sweep from any folder; names and other values as given."""
+    from pathlib import Path
+
+    if ("/" in value or value.startswith((".", "~"))) and Path(value).expanduser().exists():
+        return str(Path(value).expanduser().resolve())
+    return value
 
 
 def _folder_name(*parts: str) -> str:

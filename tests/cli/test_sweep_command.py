@@ -355,3 +355,23 @@ def test_an_empty_item_in_a_list_option_is_refused(tmp_path, capsys):
                     str(tmp_path / "x.csv"), "--out", str(tmp_path / "c.json"), option, ""]) == 2
         assert f"{option} is empty" in capsys.readouterr().err
     assert not (tmp_path / "r").exists() and not (tmp_path / "c.json").exists()
+
+
+def test_meta_command_names_a_relative_model_folder_by_its_absolute_path(tmp_path, monkeypatch):
+    """meta.json's command reproduces the sweep from any folder: `--model ./cfg` is written as the
+    folder's absolute path (an output consistency check of 2026-12-05 found it kept './cfg');
+    preset names stay as given."""
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192,
+        "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 32000,
+        "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "rep"
+    proc = runner.invoke(app, ["sweep", "--model", "./cfg", "--hardware", "h100-sxm", "--batch", "1,8",
+                               "--mechanism", "ngram", "--out", str(out)])
+    assert proc.exit_code == 0, proc.output
+    command = json.loads((out / "meta.json").read_text())["command"]
+    assert f"--model {cfg.resolve()}" in command and "./cfg" not in command
+    assert "--mechanism ngram" in command
