@@ -10,9 +10,15 @@ device for weights, activations and KV cache ("device"); TensorRT-LLM's
 KvCacheConfig.free_gpu_memory_fraction is a share of the memory still free once the weights are
 loaded, given to the KV cache ("free after weights"). SGLang's mem_fraction_static is a share of
 the device too, but its default is no fixed share: the device less a reserve SGLang computes
-from the GPU's memory and the TP size ("device less reserve", the formula named by "reserve":
-`RESERVES`). A profile without the object (older or user files) gets `DEFAULT_MEMORY`, 0.9 of
-the device, the rule speedplan applied to every engine before profiles said.
+from the GPU's memory, the TP size and the software platform, scaled on ROCm by the context length
+and attention backend ("device less reserve", the formula named by "reserve": `RESERVES`). A
+profile without the object (older or user files) gets `DEFAULT_MEMORY`, 0.9 of the device, the
+rule speedplan applied to every engine before profiles said.
+
+What a rule reads of the launch besides the GPU's memory: `tp`, the hardware's `platform`
+("cuda", "rocm" or "cpu": `specs.hardware.Hardware.platform`), the target's context length
+`context_len` (tokens, `ModelSpec.max_context`; 0: not stated) and the target itself (`model`, a
+`ModelSpec` or None), all keyword-only with defaults: a CUDA launch of a model of no stated context.
 """
 
 from __future__ import annotations
@@ -42,13 +48,19 @@ _SGLANG_0_5_23_CLASSES = ((20 * 1024, 2048, 8, 8),  # :90-100, T4, 4080
                           (float("inf"), 16384, 512, 512))  # :160-170, B200, MI300
 
 
-def sglang_0_5_23_defaults(gpu_mib: float, tp: int = 1) -> tuple[int, int]:
+_CPU_GRAPH_BS = 32  # torch_compile_max_bs, its default: arg_groups/fields/exec_.py:698-701
+
+
+def sglang_0_5_23_defaults(gpu_mib: float, tp: int = 1, platform: str = "cuda") -> tuple[int, int]:
     """(chunked_prefill_size, decode CUDA graph max batch) SGLang 0.5.23 defaults to on a GPU of
     `gpu_mib` MiB at TP `tp` (memory_hook.py:89-170; the max batch is lowered to
-    --max-running-requests only where that is given, :182-188: not by default)."""
+    --max-running-requests only where that is given, :182-188: not by default). The classes are
+    the same on ROCm (get_device_memory_capacity reads rocminfo there instead of nvidia-smi,
+    utils/common.py:990-1001 and :682-712); on a CPU the decode graph max batch is
+    torch_compile_max_bs, 32 by default (memory_hook.py:201-231)."""
     for below, chunk, small_tp, large_tp in _SGLANG_0_5_23_CLASSES:
         if gpu_mib < below:
-            return chunk, (small_tp if tp < 4 else large_tp)
+            return chunk, (_CPU_GRAPH_BS if platform == "cpu" else small_tp if tp < 4 else large_tp)
     raise AssertionError("unreachable: the last class has no bound")
 
 
@@ -60,34 +72,38 @@ def prefill_graph_sizes(max_bs: int) -> int:
     return sum(s <= max_bs for s in sizes)
 
 
-def sglang_0_5_23_reserve_mib(gpu_mib: float, tp: int = 1) -> float:
+def sglang_0_5_23_reserve_mib(gpu_mib: float, tp: int = 1, platform: str = "cuda") -> float:
     """MiB SGLang 0.5.23 holds back from a GPU of `gpu_mib` MiB when --mem-fraction-static is not
-    given, for a plain single-node CUDA launch (PP 1, no DP attention, no PD disaggregation, a
-    model without MLA, text only), at TP `tp` (wheel sglang/srt/arg_groups/memory_hook.py):
+    given, for a plain single-node launch (PP 1, no DP attention, no PD disaggregation, a model
+    without MLA on CUDA, text only), at TP `tp` on `platform` (wheel sglang/srt/arg_groups/memory_hook.py):
 
         C, M = chunked_prefill_size, decode graph max batch (defaults by GPU class, :89-170)
         reserve = 512                                   :309  attention metadata + slack
                 + 1.5 × max(C, 2048)                    :304-305, :310  activations
                 + TP × PP / 8 × 1024                    :312  large parallel sizes (PP = 1)
-                + 2 × M                                 :313, :364-368  decode CUDA graphs
+                + 2 × M                                 :313, :364-368  decode CUDA graphs (on by
+                                                        default everywhere: cuda_graph_config.py:149-151)
                 + 8 × (prefill graphs up to C tokens)   :233-236, :384-386  prefill graphs
-                                                        (breakable, on by default on CUDA:
-                                                        cuda_graph_config.py:119-123)
+                                                        (breakable, on by default on CUDA only:
+                                                        cuda_graph_config.py:119-123, 152-154;
+                                                        is_cuda() is False on ROCm, utils/common.py:158-159)
         on a GPU above 60 GiB at least 10 GiB          :314-315
         mem_fraction_static = round((gpu_mib − reserve) / gpu_mib, 3)   :324-328
+        then, on ROCm, × 0.85 (`sglang_0_5_23_scale`)
 
     The terms that do not apply to that launch: DP attention (:370-378), DeepEP all-to-all
     buffers (:317, :402-414), XPU (:321-322), a multimodal model (:331-337), post-capture KV
     sizing (:291-295, off by default: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, environ.py:640), PD
-    disaggregation (:298-303), MLA (1.5 GiB for prefill graphs instead, :387-389: about 1 GiB
-    more on an H100), ROCm (no prefill graphs by default; the aiter backend scales the share by
-    0.85 for a model whose context length exceeds 8192, arg_groups/attention_hook.py:244-268).
+    disaggregation (:298-303), MLA on CUDA (1.5 GiB for prefill graphs instead, :387-389: about
+    1 GiB more on an H100; on ROCm no prefill graphs are captured, so MLA changes nothing), a CPU's
+    memory per NUMA node (utils/common.py:911-927: speedplan takes the preset's whole memory).
     --speculative-algorithm does not change it: its hook, which caps running requests at 48, runs
     after this one (arg_groups/pipeline.py:218 and :306). cuda_graph_config.py is in
     model_executor/.
 
-    Worked (GPU memory as the driver reports it, nvidia-smi's memory.total, which SGLang reads and
-    speedplan's presets state; reserve in MiB → share):
+    Worked (GPU memory as the driver reports it: nvidia-smi's memory.total on CUDA, rocminfo's
+    first pool on ROCm, 201,310,208 KB on an MI300X; what SGLang reads and speedplan's presets
+    state; reserve in MiB → share):
 
         GPU (MiB)                TP 1            TP 2            TP 4            TP 8
         H100 SXM (81,559)        13,904 → 0.830  14,032 → 0.828  14,800 → 0.819  15,312 → 0.812
@@ -96,28 +112,75 @@ def sglang_0_5_23_reserve_mib(gpu_mib: float, tp: int = 1) -> float:
         B200 (183,359)           26,832 → 0.854  26,960 → 0.853  27,216 → 0.852  27,728 → 0.849
         L40S (46,068)            7,248 → 0.843   7,376 → 0.840   7,888 → 0.829   8,400 → 0.818
         A100 40 GB (40,960)      7,248 → 0.823   7,376 → 0.820   7,888 → 0.807   8,400 → 0.795
+        MI300X, ROCm (196,592)   26,240 → 0.867  26,368 → 0.866  26,624 → 0.865  27,136 → 0.862
+          8,192-token model      0.867           0.866           0.865           0.862
+          131,072-token model    0.737           0.736           0.735           0.733   (× 0.85)
 
-    The 10 GiB floor binds on none of them.
+    The 10 GiB floor binds on none of them. The MI300X's reserve has no prefill graphs: 16,384
+    tokens and decode graphs to 512 as on a B200, 512 + 24,576 + 128 + 1,024 = 26,240 at TP 1.
     """
-    chunk, decode_max_bs = sglang_0_5_23_defaults(gpu_mib, tp)
-    reserve = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * decode_max_bs + 8 * prefill_graph_sizes(chunk)
+    chunk, decode_max_bs = sglang_0_5_23_defaults(gpu_mib, tp, platform)
+    prefill_graphs = 8 * prefill_graph_sizes(chunk) if platform == "cuda" else 0
+    reserve = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + 2 * decode_max_bs + prefill_graphs
     return max(reserve, 10 * 1024) if gpu_mib > 60 * 1024 else reserve
+
+
+def sglang_0_5_23_rocm_backend(model, tp: int = 1) -> str:
+    """The attention backend SGLang 0.5.23 picks on ROCm when --attention-backend is not given, for
+    `model` (a `ModelSpec`; None: an MHA/GQA model) at TP `tp`: get_default_attn_backend,
+    arg_groups/model_override_base.py:277-351, filled in at attention_hook.py:120
+    (overrides.py:1126-1140), after the per-model overrides (model_hook.py:233-237, pipeline.py:225).
+
+    MHA and GQA models (Llama, Qwen3, Qwen3-Next, Mixtral): "aiter" (:326-327); GPT-OSS the same by
+    its override (model_overrides/gpt_oss.py:38-39). MLA models: "aiter" where the KV heads per
+    rank, num_key_value_heads // TP (configs/model_config.py:1700-1711), are 16 or 128, else
+    "triton" (:340-346): DeepSeek-V3's 128 heads at TP 1 or 8, not at TP 2 or 4; GLM-4.7-Flash's
+    20 at no TP. DSA models (an index_topk: DeepSeek-V3.2) take "dsa" on every platform
+    (model_overrides/deepseek_v2.py:99-103, configs/model_config.py:191-212). Other per-model
+    overrides that speedplan's presets do not meet (MiniMax-M3's triton on ROCm,
+    model_overrides/minimax_m3.py:124-126) are not modelled: such a model is taken as MHA."""
+    if model is None or getattr(model, "mla", None) is None:
+        return "aiter"
+    if getattr(model, "sparse", None) is not None:
+        return "dsa"
+    return "aiter" if max(1, int(model.kv_heads) // max(int(tp), 1)) in (16, 128) else "triton"
+
+
+def sglang_0_5_23_scale(platform: str, context_len: int, tp: int = 1, model=None) -> tuple[float, str]:
+    """(factor, why in words) SGLang 0.5.23 multiplies its default mem_fraction_static by, after
+    rounding it (`sglang_0_5_23_reserve_mib`): 0.85 where the attention backend is aiter and the
+    model's context length exceeds 8192 tokens (arg_groups/attention_hook.py:243-268; it runs after
+    the memory hook, pipeline.py:218 and :242; the product is not rounded again), else 1. aiter is
+    a ROCm backend, picked by default there only (`sglang_0_5_23_rocm_backend`). The length
+    compared is ModelConfig.context_len: --context-length where given, else the model config's
+    (max_position_embeddings, with rope scaling: configs/model_config.py:1291-1329,
+    utils/hf_transformers/common.py:677-694), which `context_len` (the target's max_context) is.
+    A --context-length of 8,192 or fewer, where a launch gives one, lifts the 0.85: the share taken
+    here is then low by 15% (on the safe side); one above 8,192, as speedplan writes for a full
+    context that does not fit (`serving.context`), keeps it."""
+    if platform != "rocm" or not context_len > 8192 or sglang_0_5_23_rocm_backend(model, tp) != "aiter":
+        return 1.0, ""
+    return 0.85, "for aiter attention at a context above 8,192 tokens"
 
 
 @dataclass(frozen=True)
 class Reserve:
     """A formula by which an engine's default holds back part of the device: `mib(GPU memory in
-    MiB, TP)` → MiB held back; `engine` and `version` whose default it is, `knob` the setting it
-    sets, rounded as the engine rounds it (`digits`)."""
+    MiB, TP, platform)` → MiB held back, the rest a share of the device rounded as the engine
+    rounds it (`digits`), then multiplied by `scale(platform, context length, TP, model)`'s
+    (factor, why in words); `engine` and `version` whose default it is, `knob` the setting it sets."""
 
     engine: str
     version: str
     knob: str
-    mib: Callable[[float, int], float]
+    mib: Callable[[float, int, str], float]
+    scale: Callable[..., tuple[float, str]] = lambda platform, context_len, tp, model: (1.0, "")
     digits: int = 3
 
 
-RESERVES = {"sglang-0.5.23": Reserve("SGLang", "0.5.23", "mem_fraction_static", sglang_0_5_23_reserve_mib)}
+RESERVES = {"sglang-0.5.23": Reserve("SGLang", "0.5.23", "mem_fraction_static", sglang_0_5_23_reserve_mib,
+                                     sglang_0_5_23_scale)}
+_ON = {"cuda": "", "rocm": " on ROCm", "cpu": " on a CPU"}  # how describe() names the platform
 
 
 @dataclass(frozen=True)
@@ -125,7 +188,8 @@ class MemoryRule:
     """`share` (0 < share <= 1) of `of`: the whole device's memory ("device"), or the memory left
     free once the launch's weights are loaded ("free after weights"); or, of "device less
     reserve", the share of the device the formula `reserve` (a `RESERVES` key) leaves, which
-    depends on the GPU and the TP size (`share` None); `source`: where it comes from."""
+    depends on the GPU, the TP size, the platform and (on ROCm) the model (`share` None);
+    `source`: where it comes from."""
 
     share: float | None = 0.9
     of: str = DEVICE
@@ -138,24 +202,37 @@ class MemoryRule:
             return {"of": self.of, "reserve": self.reserve, "source": self.source}
         return {"share": self.share, "of": self.of, "source": self.source}
 
-    def device_share(self, device_bytes: float, tp: int = 1) -> float:
+    def _reserved(self, device_bytes: float, tp: int, platform: str) -> tuple[float, float]:
+        """("device less reserve") MiB held back and the rounded share they leave, before any scale."""
+        r, gpu_mib = RESERVES[self.reserve], device_bytes / MIB
+        held = r.mib(gpu_mib, tp, platform)
+        return held, max(round((gpu_mib - held) / gpu_mib, r.digits), 0.0)
+
+    def device_share(self, device_bytes: float, tp: int = 1, *, platform: str = "cuda", context_len: int = 0,
+                     model=None) -> float:
         """The share of the device weights + KV may use ("device" and "device less reserve")."""
         if self.of != DEVICE_LESS_RESERVE:
             return self.share
-        r, gpu_mib = RESERVES[self.reserve], device_bytes / MIB
-        return max(round((gpu_mib - r.mib(gpu_mib, tp)) / gpu_mib, r.digits), 0.0)
+        factor, _ = RESERVES[self.reserve].scale(platform, context_len, tp, model)
+        return self._reserved(device_bytes, tp, platform)[1] * factor
 
-    def describe(self, device_bytes: float, weight_bytes: float, *, tp: int = 1) -> str:
+    def describe(self, device_bytes: float, weight_bytes: float, *, tp: int = 1, platform: str = "cuda",
+                 context_len: int = 0, model=None) -> str:
         """The rule in words for one GPU, e.g. "90% of 85.5 GB", "the weights and 90% of the 18.9 GB
-        free after them" or "85.5 GB less SGLang's 14.6 GB reserve (mem_fraction_static 0.830, its
-        0.5.23 default at TP 1)"."""
+        free after them", "85.5 GB less SGLang's 14.6 GB reserve (mem_fraction_static 0.830, its
+        0.5.23 default at TP 1)" or, on ROCm, "206.1 GB less SGLang's 27.5 GB reserve, × 0.85 for
+        aiter attention at a context above 8,192 tokens (mem_fraction_static 0.867 × 0.85 = 0.737,
+        its 0.5.23 default on ROCm at TP 1)"."""
         if self.of == DEVICE:
             return f"{self.share:.0%} of {device_bytes / 1e9:.1f} GB"
         if self.of == DEVICE_LESS_RESERVE:
             r = RESERVES[self.reserve]
-            held = r.mib(device_bytes / MIB, tp) * MIB / 1e9
-            return (f"{device_bytes / 1e9:.1f} GB less {r.engine}'s {held:.1f} GB reserve ({r.knob} "
-                    f"{self.device_share(device_bytes, tp):.{r.digits}f}, its {r.version} default at TP {tp})")
+            held, share = self._reserved(device_bytes, tp, platform)
+            factor, why = r.scale(platform, context_len, tp, model)
+            knob = f"{share:.{r.digits}f}" + (f" × {factor:g} = {share * factor:.{r.digits}f}" if factor != 1 else "")
+            return (f"{device_bytes / 1e9:.1f} GB less {r.engine}'s {held * MIB / 1e9:.1f} GB reserve"
+                    + (f", × {factor:g} {why}" if factor != 1 else "")
+                    + f" ({r.knob} {knob}, its {r.version} default{_ON.get(platform, '')} at TP {tp})")
         if weight_bytes >= device_bytes:
             return f"the {device_bytes / 1e9:.1f} GB GPU, which the weights fill: nothing is free after them"
         return f"the weights and {self.share:.0%} of the {(device_bytes - weight_bytes) / 1e9:.1f} GB free after them"
@@ -164,12 +241,15 @@ class MemoryRule:
 DEFAULT_MEMORY = MemoryRule()
 
 
-def usable_bytes(rule: MemoryRule, device_bytes: float, weight_bytes, *, tp: int = 1):
+def usable_bytes(rule: MemoryRule, device_bytes: float, weight_bytes, *, tp: int = 1, platform: str = "cuda",
+                 context_len: int = 0, model=None):
     """Bytes per GPU that weights + KV cache + drafter state may hold under `rule`.
 
     device_bytes: the GPU's memory (bytes); weight_bytes: every weight the launch loads on that GPU,
     target and drafter (bytes; a number or an array, one per row), i.e. the launch's memory at zero
-    sequences; tp: the launch's tensor-parallel size (only "device less reserve" reads it).
+    sequences; tp: the launch's tensor-parallel size; platform: the hardware's ("cuda", "rocm",
+    "cpu"); context_len: the target's context length (tokens); model: the target `ModelSpec` (only
+    "device less reserve" reads tp, platform, context_len and model).
     "device": share × device_bytes (weights ignored). "device less reserve": the share the reserve
     formula leaves × device_bytes (SGLang's KV pool is that share of the memory free before the
     model loads less what loading took: sglang/srt/mem_cache/kv_cache_configurator.py:3007 and
@@ -179,7 +259,8 @@ def usable_bytes(rule: MemoryRule, device_bytes: float, weight_bytes, *, tp: int
     workspace, which an engine allocates before it sizes its KV cache from the free memory, are not
     modelled: under "free after weights" the result is an upper bound by share × that much."""
     if rule.of in (DEVICE, DEVICE_LESS_RESERVE):
-        return device_bytes * rule.device_share(device_bytes, tp)
+        return device_bytes * rule.device_share(device_bytes, tp, platform=platform, context_len=context_len,
+                                                model=model)
     w = np.asarray(weight_bytes, dtype=float)
     return np.minimum(w + rule.share * (device_bytes - w), device_bytes)
 

@@ -43,6 +43,7 @@ class Capacity:
         self.pricings, hw, self.target, self.tp, self.cost = result.pricing
         self.hardware = hw.name
         self.device = hw.memory_bytes  # bytes per GPU
+        self.platform = hw.platform  # "cuda", "rocm" or "cpu": an engine's default memory rule may depend on it
         self.kernels = {} if kernels is None else kernels
 
     def _mechanism(self, label: str):
@@ -66,7 +67,8 @@ class Capacity:
 
         base = held(np.zeros(len(batch)))
         per_seq = held(np.ones(len(batch))) - base
-        usable = usable_bytes(engine.memory, self.device, base, tp=self.tp)  # bytes per GPU; base: the launch's weights
+        usable = usable_bytes(engine.memory, self.device, base, tp=self.tp, platform=self.platform,
+                              context_len=self.target.max_context, model=self.target)  # bytes per GPU; base: the weights
         n = np.floor((usable - base) / np.where(per_seq > 0, per_seq, np.inf))
         n = np.clip(np.nan_to_num(n, posinf=0.0), 0, batch - 1)
         n = np.where(held(n) <= usable, n, np.maximum(n - 1, 0))  # rounding at the boundary

@@ -16,6 +16,8 @@ from speedplan.plan.api_checks import engine_plans, sweep_result
 if TYPE_CHECKING:
     from speedplan.plan.engine_plan import EnginePlan
 
+NOT_RUN = "not planned"  # how an EnginePlan starts whose engine does not run on the sweep's hardware (no files)
+
 
 def read_from_file(meta: dict) -> str:
     """The file a sweep's engine profile (`meta`) was read from; "" for a shipped one."""
@@ -101,6 +103,8 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
     latency = latency_text(meta)
     out = {}
     for name, plan in plans.items():
+        if plan.how.startswith(NOT_RUN):  # the engine does not run on this hardware: no files
+            continue
         rows = plan.rows
         acceptance = (meta.get("acceptance") or {}).get(plan.mechanism)  # whole: a comment has room for it
         sources = f"latency {latency}" + (f"; acceptance {acceptance}" if acceptance else "")
@@ -145,7 +149,7 @@ def _context_fit(result, name: str, plan: EnginePlan):
     draft_len, width = int(widest["draft_len"]), int(widest["verify_tokens"])
     nodes = width - 1 if mech is not None and mech.is_tree else draft_len + 1  # as capacity._draft_and_nodes
     return context_fit(target, mech, rule, hw.memory_bytes, tp, draft_len, nodes,
-                       int(rows["context"].max()))
+                       int(rows["context"].max()), platform=hw.platform)
 
 
 def schedule_frame(plans: dict[str, EnginePlan]) -> pd.DataFrame:

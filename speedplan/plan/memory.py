@@ -2,7 +2,7 @@
 test of every row (`plan.pricing`) and how many sequences a launch holds (`plan.capacity`).
 How much of the GPU a step may hold is the engine profile's memory rule
 (`engine.memory_rule`: a share of the device, of the memory free after the weights, or the
-device less a reserve that depends on the GPU and the TP size)."""
+device less a reserve that depends on the GPU, the TP size, the platform and the model)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, 
 def step_usable_bytes(engine, hw, mech: Mechanism | None, target: ModelSpec, draft_len, context, nodes,
                       tp: int) -> np.ndarray:
     """Bytes per GPU the steps of (draft_len, context, nodes) may hold under `engine`'s memory
-    rule on `hw`: the weights its launch loads (target and drafter) are its memory at zero
-    sequences."""
+    rule on `hw` (its memory and platform) for `target` (its context length): the weights its
+    launch loads (target and drafter) are its memory at zero sequences."""
     weights = memory_bytes(mech, target, np.zeros(np.shape(context)), draft_len, context, nodes, tp)
-    return usable_bytes(engine.memory, hw.memory_bytes, weights, tp=tp)
+    return usable_bytes(engine.memory, hw.memory_bytes, weights, tp=tp, platform=hw.platform,
+                        context_len=target.max_context, model=target)

@@ -22,10 +22,22 @@ def _rule(result: SweepResult) -> MemoryRule:
     return DEFAULT_MEMORY if recorded is None else memory_rule(recorded, "meta.json engine_memory")
 
 
+def _launch(result: SweepResult) -> dict:
+    """What a memory rule reads of the launch besides the GPU's memory and the weights: the TP size
+    (meta's), the hardware's platform and the target (its context length), from the sweep's
+    pricing; a result without pricing (built by hand) is taken for a CUDA launch of a model of no
+    stated context."""
+    launch = {"tp": result.meta["tp"]}
+    if result.pricing is not None:
+        _, hw, target, _, _ = result.pricing
+        launch.update(platform=hw.platform, context_len=target.max_context, model=target)
+    return launch
+
+
 def _usable(result: SweepResult) -> tuple[float, MemoryRule]:
     """Bytes per GPU plain decoding may hold (its weights: the target's), and the rule that says so."""
     rule, meta = _rule(result), result.meta
-    return float(usable_bytes(rule, meta["memory_bytes"], meta["weight_bytes_per_gpu"], tp=meta["tp"])), rule
+    return float(usable_bytes(rule, meta["memory_bytes"], meta["weight_bytes_per_gpu"], **_launch(result))), rule
 
 
 def memory_shortfall(result: SweepResult) -> str | None:
@@ -63,7 +75,7 @@ def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
     digits = 1 if round(need, 1) > round(usable, 1) else 3
     return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {need:.{digits}f} GB per GPU "
             f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable "
-            f"({rule.describe(meta['memory_bytes'], meta['weight_bytes_per_gpu'], tp=meta['tp'])}, {_whose(rule, meta)})")
+            f"({rule.describe(meta['memory_bytes'], meta['weight_bytes_per_gpu'], **_launch(result))}, {_whose(rule, meta)})")
 
 
 def _whose(rule: MemoryRule, meta: dict) -> str:
@@ -80,18 +92,19 @@ def held_elsewhere(result: SweepResult, batches: list, engines=None) -> list[tup
     (engine, its rule in words, those batch sizes). Every engine's plan covers only the batch sizes
     the sweep's own profile holds. None for a sweep of the reference runtime (a CPU, no engine)."""
     from speedplan.engine.profile import get_engine
-    from speedplan.serving import ENGINES
+    from speedplan.serving import ENGINES, runs_on
 
     meta = result.meta
     if meta.get("engine") == "speedplan-runtime":
         return []
     plain = result.frame[result.frame["mechanism"] == "none"]
     need = plain[plain["batch"].isin(batches)].groupby("batch")["memory_bytes"].min()  # at the shortest context
-    device, weights, tp = meta["memory_bytes"], meta["weight_bytes_per_gpu"], meta["tp"]
+    device, weights, launch = meta["memory_bytes"], meta["weight_bytes_per_gpu"], _launch(result)
     out = []
-    for name in [e for e in ENGINES if engines is None or e in engines]:
+    platform = getattr(result.pricing[1], "platform", "cuda") if result.pricing is not None else "cuda"
+    for name in [e for e in ENGINES if (engines is None or e in engines) and runs_on(e, platform)]:
         rule = get_engine(name).memory
-        held = [int(b) for b, m in need.items() if m <= usable_bytes(rule, device, weights, tp=tp)]
+        held = [int(b) for b, m in need.items() if m <= usable_bytes(rule, device, weights, **launch)]
         if held:
-            out.append((name, rule.describe(device, weights, tp=tp), held))
+            out.append((name, rule.describe(device, weights, **launch), held))
     return out

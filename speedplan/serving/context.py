@@ -75,12 +75,13 @@ class ContextFit:
 
 
 def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int, nodes: int,
-                planned_context: int) -> ContextFit | None:
+                planned_context: int, *, platform: str = "cuda") -> ContextFit | None:
     """`ContextFit` of a launch of `target` at tensor parallel `tp` loading `mech`'s drafter
     (None: plain decoding) on a GPU of `device_bytes` bytes, under the engine memory rule `rule`
     (`engine.memory_rule.MemoryRule`). `draft_len` and `nodes` are the plan's widest setting
     (they count a linear-attention model's recurrent states per sequence, `plan.memory`);
-    `planned_context` is the longest context (tokens) the plan was made for. None where the
+    `planned_context` is the longest context (tokens) the plan was made for; `platform` the
+    hardware's ("cuda", "rocm", "cpu": SGLang's default share differs on ROCm). None where the
     model's config states no context (`max_context` 0)."""
     from speedplan.engine.memory_rule import usable_bytes
     from speedplan.plan.memory import memory_bytes
@@ -94,7 +95,8 @@ def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int
         return np.broadcast_to(memory_bytes(mech, target, running, draft_len, lengths - q, nodes, tp), lengths.shape)
 
     weights = float(kv_of(np.array([float(top)]), 0.0)[0])  # the launch at zero sequences: target and drafter weights
-    left = float(usable_bytes(rule, device_bytes, weights, tp=tp)) - weights
+    launch = dict(tp=tp, platform=platform, context_len=top, model=target)  # what the rule reads besides the GPU
+    left = float(usable_bytes(rule, device_bytes, weights, **launch)) - weights
     # KV grows with the length: find the longest length within `left` on a grid of ROUND_TOKENS steps, then
     # token by token inside the step it falls in (a 10M-token context costs two small arrays, not one of 10M)
     coarse = np.unique(np.r_[1.0, np.arange(ROUND_TOKENS, top + 1, ROUND_TOKENS, dtype=float), float(top)])
@@ -110,5 +112,5 @@ def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int
         fits = int(fine[kv_of(fine) - weights <= left].max())
     return ContextFit(max_context=top, full_kv_bytes=float(kv_coarse[-1]), kv_left_bytes=left,
                       weight_bytes=weights, fits_context=fits,
-                      planned_context=int(planned_context), rule=rule.describe(device_bytes, weights, tp=tp),
+                      planned_context=int(planned_context), rule=rule.describe(device_bytes, weights, **launch),
                       drafter=mech is not None)

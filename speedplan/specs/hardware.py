@@ -17,7 +17,10 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import read_json
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
+# The software platform engines run on: what an engine's defaults depend on beyond the memory
+# (SGLang's memory reserve, engine/memory_rule.py). A file that does not say: "cpu" for a CPU
+# preset (fp32), else "cuda".
+PLATFORMS = ("cuda", "rocm", "cpu")
 
 
 @dataclass(frozen=True)
@@ -51,12 +54,18 @@ class Hardware:
     source: str = ""
     notes: str = ""
     origin: str = "datasheet"  # "datasheet", "profile" (measured) or "derived"
+    platform: str = ""  # one of PLATFORMS; "" (not stated): "cpu" for a CPU preset (fp32), else "cuda"
     extra: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)  # field name -> where its number came from
 
     def __post_init__(self) -> None:
         if not str(self.name).strip():
             raise SpeedplanInputError("hardware: 'name' must not be empty (it names every output)")
+        if not self.platform:
+            object.__setattr__(self, "platform", "cpu" if self.default_dtype == "fp32" else "cuda")
+        if self.platform not in PLATFORMS:
+            raise SpeedplanInputError(f"hardware {self.name}: platform must be one of "
+                                      f"{', '.join(map(repr, PLATFORMS))}, got {self.platform!r}")
         for label, value in (
             ("hbm_bytes_per_s", self.hbm_bytes_per_s),
             ("memory_bytes", self.memory_bytes),
@@ -171,11 +180,22 @@ def _number(entry, where: str, bound: _Bound | None) -> tuple[float, str]:
     return value, entry["source"]
 
 
+def _platform(entry, where: str) -> tuple[str, str]:
+    """(platform, its source) from a file's "platform": "rocm" or {"value": "rocm", "source": text}."""
+    value, source = entry, ""
+    if isinstance(entry, dict) and set(entry) == {"value", "source"}:
+        value, source = entry["value"], entry["source"]
+    if value not in PLATFORMS or not isinstance(source, str):
+        raise SpeedplanInputError(f"{where}: platform must be one of {', '.join(map(repr, PLATFORMS))} (the software "
+                                  f"engines run on) or {{\"value\": one of them, \"source\": text}}, got {entry!r}")
+    return value, source
+
+
 def hardware_from_json(data: dict, where: str) -> Hardware:
     """A Hardware from a preset's JSON object (every number with its source)."""
     if not isinstance(data, dict):
         raise SpeedplanInputError(f"{where}: expected a JSON object")
-    unknown = sorted(set(data) - set(_NUMBERS) - set(_TEXTS) - {"peak_flops_per_s"})
+    unknown = sorted(set(data) - set(_NUMBERS) - set(_TEXTS) - {"peak_flops_per_s", "platform"})
     if unknown:
         raise SpeedplanInputError(f"{where}: unknown field {unknown[0]!r}")
     for key in ("name", "description", "source", "peak_flops_per_s", "hbm_bytes_per_s", "memory_bytes",
@@ -213,6 +233,8 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
         if key in fields and not 0 < fields[key] <= 1:
             raise SpeedplanInputError(f"{where}: {key} is the share of the datasheet peak kernels reach, in (0, 1]; "
                                       f"got {fields[key]}")
+    if "platform" in data:
+        fields["platform"], sources["platform"] = _platform(data["platform"], where)
     try:
         return Hardware(**fields, sources=sources)
     except SpeedplanInputError as e:

@@ -75,3 +75,42 @@ def test_sweep_refuses_an_absurd_preset_in_one_line_and_writes_nothing(tmp_path,
                 "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "hw.json: sm_count must be an integer" in err and err.count("\n") == 1 and not out.exists()
+
+
+def _with_platform(tmp_path, value, name: str = "h100-sxm"):
+    data = json.loads((PRESET_DIR / f"{name}.json").read_text())
+    if value is None:
+        data.pop("platform", None)
+    else:
+        data["platform"] = value
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_platform_is_optional_and_checked(tmp_path):
+    """What engines' defaults depend on beyond the memory (SGLang's reserve on ROCm): "cuda" for a GPU
+    file that does not say, "cpu" for a CPU (fp32) one; text or {"value", "source"}."""
+    assert {n: hw.platform for n, hw in PRESETS.items()} == {**{n: "cuda" for n in PRESETS}, "mi300x": "rocm",
+                                                             "cpu-local": "cpu"}
+    assert load_hardware_file(_with_platform(tmp_path, None)).platform == "cuda"
+    assert load_hardware_file(_with_platform(tmp_path, None, "cpu-local")).platform == "cpu"
+    hw = load_hardware_file(_with_platform(tmp_path, "rocm"))
+    assert hw.platform == "rocm" and hw.sources["platform"] == ""
+    hw = load_hardware_file(_with_platform(tmp_path, {"value": "cuda", "source": "nvidia-smi"}, "mi300x"))
+    assert hw.platform == "cuda" and hw.sources["platform"] == "nvidia-smi"
+    for bad in ("hip", "CUDA", "", 1, ["rocm"], {"value": "rocm"}, {"value": "rocm", "source": 3},
+                {"value": "rocm", "source": "x", "note": "y"}):
+        path = _with_platform(tmp_path, bad)
+        with pytest.raises(SpeedplanInputError) as err:
+            load_hardware_file(path)
+        message = str(err.value)
+        assert message.startswith(f"{path}: platform must be one of 'cuda', 'rocm', 'cpu'") and "\n" not in message, bad
+
+
+def test_sweep_refuses_a_bad_platform_in_one_line(tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert run(["sweep", "--hardware", str(_with_platform(tmp_path, "metal")), "--batch", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "hw.json: platform must be one of" in err and "got 'metal'" in err and err.count("\n") == 1
+    assert not out.exists()
