@@ -64,7 +64,7 @@ from speedplan.plan.capacity import Capacity
 from speedplan.plan.plan_table import OFF_KEY, PlanTable
 from speedplan.plan.zero_draft import ZeroDraft
 # what a plan becomes in the output files; importable from here, where they were first written
-from speedplan.plan.engine_outputs import (engine_profile_name, engine_records, latency_text,  # noqa: F401
+from speedplan.plan.engine_outputs import (NOT_RUN, engine_profile_name, engine_records, latency_text,  # noqa: F401
                                            read_from_file, schedule_frame, serving_plans, unsupported)
 
 PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties (simplest wins)
@@ -208,8 +208,16 @@ def plan_engines(result, batch_weights: dict[int, float] | str | None = None, en
     return {name: replace(plan, sweep_key=key) for name, plan in _plans(result, batch_weights, engines).items()}
 
 
+def not_run_text(name: str, hw) -> str:
+    """Why engine `name` is not planned on hardware `hw` whose platform it does not run on."""
+    from speedplan.serving import engine_module
+
+    where = ", ".join(getattr(engine_module(name), "PLATFORMS", ()))
+    return f"{NOT_RUN}: {name} runs on {where} only, and {hw.name} is a {hw.platform} device"
+
+
 def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
-    from speedplan.serving import ENGINES, engine_module
+    from speedplan.serving import ENGINES, engine_module, runs_on
 
     batch_weights = batch_weights_arg(batch_weights)
     if isinstance(engines, Iterable) and not isinstance(engines, (str, bytes, dict)):
@@ -244,7 +252,12 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     weights = serving_weights(servable, batch_weights)
     kernels: dict = {}  # forwards of D = 0 steps, shared by the engines (zero_draft.ZeroDraft)
     plans = {}
+    platform = getattr(result.pricing[1], "platform", "cuda")
     for name, engine in modules.items():
+        if not runs_on(name, platform):
+            plans[name] = EnginePlan(name, "none", "off", not_run_text(name, result.pricing[1]), 0.0, 0.0, pd.DataFrame(),
+                                     _profile_text(result.meta), profile_name=engine_profile_name(result.meta))
+            continue
         priced = engine_pricing(result, name)
         capacity = Capacity(priced, kernels)  # how many sequences a launch holds where it holds fewer than offered
         held = _held_weights(priced, weights, capacity)  # the cells this engine's memory rule holds a sequence at

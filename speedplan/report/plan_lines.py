@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from speedplan.plan.pick import TIE_TOLERANCE
+from speedplan.plan.engine_outputs import NOT_RUN
 
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
@@ -46,7 +47,8 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
     cells = set().union(*(set(zip(r["batch"], r["context"])) for r in rows))
     for name, p in plans.items():
         if not len(p.rows):
-            lines.append(f"  {name:7s} not planned: its memory rule holds no sequence at any planned batch size")
+            lines.append(f"  {name:7s} " + (p.how if p.how.startswith(NOT_RUN) else
+                                             "not planned: its memory rule holds no sequence at any planned batch size"))
             continue
         per_b = p.rows.groupby("batch").agg(d=("draft_len", "first"), loss=("loss_vs_best", "max"))
         worst = per_b["loss"].idxmax()

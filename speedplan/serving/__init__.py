@@ -2,8 +2,9 @@
 by name. Each engine module has `NAME`, `VERSION` (the engine source its option names were
 checked against; docs/serving.md lists where each was found), `render(plan) -> {filename:
 text}`, `support(mechanism, mtp_layers) -> Support | None` (what it can run and how it can
-vary D with the batch size: the planner plans within it) and `draft_tp_options(mechanism,
-tp)`. A mechanism an engine cannot run gives a file that says so instead of a command that
+vary D with the batch size: the planner plans within it), `draft_tp_options(mechanism,
+tp)`, and may say where it runs (`PLATFORMS`: "cuda", "rocm", "cpu"; everywhere where it does
+not say). A mechanism an engine cannot run gives a file that says so instead of a command that
 would fail. Adding an engine is one module here (docs/extending.md).
 """
 
@@ -42,6 +43,12 @@ def engine_module(name: str) -> ModuleType:
     if key not in ENGINES:
         raise SpeedplanInputError(f"unknown serving engine {name!r}; use one of {', '.join(ENGINES)}")
     return ENGINES[key]
+
+
+def runs_on(name: str, platform: str) -> bool:
+    """Whether serving engine `name` runs on hardware of `platform` ("cuda", "rocm", "cpu": the
+    hardware preset's `platform`); an engine module's PLATFORMS lists where (all, where it does not say)."""
+    return platform in getattr(engine_module(name), "PLATFORMS", (platform,))
 
 
 def draft_tp_choices(mechanism: str, tp: int) -> set[int]:

@@ -24,6 +24,7 @@ from speedplan.serving.plan import OFF, Mode, ServingPlan, Support, check_engine
 from speedplan.serving.text import header, shell, unsupported
 
 NAME = "sglang"
+PLATFORMS = ("cuda", "rocm", "cpu")  # SGLang 0.5.23 runs on CUDA, ROCm and CPU (its platform checks: is_cuda, is_hip, is_cpu)
 VERSION = (
     "SGLang 0.5.23 (PyPI wheel; no commit embedded): python/sglang/srt/arg_groups/fields/spec.py, "
     "speculative/adaptive_spec_params.py"

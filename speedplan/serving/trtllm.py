@@ -18,6 +18,7 @@ from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, OFF, OPEN_END_BATCH, Mode,
 from speedplan.serving.text import header, shell, unsupported, yaml
 
 NAME = "trtllm"
+PLATFORMS = ("cuda",)  # NVIDIA GPUs only: TensorRT-LLM is built on CUDA and TensorRT
 YAML_FILE = "trtllm_extra_llm_api_options.yaml"
 VERSION = (
     "TensorRT-LLM main (GitHub index), tensorrt_llm/llmapi/llm_args.py @ 0004396 "

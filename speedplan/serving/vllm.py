@@ -15,6 +15,7 @@ from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, NGRAM_LOOKUP_MIN, OFF, OPE
 from speedplan.serving.text import header, json_one_key_per_line, shell, unsupported
 
 NAME = "vllm"
+PLATFORMS = ("cuda", "rocm", "cpu")  # vLLM ships CUDA, ROCm and CPU builds (docs/getting_started/installation)
 VERSION = (
     "vLLM 0.33.0 (commit 4ba787ec9): vllm/config/speculative.py (SpeculativeConfig) and "
     "vllm/v1/spec_decode/dynamic/utils.py (num_speculative_tokens_per_batch_size, [start, end, K] entries)"
