@@ -197,6 +197,30 @@ class MemoryRule:
                    "does not say)")
     reserve: str | None = None
 
+    def __post_init__(self) -> None:
+        """A rule built in Python (`dataclasses.replace(profile, memory=MemoryRule(...))`) is checked
+        as a profile file's is (`memory_rule`): a share of None or "0.8", an unknown `of` or reserve
+        failed deep in the planner (TypeError, KeyError, MemoryError). Of "device less reserve" the
+        share is None: the reserve sets it (the field's default, 0.9, is taken for not given)."""
+        if self.of not in KINDS:
+            raise SpeedplanInputError(f"memory rule: of must be one of {', '.join(map(repr, KINDS))}, got {self.of!r:.60}")
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise SpeedplanInputError(f"memory rule: source must be text saying where the share comes from, "
+                                      f"got {self.source!r:.60}")
+        if self.of == DEVICE_LESS_RESERVE:
+            if not isinstance(self.reserve, str) or self.reserve not in RESERVES:
+                raise SpeedplanInputError(f"memory rule: reserve must be one of {', '.join(map(repr, RESERVES))}, "
+                                          f"got {self.reserve!r:.60}")
+            if self.share not in (None, 0.9) or isinstance(self.share, bool):
+                raise SpeedplanInputError(f"memory rule: of {self.of!r} takes no share (its reserve sets it), got "
+                                          f"share {self.share!r:.60}")
+            object.__setattr__(self, "share", None)
+            return
+        if self.reserve is not None:
+            raise SpeedplanInputError(f"memory rule: only of {DEVICE_LESS_RESERVE!r} takes a reserve, not of {self.of!r}")
+        if not finite(self.share) or not 0 < self.share <= 1:
+            raise SpeedplanInputError(f"memory rule: share must be a number in (0, 1], got {self.share!r:.60}")
+
     def to_json(self) -> dict:
         if self.of == DEVICE_LESS_RESERVE:
             return {"of": self.of, "reserve": self.reserve, "source": self.source}

@@ -175,6 +175,8 @@ class EngineProfile:
                 or len(set(self.fit_order)) < len(self.fit_order)):
             raise SpeedplanInputError(f"engine profile {self.name}: fit_order must list terms of {', '.join(TERMS)}, "
                                       f"each once; got {self.fit_order!r}")
+        if not isinstance(self.memory, MemoryRule):  # None or 0.9 failed in the planner with an AttributeError
+            raise SpeedplanInputError(f"engine profile {self.name}: memory must be a MemoryRule, got {self.memory!r:.60}")
         if not isinstance(self.terms, dict):
             raise SpeedplanInputError(f"engine profile {self.name}: terms must be a dict of {{name: Term}}")
         missing = [t for t in TERMS if t not in self.terms]

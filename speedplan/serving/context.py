@@ -31,7 +31,9 @@ class ContextFit:
     fits_context: the most tokens (at most max_context) one sequence holds within kv_left_bytes.
     planned_context: the longest context (tokens) the plan was made for.
     rule: the engine profile's memory rule in words, e.g. "90% of 85.5 GB".
-    drafter: the launch loads a drafter, whose weights and KV are counted (False: plain decoding)."""
+    drafter: the launch loads a drafter, whose weights and KV are counted (False: plain decoding, or
+    a mechanism that drafts without one, n-gram's prompt lookup).
+    mechanism: the launch's mechanism label ("": plain decoding)."""
 
     max_context: int
     full_kv_bytes: float
@@ -41,6 +43,7 @@ class ContextFit:
     planned_context: int
     rule: str = ""
     drafter: bool = True
+    mechanism: str = ""
 
     @property
     def fits(self) -> bool:
@@ -60,9 +63,13 @@ class ContextFit:
         """Why the full context does not fit, in words, for a note."""
         return (f"the model's full context, {self.max_context:,} tokens (max_position_embeddings), needs "
                 f"{self.full_kv_bytes / 1e9:.1f} GB of KV cache per GPU for one sequence "
-                f"({'target and drafter' if self.drafter else 'the target alone: plain decoding loads no drafter'}), and "
+                f"({'target and drafter' if self.drafter else 'the target alone: ' + self._no_drafter()}), and "
                 f"the engine profile's memory rule ({self.rule}) leaves {max(self.kv_left_bytes, 0.0) / 1e9:.1f} GB for it "
                 f"after the launch's {self.weight_bytes / 1e9:.1f} GB of weights")
+
+    def _no_drafter(self) -> str:
+        """Why no drafter is counted: n-gram's note said "target and drafter" of the target's KV alone."""
+        return f"{self.mechanism} loads no drafter model" if self.mechanism else "plain decoding loads no drafter"
 
     def chosen(self) -> str:
         """How `limit` was chosen, for a note."""
@@ -95,6 +102,8 @@ def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int
         return np.broadcast_to(memory_bytes(mech, target, running, draft_len, lengths - q, nodes, tp), lengths.shape)
 
     weights = float(kv_of(np.array([float(top)]), 0.0)[0])  # the launch at zero sequences: target and drafter weights
+    # a drafter is what adds memory to the target's: n-gram's prompt lookup adds none
+    drafter = mech is not None and float(np.max(mech.extra_memory_bytes(target, np.ones(1), np.full(1, float(top)), tp))) > 0
     launch = dict(tp=tp, platform=platform, context_len=top, model=target)  # what the rule reads besides the GPU
     left = float(usable_bytes(rule, device_bytes, weights, **launch)) - weights
     # KV grows with the length: find the longest length within `left` on a grid of ROUND_TOKENS steps, then
@@ -113,4 +122,4 @@ def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int
     return ContextFit(max_context=top, full_kv_bytes=float(kv_coarse[-1]), kv_left_bytes=left,
                       weight_bytes=weights, fits_context=fits,
                       planned_context=int(planned_context), rule=rule.describe(device_bytes, weights, **launch),
-                      drafter=mech is not None)
+                      drafter=drafter, mechanism="" if mech is None else str(mech.label))

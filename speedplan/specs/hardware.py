@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import read_json
+from speedplan.specs.files import finite, read_json
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # The software platform engines run on: what an engine's defaults depend on beyond the memory
@@ -59,8 +59,11 @@ class Hardware:
     sources: dict = field(default_factory=dict)  # field name -> where its number came from
 
     def __post_init__(self) -> None:
-        if not str(self.name).strip():
+        if not isinstance(self.name, str) or not self.name.strip():
             raise SpeedplanInputError("hardware: 'name' must not be empty (it names every output)")
+        if len(self.name) > 200 or not self.name.isprintable():  # printed in every output line and figure
+            raise SpeedplanInputError(f"hardware {_short(self.name)}: 'name' must be one line of printable text "
+                                      "(up to 200 characters)")
         if not self.platform:
             object.__setattr__(self, "platform", "cpu" if self.default_dtype == "fp32" else "cuda")
         if self.platform not in PLATFORMS:
@@ -71,16 +74,17 @@ class Hardware:
             ("memory_bytes", self.memory_bytes),
             ("link_bytes_per_s", self.link_bytes_per_s),
         ):
-            if not value > 0:
-                raise SpeedplanInputError(f"hardware {self.name}: {label} must be > 0, got {value}")
-        if not self.peak_flops_per_s or any(not v > 0 for v in self.peak_flops_per_s.values()):
-            raise SpeedplanInputError(f"hardware {self.name}: peak_flops_per_s must be positive")
+            if not _positive(value):  # inf fell through SGLang's memory classes; "80e9" raised a TypeError
+                raise SpeedplanInputError(f"hardware {self.name}: {label} must be a finite number > 0, got {_short(value)}")
+        if (not isinstance(self.peak_flops_per_s, dict) or not self.peak_flops_per_s
+                or any(not _positive(v) for v in self.peak_flops_per_s.values())):
+            raise SpeedplanInputError(f"hardware {self.name}: peak_flops_per_s must map dtypes to finite numbers > 0")
         if self.roofline_fit and not self.sm_count > 0:
             raise SpeedplanInputError(f"hardware {self.name}: roofline_fit {self.roofline_fit!r} needs sm_count > 0 "
                                       "(wave quantisation counts SMs)")
-        if self.default_dtype not in self.peak_flops_per_s:
+        if self.default_dtype not in self.peak_flops_per_s:  # repr: a dtype with a line break was two lines
             raise SpeedplanInputError(
-                f"hardware {self.name}: default dtype {self.default_dtype} has no peak FLOP/s"
+                f"hardware {self.name}: default dtype {_short(self.default_dtype)} has no peak FLOP/s"
             )
 
     @property
@@ -128,6 +132,18 @@ class Hardware:
         return replace(self, **changes)
 
 
+def _positive(value) -> bool:
+    """A real number (not true/false), finite and > 0."""
+    return finite(value) and value > 0
+
+
+def _short(value) -> str:
+    """A value as an error line quotes it: its repr, cut to 60 characters (a {"value", "source"}
+    entry's source runs to hundreds)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 PRESET_DIR = Path(__file__).parent / "presets" / "hardware"
 # Fields a preset states as {"value": number, "source": text}; peak_flops_per_s holds one per dtype.
 _NUMBERS = ("hbm_bytes_per_s", "memory_bytes", "link_bytes_per_s", "link_latency_us", "kernel_floor_us",
@@ -137,24 +153,27 @@ _TEXTS = ("name", "description", "source", "notes", "default_dtype", "roofline_f
 
 
 # Generous physical bounds: every shipped preset lies far inside them, and a value outside (1e300
-# SMs, a negative link latency) priced nonsense or crashed the planner.
+# SMs, a negative link latency; a rate of 1e-300 per second, whose step times overflowed to NaN in
+# the report's figures) priced nonsense or crashed the planner.
 @dataclass(frozen=True)
 class _Bound:
     """What a preset number may be: above `low` (or equal, `low_ok`), below `high`, an integer
-    where `count`; `unit` is printed after the bound in the message."""
+    where `count`; `unit` is printed after the bound in the message. A rate is also at least
+    `floor` (a million per second: no device is slower)."""
 
     low: float
     low_ok: bool
     high: float
     count: bool
     unit: str
+    floor: float = 0.0
 
 
 _LIMITS = {
-    "peak_flops_per_s": _Bound(0, False, 1e18, False, "FLOP/s"),
-    "hbm_bytes_per_s": _Bound(0, False, 1e15, False, "B/s"),
+    "peak_flops_per_s": _Bound(0, False, 1e18, False, "FLOP/s", 1e6),
+    "hbm_bytes_per_s": _Bound(0, False, 1e15, False, "B/s", 1e6),
     "memory_bytes": _Bound(0, False, 1e14, False, "bytes"),
-    "link_bytes_per_s": _Bound(0, False, 1e15, False, "B/s"),
+    "link_bytes_per_s": _Bound(0, False, 1e15, False, "B/s", 1e6),
     "link_latency_us": _Bound(0, False, 1e6, False, "us"),
     "kernel_floor_us": _Bound(0, False, 1e6, False, "us"),
     "gemm_tile_m": _Bound(1, True, 1e4, True, "rows"),
@@ -167,16 +186,19 @@ _LIMITS = {
 def _number(entry, where: str, bound: _Bound | None) -> tuple[float, str]:
     if not (isinstance(entry, dict) and isinstance(entry.get("value"), (int, float))
             and not isinstance(entry.get("value"), bool) and isinstance(entry.get("source"), str)):
-        raise SpeedplanInputError(f"{where}: expected {{\"value\": number, \"source\": text}}, got {entry!r}")
+        raise SpeedplanInputError(f"{where}: expected {{\"value\": number, \"source\": text}}, got {_short(entry)}")
     value = entry["value"]
     if bound is None:  # an efficiency: checked by the caller
         return value, entry["source"]
     b = bound  # short: the test below reads it five times
+    shown = lambda x: f"{x:.0e}".replace("e+0", "e").replace("e+", "e") if x > 1e4 else f"{x:g}"  # 1e15, 100
     if not ((b.low <= value if b.low_ok else b.low < value) and value < b.high
             and (not b.count or float(value).is_integer())):  # NaN and infinities fail too
-        shown = f"{b.high:.0e}".replace("e+0", "e").replace("e+", "e") if b.high > 1e4 else f"{b.high:g}"  # 1e15, 100
         raise SpeedplanInputError(f"{where} must be {'an integer' if b.count else 'a number'} {'>=' if b.low_ok else '>'} "
-                                  f"{b.low} and below {shown} {b.unit}, got {value!r}")
+                                  f"{shown(b.low)} and below {shown(b.high)} {b.unit}, got {_short(value)}")
+    if value < b.floor:
+        raise SpeedplanInputError(f"{where} must be at least {shown(b.floor)} {b.unit} (no device is slower; the unit is "
+                                  f"per second), got {_short(value)}")
     return value, entry["source"]
 
 
@@ -232,7 +254,14 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
     for key in ("compute_efficiency", "bandwidth_efficiency"):  # a measured profile may find more (load.py)
         if key in fields and not 0 < fields[key] <= 1:
             raise SpeedplanInputError(f"{where}: {key} is the share of the datasheet peak kernels reach, in (0, 1]; "
-                                      f"got {fields[key]}")
+                                      f"got {_short(fields[key])}")
+    rates = (("hbm_bytes_per_s", "bandwidth_efficiency", fields["hbm_bytes_per_s"]),
+             *((f"peak_flops_per_s.{d}", "compute_efficiency", v) for d, v in fields["peak_flops_per_s"].items()))
+    for key, share, rate in rates:  # the achievable rate: 1e-300 of the peak overflowed the report's figures
+        bound = _LIMITS[key.split(".")[0]]
+        if rate * fields.get(share, 1.0) < bound.floor:
+            raise SpeedplanInputError(f"{where}: {key} × {share} = {rate * fields.get(share, 1.0):.3g} {bound.unit}, below "
+                                      f"{bound.floor:.0e} {bound.unit} (no device is slower)".replace("e+0", "e"))
     if "platform" in data:
         fields["platform"], sources["platform"] = _platform(data["platform"], where)
     try:

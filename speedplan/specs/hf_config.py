@@ -10,7 +10,7 @@ from speedplan.specs.config_families import (check_bias_flags, check_layer_types
                                              quantized_dtype, shared_mlp_width, sliding_window, tp_gathers)
 from speedplan.specs.files import finite
 from speedplan.specs.linear_attention import linear_attention
-from speedplan.specs.model import MLASpec, MoESpec, ModelSpec
+from speedplan.specs.model import MAX_POSITIONS, MLASpec, MoESpec, ModelSpec
 from speedplan.specs.sparse_attention import sparse_index
 
 
@@ -96,7 +96,6 @@ def _dtype(cfg: dict, where: str) -> str:
 
 
 MAX_COUNT = 10_000_000  # no dimension, vocabulary or layer count of a real model comes near this
-MAX_POSITIONS = 2 ** 31  # tokens a sequence may hold: Llama-4 Scout's 10,485,760 is far below
 
 
 def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
@@ -298,23 +297,37 @@ def _max_context(cfg: dict, where: str) -> int:
     """Tokens a sequence may hold: max_position_embeddings, extended by the config's rope
     scaling as vLLM reads it: YaRN holds original_max_position_embeddings × factor, llama3 and
     LongRoPE configs state the extended length itself, other scalings (linear, dynamic) multiply
-    max_position_embeddings by their factor. 0 where the config says nothing (no limit)."""
+    max_position_embeddings by their factor. 0 where the config says nothing (no limit).
+    A rope_scaling that is not an object, a rope_type that is not text, a factor that is not a
+    number > 0, or an extension past MAX_POSITIONS is refused: each was ignored (or cut to
+    MAX_POSITIONS) without a word, and the context the serving files write follows from it."""
     most = cfg.get("max_position_embeddings")
     if most is None:
         return 0
     if isinstance(most, bool) or not isinstance(most, int) or not 0 <= most <= MAX_POSITIONS:
         raise SpeedplanInputError(f"{where}: 'max_position_embeddings' must be an integer in 0..{MAX_POSITIONS:,}, "
                                   f"got {_short(most)}")
-    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")  # transformers v5 names it rope_parameters
-    if not (most and isinstance(rope, dict)):
+    if most == 0:  # was read as "not stated": no limit
+        raise SpeedplanInputError(f"{where}: 'max_position_embeddings' is 0, a model that holds no token; leave it "
+                                  "out (or null) where the config states no limit")
+    for key in ("rope_scaling", "rope_parameters"):  # transformers v5 names it rope_parameters
+        if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+            raise SpeedplanInputError(f"{where}: {key!r} must be an object (or null), got {_short(cfg[key])}")
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if not isinstance(rope, dict):
         return most
-    kind = str(rope.get("rope_type") or rope.get("type") or "")
+    kind = rope.get("rope_type") or rope.get("type")  # "" or null: the older key
+    if kind is not None and not isinstance(kind, str):
+        raise SpeedplanInputError(f"{where}: rope_scaling rope_type must be text, got {_short(kind)}")
+    kind = kind or ""
     factor = rope.get("factor")
-    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and not finite(factor) or (
-            finite(factor) and factor > MAX_POSITIONS):
+    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))):
+        raise SpeedplanInputError(f"{where}: rope_scaling factor must be a number, got {_short(factor)}")
+    if isinstance(factor, (int, float)) and not finite(factor) or (finite(factor) and factor > MAX_POSITIONS):
         raise SpeedplanInputError(f"{where}: rope_scaling factor must be a finite number up to {MAX_POSITIONS:,}, got {_short(factor)}")
-    if kind in ("llama3", "longrope", "su") or isinstance(factor, bool) or not isinstance(factor, (int, float)) \
-            or factor <= 1:
+    if factor is not None and not factor > 0:
+        raise SpeedplanInputError(f"{where}: rope_scaling factor must be > 0 (the context's scale), got {_short(factor)}")
+    if kind in ("llama3", "longrope", "su") or factor is None or factor <= 1:
         return most
     original = rope.get("original_max_position_embeddings")
     if original is not None and (isinstance(original, bool) or not isinstance(original, int)
@@ -322,4 +335,7 @@ def _max_context(cfg: dict, where: str) -> int:
         raise SpeedplanInputError(f"{where}: rope_scaling original_max_position_embeddings must be an integer in "
                                   f"1..{MAX_POSITIONS:,}, got {_short(original)}")
     base = original if kind == "yarn" and original is not None else most
-    return min(max(most, int(base * factor)), MAX_POSITIONS)
+    if base * factor > MAX_POSITIONS:  # was cut to MAX_POSITIONS without a word
+        raise SpeedplanInputError(f"{where}: rope_scaling extends the context to {base:,} × {factor:g} = "
+                                  f"{base * factor:,.0f} tokens, above the {MAX_POSITIONS:,} a sequence may hold")
+    return max(most, int(base * factor))

@@ -8,6 +8,7 @@ published totals), so weight bytes and KV bytes follow from the same numbers the
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from speedplan.specs.sparse_attention import SparseIndexSpec
 
 PRESET_DIR = Path(__file__).parent / "presets" / "models"
 DEFAULT_MODEL = "llama-3.1-8b"
+MAX_POSITIONS = 2 ** 31  # tokens a sequence may hold: Llama-4 Scout's 10,485,760 is far below
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,11 @@ class ModelSpec:
         if not (isinstance(self.window, int) and isinstance(self.window_layers, int)
                 and self.window >= 0 and self.window_layers >= 0):
             raise SpeedplanInputError(f"model {self.name}: sliding window and its layer count must be integers >= 0")
+        top = self.max_context  # NaN, "131072" or 2**40 failed in serving.context (ValueError, TypeError, 8 GiB arrays)
+        if isinstance(top, bool) or not isinstance(top, numbers.Integral) or not 0 <= top <= MAX_POSITIONS:
+            raise SpeedplanInputError(f"model {self.name}: max_context must be an integer in 0..{MAX_POSITIONS:,} "
+                                      f"(tokens; 0: not stated), got {top!r:.60}")
+        object.__setattr__(self, "max_context", int(top))  # np.int64 from a notebook: the plain int outputs print
         if self.moe is None and self.intermediate <= 0:
             raise SpeedplanInputError(f"model {self.name}: intermediate_size must be > 0")
         if self.moe is not None and not 0 <= self.moe.first_dense_layers <= self.layers:
