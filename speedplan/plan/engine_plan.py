@@ -253,6 +253,11 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     kernels: dict = {}  # forwards of D = 0 steps, shared by the engines (zero_draft.ZeroDraft)
     plans = {}
     platform = getattr(result.pricing[1], "platform", "cuda")
+    if engines is not None:  # named: one that cannot run here is an error, not a silent "not planned"
+        for name in names:
+            if not runs_on(name, platform):
+                raise SpeedplanInputError(f"engines (--plan-for) {name}: {not_run_text(name, result.pricing[1])[len(NOT_RUN) + 2:]}; "
+                                          f"plan for {', '.join(n for n in ENGINES if runs_on(n, platform))}")
     for name, engine in modules.items():
         if not runs_on(name, platform):
             plans[name] = EnginePlan(name, "none", "off", not_run_text(name, result.pricing[1]), 0.0, 0.0, pd.DataFrame(),

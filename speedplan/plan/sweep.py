@@ -299,6 +299,9 @@ def sweep(
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
     hw = cost.hardware
     engine = get_engine(engine)
+    from speedplan.serving import check_runs_on
+
+    check_runs_on(engine, hw)  # TensorRT-LLM's profile does not price an MI300X
     batches = axis("batches (--batch)", batches, 1, 65536)
     draft_lens = axis("draft_lens (--draft-len)", draft_lens, 0, MAX_DRAFT)
     contexts = axis("contexts (--context)", contexts, 1, 10_000_000)

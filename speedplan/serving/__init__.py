@@ -51,6 +51,21 @@ def runs_on(name: str, platform: str) -> bool:
     return platform in getattr(engine_module(name), "PLATFORMS", (platform,))
 
 
+def check_runs_on(profile, hw) -> None:
+    """Refuse pricing with engine profile `profile` (an `engine.profile.EngineProfile`) on hardware
+    `hw` whose platform the engine it describes (a shipped profile's name, or its engine family) does
+    not run on: TensorRT-LLM on an MI300X. Profiles of no serving engine (speedplan-runtime) pass."""
+    from speedplan.engine.profile import get_engine
+
+    platform = getattr(hw, "platform", "cuda")
+    for name in ENGINES:
+        if (profile.name == name or profile.engine == get_engine(name).engine) and not runs_on(name, platform):
+            raise SpeedplanInputError(
+                f"engine (--engine) {profile.name}: {name} runs on {', '.join(ENGINES[name].PLATFORMS)} only, and "
+                f"{hw.name} is a {platform} device; price with an engine that runs there "
+                f"({', '.join(n for n in ENGINES if runs_on(n, platform))})")
+
+
 def draft_tp_choices(mechanism: str, tp: int) -> set[int]:
     """Every draft TP some engine runs `mechanism`'s draft at, beside a target at `tp`."""
     return set().union(*(set(e.draft_tp_options(mechanism, tp)) for e in ENGINES.values()))

@@ -36,3 +36,17 @@ def test_a_cuda_sweep_still_plans_tensorrt_llm(tmp_path):
     proc = CliRunner().invoke(app, ["sweep", "--batch", "1,8", "--out", str(out)])
     assert proc.exit_code == 0, proc.output
     assert (out / "trtllm_serve.sh").exists() and "trtllm  not planned" not in proc.output
+
+
+def test_naming_an_engine_that_cannot_run_on_the_hardware_is_refused(cli, tmp_path):
+    """--plan-for trtllm or --engine trtllm on an MI300X: exit 2, one line naming the option and the
+    platform, no report (the first ended in 'expected a ServingPlan ..., got an empty dict', the
+    second priced the table with TensorRT-LLM's profile while its plan said it does not run there)."""
+    for args, option in ((["--plan-for", "trtllm"], "engines (--plan-for) trtllm"),
+                         (["--engine", "trtllm"], "engine (--engine) trtllm")):
+        out = tmp_path / option.split()[0]
+        proc = cli("sweep", "--hardware", "mi300x", "--batch", "1,8", "--out", str(out), *args)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and option in lines[0] and "mi300x is a rocm device" in lines[0], proc.stderr
+        assert not out.exists()
