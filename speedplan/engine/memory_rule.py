@@ -196,6 +196,11 @@ class MemoryRule:
     source: str = ("default: 0.9 of the device (vLLM's default gpu_memory_utilization; the engine profile "
                    "does not say)")
     reserve: str | None = None
+    # Share of the full-attention layers' token pool the engine gives each sliding-window layer
+    # (SGLang's swa_full_tokens_ratio, 0.8 by default): a sequence of C tokens then costs
+    # window_pool x C on a sliding layer. None: a sliding layer holds only its window (vLLM's
+    # hybrid KV cache manager frees what left it). `ModelSpec.kv_bytes_per_rank`.
+    window_pool: float | None = None
 
     def __post_init__(self) -> None:
         """A rule built in Python (`dataclasses.replace(profile, memory=MemoryRule(...))`) is checked
@@ -204,6 +209,9 @@ class MemoryRule:
         share is None: the reserve sets it (the field's default, 0.9, is taken for not given)."""
         if self.of not in KINDS:
             raise SpeedplanInputError(f"memory rule: of must be one of {', '.join(map(repr, KINDS))}, got {self.of!r:.60}")
+        if self.window_pool is not None and (not finite(self.window_pool) or not 0 < self.window_pool <= 1):
+            raise SpeedplanInputError(f"memory rule: window_pool must be a number in (0, 1] or absent, got "
+                                      f"{self.window_pool!r:.60}")
         if not isinstance(self.source, str) or not self.source.strip():
             raise SpeedplanInputError(f"memory rule: source must be text saying where the share comes from, "
                                       f"got {self.source!r:.60}")
@@ -222,9 +230,10 @@ class MemoryRule:
             raise SpeedplanInputError(f"memory rule: share must be a number in (0, 1], got {self.share!r:.60}")
 
     def to_json(self) -> dict:
+        pool = {} if self.window_pool is None else {"window_pool": self.window_pool}
         if self.of == DEVICE_LESS_RESERVE:
-            return {"of": self.of, "reserve": self.reserve, "source": self.source}
-        return {"share": self.share, "of": self.of, "source": self.source}
+            return {"of": self.of, "reserve": self.reserve, **pool, "source": self.source}
+        return {"share": self.share, "of": self.of, **pool, "source": self.source}
 
     def _reserved(self, device_bytes: float, tp: int, platform: str) -> tuple[float, float]:
         """("device less reserve") MiB held back and the rounded share they leave, before any scale."""
@@ -297,11 +306,16 @@ def memory_rule(data, where: str) -> MemoryRule:
     if not isinstance(data, dict):
         raise SpeedplanInputError(f"{where}: 'memory' must be an object like {{\"share\": 0.9, \"of\": \"device\", "
                                   f"\"source\": \"...\"}}, got {data!r}")
-    unknown = sorted(set(data) - {"share", "of", "source", "reserve"})
+    unknown = sorted(set(data) - {"share", "of", "source", "reserve", "window_pool"})
     if unknown:
-        raise SpeedplanInputError(f"{where}: memory.{unknown[0]}: unknown key; 'memory' takes share, of and source "
-                                  f"(of {DEVICE_LESS_RESERVE!r}: reserve, of and source)")
+        raise SpeedplanInputError(f"{where}: memory.{unknown[0]}: unknown key; 'memory' takes share, of, source and "
+                                  f"optionally window_pool (of {DEVICE_LESS_RESERVE!r}: reserve, of and source)")
     share, of, source, reserve = data.get("share"), data.get("of"), data.get("source"), data.get("reserve")
+    pool = data.get("window_pool")
+    if pool is not None and (not finite(pool) or not 0 < pool <= 1):
+        raise SpeedplanInputError(f"{where}: memory.window_pool must be a number in (0, 1] (the share of the full "
+                                  f"layers' token pool each sliding-window layer gets), got {pool!r:.60}")
+    pool = None if pool is None else float(pool)
     if of not in KINDS:
         raise SpeedplanInputError(f"{where}: memory.of must be one of {', '.join(repr(k) for k in KINDS)}, got {of!r}")
     if of == DEVICE_LESS_RESERVE:
@@ -319,5 +333,5 @@ def memory_rule(data, where: str) -> MemoryRule:
     if not isinstance(source, str) or not source.strip():
         raise SpeedplanInputError(f"{where}: memory.source must be text saying where the share comes from, got {source!r}")
     if of == DEVICE_LESS_RESERVE:
-        return MemoryRule(None, of, source, reserve)
-    return MemoryRule(float(share), of, source)
+        return MemoryRule(None, of, source, reserve, window_pool=pool)
+    return MemoryRule(float(share), of, source, window_pool=pool)

@@ -63,7 +63,8 @@ class Capacity:
         engine = self.result.engine
 
         def held(n):  # the step that holds n sequences runs R(n) of them (an engine's speculative cap)
-            return memory_bytes(mech, self.target, engine.running(n, mech is not None), D, context, N, self.tp)
+            return memory_bytes(mech, self.target, engine.running(n, mech is not None), D, context, N, self.tp,
+                                engine.memory.window_pool)
 
         base = held(np.zeros(len(batch)))
         per_seq = held(np.ones(len(batch))) - base

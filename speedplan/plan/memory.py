@@ -13,15 +13,17 @@ from speedplan.plan.mechanisms import Mechanism
 from speedplan.specs.model import ModelSpec
 
 
-def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, context, nodes, tp: int) -> np.ndarray:
+def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, context, nodes, tp: int,
+                 window_pool: float | None = None) -> np.ndarray:
     """Bytes on the busiest GPU of a step running `running` sequences of `context` tokens:
     the target's weights and KV for context + the verified tokens, and the drafter's weights
-    and state (None: plain decoding). Affine in `running`."""
+    and state (None: plain decoding). Affine in `running`. `window_pool`: the engine memory
+    rule's (what a sliding-window layer holds, `ModelSpec.kv_bytes_per_rank`)."""
     if mech is None:
         q = np.ones(np.shape(running))
-        return target.memory_per_rank(running, context + q, tp, states=q)
+        return target.memory_per_rank(running, context + q, tp, states=q, window_pool=window_pool)
     q = mech.verify_tokens(draft_len, nodes)
-    return target.memory_per_rank(running, context + q, tp, states=q) + mech.extra_memory_bytes(target, running,
+    return target.memory_per_rank(running, context + q, tp, states=q, window_pool=window_pool) + mech.extra_memory_bytes(target, running,
                                                                                                 context + q, tp)
 
 

@@ -54,6 +54,7 @@ class GridPricing:
     memory_bytes: np.ndarray
     running: np.ndarray  # requests a step runs (the batch, or an engine's speculative cap)
     spec_cap: float = 0.0  # the engine's spec_max_running this pricing was made for
+    window_pool: float | None = None  # the engine memory rule's window_pool its memory_bytes were made with
 
 
 def price_grid(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int,
@@ -61,11 +62,13 @@ def price_grid(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSp
     """Kernels and step parts at the requests each step runs: the batch, or for a speculative
     step of an engine with a cap, min(batch, cap)."""
     R = engine.running(g["batch"], mech is not None)
-    p = _priced(mech, {**g, "batch": R}, cost, target, tp)
-    return replace(p, grid=g, running=R, spec_cap=engine.terms["spec_max_running"].value)
+    p = _priced(mech, {**g, "batch": R}, cost, target, tp, engine.memory.window_pool)
+    return replace(p, grid=g, running=R, spec_cap=engine.terms["spec_max_running"].value,
+                   window_pool=engine.memory.window_pool)
 
 
-def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int) -> GridPricing:
+def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int,
+            window_pool: float | None = None) -> GridPricing:
     B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
     if mech is None:
         q = np.ones(len(B))
@@ -79,7 +82,7 @@ def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec,
         draft = mech.draft_cost(cost, target, B, D, L, N, tp)
         parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft)
         al = mech.acceptance_length(D, N)
-    memory = memory_bytes(mech, target, B, D, L, N, tp)
+    memory = memory_bytes(mech, target, B, D, L, N, tp, window_pool)
     return GridPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory, B)
 
 

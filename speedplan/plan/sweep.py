@@ -107,7 +107,10 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
         raise SpeedplanInputError("reprice needs a SweepResult made by sweep() in this process (one rebuilt from "
                                   "its tables has no pricing to reuse)")
     pricings, hw, target, tp, cost = result.pricing
-    if any(p.mech is not None and p.spec_cap != engine.terms["spec_max_running"].value for p in pricings):
+    if target.local_layers and any(p.window_pool != engine.memory.window_pool for p in pricings):
+        # another sliding-window pool: every step's memory changes (`ModelSpec.kv_bytes_per_rank`)
+        pricings = [price_grid(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
+    elif any(p.mech is not None and p.spec_cap != engine.terms["spec_max_running"].value for p in pricings):
         # another speculative cap: speculative steps run another number of requests
         pricings = [p if p.mech is None else price_grid(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
     frame = priced_frame(pricings, engine, hw, target, tp)

@@ -99,7 +99,8 @@ def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int
     top = int(target.max_context)
 
     def kv_of(lengths: np.ndarray, running: float = 1.0) -> np.ndarray:  # bytes of `running` sequences of `lengths` tokens
-        return np.broadcast_to(memory_bytes(mech, target, running, draft_len, lengths - q, nodes, tp), lengths.shape)
+        return np.broadcast_to(memory_bytes(mech, target, running, draft_len, lengths - q, nodes, tp,
+                                                       rule.window_pool), lengths.shape)
 
     weights = float(kv_of(np.array([float(top)]), 0.0)[0])  # the launch at zero sequences: target and drafter weights
     # a drafter is what adds memory to the target's: n-gram's prompt lookup adds none

@@ -210,9 +210,9 @@ class ModelSpec:
         """Layers that attend within the sliding window (a spec cut to fewer layers keeps at most its own)."""
         return min(self.window_layers, self.attention_layers) if self.window else 0
 
-    def memory_per_rank(self, batch, tokens, tp: int, states=1):
+    def memory_per_rank(self, batch, tokens, tp: int, states=1, window_pool=None):
         """Bytes one of `tp` ranks holds for the weights and `batch` sequences' KV of `tokens` each."""
-        return self.weight_bytes() / tp + batch * self.kv_bytes_per_rank(tokens, tp, states=states)
+        return self.weight_bytes() / tp + batch * self.kv_bytes_per_rank(tokens, tp, states, window_pool)
 
     def priced_on(self, hw) -> "ModelSpec":
         """This model at the dtype `hw` prices: its own, or the hardware's default where `hw` has
@@ -221,10 +221,12 @@ class ModelSpec:
 
         return self if self.dtype in hw.peak_flops_per_s else replace(self, dtype=hw.default_dtype)
 
-    def kv_bytes_per_rank(self, tokens, tp: int, states=1):
+    def kv_bytes_per_rank(self, tokens, tp: int, states=1, window_pool=None):
         """KV-cache bytes one sequence of `tokens` tokens (array or number) holds on one of `tp`
         ranks: full-attention layers keep every token, sliding-window layers at most `window`
-        (vLLM's hybrid KV cache manager and SGLang's SWA pool free what left the window),
+        (vLLM's hybrid KV cache manager frees what left the window), or, with `window_pool` r (the
+        engine memory rule's: SGLang sizes its sliding-window pool at r x the full layers' tokens,
+        swa_full_tokens_ratio 0.8), r x `tokens` each, whatever the window,
         linear-attention layers `states` recurrent states whatever the length: one, or one per
         verified position while speculating (vLLM's mamba cache holds 1 + num_speculative_tokens
         blocks a request, SGLang an intermediate state per draft token)."""
@@ -233,8 +235,9 @@ class ModelSpec:
         per_layer = self.kv_bytes_per_token_per_rank(tp) / max(self.attention_layers, 1)
         local = self.local_layers
         state = self.linear.layers * self.linear.state_bytes_per_rank(self.dtype_bytes, tp) if self.linear else 0.0
+        held = np.minimum(tokens, self.window or 0) if window_pool is None else window_pool * np.asarray(tokens, float)
         return per_layer * ((self.attention_layers - local) * np.asarray(tokens, float)
-                            + local * np.minimum(tokens, self.window or 0)) + state * np.asarray(states, float)
+                            + local * held) + state * np.asarray(states, float)
 
     def kv_bytes_per_token_per_rank(self, tp: int) -> float:
         """KV-cache bytes one token occupies on one of `tp` tensor-parallel ranks. Each rank

@@ -279,7 +279,7 @@ def test_a_profile_with_a_reserve_round_trips(tmp_path):
     from speedplan.engine.profile import engine_from_json
 
     shipped = get_engine("sglang")
-    assert shipped.memory == MemoryRule(None, "device less reserve", shipped.memory.source, "sglang-0.5.23")
+    assert shipped.memory == MemoryRule(None, "device less reserve", shipped.memory.source, "sglang-0.5.23", window_pool=0.8)
     data = json.loads((PRESET_DIR / "vllm.json").read_text())
     data["memory"] = {"of": "device less reserve", "reserve": "sglang-0.5.23", "source": "document: a test"}
     path = tmp_path / "vllm-reserve.json"
@@ -437,3 +437,42 @@ def test_the_cli_refuses_a_bad_platform(tmp_path, cli):
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
     assert f"{path}: platform must be one of 'cuda', 'rocm', 'cpu'" in proc.stderr and "got 'hip'" in proc.stderr
     assert not (tmp_path / "rep").exists()
+
+
+def test_sglang_pools_sliding_window_layers_at_0_8_of_the_full_layers_tokens():
+    """gpt-oss-120b (18 full and 18 sliding layers of 8 KV heads x 64, bf16: 2,048 B a layer and
+    token) on one H100 at context 4,096: vLLM's hybrid manager keeps a sliding layer's 128-token
+    window, SGLang's HybridSWAPoolConfigurator gives it 0.8 of the full layers' tokens whatever the
+    window (window_pool), so a sequence costs 18 x 2,048 x (4,097 + 0.8 x 4,097) B there."""
+    target, hw = get_model("gpt-oss-120b"), get_hardware("h100-sxm")
+    layer_token = 2 * 8 * 64 * 2
+    tokens = 4096 + 1  # the context and the token a plain step adds
+    vllm_seq = 18 * layer_token * tokens + 18 * layer_token * 128
+    sglang_seq = 18 * layer_token * tokens * 1.8
+    weights = target.weight_bytes()
+    vllm_left = 0.9 * hw.memory_bytes - weights
+    sglang_left = 0.830 * hw.memory_bytes - weights  # SGLang 0.5.23's default on an H100 at TP 1
+    expected = (int(vllm_left // vllm_seq), int(sglang_left // sglang_seq))
+    assert expected[1] < expected[0] / 2  # the pool, not only the smaller share
+
+    result = sweep(model="gpt-oss-120b", hardware="h100-sxm", mechanisms=["ngram"], batches=[1, 16, 32, 64, 128],
+                   draft_lens=[0], contexts=[4096])
+    priced = reprice(result, "sglang")
+    assert (_most_plain(result.frame), _most_plain(priced.frame)) == tuple(
+        max(b for b in (1, 16, 32, 64, 128) if b <= n) for n in expected)
+    held = {n: int(Capacity(r).most_sequences("none", 0, 1, [128], [4096])[0]) for n, r in (("vllm", result), ("sglang", priced))}
+    assert held == {"vllm": expected[0], "sglang": expected[1]}
+    again = reprice(priced, "vllm")  # back to the window: the memory column is vLLM's again
+    assert np.array_equal(again.frame["memory_bytes"].to_numpy(), result.frame["memory_bytes"].to_numpy())
+
+
+def test_a_bad_window_pool_is_refused(tmp_path, cli):
+    with pytest.raises(SpeedplanInputError, match="window_pool must be a number in"):
+        MemoryRule(0.9, "device", "document: a test", window_pool=2.0)
+    data = json.loads((PRESET_DIR / "vllm.json").read_text())
+    data["memory"] = {**data["memory"], "window_pool": "most"}
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(data))
+    proc = cli("sweep", "--engine", str(path), "--batch", "1", "--out", str(tmp_path / "rep"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "memory.window_pool must be a number in (0, 1]" in proc.stderr and not (tmp_path / "rep").exists()

@@ -106,10 +106,12 @@ def test_sglang_tight_case_writes_context_length():
 
 
 def test_a_windowed_model_needs_only_its_window_on_windowed_layers():
-    """gpt-oss-120b on one H100: half its layers keep a 128-token window, the rest every token, so its
-    131,072-token context needs 4.84 GB, not twice that; SGLang's default leaves 5.8 GB after its 65.2 GB
-    of weights (it was the tight case of the 80 GB the preset said before it stated the driver's 85.5 GB):
-    it fits, and no engine's file bounds the context."""
+    """gpt-oss-120b on one H100: half its layers keep a 128-token window, the rest every token. Under
+    vLLM's and TensorRT-LLM's rules a sliding layer holds its window, so the 131,072-token context needs
+    4.84 GB, not twice that, and fits. SGLang sizes its sliding-window pool at 0.8 of the full layers'
+    tokens (swa_full_tokens_ratio; the profile's window_pool), so there a sequence costs 1.8 x a full
+    layer set: 8.7 GB against the 5.8 GB its default leaves after the 65.2 GB of weights, and its file
+    bounds the context."""
     target = get_model("gpt-oss-120b")
     # config.json: 36 layers, 8 KV heads of 64, sliding_window 128 on alternate layers, 131072 positions
     assert (target.layers, target.kv_heads, target.head_dim) == (36, 8, 64)
@@ -117,13 +119,23 @@ def test_a_windowed_model_needs_only_its_window_on_windowed_layers():
     per_layer_token = 2 * 8 * 64 * BF16
     full = 18 * per_layer_token * 131072 + 18 * per_layer_token * 128
     assert 18 * per_layer_token * 2 * 131072 > kv_left("sglang", target.weight_bytes()) >= full
+    assert get_engine("sglang").memory.window_pool == 0.8
+    pooled = 18 * per_layer_token * 1.8  # bytes a token of the sequence costs under SGLang's pool
+    left = kv_left("sglang", target.weight_bytes())
+    assert 131072 * pooled > left
+    expected = longest(left, pooled) // 1024 * 1024
 
     own = plans("gpt-oss-120b")
     for name, p in own.items():
-        assert p.context_fit is not None and p.context_fit.fits and p.context_fit.limit is None, name
+        assert p.context_fit is not None, name
+        if name == "sglang":
+            assert p.context_fit.full_kv_bytes == pytest.approx(131072 * pooled) and p.context_fit.limit == expected
+            continue
+        assert p.context_fit.fits and p.context_fit.limit is None, name
         assert p.context_fit.full_kv_bytes == full, name  # ngram and plain decoding load no drafter
-    text = "\n".join(render_serving_configs(own).values())
-    assert "--max-model-len" not in text and "--context-length" not in text and "max_seq_len" not in text
+    text = "\n".join(render_serving_configs({n: p for n, p in own.items() if n != "sglang"}).values())
+    assert "--max-model-len" not in text and "max_seq_len" not in text
+    assert flag(argv(render_serving_configs({"sglang": own["sglang"]})["sglang_launch.sh"]), "--context-length") == str(expected)
 
 
 def test_trtllm_tight_case_writes_only_a_note():
