@@ -55,7 +55,8 @@ def hardware() -> None:
 
 
 def engines() -> None:
-    """List engine profiles: the engine and version each describes, and how its terms were set: speedplan engines"""
+    """List engine profiles: the engine and version each describes, how much of a GPU its memory rule
+    lets weights and KV cache hold, and how its terms were set: speedplan engines"""
     from speedplan.engine.profile import get_engine, preset_names
 
     rows = []
@@ -66,7 +67,7 @@ def engines() -> None:
         to = (f" to {len(fit.get('rows', []))} rows{e.fitted_at()} ({fit['described']}), |residual| median "
               f"{fit['median_abs_residual']:.1%}" if fitted and fit.get("described") else "")
         rows.append({"engine": e.name, "describes": _cut(f"{e.engine} {e.version}", 60),
-                     "terms fitted": f"{fitted} of {len(e.terms)}{to}"})
+                     "memory": e.memory.summary(), "terms fitted": f"{fitted} of {len(e.terms)}{to}"})
     typer.echo(table(rows))
 
 

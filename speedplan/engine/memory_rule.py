@@ -235,6 +235,16 @@ class MemoryRule:
             return {"of": self.of, "reserve": self.reserve, **pool, "source": self.source}
         return {"share": self.share, "of": self.of, **pool, "source": self.source}
 
+    def summary(self) -> str:
+        """The rule in a few words, whatever the GPU, e.g. "0.9 of the device" or "the device less
+        SGLang 0.5.23's reserve; sliding-window layers at 0.8 of the tokens" (`speedplan engines`)."""
+        if self.of == DEVICE_LESS_RESERVE:
+            r = RESERVES[self.reserve]
+            text = f"the device less {r.engine} {r.version}'s reserve"
+        else:
+            text = f"{self.share:g} of the {'device' if self.of == DEVICE else 'memory free after the weights'}"
+        return text + ("" if self.window_pool is None else f"; sliding-window layers at {self.window_pool:g} of the tokens")
+
     def _reserved(self, device_bytes: float, tp: int, platform: str) -> tuple[float, float]:
         """("device less reserve") MiB held back and the rounded share they leave, before any scale."""
         r, gpu_mib = RESERVES[self.reserve], device_bytes / MIB

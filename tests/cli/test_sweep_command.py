@@ -164,7 +164,11 @@ def test_models_and_hardware_lists(cli):
     assert "efficiencies fitted to h100-sxm, h200-sxm, b200" in lines["a100-80gb"]  # not the bare datasheet
     assert lines["a100-80gb"].split()[1:3] == ["312", "-"]  # no FP8 peak: "-", not 0
     proc = cli("engines")
-    assert "20 rows at B = 1–64 (engine_measurements.csv" in {l.split()[0]: l for l in proc.stdout.splitlines()[1:]}["sglang"]
+    engines = {l.split()[0]: l for l in proc.stdout.splitlines()[1:]}
+    assert "20 rows at B = 1–64 (engine_measurements.csv" in engines["sglang"]
+    # each engine's memory rule in words
+    assert "the device less SGLang 0.5.23's reserve; sliding-window layers at 0.8 of the tokens" in engines["sglang"]
+    assert "0.9 of the memory free after the weights" in engines["trtllm"] and "0.9 of the device" in engines["vllm"]
 
 
 def test_planner_cli_does_not_import_torch():
