@@ -23,8 +23,18 @@ def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, 
         q = np.ones(np.shape(running))
         return target.memory_per_rank(running, context + q, tp, states=q, window_pool=window_pool)
     q = mech.verify_tokens(draft_len, nodes)
-    return target.memory_per_rank(running, context + q, tp, states=q, window_pool=window_pool) + mech.extra_memory_bytes(target, running,
-                                                                                                context + q, tp)
+    # a drafter with sliding-window layers holds them as the engine's pool does (`DraftModel`); a
+    # mechanism written before window_pool (a user's subclass) is called as it was
+    pool = {"window_pool": window_pool} if window_pool is not None and _takes_pool(mech) else {}
+    return (target.memory_per_rank(running, context + q, tp, states=q, window_pool=window_pool)
+            + mech.extra_memory_bytes(target, running, context + q, tp, **pool))
+
+
+def _takes_pool(mech: Mechanism) -> bool:
+    """Whether `mech.extra_memory_bytes` takes the engine memory rule's `window_pool`."""
+    import inspect
+
+    return "window_pool" in inspect.signature(mech.extra_memory_bytes).parameters
 
 
 def step_usable_bytes(engine, hw, mech: Mechanism | None, target: ModelSpec, draft_len, context, nodes,

@@ -98,13 +98,29 @@ def held_elsewhere(result: SweepResult, batches: list, engines=None) -> list[tup
     if meta.get("engine") == "speedplan-runtime":
         return []
     plain = result.frame[result.frame["mechanism"] == "none"]
-    need = plain[plain["batch"].isin(batches)].groupby("batch")["memory_bytes"].min()  # at the shortest context
+    plain = plain[plain["batch"].isin(batches)]
     device, weights, launch = meta["memory_bytes"], meta["weight_bytes_per_gpu"], _launch(result)
     out = []
     platform = getattr(result.pricing[1], "platform", "cuda") if result.pricing is not None else "cuda"
     for name in [e for e in ENGINES if (engines is None or e in engines) and runs_on(e, platform)]:
         rule = get_engine(name).memory
+        need = _plain_need(result, plain, rule)  # at the shortest context
         held = [int(b) for b, m in need.items() if m <= usable_bytes(rule, device, weights, **launch)]
         if held:
             out.append((name, rule.describe(device, weights, **launch), held))
     return out
+
+
+def _plain_need(result: SweepResult, plain, rule: MemoryRule):
+    """Bytes per GPU of the plain rows `plain` by batch, at the shortest context, as `rule`'s engine
+    holds them: the frame's, or, where that engine pools sliding-window layers otherwise than the
+    sweep's profile (SGLang's window_pool against vLLM's window), the same rows' memory again."""
+    from speedplan.plan.memory import memory_bytes
+
+    memory = plain["memory_bytes"]
+    if result.pricing is not None and rule.window_pool != _rule(result).window_pool:
+        _, _, target, tp, _ = result.pricing
+        batch, context = plain["batch"].to_numpy(float), plain["context"].to_numpy(float)
+        memory = memory.copy()
+        memory[:] = memory_bytes(None, target, batch, 0, context, 1, tp, rule.window_pool)
+    return memory.groupby(plain["batch"]).min()

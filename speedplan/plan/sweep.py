@@ -107,7 +107,8 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
         raise SpeedplanInputError("reprice needs a SweepResult made by sweep() in this process (one rebuilt from "
                                   "its tables has no pricing to reuse)")
     pricings, hw, target, tp, cost = result.pricing
-    if target.local_layers and any(p.window_pool != engine.memory.window_pool for p in pricings):
+    sliding = target.local_layers or any(getattr(getattr(p.mech, "draft", None), "local_layers", 0) for p in pricings)
+    if sliding and any(p.window_pool != engine.memory.window_pool for p in pricings):
         # another sliding-window pool: every step's memory changes (`ModelSpec.kv_bytes_per_rank`)
         pricings = [price_grid(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
     elif any(p.mech is not None and p.spec_cap != engine.terms["spec_max_running"].value for p in pricings):

@@ -89,8 +89,9 @@ class Hardware:
 
     @property
     def is_cpu(self) -> bool:
-        """A CPU preset: an fp32 machine (GPU presets default to bf16)."""
-        return self.default_dtype == "fp32"
+        """A CPU: its platform "cpu" (stated, or an fp32 file that states none: GPU presets default to
+        bf16), so that what is a CPU for profiling and validation is what gates the engines' PLATFORMS."""
+        return self.platform == "cpu"
 
     def flops_per_s(self, dtype: str) -> float:
         """Achievable dense FLOP/s for `dtype` (datasheet peak × compute_efficiency)."""

@@ -87,8 +87,9 @@ class Mechanism:
         """Host time of drafting per target step (seconds); zero for GPU drafters."""
         return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(draft_len)))
 
-    def extra_memory_bytes(self, target: ModelSpec, batch, context, tp: int) -> np.ndarray:
-        """Weights and KV the drafter adds on the most loaded GPU (bytes)."""
+    def extra_memory_bytes(self, target: ModelSpec, batch, context, tp: int, window_pool=None) -> np.ndarray:
+        """Weights and KV the drafter adds on the most loaded GPU (bytes); `window_pool` the engine
+        memory rule's, for a drafter with sliding-window layers (`ModelSpec.kv_bytes_per_rank`)."""
         return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(context)))
 
     # ---- what the engine step model needs of drafting ------------------------------------

@@ -50,12 +50,16 @@ class DraftModel(ChainDrafting, Mechanism):
     def draft_shape(self):
         return self.draft
 
-    def extra_memory_bytes(self, target, batch, context, tp):
+    def extra_memory_bytes(self, target, batch, context, tp, window_pool=None):
         """Weights and KV on the busiest GPU: sharded over the draft's TP (a TP-1 draft sits
-        whole on one of the target's GPUs)."""
+        whole on one of the target's GPUs). `window_pool`: the engine memory rule's; a draft with
+        sliding-window layers (gpt-oss-20b) holds r x the tokens there as the target does (SGLang
+        counts a hybrid draft's sliding layers in the target's pool at swa_full_tokens_ratio:
+        model_runner_components/spec_aux_hidden_state.py:179-182, model_executor/pool_configurator.py:750-758, :781)."""
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         dtp = self._tp(tp)
-        return self.draft.weight_bytes() / dtp + batch * self.draft.kv_bytes_per_rank(context, dtp)
+        kv = self.draft.kv_bytes_per_rank(context, dtp, window_pool=window_pool)
+        return self.draft.weight_bytes() / dtp + batch * kv
 
     @classmethod
     def cannot_run(cls, target):

@@ -38,7 +38,7 @@ class Eagle(ChainDrafting, Mechanism):
     def draft_shape(self):
         return self.draft
 
-    def extra_memory_bytes(self, target, batch, context, tp):
+    def extra_memory_bytes(self, target, batch, context, tp, window_pool=None):  # a head: no sliding layers
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         return head_memory_bytes(self.draft, target, self.draft_vocab, batch, context, tp)
 

@@ -44,7 +44,7 @@ class Eagle3(ChainDrafting, Mechanism):
     def draft_shape(self):
         return self.head.layer  # its vocab is the draft vocabulary
 
-    def extra_memory_bytes(self, target, batch, context, tp):
+    def extra_memory_bytes(self, target, batch, context, tp, window_pool=None):  # a head: no sliding layers
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         return eagle3_memory_bytes(self.head, batch, context, tp)
 

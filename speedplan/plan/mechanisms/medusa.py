@@ -48,7 +48,7 @@ class Medusa(Mechanism):
     def draft_logits(self, batch, draft_len, nodes):
         return self.draft_rows(batch, draft_len, nodes) * self.vocab
 
-    def extra_memory_bytes(self, target, batch, context, tp):
+    def extra_memory_bytes(self, target, batch, context, tp, window_pool=None):  # a head: no sliding layers
         batch, _ = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         h, v = target.hidden, target.vocab
         return np.zeros_like(batch) + (h * h + v * h) * target.dtype_bytes * MAX_HEADS
