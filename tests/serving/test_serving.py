@@ -580,3 +580,14 @@ def test_an_off_plan_that_holds_fewer_sequences_does_not_blame_a_drafter():
     on = replace(off, mechanism="eagle3", draft_len=3, schedule=((1, 3),),
                  per_batch=((64, 3, 1.5, 0.0, 64), (256, 3, 1.2, 0.0, 180)))
     assert "(runs 180 sequences, the most that fit with the drafter loaded; the rest wait)" in render_vllm(on)["vllm_serve.sh"]
+
+
+def test_a_vllm_plan_priced_by_the_shipped_profile_says_what_it_assumes_of_the_release():
+    """The shipped vllm profile describes 2025 releases (overlap_spec 0) while the file is for 0.33:
+    its comments say speculation may lose less at large batches there (async scheduling with EAGLE/MTP,
+    vLLM PR #31998); a plan priced by the user's calibrated file says nothing of the kind."""
+    vllm = serving.engine_module("vllm")
+    shipped = replace(plan("eagle3"), priced_by="vllm: 3 of 16 terms fitted to 4 rows")
+    mine = replace(plan("eagle3"), priced_by="vllm: file /tmp/mine.json; 5 of 16 terms fitted to 9 rows")
+    assert "describes 2025 releases" in vllm.render(shipped)["vllm_serve.sh"]
+    assert "describes 2025 releases" not in vllm.render(mine)["vllm_serve.sh"]
