@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from speedplan.engine.memory_rule import usable_bytes
-from speedplan.plan.memory import memory_bytes
+from speedplan.plan.memory import launch_inputs, memory_bytes
 from speedplan.plan.pricing import engine_rows, price_grid
 from speedplan.plan.zero_draft import ZeroDraft
 
@@ -68,8 +68,8 @@ class Capacity:
 
         base = held(np.zeros(len(batch)))
         per_seq = held(np.ones(len(batch))) - base
-        usable = usable_bytes(engine.memory, self.device, base, tp=self.tp, platform=self.platform,
-                              context_len=self.target.max_context, model=self.target)  # bytes per GPU; base: the weights
+        usable = usable_bytes(engine.memory, self.device, base,  # bytes per GPU; base: the weights
+                              **launch_inputs(self.platform, self.target, self.tp))
         n = np.floor((usable - base) / np.where(per_seq > 0, per_seq, np.inf))
         n = np.clip(np.nan_to_num(n, posinf=0.0), 0, batch - 1)
         n = np.where(held(n) <= usable, n, np.maximum(n - 1, 0))  # rounding at the boundary

@@ -208,16 +208,8 @@ def plan_engines(result, batch_weights: dict[int, float] | str | None = None, en
     return {name: replace(plan, sweep_key=key) for name, plan in _plans(result, batch_weights, engines).items()}
 
 
-def not_run_text(name: str, hw) -> str:
-    """Why engine `name` is not planned on hardware `hw` whose platform it does not run on."""
-    from speedplan.serving import engine_module
-
-    where = ", ".join(getattr(engine_module(name), "PLATFORMS", ()))
-    return f"{NOT_RUN}: {name} runs on {where} only, and {hw.name} is a {hw.platform} device"
-
-
 def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
-    from speedplan.serving import ENGINES, engine_module, runs_on
+    from speedplan.serving import ENGINES, engine_module, not_run_reason, runs_on
 
     batch_weights = batch_weights_arg(batch_weights)
     if isinstance(engines, Iterable) and not isinstance(engines, (str, bytes, dict)):
@@ -252,15 +244,15 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     weights = serving_weights(servable, batch_weights)
     kernels: dict = {}  # forwards of D = 0 steps, shared by the engines (zero_draft.ZeroDraft)
     plans = {}
-    platform = getattr(result.pricing[1], "platform", "cuda")
-    if engines is not None:  # named: one that cannot run here is an error, not a silent "not planned"
-        for name in names:
-            if not runs_on(name, platform):
-                raise SpeedplanInputError(f"engines (--plan-for) {name}: {not_run_text(name, result.pricing[1])[len(NOT_RUN) + 2:]}; "
-                                          f"plan for {', '.join(n for n in ENGINES if runs_on(n, platform))}")
+    hw = result.pricing[1]
+    cannot = {name: why for name in modules if (why := not_run_reason(name, hw))}
+    if engines is not None and cannot:  # named: an engine that cannot run here is an error, not a silent "not planned"
+        name = next(iter(cannot))
+        raise SpeedplanInputError(f"engines (--plan-for) {name}: {cannot[name]}; plan for "
+                                  f"{', '.join(n for n in ENGINES if runs_on(n, hw.platform))}")
     for name, engine in modules.items():
-        if not runs_on(name, platform):
-            plans[name] = EnginePlan(name, "none", "off", not_run_text(name, result.pricing[1]), 0.0, 0.0, pd.DataFrame(),
+        if why := cannot.get(name):
+            plans[name] = EnginePlan(name, "none", "off", f"{NOT_RUN}: {why}", 0.0, 0.0, pd.DataFrame(),
                                      _profile_text(result.meta), profile_name=engine_profile_name(result.meta))
             continue
         priced = engine_pricing(result, name)

@@ -6,6 +6,8 @@ device less a reserve that depends on the GPU, the TP size, the platform and the
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from speedplan.engine.memory_rule import usable_bytes
@@ -31,10 +33,22 @@ def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, 
 
 
 def _takes_pool(mech: Mechanism) -> bool:
-    """Whether `mech.extra_memory_bytes` takes the engine memory rule's `window_pool`."""
+    """Whether `mech.extra_memory_bytes` takes the engine memory rule's `window_pool` (read once per function)."""
+    return _function_takes_pool(type(mech).extra_memory_bytes)
+
+
+@functools.cache
+def _function_takes_pool(function) -> bool:
     import inspect
 
-    return "window_pool" in inspect.signature(mech.extra_memory_bytes).parameters
+    return "window_pool" in inspect.signature(function).parameters
+
+
+def launch_inputs(platform: str, target: ModelSpec, tp: int) -> dict:
+    """What an engine memory rule reads of a launch besides the GPU's memory and the weights
+    (`engine.memory_rule.usable_bytes`' keywords): the TP size, the hardware's platform and the
+    target, whose context length SGLang's ROCm default reads."""
+    return dict(tp=tp, platform=platform, context_len=target.max_context, model=target)
 
 
 def step_usable_bytes(engine, hw, mech: Mechanism | None, target: ModelSpec, draft_len, context, nodes,
@@ -43,5 +57,4 @@ def step_usable_bytes(engine, hw, mech: Mechanism | None, target: ModelSpec, dra
     rule on `hw` (its memory and platform) for `target` (its context length): the weights its
     launch loads (target and drafter) are its memory at zero sequences."""
     weights = memory_bytes(mech, target, np.zeros(np.shape(context)), draft_len, context, nodes, tp)
-    return usable_bytes(engine.memory, hw.memory_bytes, weights, tp=tp, platform=hw.platform,
-                        context_len=target.max_context, model=target)
+    return usable_bytes(engine.memory, hw.memory_bytes, weights, **launch_inputs(hw.platform, target, tp))

@@ -27,11 +27,12 @@ def _launch(result: SweepResult) -> dict:
     (meta's), the hardware's platform and the target (its context length), from the sweep's
     pricing; a result without pricing (built by hand) is taken for a CUDA launch of a model of no
     stated context."""
-    launch = {"tp": result.meta["tp"]}
-    if result.pricing is not None:
-        _, hw, target, _, _ = result.pricing
-        launch.update(platform=hw.platform, context_len=target.max_context, model=target)
-    return launch
+    from speedplan.plan.memory import launch_inputs
+
+    if result.pricing is None:
+        return {"tp": result.meta["tp"]}
+    _, hw, target, _, _ = result.pricing
+    return launch_inputs(hw.platform, target, result.meta["tp"])
 
 
 def _usable(result: SweepResult) -> tuple[float, MemoryRule]:
@@ -101,7 +102,7 @@ def held_elsewhere(result: SweepResult, batches: list, engines=None) -> list[tup
     plain = plain[plain["batch"].isin(batches)]
     device, weights, launch = meta["memory_bytes"], meta["weight_bytes_per_gpu"], _launch(result)
     out = []
-    platform = getattr(result.pricing[1], "platform", "cuda") if result.pricing is not None else "cuda"
+    platform = launch.get("platform", "cuda")
     for name in [e for e in ENGINES if (engines is None or e in engines) and runs_on(e, platform)]:
         rule = get_engine(name).memory
         need = _plain_need(result, plain, rule)  # at the shortest context

@@ -51,19 +51,25 @@ def runs_on(name: str, platform: str) -> bool:
     return platform in getattr(engine_module(name), "PLATFORMS", (platform,))
 
 
+def not_run_reason(name: str, hw) -> str | None:
+    """Why serving engine `name` cannot run on hardware `hw` (its `platform`), e.g. "trtllm runs on
+    cuda only, and mi300x is a rocm device"; None where it runs there."""
+    if runs_on(name, hw.platform):
+        return None
+    return f"{name} runs on {', '.join(engine_module(name).PLATFORMS)} only, and {hw.name} is a {hw.platform} device"
+
+
 def check_runs_on(profile, hw) -> None:
     """Refuse pricing with engine profile `profile` (an `engine.profile.EngineProfile`) on hardware
     `hw` whose platform the engine it describes (a shipped profile's name, or its engine family) does
     not run on: TensorRT-LLM on an MI300X. Profiles of no serving engine (speedplan-runtime) pass."""
     from speedplan.engine.profile import get_engine
 
-    platform = getattr(hw, "platform", "cuda")
     for name in ENGINES:
-        if (profile.name == name or profile.engine == get_engine(name).engine) and not runs_on(name, platform):
-            raise SpeedplanInputError(
-                f"engine (--engine) {profile.name}: {name} runs on {', '.join(ENGINES[name].PLATFORMS)} only, and "
-                f"{hw.name} is a {platform} device; price with an engine that runs there "
-                f"({', '.join(n for n in ENGINES if runs_on(n, platform))})")
+        why = not_run_reason(name, hw)
+        if why and (profile.name == name or profile.engine == get_engine(name).engine):
+            raise SpeedplanInputError(f"engine (--engine) {profile.name}: {why}; price with an engine that runs there "
+                                      f"({', '.join(n for n in ENGINES if runs_on(n, hw.platform))})")
 
 
 def draft_tp_choices(mechanism: str, tp: int) -> set[int]:

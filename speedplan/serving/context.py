@@ -81,6 +81,16 @@ class ContextFit:
                 f"(one fits {self.fits_context:,}; the plan is for contexts up to {self.planned_context:,})")
 
 
+def limit_flag(plan, flag: str, note) -> tuple[list[str], list[str]]:
+    """An engine's longest-sequence option for a `ServingPlan`: ([flag, N], ["flag N: why; " +
+    note(N, fit)]) where one sequence of the model's full context does not fit the KV cache the launch
+    leaves (`plan.context_fit`, N its `limit`); ([], []) where it fits or was not checked."""
+    fit = plan.context_fit
+    if fit is None or fit.limit is None:
+        return [], []
+    return [flag, str(fit.limit)], [f"{flag} {fit.limit}: {fit.why()}; {note(fit.limit, fit)}"]
+
+
 def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int, nodes: int,
                 planned_context: int, *, platform: str = "cuda") -> ContextFit | None:
     """`ContextFit` of a launch of `target` at tensor parallel `tp` loading `mech`'s drafter
@@ -91,7 +101,7 @@ def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int
     hardware's ("cuda", "rocm", "cpu": SGLang's default share differs on ROCm). None where the
     model's config states no context (`max_context` 0)."""
     from speedplan.engine.memory_rule import usable_bytes
-    from speedplan.plan.memory import memory_bytes
+    from speedplan.plan.memory import launch_inputs, memory_bytes
 
     if not target.max_context:
         return None
@@ -105,7 +115,7 @@ def context_fit(target, mech, rule, device_bytes: float, tp: int, draft_len: int
     weights = float(kv_of(np.array([float(top)]), 0.0)[0])  # the launch at zero sequences: target and drafter weights
     # a drafter is what adds memory to the target's: n-gram's prompt lookup adds none
     drafter = mech is not None and float(np.max(mech.extra_memory_bytes(target, np.ones(1), np.full(1, float(top)), tp))) > 0
-    launch = dict(tp=tp, platform=platform, context_len=top, model=target)  # what the rule reads besides the GPU
+    launch = launch_inputs(platform, target, tp)  # what the rule reads besides the GPU
     left = float(usable_bytes(rule, device_bytes, weights, **launch)) - weights
     # KV grows with the length: find the longest length within `left` on a grid of ROUND_TOKENS steps, then
     # token by token inside the step it falls in (a 10M-token context costs two small arrays, not one of 10M)

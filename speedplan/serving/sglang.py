@@ -22,6 +22,7 @@ import json
 
 from speedplan.serving.plan import OFF, Mode, ServingPlan, Support, check_engine, eagle_head, hf_repo, segments
 from speedplan.serving.text import header, shell, unsupported
+from speedplan.serving.context import limit_flag
 
 NAME = "sglang"
 PLATFORMS = ("cuda", "rocm", "cpu")  # SGLang 0.5.23 runs on CUDA, ROCm and CPU (its platform checks: is_cuda, is_hip, is_cpu)
@@ -103,16 +104,12 @@ def max_running_flag(plan: ServingPlan) -> int | None:
 def context_length(plan: ServingPlan) -> tuple[list[str], list[str]]:
     """`--context-length N` and its note where one sequence of the model's full context does not fit
     the KV cache the launch leaves (`ServingPlan.context_fit`); nothing where it fits."""
-    fit = plan.context_fit
-    if fit is None or fit.limit is None:
-        return [], []
-    n = fit.limit
-    return ["--context-length", str(n)], [
-        f"--context-length {n}: {fit.why()}; {fit.chosen()}. Without it SGLang 0.5.23 starts anyway (a warning "
-        "that the KV pool holds fewer tokens than the context length), keeps advertising the full context, and "
-        "aborts longer prompts or cuts max_new_tokens to the pool without a word (managers/tp_worker.py "
-        "get_worker_info, managers/scheduler.py init_req_max_new_tokens); with it, requests above "
-        f"{n:,} tokens are refused up front (managers/tokenizer_manager.py)."]
+    return limit_flag(plan, "--context-length", lambda n, fit: (
+        f"{fit.chosen()}. Without it SGLang 0.5.23 starts anyway (a warning that the KV pool holds fewer tokens than "
+        "the context length), keeps advertising the full context, and aborts longer prompts or cuts max_new_tokens "
+        "to the pool without a word (managers/tp_worker.py get_worker_info, managers/scheduler.py "
+        f"init_req_max_new_tokens); with it, requests above {n:,} tokens are refused up front "
+        "(managers/tokenizer_manager.py)."))
 
 
 def sglang_args(plan: ServingPlan) -> list[str]:

@@ -13,6 +13,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.serving.plan import (NGRAM_LOOKUP_MAX, NGRAM_LOOKUP_MIN, OFF, OPEN_END_BATCH, Mode, ServingPlan,
                                     Support, check_engine, eagle_head, hf_repo, mtp_layers, segments)
 from speedplan.serving.text import header, json_one_key_per_line, shell, unsupported
+from speedplan.serving.context import limit_flag
 
 NAME = "vllm"
 PLATFORMS = ("cuda", "rocm", "cpu")  # vLLM ships CUDA, ROCm and CPU builds (docs/getting_started/installation)
@@ -141,16 +142,11 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
 def max_model_len(plan: ServingPlan) -> tuple[list[str], list[str]]:
     """`--max-model-len N` and its note where one sequence of the model's full context does not fit
     the KV cache the launch leaves (`ServingPlan.context_fit`); nothing where it fits."""
-    fit = plan.context_fit
-    if fit is None or fit.limit is None:
-        return [], []
-    n = fit.limit
-    return ["--max-model-len", str(n)], [
-        f"--max-model-len {n}: {fit.why()}; vLLM 0.33 refuses to start when its KV cache cannot hold one "
-        "sequence of max_model_len tokens, which defaults to the full context (check_enough_kv_cache_memory, "
-        f"v1/core/kv_cache_planning.py); {fit.chosen()}. Activations and CUDA graphs, which speedplan does not "
-        "model, take part of that memory: if vLLM still refuses, lower it, or pass --max-model-len auto "
-        "(vLLM 0.33 fits it to the memory left)."]
+    return limit_flag(plan, "--max-model-len", lambda n, fit: (
+        "vLLM 0.33 refuses to start when its KV cache cannot hold one sequence of max_model_len tokens, which "
+        "defaults to the full context (check_enough_kv_cache_memory, v1/core/kv_cache_planning.py); "
+        f"{fit.chosen()}. Activations and CUDA graphs, which speedplan does not model, take part of that memory: if "
+        "vLLM still refuses, lower it, or pass --max-model-len auto (vLLM 0.33 fits it to the memory left)."))
 
 
 def render(plan: ServingPlan) -> dict[str, str]:
