@@ -16,7 +16,7 @@ from speedplan.plan.api_checks import engine_plans, sweep_result
 if TYPE_CHECKING:
     from speedplan.plan.engine_plan import EnginePlan
 
-NOT_RUN = "not planned"  # how an EnginePlan starts whose engine does not run on the sweep's hardware (no files)
+NOT_RUN = "not planned"  # how an EnginePlan reads whose engine does not run on the sweep's hardware (its not_run says why)
 
 
 def read_from_file(meta: dict) -> str:
@@ -103,7 +103,7 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
     latency = latency_text(meta)
     out = {}
     for name, plan in plans.items():
-        if plan.how.startswith(NOT_RUN):  # the engine does not run on this hardware: no files
+        if plan.not_run:  # the engine does not run on this hardware: no files
             continue
         rows = plan.rows
         acceptance = (meta.get("acceptance") or {}).get(plan.mechanism)  # whole: a comment has room for it

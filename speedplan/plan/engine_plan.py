@@ -85,6 +85,7 @@ class EnginePlan:
     spec_max_running: float = 0.0  # the pricing profile's cap on a speculative step's requests (0: none)
     drafter_kept_warm: bool = False  # at D = 0 the loaded drafter still runs a forward (zero_draft.py)
     profile_name: str = ""  # that profile's name, with its file unless shipped (engine_outputs.engine_profile_name)
+    not_run: str = ""  # why the engine does not run on the sweep's hardware (serving.not_run_reason); "" where it does
 
     @property
     def running(self) -> np.ndarray:
@@ -253,7 +254,8 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     for name, engine in modules.items():
         if why := cannot.get(name):
             plans[name] = EnginePlan(name, "none", "off", f"{NOT_RUN}: {why}", 0.0, 0.0, pd.DataFrame(),
-                                     _profile_text(result.meta), profile_name=engine_profile_name(result.meta))
+                                     _profile_text(result.meta), profile_name=engine_profile_name(result.meta),
+                                     not_run=why)
             continue
         priced = engine_pricing(result, name)
         capacity = Capacity(priced, kernels)  # how many sequences a launch holds where it holds fewer than offered

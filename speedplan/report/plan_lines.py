@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from speedplan.plan.pick import TIE_TOLERANCE
-from speedplan.plan.engine_outputs import NOT_RUN
 
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
@@ -47,7 +46,7 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
     cells = set().union(*(set(zip(r["batch"], r["context"])) for r in rows))
     for name, p in plans.items():
         if not len(p.rows):
-            lines.append(f"  {name:7s} " + (p.how if p.how.startswith(NOT_RUN) else
+            lines.append(f"  {name:7s} " + (p.how if p.not_run else
                                              "not planned: its memory rule holds no sequence at any planned batch size"))
             continue
         per_b = p.rows.groupby("batch").agg(d=("draft_len", "first"), loss=("loss_vs_best", "max"))

@@ -151,6 +151,8 @@ _NUMBERS = ("hbm_bytes_per_s", "memory_bytes", "link_bytes_per_s", "link_latency
             "gemm_tile_m", "attention_tile_m", "tree_mask_penalty",
             "compute_efficiency", "bandwidth_efficiency", "sm_count")
 _TEXTS = ("name", "description", "source", "notes", "default_dtype", "roofline_fit")
+_SAY = {"name": "what the device is called (--hardware NAME picks it)", "description": "what the device is",
+        "source": "where its numbers come from (a datasheet, a measurement)"}
 
 
 # Generous physical bounds: every shipped preset lies far inside them, and a value outside (1e300
@@ -208,6 +210,8 @@ def _platform(entry, where: str) -> tuple[str, str]:
     value, source = entry, ""
     if isinstance(entry, dict) and set(entry) == {"value", "source"}:
         value, source = entry["value"], entry["source"]
+    if isinstance(value, str):  # "ROCm", "CUDA" as the vendors write them
+        value = value.strip().lower()
     if value not in PLATFORMS or not isinstance(source, str):
         raise SpeedplanInputError(f"{where}: platform must be one of {', '.join(map(repr, PLATFORMS))} (the software "
                                   f"engines run on) or {{\"value\": one of them, \"source\": text}}, got {entry!r}")
@@ -230,6 +234,8 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
     for key, value in fields.items():
         if not isinstance(value, str):
             raise SpeedplanInputError(f"{where}: {key} must be text, got {value!r}")
+        if key in ("name", "description", "source") and not value.strip():  # every figure says where it came from
+            raise SpeedplanInputError(f"{where}: {key} is empty; say {_SAY[key]}")
     if fields.get("roofline_fit"):
         from speedplan.specs.fallback import get_fit
 

@@ -99,7 +99,7 @@ def test_the_platform_is_optional_and_checked(tmp_path):
     assert hw.platform == "rocm" and hw.sources["platform"] == ""
     hw = load_hardware_file(_with_platform(tmp_path, {"value": "cuda", "source": "nvidia-smi"}, "mi300x"))
     assert hw.platform == "cuda" and hw.sources["platform"] == "nvidia-smi"
-    for bad in ("hip", "CUDA", "", 1, ["rocm"], {"value": "rocm"}, {"value": "rocm", "source": 3},
+    for bad in ("hip", "Metal", "", 1, ["rocm"], {"value": "rocm"}, {"value": "rocm", "source": 3},
                 {"value": "rocm", "source": "x", "note": "y"}):
         path = _with_platform(tmp_path, bad)
         with pytest.raises(SpeedplanInputError) as err:

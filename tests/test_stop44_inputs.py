@@ -1,0 +1,57 @@
+"""Inputs mended in stop 44: a hardware file's platform written as the vendors write it
+("ROCm", "CUDA"), and a hardware file whose name, description or source is empty (every
+figure says where it came from, so a device with no source is refused, not listed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from speedplan.cli.app import run
+from speedplan.specs.hardware import PRESET_DIR as HARDWARE, load_hardware_file
+
+SMALL = ["sweep", "--batch", "1,8", "--mechanism", "ngram", "--draft-len", "0-2"]
+
+
+def _mi300x_file(tmp_path, **changes):
+    data = json.loads((HARDWARE / "mi300x.json").read_text())
+    data.update(name="my-mi300x", **changes)
+    f = tmp_path / "hw.json"
+    f.write_text(json.dumps(data))
+    return f
+
+
+@pytest.mark.parametrize("written", ["ROCm", "ROCM", " rocm ", {"value": "ROCm", "source": "AMD's stack"}])
+def test_a_platform_as_vendors_write_it_is_read(tmp_path, written):
+    assert load_hardware_file(_mi300x_file(tmp_path, platform=written)).platform == "rocm"
+
+
+def test_a_capitalised_platform_still_keeps_trtllm_off_an_amd_gpu(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert run(SMALL + ["--hardware", str(_mi300x_file(tmp_path, platform="ROCm")), "--out", str(out)]) == 0
+    assert "trtllm  not planned: trtllm runs on cuda only, and my-mi300x is a rocm device" in capsys.readouterr().out
+    assert not any(p.name.startswith("trtllm") for p in out.iterdir())
+
+
+@pytest.mark.parametrize("written", ["Metal", "", 3])
+def test_an_unknown_platform_is_still_refused(tmp_path, capsys, written):
+    f = _mi300x_file(tmp_path, platform=written)
+    out = tmp_path / "r"
+    assert run(SMALL + ["--hardware", str(f), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "platform must be one of" in err and not out.exists()
+
+
+@pytest.mark.parametrize("field, words", [("name", "name is empty"), ("description", "description is empty; say what"),
+                                          ("source", "source is empty; say where its numbers come from")])
+@pytest.mark.parametrize("blank", ["", "   ", "\t"])
+def test_a_hardware_file_with_empty_text_is_refused(tmp_path, capsys, field, words, blank):
+    f = _mi300x_file(tmp_path)
+    data = json.loads(f.read_text())
+    data[field] = blank
+    f.write_text(json.dumps(data))
+    out = tmp_path / "r"
+    assert run(SMALL + ["--hardware", str(f), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and f"{f}: {words}" in err and not out.exists(), err
