@@ -55,3 +55,22 @@ def test_a_hardware_file_with_empty_text_is_refused(tmp_path, capsys, field, wor
     assert run(SMALL + ["--hardware", str(f), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and f"{f}: {words}" in err and not out.exists(), err
+
+
+def test_a_hardware_file_named_like_a_preset_is_named_by_its_file(tmp_path, capsys):
+    """A file of one's own may keep a preset's name with other numbers: the first line, meta.json
+    and the report say which file priced it; a preset or a profile folder has no such note."""
+    data = json.loads((HARDWARE / "h100-sxm.json").read_text())
+    data["hbm_bytes_per_s"]["value"] /= 2
+    f = tmp_path / "slow-h100.json"
+    f.write_text(json.dumps(data))
+    out = tmp_path / "r"
+    assert run(SMALL + ["--hardware", str(f), "--out", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"speedplan: llama-3.1-8b on h100-sxm ({f.resolve()}), TP=1"), first
+    assert json.loads((out / "meta.json").read_text())["hardware_file"] == str(f.resolve())
+    assert f"({f.resolve()})" in (out / "report.html").read_text()
+    preset = tmp_path / "p"
+    assert run(SMALL + ["--out", str(preset)]) == 0
+    assert capsys.readouterr().out.startswith("speedplan: llama-3.1-8b on h100-sxm, TP=1")
+    assert json.loads((preset / "meta.json").read_text())["hardware_file"] == ""

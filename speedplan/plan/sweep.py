@@ -41,6 +41,7 @@ from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, integer, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
 from speedplan.specs.fallback import describe_fit
+from speedplan.specs.hardware import hardware_file
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_DRAFT_LENS = tuple(range(0, 9))
@@ -341,6 +342,7 @@ def sweep(
     result.meta = {
         "model": {**target.summary(), "serve_as": target.serve_as()},
         "hardware": hw.name,
+        "hardware_file": hardware_file(hardware),  # "" for a preset or a profile folder
         "hardware_description": hw.description,
         "hardware_source": hw.source,
         "cost_origin": cost.origin,

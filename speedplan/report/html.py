@@ -198,7 +198,8 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
     title = f"speedplan: {model.get('model', '?')} on {meta.get('hardware', '?')}"
     facts = [
         ("model", ", ".join(f"{k}={v}" for k, v in model.items() if v not in ("", None))),
-        ("hardware", f"{meta.get('hardware', '?')}: {meta.get('hardware_description', '')}"),
+        ("hardware", f"{meta.get('hardware', '?')}: {meta.get('hardware_description', '')}"
+                     + (f" ({meta['hardware_file']})" if meta.get("hardware_file") else "")),
         ("tensor parallel", meta.get("tp", 1)),
         ("dtype", meta.get("dtype", "")),
         ("latency from", latency_source(result)),

@@ -291,7 +291,8 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     model = (meta.get("model") or {}).get("model", "?")
     attention = attention_label(meta.get("model") or {})
     narrow = str((meta.get("model") or {}).get("experts", "")).endswith("mxfp4")
-    lines = [f"speedplan: {model} on {meta.get('hardware', '?')}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
+    where = f" ({meta['hardware_file']})" if meta.get("hardware_file") else ""  # a file of one's own, maybe a preset's name
+    lines = [f"speedplan: {model} on {meta.get('hardware', '?')}{where}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
              + (" (experts mxfp4)" if narrow else "") + (f", attention {attention}" if attention else "")
              + f", engine profile {meta.get('engine', '?')}"]
     rows = table_rows(result.best, plain_unfit_cells(result.frame))

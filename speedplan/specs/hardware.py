@@ -11,6 +11,7 @@ wherever a hardware name is accepted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+import os
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
@@ -294,6 +295,15 @@ def _load_presets() -> dict[str, Hardware]:
 PRESETS: dict[str, Hardware] = _load_presets()
 
 DEFAULT_HARDWARE = "h100-sxm"
+
+
+def hardware_file(given) -> str:
+    """The file a hardware of one's own was read from (resolved), for the lines that name the
+    hardware: such a file may carry a preset's name with other numbers. "" for a preset or a
+    profile folder (named by its own line) and for a CostModel built in Python."""
+    if isinstance(given, (str, os.PathLike)) and Path(given).is_file():
+        return str(Path(given).resolve())
+    return ""
 
 
 def get_hardware(name: str, folders: bool = True) -> Hardware:
