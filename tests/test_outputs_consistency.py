@@ -82,8 +82,9 @@ def test_terminal_table_matches_recommendations_and_sweep_row_for_row(capped):
             assert shown["B"] == str(int(source["batch"])) and shown["D"] == str(int(source["draft_len"]))
             assert shown["AL"] == f"{source['acceptance_length']:.2f}"
             assert shown["speedup"].rstrip("*") == f"{source['speedup']:.2f}x"
-            assert shown["tok/s/user"] == f"{source['tokens_per_s_per_user']:,.1f}"
+            assert shown["tok/s/user"].rstrip("^") == f"{source['tokens_per_s_per_user']:,.1f}"
             assert shown["tok/s/GPU"] == f"{source['tokens_per_s_per_gpu']:,.0f}"
+        assert shown["tok/s/user"].endswith("^") == (row["running"] < row["batch"])  # a running request's rate
         assert rec["acceptance_source"] == row["acceptance_source"] == result.meta["acceptance"][rec["mechanism"]]
 
 

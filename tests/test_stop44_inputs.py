@@ -74,3 +74,22 @@ def test_a_hardware_file_named_like_a_preset_is_named_by_its_file(tmp_path, caps
     assert run(SMALL + ["--out", str(preset)]) == 0
     assert capsys.readouterr().out.startswith("speedplan: llama-3.1-8b on h100-sxm, TP=1")
     assert json.loads((preset / "meta.json").read_text())["hardware_file"] == ""
+
+
+def test_a_rate_per_user_under_an_engine_cap_is_marked_with_the_rate_per_offered_request(tmp_path, capsys):
+    """Under SGLang's 48-request cap a B = 64 step runs 48 requests and 16 wait: the table's
+    tok/s/user is a running request's, marked ^, and the note gives it per offered request
+    (the same tokens over all 64); uncapped rows carry no mark and no note is printed for them."""
+    out = tmp_path / "r"
+    argv = ["sweep", "--engine", "sglang", "--mechanism", "eagle3", "--batch", "8,64", "--draft-len", "0-3"]
+    assert run(argv + ["--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = {line.split()[0]: line.split() for line in lines[2:4]}
+    assert not row["8"][5].endswith("^") and row["64"][5].endswith("^"), lines[:4]
+    running = float(row["64"][5].rstrip("^"))
+    note = next(line for line in lines if line.startswith("note: tok/s/user marked ^"))
+    assert "a step runs 48 requests there" in note
+    assert f"{running * 48 / 64:,.1f} at B = 64" in note
+    assert "tok/s/user marked ^" in (out / "report.html").read_text()
+    assert run(SMALL + ["--out", str(tmp_path / "v")]) == 0  # vLLM: no cap, no mark, no note
+    assert "^" not in capsys.readouterr().out

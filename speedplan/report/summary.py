@@ -182,11 +182,14 @@ def plain_unfit_cells(frame: pd.DataFrame) -> set[tuple[int, int]]:
 
 def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset()) -> list[dict]:
     """The best configuration per (batch, context) as display strings; a speedup against a
-    plain step that does not fit in memory (`plain_unfit_cells`) is marked with a *."""
+    plain step that does not fit in memory (`plain_unfit_cells`) is marked with a *, a tokens/s
+    per user where a step runs fewer requests than offered (an engine's cap) with a ^."""
     columns = ["batch", "context", "mechanism", "draft_len", "acceptance_length", "speedup",
                "tokens_per_s_per_user", "tokens_per_s_per_gpu"]
+    running = best["running"] if "running" in best else best["batch"]
     rows = []
-    for b, ctx, mech, d, al, speedup, user, gpu in tuples(best.sort_values(["context", "batch"]), columns):
+    for (b, ctx, mech, d, al, speedup, user, gpu), run in zip(tuples(best.sort_values(["context", "batch"]), columns),
+                                                              running.loc[best.sort_values(["context", "batch"]).index]):
         mark = "*" if (int(b), int(ctx)) in plain_unfit else ""
         rows.append({
             "B": str(int(b)),
@@ -195,10 +198,26 @@ def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset
             "D": str(int(d)),
             "AL": f"{al:.2f}",
             "speedup": f"{speedup:.2f}x{mark}",
-            "tok/s/user": f"{user:,.1f}",
+            "tok/s/user": f"{user:,.1f}" + ("^" if run < b else ""),  # per running request: the rest wait
             "tok/s/GPU": f"{gpu:,.0f}",
         })
     return rows
+
+
+def waiting_line(best: pd.DataFrame) -> list[str]:
+    """The note for tokens/s per user marked ^: where a step runs fewer requests than the batch
+    offered (SGLang's cap with speculative decoding), the rate is a running request's; the rest
+    wait, so per offered request it is tokens/s/GPU × TP / B."""
+    if "running" not in best:
+        return []
+    capped = best[best["running"] < best["batch"]].sort_values(["context", "batch"])
+    if capped.empty:
+        return []
+    per_offered = ", ".join(f"{r.tokens_per_s_per_user * r.running / r.batch:,.1f} at B = {int(r.batch)}"
+                            for r in capped.itertuples())
+    runs = sorted({int(n) for n in capped["running"]})
+    return [f"note: tok/s/user marked ^ is a running request's: a step runs {', '.join(map(str, runs))} requests "
+            f"there and the rest wait (queued), so per offered request it is {per_offered}"]
 
 
 def tuples(frame: pd.DataFrame, columns: list[str]):
@@ -311,6 +330,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         lines.extend(fmt(r) for r in shown)
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
+        lines.extend(waiting_line(result.best))
         unplanned = unplanned_line(result, list(plans) if plans else None)
         if unplanned:
             lines.append(unplanned)
