@@ -27,6 +27,7 @@ def sweep(
     acceptance: Optional[List[str]] = typer.Option(None, help="Repeatable: alpha=0.8 (each drafted token accepted with this probability), positions=0.9,0.8,0.7 (per draft position, given the earlier ones; the last repeats), ranks=0.6,0.2,0.05 (per candidate rank of a tree head), each with an optional ,match=M (share of steps that propose anything: n-gram); al=3.2@4 (a chain's acceptance length measured at D = 4, as engines report it; n-gram: over the steps that drafted, with ,match=M); or a JSON file, a runtime trace (.jsonl), a vLLM /metrics scrape or an SGLang log (FILE[@D]); prefix MECH: for one mechanism or head family (eagle3:alpha=0.8), or one draft model (draft-model:llama-3.2-1b:alpha=0.6)."),
     batch_weights: Optional[str] = typer.Option(None, help="Share of serving time at each batch size for the per-engine plans: 1=4,8=2,64=1 or a .json/.csv file (batch,weight). Only swept batch sizes that fit in memory may be named. Default: uniform over the swept batches that fit. A batch size left out still gets a D (its own best where the engine's schedule allows) but does not count."),
     plan_for: Optional[str] = typer.Option(None, help="Serving engines to plan and write configs for: vllm,sglang,trtllm (default: all)."),
+    temperature: float = typer.Option(0.0, help="Sampling temperature served (0 = greedy). Above 0 the published acceptance defaults move to it where a source measured the drafter at T=0 and T=1 (EAGLE heads, draft models); the others say they are greedy rows. An --acceptance you give is taken as measured at it."),
     min_tokens_per_user: Optional[float] = typer.Option(None, help="SLO in tokens/s per user (one request's decode speed): pick the configuration with the most tokens/s/GPU that keeps at least this, priced with the --engine profile."),
     out: Optional[Path] = typer.Option(None, help="Report folder (default reports/MODEL-HARDWARE-ENGINE under the current folder)."),
 ) -> None:
@@ -70,6 +71,7 @@ def sweep(
             contexts=parse_int_list(context, "--context"), tree_nodes=parse_int_list(tree_nodes, "--tree-nodes"),
             acceptance=parse_acceptance_options(acceptance, MECHANISMS) if acceptance else None,
             min_tokens_per_user=min_tokens_per_user, command=_command(locals()), engine=engine,
+            temperature=temperature,
         )
         shortfall = memory_shortfall(result)
         if shortfall:

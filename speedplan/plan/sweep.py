@@ -38,6 +38,7 @@ from speedplan.plan.mechanisms.heads import Eagle3Head
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pricing import price_grid, priced_frame
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
+from speedplan.plan.temperature import at_temperature, check_temperature
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, integer, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
 from speedplan.specs.fallback import describe_fit
@@ -279,6 +280,7 @@ def sweep(
     min_tokens_per_user: float | None = None,
     command: str = "",
     engine: str | EngineProfile = DEFAULT_ENGINE,
+    temperature: float = 0.0,
 ) -> SweepResult:
     """Price every (mechanism, D, B, context) point and rank them (times in seconds, rates in tokens/s).
 
@@ -289,6 +291,8 @@ def sweep(
     "draft-model:llama-3.2-1b" ("draft-model" alone takes the target's usual small sibling); None
     sweeps every one that applies (the others, with why, in `meta["skipped"]`). `acceptance`: one
     Acceptance for every mechanism, or a dict per mechanism name (key "*" for the rest).
+    `temperature`: the sampling temperature served; above 0 the published defaults move to it
+    (`speedplan.plan.temperature`), an acceptance given here is taken as measured at it.
 
     >>> r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 64], range(0, 5))
     >>> sorted(r.frame.mechanism.unique())
@@ -320,7 +324,9 @@ def sweep(
         min_tokens_per_user = float(min_tokens_per_user)  # np.int64(50) would be the text "50" in meta.json
 
     acceptance = acceptance_arg(acceptance, tuple(REGISTRY))
+    temperature = check_temperature(temperature)
     mechs, skipped = _mechanisms(mechanism_specs(mechanisms), target, acceptance, tp)
+    mechs = [at_temperature(m, target, temperature) for m in mechs]  # published defaults are greedy rows
     target = target.priced_on(hw)  # e.g. a bf16 checkpoint priced on an fp32-only CPU
     mechs = [m if getattr(m, "draft", None) is None else replace(m, draft=m.draft.priced_on(hw)) for m in mechs]
     labels = [m.label for m in mechs]
@@ -353,6 +359,7 @@ def sweep(
         **engine.meta(),
         "tp": tp,
         "dtype": target.dtype,
+        "temperature": temperature,  # sampling temperature served (0: greedy); the defaults moved to it
         "acceptance": {m.label: m.acceptance_source for m in mechs},
         "ridge_flops_per_byte": hw.ridge_flops_per_byte(target.dtype),
         "roofline_basis": hw.roofline_basis(target.dtype),  # the roof reports draw, and where it comes from

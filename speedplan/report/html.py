@@ -202,6 +202,7 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
                      + (f" ({meta['hardware_file']})" if meta.get("hardware_file") else "")),
         ("tensor parallel", meta.get("tp", 1)),
         ("dtype", meta.get("dtype", "")),
+        ("temperature", f"{meta.get('temperature') or 0:g} (0: greedy; the acceptance sources say how they were moved to it)"),
         ("latency from", latency_source(result)),
         ("engine", engine_source(result)),
         ("roofline", meta.get("roofline_basis") or

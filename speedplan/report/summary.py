@@ -313,7 +313,8 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     where = f" ({meta['hardware_file']})" if meta.get("hardware_file") else ""  # a file of one's own, maybe a preset's name
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}{where}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
              + (" (experts mxfp4)" if narrow else "") + (f", attention {attention}" if attention else "")
-             + f", engine profile {meta.get('engine', '?')}"]
+             + f", engine profile {meta.get('engine', '?')}"
+             + (f", temperature {meta['temperature']:g}" if meta.get("temperature") else "")]
     rows = table_rows(result.best, plain_unfit_cells(result.frame))
     if not rows:
         lines.append(no_feasible_message(result))
