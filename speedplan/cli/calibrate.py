@@ -15,7 +15,8 @@ def calibrate(
     engine: str = typer.Option("vllm", help="Base engine profile (name or JSON): its values stand where the data cannot fit."),
     measurements: List[Path] = typer.Option(..., help="A file, and more after it or repeated (--measurements a.csv b.csv, or runs/*.csv): a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
                                             "tokens_per_s|speedup|verify_ms|draft_ms,acceptance_length; optional tree_nodes, "
-                                            "max_running_requests), a vllm bench serve --save-result JSON (its mean_tpot_ms; "
+                                            "max_running_requests, and tp, gpu, model, which must match --tp, --hardware, "
+                                            "--model), a vllm bench serve --save-result JSON (its mean_tpot_ms; "
                                             "output_throughput where it has none), "
                                             "SGLang bench_speculative.py output, or a vLLM /metrics scrape (text) giving the "
                                             "acceptance of rows of one mechanism that state none. At most 10,000 rows "
@@ -36,9 +37,11 @@ def calibrate(
     from speedplan.cli.options import check_output
     from speedplan.engine.profile import preset_names
     from speedplan.errors import SpeedplanInputError
-    from speedplan.engine.run_calibration import calibrate_files, render_calibration, sweep_arguments, write_profile
+    from speedplan.engine.run_calibration import (calibrate_files, check_out, render_calibration, sweep_arguments,
+                                                  write_profile)
 
     files = [*measurements, *(more or [])]
+    check_out(out)  # before check_output: a shipped profile is "an engine profile speedplan wrote"
     check_output(out, folder=False, inputs=[*files, engine], kind="engine profile")
     for option, value in (("--fit", fit), ("--name", name)):
         if value is not None and not value.strip():  # '' fell back to the default in silence
@@ -49,8 +52,11 @@ def calibrate(
     fast = result.too_fast
     if fast is not None and len(fast) and bool(fast.all()) and "kernel_scale" not in result.fitted:
         # every row ran faster than its kernels alone: no term fits any row; a profile of them would mislead
+        first = result.rows[0]  # named, so that the line says which file and field
         raise SpeedplanInputError(f"--measurements: every row ran faster than its kernels alone can on {model} on "
-                                  f"{hardware} at TP {tp}, so no engine term fits them and {out} is not written: "
+                                  f"{hardware} at TP {tp} ({first['where']}: field {first['field']!r} "
+                                  f"{first['measured']:g}" + (f" and {len(fast) - 1} more" if len(fast) > 1 else "")
+                                  + f"), so no engine term fits them and {out} is not written: "
                                   "check --model, --hardware, --tp and the quantity each column holds, or add "
                                   "--fit kernel_scale if this machine's kernels are faster than the profile's")
     write_profile(result.profile, out)

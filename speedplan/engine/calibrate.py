@@ -19,11 +19,11 @@ import numpy as np
 from speedplan.cost.forward import forward_cost
 from speedplan.engine.profile import SETTINGS, TERMS, EngineProfile, source_kind
 from speedplan.engine.readers.measurements import Measurement
+from speedplan.engine.row_checks import check_nodes, check_runnable
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.mechanisms import parse_mechanism
-from speedplan.plan.mechanisms.base import TopkTree
 from speedplan.specs.model import ModelSpec
 
 # Terms a fit tries when the base profile names none ("fit_order"). With n rows at most
@@ -95,7 +95,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     setting (and mechanism) are priced together, as arrays: one row alone costs about 10 ms."""
     rows = [m for m, _ in pairs]
     for m, s in pairs:
-        _check_runnable(m, s, spec_max_running)
+        check_runnable(m, s, spec_max_running)
     plain_running = np.array([float(m.running(speculative=False)) for m in rows])
     running = np.array([float(m.running(spec_max_running)) for m in rows])
     ctx = np.array([float(m.context) for m in rows])
@@ -123,7 +123,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
         if getattr(mech, "draft", None) is not None:  # at the dtype the hardware prices, as the sweep does
             mech = replace(mech, draft=mech.draft.priced_on(s.cost.hardware))
         for i in idx:
-            _check_nodes(rows[i], mech)
+            check_nodes(rows[i], mech)
         b, c = running[idx], ctx[idx]
         d = np.array([float(rows[i].draft_len) for i in idx])
         nodes = np.array([float(rows[i].tree_nodes or rows[i].draft_len) for i in idx])
@@ -135,43 +135,6 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     return Priced(rows, [s for _, s in pairs], _stack(steps, len(rows)), _stack(plains, len(rows)),
                   np.array([float(m.batch) for m in rows]), al, np.array([m.quantity for m in rows]),
                   np.array([m.value for m in rows]), running, plain_running)
-
-
-def _check_runnable(m: Measurement, s: Setting, spec_max_running: float) -> None:
-    """Refuse a row its setting cannot have run: a context above the model's, or more KV cache
-    and weights than the GPUs hold (all of their memory, no allowance for activations)."""
-    s.target.check_context([m.context], f"{m.where}: field {m._f('context')}")
-    if s.cost.hardware.is_cpu:  # its preset's memory is not this machine's RAM
-        return
-    requests = m.running(spec_max_running)
-    need = float(s.target.memory_per_rank(requests, m.context + m.draft_len + 1, s.tp))
-    have = s.cost.hardware.memory_bytes
-    if need > have:
-        raise SpeedplanInputError(
-            f"{m.where}: {requests} requests of {m.context:,} tokens need {need / 1e9:,.0f} GB per GPU for weights and "
-            f"KV cache, beyond the {have / 1e9:.1f} GB of {s.cost.hardware.name} at TP {s.tp}: the server cannot have run "
-            "them at once (check the batch, the context, --hardware and --tp; or give max_running_requests, the "
-            "requests the server ran)")
-
-
-def _check_nodes(m: Measurement, mech) -> None:
-    """A row's tree_nodes must fit its mechanism: a chain verifies its draft_len tokens; a
-    depth-D EAGLE tree keeping the top k per level has at most k + (D − 1)·k² candidate nodes,
-    a Medusa tree of k choices per position Σ k^i."""
-    if m.tree_nodes is None:
-        return
-    if not mech.is_tree:
-        if m.tree_nodes != m.draft_len:
-            raise SpeedplanInputError(f"{m.where}: field 'tree_nodes' {m.tree_nodes} on a chain ({m.mechanism} "
-                                      f"verifies its draft_len {m.draft_len} tokens); name a tree mechanism")
-        return
-    k, d = mech.topk, m.draft_len
-    dynamic = isinstance(mech, TopkTree)  # an EAGLE tree keeps k nodes a level; Medusa's is a Cartesian product
-    most = k + (d - 1) * k ** 2 if dynamic else sum(k ** i for i in range(1, d + 1))
-    if m.tree_nodes > most:
-        raise SpeedplanInputError(f"{m.where}: {m.tree_nodes} tree nodes, more than a depth-{d} tree "
-                                  + (f"keeping the top {k} per level" if dynamic else f"of {k} choices per position")
-                                  + f" can hold ({most})")
 
 
 def _timed(step_s: np.ndarray, priced: Priced) -> np.ndarray:
@@ -212,6 +175,32 @@ def too_fast(values: dict, priced: Priced, margin: float = KERNEL_MARGIN) -> np.
     return np.where(q == "tokens_per_s", measured > (1 + margin) * bound, bound > (1 + margin) * measured)
 
 
+def slowest(values: dict, terms) -> dict:
+    """`values` with each of `terms` where it makes a step slowest: an overlap at 0 (host work
+    exposed), any other term at its upper bound."""
+    return {**values, **{t: TERMS[t].low if t.startswith("overlap") else TERMS[t].high for t in terms}}
+
+
+def slow_terms(base: EngineProfile, candidates) -> list[str]:
+    """The terms `slowest_timed` moves: those a fit of `base` tries by default and `candidates`
+    (--fit), so that naming fewer terms does not make a row unreachable."""
+    return list(dict.fromkeys([*(base.fit_order or FIT_ORDER), *FIT_ORDER, *candidates]))
+
+
+def slowest_timed(values: dict, priced: Priced, terms) -> np.ndarray:
+    """Each row's time quantity (step_ms, tpot_ms, tokens_per_s) with every term of `terms` at its
+    slowest (`slowest`): the slowest step a fit of those terms can price; NaN for ratios and parts."""
+    return _timed(step_cost(slowest(values, terms), priced.step).total_s, priced)
+
+
+def beyond_slowest(measured: np.ndarray, quantity: np.ndarray, bound: np.ndarray,
+                   margin: float = KERNEL_MARGIN) -> np.ndarray:
+    """Rows measured slower than `bound` (`slowest_timed`) by more than `margin`: no fit of the
+    terms reaches them (a unit slip, µs or seconds for ms; another model or GPU). Rows of a NaN
+    bound (ratios, parts of a step) are never flagged."""
+    return np.where(quantity == "tokens_per_s", measured * (1 + margin) < bound, measured > (1 + margin) * bound)
+
+
 @dataclass
 class Calibration:
     """A fitted profile and the evidence: per-row residuals, leave-one-out errors, kept terms."""
@@ -227,6 +216,7 @@ class Calibration:
     too_fast: np.ndarray | None = None  # rows measured faster than their kernels alone (`too_fast`)
     held_out: str = "leave-one-out"  # how loo_error was taken: leave-one-out, or k-fold above LOO_ROWS rows
     notes: list[str] = field(default_factory=list)  # lines the caller adds to the printout (the files' model)
+    slowest: np.ndarray | None = None  # each time row as priced with the terms a fit may move at their slowest
 
     @property
     def residual(self) -> np.ndarray:
@@ -308,7 +298,9 @@ def _select(base: dict, ok: list[str], most: int, priced: Priced) -> tuple[list[
                   for i, t in enumerate(ok) if t not in chosen]
         chosen.append(min(losses)[2])
     chosen.sort(key=ok.index)
-    why = f"{len(priced.measured)} rows fit at most {most} terms; {', '.join(chosen)} explain them better"
+    n = len(priced.measured)
+    why = (f"{n} row{'s' * (n != 1)} fit{'s' * (n == 1)} at most {most} term{'s' * (most != 1)}; {', '.join(chosen)} "
+           "explain them better")
     return chosen, {t: why for t in ok if t not in chosen}
 
 
@@ -393,5 +385,6 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
                                    "rows": rows,
                                    **({"faster_than_kernels": [r["where"] for r, f in zip(rows, fast) if f]}
                                       if fast.any() else {})})
-    return Calibration(profile, ok, kept, pred, meas, loo, rows, not_tried, fast, held_out)
+    return Calibration(profile, ok, kept, pred, meas, loo, rows, not_tried, fast, held_out,
+                       slowest=slowest_timed(values, priced, slow_terms(base, candidates)))
 

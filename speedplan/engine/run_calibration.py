@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, calibrate
+from speedplan.engine.calibration_checks import (check_distinct, check_models, check_not_too_slow, check_setting,
+                                                 check_speedups)
 from speedplan.engine.calibration_rows import PRINTED_ROWS, read_notes, row_table  # noqa: F401 (PRINTED_ROWS: callers)
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
-from speedplan.engine.readers.measurement import MAX_ROWS, drafts_ran_short, shown
-from speedplan.engine.readers.vllm_metrics import DRAFT_TOKENS, DRAFTS, looks_like_vllm_metrics, read_vllm_metrics
+from speedplan.engine.readers.measurement import MAX_ROWS, canonical_mechanism, drafts_ran_short
+from speedplan.engine.readers.vllm_metrics import (DRAFT_TOKENS, DRAFTS, check_totals, looks_like_vllm_metrics,
+                                                   read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import target, write_whole
 from speedplan.plan.mechanisms import TREE_MECHANISMS
@@ -31,7 +32,7 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     vllm bench serve JSON, SGLang bench_speculative lines or a vLLM /metrics scrape), all run on
     (model, hardware, tp GPUs). `mechanism` names the drafter of SGLang bench rows; `free` the
     terms to fit (None: the base profile's fit order); `name` the fitted profile's name."""
-    head, colon, options = str(mechanism).strip().partition(":")
+    head, colon, options = canonical_mechanism(str(mechanism)).partition(":")  # EAGLE-3, NEXTN: as speedplan names them
     if head.lower() not in SGLANG_DRAFTERS:  # named for SGLang bench rows; wrong even where unused
         raise SpeedplanInputError(f"--mechanism {mechanism!r}: names the drafter of SGLang bench_speculative rows, one "
                                   f"of {', '.join(SGLANG_DRAFTERS)} (with its options, e.g. eagle3:config=PATH); "
@@ -44,16 +45,18 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     wrong = [f for f in files if not isinstance(f, (str, os.PathLike)) or not str(f).strip()]
     if wrong:
         raise SpeedplanInputError(f"calibrate: files must be a list of measurement file paths, got {wrong[0]!r} in it")
-    _check_distinct(files)
+    check_distinct(files)
     setting = _setting(model, hardware, tp)
     scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
     counters = [read_vllm_metrics(f) for f in scrapes]
+    for c in counters:
+        check_totals(c)
     acceptance = _scrape_acceptance(counters)
     rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
     if not rows:
         raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
     named = [(m.where, m.model) for m in rows if m.model] + [(c.path, c.models[0]) for c in counters if c.models]
-    _check_models(named, setting.target.name, model)
+    check_models(named, setting.target.name, model)
     unused = [] if getattr(acceptance, "users", None) else scrapes  # a scrape no row took its acceptance from
     described = f"{', '.join(Path(f).name for f in files if Path(f) not in unused)}; {setting.label}"
     result = _fit(engine, rows, setting, free, name, described)
@@ -62,74 +65,6 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     if names:  # fine-tunes have any name: said, not refused, unless plainly another size (_check_models)
         result.notes.append(f"the files name the model {' and '.join(names)}; priced as {setting.target.name}")
     return result
-
-
-def _check_distinct(files: list) -> None:
-    """Each file once: the same path twice, or two paths with the same content (a copy), would
-    count every row twice in the fit."""
-    seen: dict = {}
-    contents: dict[bytes, object] = {}  # sha256 of each file's bytes -> the file
-    for f in files:
-        key = Path(f).resolve() if Path(f).exists() else Path(f)
-        if key in seen:
-            raise SpeedplanInputError(f"--measurements: {f} is given twice; give each file once")
-        seen[key] = f
-        if Path(f).is_file():
-            try:
-                digest = hashlib.sha256(Path(f).read_bytes()).digest()
-            except OSError:
-                continue  # read_measurements names it
-            if digest in contents:
-                raise SpeedplanInputError(f"--measurements: {f} has the same content as {contents[digest]}: one run "
-                                          "counted twice; give it once")
-            contents[digest] = f
-
-
-_REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # a Hugging Face repo id (org/name), not an alias or a path
-_SIZE = re.compile(r"\d+(?:\.\d+)?[bm]")  # a parameter count in a model name: 8b, 70b, 1.5b, 135m
-
-
-def _words(name: str) -> list[str]:
-    """A model name's words, lower case, without its organisation: meta-llama/Llama-3.1-8B → llama, 3.1, 8b."""
-    return [w for w in re.split(r"[-_\s]+", name.strip().rstrip("/").split("/")[-1].lower()) if w]
-
-
-def _check_models(named: list[tuple[str, str]], target: str, given: str) -> None:
-    """Refuse names that are plainly two models: two sizes of one family in two files (Llama-3.1-8B
-    and Llama-3.1-70B) or in a file and --model (Llama-3.1-70B for llama-3.1-8b), or two repo ids
-    (org/name) neither of which holds the other. Other names are not refused: a fine-tune, a
-    local path or a --served-model-name alias ("llama8b", which the /metrics scrape labels where
-    the bench JSON has the repo id) has any name; the caller notes them."""
-    first: dict[str, str] = {}  # each name once, where it is first named
-    for where, model in named:
-        first.setdefault(model, where)
-    named = [(where, model) for model, where in first.items()]
-    for i, (where, model) in enumerate(named):
-        for other_where, other in named[:i]:
-            size = _other_size(other, model)
-            if size:
-                raise SpeedplanInputError(f"{where}: names the model {shown(model)}, {other_where} {shown(other)}: "
-                                          f"two sizes ({size}) of one model; give one model's files")
-            words, others = "-".join(_words(model)), "-".join(_words(other))
-            if _REPO.fullmatch(model) and _REPO.fullmatch(other) and words not in others and others not in words:
-                raise SpeedplanInputError(f"{where}: names the model {shown(model)}, {other_where} {shown(other)}: "
-                                          "measurements of two models contradict each other; give one model's files")
-        size = _other_size(target, model)
-        if size:
-            raise SpeedplanInputError(f"{where}: names the model {shown(model)}, another size than --model {given} "
-                                      f"({target}, {size}): give the --model the measurements ran")
-
-
-def _other_size(reference: str, name: str) -> str | None:
-    """"8b against 70b" where `name` has every word of `reference` but its one size, and another
-    size (Llama-3.1-70B-Instruct against llama-3.1-8b), else None."""
-    mine, theirs = _words(reference), _words(name)
-    sizes = [w for w in mine if _SIZE.fullmatch(w)]
-    their_sizes = [w for w in theirs if _SIZE.fullmatch(w)]
-    if (len(sizes) == 1 and their_sizes and sizes[0] not in their_sizes
-            and all(w in theirs for w in mine if w not in sizes)):
-        return f"{sizes[0]} against {their_sizes[0]}"
-    return None
 
 
 def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineProfile = "vllm", rows=(),
@@ -169,6 +104,7 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
         raise SpeedplanInputError("calibrate: rows mix Measurement records and dicts; give one kind")
     measured = records or measurements_from_rows(rows, where=where)
     setting = _setting(model, hardware, tp)
+    check_models([(m.where, m.model) for m in measured if m.model], setting.target.name, model)
     return _fit(engine, measured, setting, free, name, f"{described or 'measurements given in Python'}; {setting.label}")
 
 
@@ -196,8 +132,12 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
         raise SpeedplanInputError(f"calibrate: {len(rows):,} rows; calibrate reads at most {MAX_ROWS:,} in all "
                                   "(a few hundred configurations identify every term: average repeated runs first)")
     base = get_engine(engine)
+    check_setting(rows, setting)
     check_consistent(rows, base.spec_max_running)
-    return calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
+    check_speedups(rows)
+    result = calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
+    check_not_too_slow(result, setting)
+    return result
 
 
 def _is_metrics(path: Path) -> bool:
@@ -304,9 +244,24 @@ def _shown_value(term: str, value: float) -> float:
     return 0.0 if abs(value) <= 1e-9 * (spec.high - spec.low) else value
 
 
+def check_out(out: str | Path) -> None:
+    """Refuse an --out inside the installed speedplan package: `--out
+    speedplan/specs/presets/engines/vllm.json` replaced the shipped vLLM profile, and a new name
+    there became a shipped profile of every later run (a user walkthrough of 2026-12-06)."""
+    import speedplan
+
+    package = Path(speedplan.__file__).resolve().parent
+    here = target(out).absolute().resolve()
+    if here == package or package in here.parents:
+        raise SpeedplanInputError(f"--out {out}: is inside the speedplan package ({package}), beside the engine "
+                                  "profiles it ships; write your profile elsewhere (e.g. --out my-vllm.json) and "
+                                  "give it to speedplan sweep --engine FILE")
+
+
 def write_profile(profile: EngineProfile, out: Path) -> Path:
     """Write the profile JSON atomically (a temporary file renamed into place); through a
-    symbolic link, into the file it points to."""
+    symbolic link, into the file it points to. Never inside the package (`check_out`)."""
+    check_out(out)
     out = target(out)
     if out.exists() and out.is_dir():
         raise SpeedplanInputError(f"--out {out}: is a folder; give a .json file name")

@@ -24,8 +24,9 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, Measurement, drafts_ran_short,
-                                                  no_acceptance, number_field, parse_number, scraped, shown)
+from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, Measurement, canonical_mechanism,
+                                                  drafts_ran_short, no_acceptance, number_field, parse_number, scraped,
+                                                  shown)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 
@@ -47,7 +48,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
         mech = run.get("mechanism")
         if mech is not None and not isinstance(mech, str):
             raise SpeedplanInputError(f"{where}: field 'mechanism' must be text (a mechanism name), got {mech!r}")
-        mech = (mech or "").strip().lower()
+        mech = canonical_mechanism(mech or "")  # --metadata mechanism=draft_model or EAGLE-3: speedplan's name
         if not mech:
             raise SpeedplanInputError(f"{where}: field 'mechanism' missing: run vllm bench serve with --metadata "
                                       f"mechanism=NAME draft_len=K, or add them to the file's top level "

@@ -31,6 +31,24 @@ MAX_ROWS = 10_000
 # "1_0" = 10 and non-ASCII digits), or inf / nan, which the callers refuse as not finite.
 _NUMBER = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)", re.I | re.A)
 SHOWN = 40  # characters of a value an error line echoes
+# Columns that name the setting a row ran on, each under the names users give it: calibrate
+# checks them against its --tp, --hardware and --model (rows of two GPUs or TPs are not one fit).
+SETTING_COLUMNS = {"tp": ("tp", "tp_size", "tensor_parallel_size", "tensor_parallel"),
+                   "gpu": ("gpu", "gpu_type", "hardware"), "model": ("model", "model_id", "target_model")}
+# What users and the engines call mechanisms (vLLM's SpeculativeConfig.method: draft_model,
+# deepseek_mtp, ...; SGLang's --speculative-algorithm: STANDALONE, NEXTN), as speedplan names them.
+ALIASES = {"draft_model": "draft-model", "draft": "draft-model", "standalone": "draft-model", "eagle-3": "eagle3",
+           "eagle_3": "eagle3", "eagle 3": "eagle3", "eagle-1": "eagle", "eagle-2": "eagle", "eagle2": "eagle",
+           "nextn": "mtp", "n-gram": "ngram", "plain": "none", "baseline": "none", "off": "none"}
+
+
+def canonical_mechanism(name: str) -> str:
+    """`name` as speedplan names the mechanism: lower case, an alias (`ALIASES`, vLLM's *_mtp
+    methods) replaced; the options after ':' as given."""
+    head, colon, options = str(name).strip().partition(":")
+    head = head.strip().lower()
+    head = ALIASES.get(head, "mtp" if head.endswith("_mtp") else head)
+    return head + colon + options
 
 
 def shown(value) -> str:
@@ -79,6 +97,8 @@ class Measurement:
     # the file's own names for fields, where it is not a CSV: (("batch", "max_concurrency"), ...)
     names: tuple[tuple[str, str], ...] = ()
     model: str | None = None  # the model the file names (a vllm bench serve result's model_id), if any
+    tp: int | None = None  # the TP a CSV row names (its tp column), checked against calibrate's --tp
+    hardware: str | None = None  # the GPU a CSV row names (its gpu column), checked against --hardware
     notes: tuple[str, ...] = ()  # how the reader read it where the file did not say (a derived context), printed
 
     def running(self, spec_cap: float = 0.0, speculative: bool | None = None) -> int:
@@ -101,7 +121,7 @@ class Measurement:
                                               f"draft_len {show(self.draft_len)}")
         real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
         for attr, field_name in (("batch", "batch"), ("draft_len", "draft_len"), ("context", "context"),
-                                 ("tree_nodes", "tree_nodes"), ("max_running", "max_running_requests")):
+                                 ("tree_nodes", "tree_nodes"), ("max_running", "max_running_requests"), ("tp", "tp")):
             value = getattr(self, attr)
             if value is None:
                 continue
@@ -116,6 +136,8 @@ class Measurement:
             if not real(value):
                 raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be a number, got {shown(value)}")
             object.__setattr__(self, attr, float(value))
+        if isinstance(self.mechanism, str):
+            object.__setattr__(self, "mechanism", canonical_mechanism(self.mechanism))
         speculative = self.mechanism != "none"
         if speculative:  # a name no mechanism has, before the draft length it would be checked against
             from speedplan.plan.mechanisms import MECHANISMS
@@ -135,6 +157,8 @@ class Measurement:
                                       f"measurement (expected {low:g}..{high:g} {unit})")
         if not 1 <= self.batch <= 65536:
             raise SpeedplanInputError(f"{self.where}: field {self._f('batch')} must be in 1..65536, got {self.batch}")
+        if self.tp is not None and not 1 <= self.tp <= 65536:
+            raise SpeedplanInputError(f"{self.where}: field {self._f('tp')} must be in 1..65536, got {self.tp}")
         if self.max_running is not None and not 1 <= self.max_running <= 65536:
             raise SpeedplanInputError(f"{self.where}: field {self._f('max_running_requests')} must be in 1..65536, "
                                       f"got {self.max_running}")
@@ -179,8 +203,9 @@ def number_field(row: dict, key: str, where: str, integer: bool = False, require
     try:
         value = parse_number(text)
     except (TypeError, ValueError):
+        comma = isinstance(text, str) and re.fullmatch(r"\s*[+-]?\d+,\d+\s*", text)  # 6,9: a decimal comma
         raise SpeedplanInputError(f"{where}: field {key!r} must be a number (plain digits, e.g. 7.25 or 1e3), "
-                                  f"got {shown(text)}") from None
+                                  f"got {shown(text)}" + ("; write it with a decimal point" if comma else "")) from None
     if not math.isfinite(value):
         raise SpeedplanInputError(f"{where}: field {key!r} must be finite, got {shown(text)}")
     if integer:

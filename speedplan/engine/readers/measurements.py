@@ -18,9 +18,11 @@ import numbers
 from pathlib import Path
 
 from speedplan.engine.readers.bench_results import SGLANG_KEYS, read_sglang_bench, read_vllm_bench
+from speedplan.engine.readers.sglang_log import looks_like_sglang_log
 from speedplan.engine.readers.vllm_metrics import NO_SPEC_COUNTERS, plain_server_scrape
 from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_ROWS, MAX_TREE_NODES, PLAUSIBLE,  # noqa: F401
-                                                  QUANTITIES, Measurement, no_acceptance, number_field, scraped, shown)
+                                                  QUANTITIES, SETTING_COLUMNS, Measurement, canonical_mechanism,
+                                                  no_acceptance, number_field, scraped, shown)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 
@@ -29,26 +31,26 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
     """Columns mechanism, batch, draft_len, context, one of tpot_ms/step_ms/tokens_per_s/speedup
     (or several, each row filling one),
     acceptance_length for speculative rows (else `acceptance(mechanism, draft_len)`), optional
-    tree_nodes and max_running_requests (the cap the server ran with; empty = the engine's default)."""
-    reader = None
+    tree_nodes and max_running_requests (the cap the server ran with; empty = the engine's default),
+    and the setting a row ran on (`SETTING_COLUMNS`: tp, gpu, model), checked against the command's.
+    Cells are separated as the header line separates them (a comma, else a semicolon or a tab: a
+    spreadsheet's export where the decimal mark is a comma); blank lines and lines whose first
+    cell starts with '#' (a comment, a row commented out) are skipped; each row is named by the
+    line it starts on."""
     try:
         with Path(path).open(newline="", encoding="utf-8-sig") as f:  # -sig: Excel's "CSV UTF-8" starts with a BOM
-            reader = csv.DictReader(f, strict=True)  # strict: a quote left open is an error, not one huge cell
-            header = [h.strip() for h in (reader.fieldnames or [])]
-            rows = list(itertools.islice(reader, MAX_ROWS + 1))
-    except csv.Error as e:
-        hint = "; a quote opened there is not closed" if "unexpected end of data" in str(e) else ""
-        row = reader.line_num + 1 if reader else 1  # the row that failed starts after the last one read
-        raise SpeedplanInputError(f"{path}:{row}: cannot read ({e}{hint})") from None
+            records = list(itertools.islice(_records(path, f), MAX_ROWS + 2))  # the header, MAX_ROWS + 1 rows
     except (OSError, UnicodeDecodeError) as e:
         raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-    if not any(header) and not rows:
+    if not records:
         raise SpeedplanInputError(f"{path}: empty file")
+    header = _header([h.strip() for h in records[0][1]])
+    rows = records[1:]
     _too_many(path, len(rows))
     _check_header(path, header)
-    for i, row in enumerate(rows):
-        if None in row:  # DictReader keeps cells beyond the header under None
-            raise SpeedplanInputError(f"{path}:{i + 2}: {len(header) + len(row[None])} cells for {len(header)} columns")
+    for line, cells in rows:
+        if len(cells) > len(header):
+            raise SpeedplanInputError(f"{path}:{line}: {len(cells)} cells for {len(header)} columns")
     for key in ("mechanism", "batch", "draft_len", "context"):
         if key not in header:
             raise SpeedplanInputError(f"{path}: missing column {key!r}")
@@ -60,7 +62,47 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
     # several quantity columns: each row fills exactly one of them (a TPOT row beside speedup rows,
     # as calibrate_rows takes them from Python)
     quantity = quantities[0] if len(quantities) == 1 else None
-    return measurements_from_rows(rows, quantity, acceptance, where=lambda i: f"{path}:{i + 2}")
+    lines = [line for line, _ in rows]
+    return measurements_from_rows([{h: c for h, c in zip(header, cells) if h} for _, cells in rows], quantity,
+                                  acceptance, where=lambda i: f"{path}:{lines[i]}")
+
+
+def _records(path, f):
+    """(line, cells) of each record of an open CSV file: the line it starts on and its cells,
+    separated as the first line that is not blank or a comment separates them. Blank records and
+    those whose first cell starts with '#' are skipped."""
+    skipped = 0
+    first = ""
+    for first in f:
+        if first.strip() and not first.lstrip().startswith("#"):
+            break
+        skipped += 1
+    else:
+        return
+    delimiter = next((d for d in (",", ";", "\t") if d in first), ",")
+    reader = csv.reader(itertools.chain([first], f), delimiter=delimiter, strict=True)  # strict: an open quote is an error
+    done = 0  # lines read before the record being read
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            hint = "; a quote opened there is not closed" if "unexpected end of data" in str(e) else ""
+            raise SpeedplanInputError(f"{path}:{skipped + done + 1}: cannot read ({e}{hint})") from None
+        start, done = skipped + done + 1, reader.line_num
+        if any(c.strip() for c in cells) and not cells[0].lstrip().startswith("#"):
+            yield start, cells
+
+
+def _header(names: list[str]) -> list[str]:
+    """The header's names, each that is a column speedplan reads but for its case, spaces or
+    dashes ("Mechanism", "Acceptance Length", "TPOT_ms") taken as that column."""
+    out = []
+    for name in names:
+        plain = "_".join(name.lower().replace("-", " ").split())
+        out.append(plain if name not in KNOWN and plain in KNOWN and plain not in names else name)
+    return out
 
 
 def _too_many(where, rows: int) -> None:
@@ -72,6 +114,8 @@ def _too_many(where, rows: int) -> None:
 
 COLUMNS = ("mechanism", "batch", "draft_len", "context", *QUANTITIES, "acceptance_length", "tree_nodes",
            "max_running_requests")
+# every column a CSV may name (the setting's, under any of their names: checked against the command's)
+KNOWN = (*COLUMNS, *(name for names in SETTING_COLUMNS.values() for name in names))
 
 
 def _check_header(path: Path | str, header: list[str]) -> None:
@@ -84,8 +128,8 @@ def _check_header(path: Path | str, header: list[str]) -> None:
         if name in seen:
             raise SpeedplanInputError(f"{path}: column {shown(name)} appears twice")
         seen.add(name)
-        if name not in COLUMNS:
-            near = [n for n in difflib.get_close_matches(name, COLUMNS, n=1, cutoff=0.85) if n not in names]
+        if name not in KNOWN:
+            near = [n for n in difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.85) if n not in names]
             if near:  # a column beside the one it resembles (step_us beside step_ms) is the user's own
                 raise SpeedplanInputError(f"{path}: unknown column {name!r} (did you mean {near[0]!r}?)")
 
@@ -123,19 +167,25 @@ def _missing(value) -> bool:
 
 
 def _measurement(row: dict, quantity: str, acceptance, where: str) -> Measurement:
-    mech = str(row.get("mechanism") or "").strip().lower()
+    mech = canonical_mechanism(str(row.get("mechanism") or ""))  # EAGLE-3, draft_model: as speedplan names them
     if not mech:
         raise SpeedplanInputError(f"{where}: field 'mechanism' missing")
     draft_len = number_field(row, "draft_len", where, True)
     al = number_field(row, "acceptance_length", where, required=False)  # a plain row's: empty or 1 (Measurement)
     if mech != "none" and al is None:
         al = scraped(acceptance, mech, draft_len, where)
+    setting = {kind: next(((c, row[c]) for c in names if c in row), (None, None))
+               for kind, names in SETTING_COLUMNS.items()}  # the setting the row names: checked by calibrate
+    gpu, model = setting["gpu"][1], setting["model"][1]
     return Measurement(
         mechanism=mech, batch=number_field(row, "batch", where, True), draft_len=draft_len,
         context=number_field(row, "context", where, True), quantity=quantity,
         value=number_field(row, quantity, where), acceptance_length=al,
         where=where, tree_nodes=number_field(row, "tree_nodes", where, True, required=False),
-        max_running=number_field(row, "max_running_requests", where, True, required=False))
+        max_running=number_field(row, "max_running_requests", where, True, required=False),
+        tp=number_field(row, setting["tp"][0], where, True, required=False) if setting["tp"][0] else None,
+        hardware=str(gpu).strip() if gpu is not None else None, model=str(model).strip() if model is not None else None,
+        names=tuple((kind, column) for kind, (column, _) in setting.items() if column and column != kind))
 
 
 REPEAT_SPREAD = 1.5  # repeated runs of one configuration further apart than this factor contradict each other
@@ -250,7 +300,16 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
         raise SpeedplanInputError(f"{path}: empty file")
     lines = stripped.splitlines()
     first = lines[0] if lines else ""
-    if path.suffix.lower() == ".csv" or ("," in first and not first.startswith(("{", "["))):
+    if path.suffix.lower() not in (".csv", ".tsv", ".json", ".jsonl") and looks_like_sglang_log(stripped):
+        # "[2026-...] Decode batch, ...": it read as malformed JSON
+        raise SpeedplanInputError(f"{path}: an SGLang server log: its accept len is acceptance, not step times; "
+                                  "calibrate reads SGLang's bench_speculative.py output (a log goes to speedplan "
+                                  f"sweep --acceptance MECH:{path.name}[@D])")
+    # the header of a CSV: its first line that is no comment, cells separated by , ; or a tab
+    header = next((line for line in lines if line.strip() and not line.lstrip().startswith("#")), "")
+    if path.suffix.lower() in (".csv", ".tsv") or (
+            not header.startswith(("{", "[")) and not plain_server_scrape(stripped)
+            and any(d in header for d in ",;\t")):
         return read_csv(path, acceptance)
     try:
         data = json.loads(stripped)

@@ -147,6 +147,30 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
         accepted_per_position=tuple(counts), models=tuple(sorted(models)))
 
 
+# The accepted total and the per-position sum may differ by this share (series scraped a moment apart).
+TOTALS_SPREAD = 0.01
+
+
+def check_totals(counters: SpecDecodeCounters) -> None:
+    """The counters of a scrape agree with each other: vLLM counts each accepted token once in
+    the accepted total and once at its position, and accepts no more than it drafted
+    (vllm/v1/spec_decode/metrics.py, `SpecDecodingStats.observe_draft`, commit
+    016a8587edb04ae53c913a1da9355a07dc0ca4ae; the per-position counters are registered for every
+    position 0..num_speculative_tokens-1). Disagreeing totals are a scrape cut short (positions
+    missing), edited, or pieced together from several scrapes or servers. `speedplan calibrate`
+    checks its scrape so (`read_vllm_metrics` reads what a file holds)."""
+    path, accepted, drafted = counters.path, counters.num_accepted_tokens, counters.num_draft_tokens
+    per_position = sum(counters.accepted_per_position)
+    if accepted is not None and abs(accepted - per_position) > TOTALS_SPREAD * max(accepted, per_position, 1.0):
+        raise SpeedplanInputError(f"{path}: {ACCEPTED} ({accepted:g}) is not the sum of {PER_POSITION} over its "
+                                  f"positions ({per_position:g}): vLLM counts each accepted token in both, so positions "
+                                  "are missing or the counters come from different scrapes; give one whole scrape")
+    if drafted is not None and max(accepted or 0.0, per_position) > drafted * (1 + TOTALS_SPREAD):
+        raise SpeedplanInputError(f"{path}: more tokens accepted ({max(accepted or 0.0, per_position):g}) than drafted "
+                                  f"({DRAFT_TOKENS} {drafted:g}): the counters come from different scrapes or servers; "
+                                  "give one whole scrape")
+
+
 def plain_server_scrape(text: str) -> bool:
     """A vLLM /metrics scrape (its `vllm:` metrics) without the spec-decode counters: a server
     that ran without --speculative-config (they are registered only with a speculative config)."""
