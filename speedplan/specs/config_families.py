@@ -81,6 +81,39 @@ def flag(cfg: dict, key: str, where: str) -> bool:
     return bool(value)
 
 
+# Families whose transformers config class defaults tie_word_embeddings to True, read where the
+# config.json states none (GemmaConfig, Gemma2Config, Gemma3TextConfig: huggingface/transformers
+# configuration_gemma2.py at 008e5743, configuration_gemma3.py at 008f5c8c; google/gemma-2-9b-it's
+# config.json has no such key and its checkpoint holds one embedding the lm_head reuses). The other
+# priced families' classes default to False, as a config without the key was read before.
+_TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3")
+
+
+def tied_embeddings(cfg: dict, where: str) -> bool:
+    """Whether the lm_head reuses the embedding: `tie_word_embeddings`, else the family's default."""
+    if cfg.get("tie_word_embeddings") is None:
+        family = str(cfg.get("model_type", "")).removesuffix("_text")
+        return family in _TIED_BY_DEFAULT or any(_is(cfg, f) for f in _TIED_BY_DEFAULT)
+    return flag(cfg, "tie_word_embeddings", where)
+
+
+# What a composite (multimodal) config.json states for the whole checkpoint beside its text_config:
+# transformers saves quantization_config at the top (an FP8 Qwen3.5 or Llama-4 checkpoint), and the
+# weights' dtype and tie_word_embeddings there where the text_config leaves them out.
+_WHOLE_MODEL_KEYS = ("quantization_config", "tie_word_embeddings")
+_DTYPE_KEYS = ("torch_dtype", "dtype")
+
+
+def text_config(cfg: dict, where: str) -> dict:
+    """A composite config's text_config, with the whole-checkpoint keys it leaves to the top
+    level (an object of its own wins; the text_config's own dtype wins over the top's)."""
+    text = cfg["text_config"]
+    if not isinstance(text, dict):
+        raise SpeedplanInputError(f"{where}: 'text_config' must be an object")
+    keys = _WHOLE_MODEL_KEYS + (() if any(text.get(k) is not None for k in _DTYPE_KEYS) else _DTYPE_KEYS)
+    return {**text, **{k: cfg[k] for k in keys if cfg.get(k) is not None and text.get(k) is None}}
+
+
 def check_bias_flags(cfg: dict, where: str) -> None:
     """InternLM3's `qkv_bias` (q, k and v projections) and `bias` (o_proj; vLLM's LlamaDecoderLayer
     reads both): booleans. Bias vectors are not counted, as no family's are."""

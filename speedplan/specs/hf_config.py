@@ -6,9 +6,11 @@ malformed or missing key is one `SpeedplanInputError` naming the file and the ke
 from __future__ import annotations
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.config_families import (check_bias_flags, check_layer_types, expert_weight_bits, family_of, flag,
-                                             quantized_dtype, shared_mlp_width, sliding_window, tp_gathers)
+from speedplan.specs.config_families import (check_bias_flags, check_layer_types, expert_weight_bits, family_of,
+                                             quantized_dtype, shared_mlp_width, sliding_window, text_config,
+                                             tied_embeddings, tp_gathers)
 from speedplan.specs.files import finite
+from speedplan.specs.hardware import DTYPE_BYTES
 from speedplan.specs.linear_attention import linear_attention
 from speedplan.specs.model import MAX_POSITIONS, MLASpec, MoESpec, ModelSpec
 from speedplan.specs.sparse_attention import sparse_index
@@ -178,9 +180,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     if not isinstance(cfg, dict):
         raise SpeedplanInputError(f"{where}: expected a JSON object")
     if "text_config" in cfg and "hidden_size" not in cfg:
-        cfg = cfg["text_config"]
-        if not isinstance(cfg, dict):
-            raise SpeedplanInputError(f"{where}: 'text_config' must be an object")
+        cfg = text_config(cfg, where)
     hidden = _int(cfg, "hidden_size", where)
     heads = _int(cfg, "num_attention_heads", where)
     if hidden == 0 or heads == 0:
@@ -253,10 +253,10 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
             raise SpeedplanInputError(f"{where}: {zero[0]!r} must be > 0 (multi-head latent attention), got 0")
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
 
-    dtype = _dtype(cfg, where)
-    if dtype == "fp32":
-        dtype = "bf16"  # served in bf16 unless the user says otherwise
-    dtype = quantized_dtype(cfg.get("quantization_config"), dtype, where, moe=moe is not None)
+    stored = _dtype(cfg, where)
+    if stored == "fp32":
+        stored = "bf16"  # served in bf16 unless the user says otherwise
+    dtype = quantized_dtype(cfg.get("quantization_config"), stored, where, moe=moe is not None)
     check_layer_types(cfg, layers, where)
     check_bias_flags(cfg, where)
     window, window_layers, chunked = sliding_window(cfg, layers, where)
@@ -273,13 +273,14 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
         head_dim=head_dim,
         intermediate=intermediate,
         vocab=vocab,
-        tie_embeddings=flag(cfg, "tie_word_embeddings", where),
+        tie_embeddings=tied_embeddings(cfg, where),
         qk_norm="Qwen3" in arch,
         moe=moe,
         mla=mla,
         mtp_layers=(_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
                     or int(str(cfg.get("model_type", "")) == "qwen3_next")),  # its checkpoints ship one, unstated
         dtype=dtype,
+        embed_bits=8 * DTYPE_BYTES[stored] if dtype == "fp8" and stored != "fp8" else 0,  # FP8: embeddings stay
         window=window,
         window_layers=window_layers,
         chunked=chunked,
@@ -329,6 +330,8 @@ def _max_context(cfg: dict, where: str) -> int:
         raise SpeedplanInputError(f"{where}: rope_scaling factor must be > 0 (the context's scale), got {_short(factor)}")
     if kind in ("llama3", "longrope", "su") or factor is None or factor <= 1:
         return most
+    if "gemma3" in str(cfg.get("model_type", "")):  # its max_position_embeddings already holds the factor (vLLM
+        return most  # _get_and_verify_max_len skips gemma3's: google/gemma-3-12b-it holds 131,072, not 8 x that)
     original = rope.get("original_max_position_embeddings")
     if original is not None and (isinstance(original, bool) or not isinstance(original, int)
                                  or not 0 < original <= MAX_POSITIONS):

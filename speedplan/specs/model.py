@@ -18,6 +18,7 @@ from pathlib import Path
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
+from speedplan.specs.labels import attention_label  # noqa: F401  (reports import it from here)
 from speedplan.specs.linear_attention import LinearAttentionSpec
 from speedplan.specs.sparse_attention import SparseIndexSpec
 
@@ -78,6 +79,7 @@ class ModelSpec:
     published_params: float | None = None
     max_context: int = 0  # tokens a sequence may hold (max_position_embeddings, with rope scaling); 0: not stated
     tp_gathers: tuple[int, ...] = ()  # per attention layer at TP > 1: each all-gather's width, elements a token
+    embed_bits: int = 0  # bits per embedding and lm_head weight where wider than dtype (FP8 checkpoints: 16); 0: dtype
 
     def __post_init__(self) -> None:
         for label in ("hidden", "layers", "heads", "kv_heads", "head_dim", "vocab"):
@@ -192,10 +194,11 @@ class ModelSpec:
 
     def weight_bytes(self, dtype_bytes: int | None = None) -> float:
         b = dtype_bytes or self.dtype_bytes
+        wide = self.embedding_params() * max(0.0, self.embed_bits / 8 - b)  # kept at the checkpoint's 16 bits
         if self.moe is None or not self.moe.expert_bits:
-            return self.param_count() * b
+            return self.param_count() * b + wide
         routed = self.moe_layers * self.moe.num_experts * 3 * self.hidden * self.moe.expert_intermediate
-        return self.param_count() * b - routed * (b - self.moe.expert_bits / 8)
+        return self.param_count() * b - routed * (b - self.moe.expert_bits / 8) + wide
 
     def kv_bytes_per_token(self, dtype_bytes: int | None = None) -> float:
         """KV-cache bytes one token occupies over all layers (MLA: the compressed latent)."""
@@ -380,14 +383,6 @@ def _preset_of_repo(repo: str) -> str | None:
         if match and base(match.group(1)) == base(repo):
             return name
     return None
-
-
-def attention_label(summary: dict) -> str:
-    """A model's attention variants in one phrase, from its `ModelSpec.summary()` (or meta.json's
-    "model"): sliding or chunked window, linear layers, sparse attention; "" for full attention."""
-    linear, sparse = summary.get("linear_attention"), summary.get("sparse_attention")
-    return "; ".join(filter(None, [summary.get("sliding_window"), linear and f"linear on {linear}",
-                                   sparse and f"sparse {sparse}"]))
 
 
 def __getattr__(name: str):
