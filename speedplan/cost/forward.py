@@ -241,6 +241,8 @@ def forward_cost(
     tokens = batch * q_len
     n_layers = model.layers
     b = model.dtype_bytes
+    wide = model.embed_bits > 8 * b  # an FP8 checkpoint's lm_head stays at its 16 bits (vLLM does not quantise it)
+    head_dtype, head_b = ({16: "bf16", 32: "fp32"}.get(model.embed_bits, "bf16"), model.embed_bits / 8) if wide else (dtype, b)
 
     gemm_us = np.zeros_like(tokens)
     profile_us = np.zeros_like(tokens)
@@ -274,13 +276,14 @@ def forward_cost(
                 spread = np.minimum(tokens * e.top_k, e.num_experts)
                 experts["balanced"] += cost.gemm(tokens * e.top_k / spread, shape.n * spread, shape.k, dtype).latency_us
         else:
-            op = cost.gemm(m, n, shape.k, dtype)
+            op = cost.gemm(m, n, shape.k, head_dtype if shape.name == "lm_head" else dtype)
             gemm_us += count * op.latency_us
             profile_us += count * op.latency_us * op.from_profile
             outside_us += count * op.latency_us * op.out_of_range
             compute_bound_us += count * op.latency_us * (op.bound == "compute")
         flops += count * 2.0 * m * n * shape.k
-        weight_b = model.moe.expert_bits / 8 if shape.moe and model.moe.expert_bits else b
+        weight_b = (model.moe.expert_bits / 8 if shape.moe and model.moe.expert_bits else
+                    head_b if shape.name == "lm_head" else b)
         nbytes += count * ((m * shape.k + m * n) * b + n * shape.k * weight_b)
     if model.moe is not None and model.moe_layers:
         layer_us = experts["random"]

@@ -92,7 +92,7 @@ def test_users_own_preset_json_is_priced_by_the_fallback(tmp_path):
     with pytest.raises(SpeedplanInputError, match="malformed JSON"):
         load_cost_model(str(path))
     data = json.loads((PRESET_DIR / "mi300x.json").read_text())  # absurd values (accepted until 2026-12-03)
-    for key, value, word in (("compute_efficiency", 5, "in \\(0, 1\\]"), ("name", "", "'name' must not be empty")):
+    for key, value, word in (("compute_efficiency", 5, "in \\(0, 1\\]"), ("name", "", "name is empty; say what the device is called")):
         path.write_text(json.dumps({**data, key: value if key == "name" else {"value": value, "source": "x"}}))
         with pytest.raises(SpeedplanInputError, match=word):
             load_cost_model(str(path))

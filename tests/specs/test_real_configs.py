@@ -139,3 +139,22 @@ def test_moe_and_mla_configs_read_every_cost_field():
     assert _model("mixtral-8x7b-instruct-v0.1").param_count(active=True) == pytest.approx(12_879_925_248, rel=1e-3)
     assert _model("qwen3-30b-a3b").param_count(active=True) == pytest.approx(3_353_032_704, rel=1e-3)
     assert _model("qwen2.5-7b-instruct").window == 0  # sliding_window 131072 with use_sliding_window false
+
+
+def test_an_fp8_checkpoints_lm_head_is_priced_at_its_16_bits():
+    """The lm_head of an FP8 checkpoint stays bf16 (ModelSpec.embed_bits): its GEMM is priced on the
+    bf16 table and its weight bytes at 2 per parameter, not on the fp8 table."""
+    import numpy as np
+
+    from speedplan.cost.forward import forward_cost
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.specs.model import get_model
+
+    model, cost, tp = get_model("deepseek-v3"), load_cost_model("h200-sxm"), 8
+    assert model.dtype == "fp8" and model.embed_bits == 16
+    batch = np.array([1.0, 64.0])
+    with_head = forward_cost(cost, model, batch, 1, 4096, tp)
+    without = forward_cost(cost, model, batch, 1, 4096, tp, lm_head=False)
+    head = cost.gemm(batch, model.vocab / tp, model.hidden, "bf16").latency_us * 1e-6
+    assert np.allclose(with_head.gemm_s - without.gemm_s, head, rtol=1e-9)
+    assert not np.allclose(head, cost.gemm(batch, model.vocab / tp, model.hidden, "fp8").latency_us * 1e-6)
