@@ -93,3 +93,25 @@ def test_a_rate_per_user_under_an_engine_cap_is_marked_with_the_rate_per_offered
     assert "tok/s/user marked ^" in (out / "report.html").read_text()
     assert run(SMALL + ["--out", str(tmp_path / "v")]) == 0  # vLLM: no cap, no mark, no note
     assert "^" not in capsys.readouterr().out
+
+
+def test_engines_shows_a_named_profile_or_file_in_full(tmp_path, capsys):
+    """`speedplan engines PROFILE...` prints each profile with every term's value, unit and source
+    (a calibrate output could not be listed: "unexpected extra argument"); a bad one is exit 2."""
+    from speedplan.engine.profile import TERMS, get_engine
+
+    assert run(["engines", "vllm"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("engine profile vllm (vLLM")
+    vllm = get_engine("vllm")
+    for name in TERMS:
+        line = next(line for line in printed.splitlines() if line.split()[:1] == [name])
+        assert f"[{TERMS[name].unit}]: {vllm.terms[name].source[:40]}" in line
+    mine = tmp_path / "mine.json"
+    mine.write_text(json.dumps({**vllm.to_json(), "name": "mine"}))
+    assert run(["engines", str(mine), "sglang"]) == 0
+    printed = capsys.readouterr().out
+    assert f"engine profile mine (file {mine}; vLLM" in printed and "\nengine profile sglang (SGLang" in printed
+    assert run(["engines", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such engine profile file" in err

@@ -54,11 +54,18 @@ def hardware() -> None:
     typer.echo(table(rows))
 
 
-def engines() -> None:
+def engines(profile: Optional[List[str]] = typer.Argument(
+        None, metavar="[PROFILE]...", help="Engine profiles to show in full, each term with its value, unit and "
+        "source: a shipped name or a JSON file from speedplan calibrate.")) -> None:
     """List engine profiles: the engine and version each describes, how much of a GPU its memory rule
-    lets weights and KV cache hold, and how its terms were set: speedplan engines"""
+    lets weights and KV cache hold, and how its terms were set: speedplan engines. Name a profile
+    (speedplan engines vllm, or a file from speedplan calibrate) to see every term and its source."""
     from speedplan.engine.profile import get_engine, preset_names
 
+    if profile:
+        shown = [get_engine(p) for p in profile]  # all read before anything prints: a bad one is exit 2 alone
+        typer.echo("\n\n".join(_engine_detail(e) for e in shown))
+        return
     rows = []
     for name in preset_names():
         e = get_engine(name)
@@ -69,6 +76,19 @@ def engines() -> None:
         rows.append({"engine": e.name, "describes": _cut(f"{e.engine} {e.version}", 60),
                      "memory": e.memory.summary(), "terms fitted": f"{fitted} of {len(e.terms)}{to}"})
     typer.echo(table(rows))
+
+
+def _engine_detail(e) -> str:
+    """One engine profile in full: what it describes, its memory rule, how its terms were set, and
+    each term's value, unit and source."""
+    from speedplan.engine.profile import TERMS
+
+    lines = [e.label(), f"  {e.description}" if e.description else "", f"  memory: {e.memory.summary()} ({e.memory.source})",
+             f"  terms: {e.provenance()}"]
+    width = max(len(n) for n in e.terms)
+    for name, term in e.terms.items():
+        lines.append(f"  {name.ljust(width)}  {term.value:,.4g} [{TERMS[name].unit}]: {term.source}")
+    return "\n".join(line for line in lines if line)
 
 
 def _cut(text: str, width: int) -> str:
