@@ -115,3 +115,19 @@ def test_engines_shows_a_named_profile_or_file_in_full(tmp_path, capsys):
     assert run(["engines", str(tmp_path / "none.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such engine profile file" in err
+
+
+def test_the_engine_line_says_when_the_profile_was_fitted_on_another_setting(tmp_path, capsys):
+    """A profile calibrated on one model, GPU and TP prices another with no word of it (the calibrate
+    walkthrough's finding 12): the engine line now names the fitted rows' settings where none is the
+    sweep's; the shipped vllm profile's rows ran on the default sweep's, which says nothing more."""
+    assert run(SMALL + ["--out", str(tmp_path / "d")]) == 0
+    engine = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("engine:"))
+    assert "its fitted rows ran on" not in engine
+    meta = json.loads((tmp_path / "d" / "meta.json").read_text())
+    assert meta["engine_fitted_settings"] == ["llama-3.1-8b on h100-sxm, TP=1"]
+    assert run(SMALL + ["--model", "qwen3-32b", "--out", str(tmp_path / "q")]) == 0
+    engine = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("engine:"))
+    assert ("its fitted rows ran on llama-3.1-8b on h100-sxm, TP=1, not on qwen3-32b on h100-sxm, TP=1: its host "
+            "and launch terms may carry over") in engine
+    assert "its fitted rows ran on llama-3.1-8b" in (tmp_path / "q" / "report.html").read_text()

@@ -264,6 +264,12 @@ class EngineProfile:
         batches = [b for b in batches if np.isfinite(b) and b > 0]
         return (min(batches), max(batches)) if batches else None
 
+    def fitted_settings(self) -> list[str]:
+        """What the fitted rows ran on, as calibrate labels them ("llama-3.1-8b on h100-sxm, TP=1"),
+        each once; [] without rows or labels."""
+        labels = [row.get("setting") for row in (self.fit or {}).get("rows") or []]
+        return sorted({label for label in labels if isinstance(label, str) and label})
+
     def fitted_at(self) -> str:
         """" at B = 1–64" (the fitted rows' batch sizes, for a provenance line); "" without rows."""
         span = self.fitted_batches()
@@ -294,7 +300,8 @@ class EngineProfile:
         return {"engine": self.name, "engine_family": self.engine, "engine_label": self.label(),
                 "engine_source": self.origin, "engine_fit": self.provenance(),
                 "engine_spec_max_running": self.terms["spec_max_running"].value,
-                "engine_fitted_batches": list(self.fitted_batches() or []), "engine_memory": self.memory.to_json()}
+                "engine_fitted_batches": list(self.fitted_batches() or []),
+                "engine_fitted_settings": self.fitted_settings(), "engine_memory": self.memory.to_json()}
 
     def prices_like(self, other: "EngineProfile") -> bool:
         """Whether two profiles price alike and are labelled alike (name, file, every term's value, memory rule)."""

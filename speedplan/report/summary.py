@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numbers
 import re
+from pathlib import Path
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -71,7 +72,25 @@ def engine_source(result: "SweepResult") -> str:
     cap = meta.get("engine_spec_max_running") or 0
     capped = (f"; a speculative step runs at most {cap:g} requests (spec_max_running), so at B > {cap:g} the "
               "others wait" if cap else "")
-    return f"{label}{'; ' + how if how else ''}{capped}{_beyond_fit(result)}"
+    return f"{label}{'; ' + how if how else ''}{capped}{_beyond_fit(result)}{_other_setting(result)}"
+
+
+def _other_setting(result: "SweepResult") -> str:
+    """"; fitted on llama-3.1-8b on h100-sxm, TP=1, not this sweep's ..." where no row the engine
+    profile was fitted to ran this sweep's model, hardware and TP; "" otherwise (or unlabelled rows)."""
+    meta = result.meta
+    settings = meta.get("engine_fitted_settings") or []
+    parsed = [re.fullmatch(r"(.+) on (.+), TP=(\d+)", s) for s in settings]
+    if not settings or not all(parsed):
+        return ""
+    model, hardware, tp = (meta.get("model") or {}).get("model", ""), str(meta.get("hardware", "")), int(meta.get("tp", 1))
+    same = lambda m: (m[1] == model and int(m[3]) == tp and
+                      hardware in (m[2], Path(m[2]).stem, Path(m[2]).name))  # calibrate's --hardware may be a path
+    if any(same(m) for m in parsed):
+        return ""
+    shown = "; ".join(settings[:3]) + (f" and {len(settings) - 3} more" if len(settings) > 3 else "")
+    return (f"; its fitted rows ran on {shown}, not on {model} on {hardware}, TP={tp}: its host and launch terms "
+            "may carry over, its kernel_scale and anything tied to the model may not (calibrate on this setting)")
 
 
 def _beyond_fit(result: "SweepResult") -> str:
