@@ -83,6 +83,11 @@ TERMS: dict[str, TermSpec] = {
     "sample_passes_spec": TermSpec(
         "passes over the logits", "how many times sampling and rejection read and write the verify pass's "
         "B·(1+D)×vocab fp32 logits", 0.0, 20.0),
+    "sample_passes_random": TermSpec(
+        "passes over the logits", "extra passes the target's sampler makes over its logits (plain: B×vocab; "
+        "speculative: B·(1+D)×vocab) when requests sample at a temperature above 0: temperature scaling, "
+        "softmax and the random draw, on top of sample_passes_plain or sample_passes_spec (the drafter's "
+        "own sampler is priced greedy)", 0.0, 20.0),
     "kernel_scale": TermSpec(
         "ratio", "time the machine's kernels take now over what the op cost model's profile measured: clocks, "
         "power cap, a co-tenant, or the engine's kernels against the profiled ones (1 = as profiled); it "
@@ -110,6 +115,8 @@ OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
     "spec_max_running": (0.0, "default: no cap on the requests a speculative step runs (the profile does not set one)"),
     "zero_draft_forward": (0.0, "default: a step with draft length 0 runs no drafter forward (the profile does not say)"),
     "zero_draft_logits": (0.0, "default: no drafter logits in a step with draft length 0 (the profile does not say)"),
+    "sample_passes_random": (0.0, "default: sampling at a temperature above 0 priced as greedy (the profile does not "
+                                  "say)"),
 }
 
 

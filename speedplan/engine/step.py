@@ -9,6 +9,8 @@ Per target step:
            + launch_us · (layer_launches · (layers + draft forwards · draft layers)
                           + draft_step_launches · draft forwards)
            + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work
+    t_sample = (sample_passes_plain or _spec [+ sample_passes_random where requests sample at T > 0])
+               · one pass over the target's logits + sample_passes_plain · one over the drafter's
     t_host = host_step_us + (host_seq_us [+ host_spec_seq_us]) · B + host_token_us · T  # + host n-gram lookup
     t      = t_gpu + t_host − min(overlap · t_host, t_gpu)
 
@@ -47,7 +49,9 @@ class StepParts:
     draft_tokens: positions the drafter proposes or scores per step (B·D for a chain);
     host_draft_s: drafting done on the host (n-gram lookup), seconds;
     speculative: whether the step drafts (it then takes overlap_spec and sample_passes_spec);
-    draft_ops_s: the drafting kernels alone (part of ops_s), seconds."""
+    draft_ops_s: the drafting kernels alone (part of ops_s), seconds;
+    random: whether requests sample at a temperature above 0 (the sampler then takes
+    sample_passes_random more passes over the target's logits; 0: greedy)."""
 
     ops_s: np.ndarray
     batch: np.ndarray
@@ -61,6 +65,7 @@ class StepParts:
     host_draft_s: np.ndarray
     speculative: np.ndarray
     draft_ops_s: np.ndarray
+    random: np.ndarray | float = 0.0
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,8 @@ def step_cost(terms: dict, parts: StepParts) -> StepCost:
     """The engine model of the module docstring: `terms` maps each term of
     `speedplan.engine.profile.TERMS` to its value (EngineProfile.values())."""
     spec = parts.speculative
-    passes = np.where(spec, terms["sample_passes_spec"], terms["sample_passes_plain"])
+    passes = (np.where(spec, terms["sample_passes_spec"], terms["sample_passes_plain"])
+              + np.where(np.asarray(parts.random, dtype=float) > 0, terms["sample_passes_random"], 0.0))
     sample = passes * parts.logits_pass_s + terms["sample_passes_plain"] * parts.draft_pass_s
     launches = (terms["layer_launches"] * (parts.layers + parts.forwards * parts.draft_layers)
                 + terms["draft_step_launches"] * parts.forwards)
@@ -123,17 +129,20 @@ def logits_pass_s(cost, logits) -> np.ndarray:
     return np.where(logits > 0, op.latency_us * 1e-6, 0.0)
 
 
-def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost) -> StepParts:
-    """A plain decoding step of `batch` sequences whose target forward is `forward`."""
+def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost, random: float = 0.0) -> StepParts:
+    """A plain decoding step of `batch` sequences whose target forward is `forward` (`random`: 1
+    where requests sample at a temperature above 0)."""
     batch = np.asarray(batch, dtype=float)
     zero = np.zeros_like(batch)
     return StepParts(np.broadcast_to(forward.total_s, batch.shape) + zero, batch, batch, zero + target.layers, zero,
-                     zero, logits_pass_s(cost, batch * target.vocab), zero, zero, zero, zero.astype(bool), zero)
+                     zero, logits_pass_s(cost, batch * target.vocab), zero, zero, zero, zero.astype(bool), zero,
+                     float(random))
 
 
 def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, verify_tokens,
-                      verify: ForwardCost, draft: ForwardCost) -> StepParts:
-    """One speculative step: draft with `mech`, verify `verify_tokens` tokens per sequence.
+                      verify: ForwardCost, draft: ForwardCost, random: float = 0.0) -> StepParts:
+    """One speculative step: draft with `mech`, verify `verify_tokens` tokens per sequence
+    (`random`: 1 where requests sample at a temperature above 0).
 
     `verify` and `draft` are the priced target verify pass and drafting kernels; the mechanism
     says how many sequential draft forwards it runs (each pays the engine's un-captured
@@ -146,11 +155,12 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
                      logits_pass_s(cost, tokens * target.vocab),
                      logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
                      mech.draft_rows(batch, draft_len, nodes), mech.host_draft_s(batch, draft_len),
-                     np.ones(batch.shape, dtype=bool), np.broadcast_to(draft.total_s, batch.shape) + 0.0)
+                     np.ones(batch.shape, dtype=bool), np.broadcast_to(draft.total_s, batch.shape) + 0.0,
+                     float(random))
 
 
 def zero_draft_parts(cost, target: ModelSpec, mech, batch, forward: ForwardCost, upkeep: ForwardCost,
-                     terms: dict) -> StepParts:
+                     terms: dict, random: float = 0.0) -> StepParts:
     """A step with draft length 0 in a launch that loads `mech`'s drafter: the plain forward of
     `batch` sequences, plus the drafter's `upkeep` forward (`Mechanism.upkeep_cost`, already
     scaled by zero_draft_forward) with the launches of one draft forward and its logits pass where
@@ -158,7 +168,7 @@ def zero_draft_parts(cost, target: ModelSpec, mech, batch, forward: ForwardCost,
     (vLLM, EAGLE-3 head, B = 64): the target's decode forward plus one head pass (fc and decoder
     layer) over 64 tokens without its lm_head, and one draft forward's launches."""
     batch = np.asarray(batch, dtype=float)
-    plain = plain_parts(cost, target, batch, forward)
+    plain = plain_parts(cost, target, batch, forward, random)
     runs = (upkeep.total_s > 0).astype(float)
     logits = runs * terms["zero_draft_logits"] * batch * mech.draft_shape().vocab if runs.any() else 0 * batch
     return replace(plain, ops_s=plain.ops_s + upkeep.total_s, forwards=runs,

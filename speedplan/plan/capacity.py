@@ -106,7 +106,8 @@ class Capacity:
         key = ("capacity", cache_as, engine.terms["spec_max_running"].value,
                *(np.asarray(grid[k]).tobytes() for k in ("draft_len", "nodes", "batch", "context")))
         if key not in self.kernels:
-            self.kernels[key] = price_grid(mech, grid, self.cost, self.target, self.tp, engine)
+            self.kernels[key] = price_grid(mech, grid, self.cost, self.target, self.tp, engine,
+                                           self.result.meta.get("temperature") or 0.0)
         return engine_rows(self.kernels[key], engine, self.hardware, self.target, self.tp)["tokens_per_s_per_gpu"].to_numpy(float)
 
 

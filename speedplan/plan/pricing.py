@@ -55,32 +55,33 @@ class GridPricing:
     running: np.ndarray  # requests a step runs (the batch, or an engine's speculative cap)
     spec_cap: float = 0.0  # the engine's spec_max_running this pricing was made for
     window_pool: float | None = None  # the engine memory rule's window_pool its memory_bytes were made with
+    temperature: float = 0.0  # the sampling temperature served: above 0 the sampler takes sample_passes_random more
 
 
 def price_grid(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int,
-               engine: EngineProfile) -> GridPricing:
+               engine: EngineProfile, temperature: float = 0.0) -> GridPricing:
     """Kernels and step parts at the requests each step runs: the batch, or for a speculative
-    step of an engine with a cap, min(batch, cap)."""
+    step of an engine with a cap, min(batch, cap); `temperature` the sampling temperature served."""
     R = engine.running(g["batch"], mech is not None)
-    p = _priced(mech, {**g, "batch": R}, cost, target, tp, engine.memory.window_pool)
+    p = _priced(mech, {**g, "batch": R}, cost, target, tp, engine.memory.window_pool, temperature)
     return replace(p, grid=g, running=R, spec_cap=engine.terms["spec_max_running"].value,
-                   window_pool=engine.memory.window_pool)
+                   window_pool=engine.memory.window_pool, temperature=temperature)
 
 
 def _priced(mech: Mechanism | None, g: dict, cost: CostModel, target: ModelSpec, tp: int,
-            window_pool: float | None = None) -> GridPricing:
+            window_pool: float | None = None, temperature: float = 0.0) -> GridPricing:
     B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
     if mech is None:
         q = np.ones(len(B))
         verify = forward_cost(cost, target, B, 1, L, tp)
         draft = ForwardCost.zeros(len(B))
-        parts = plain_parts(cost, target, B, verify)
+        parts = plain_parts(cost, target, B, verify, float(temperature > 0))
         al = np.ones(len(B))
     else:
         q = mech.verify_tokens(D, N)
         verify = forward_cost(cost, target, B, q, L, tp, mask="tree" if mech.is_tree else "causal")
         draft = mech.draft_cost(cost, target, B, D, L, N, tp)
-        parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft)
+        parts = speculative_parts(cost, target, mech, B, D, N, q, verify, draft, float(temperature > 0))
         al = mech.acceptance_length(D, N)
     memory = memory_bytes(mech, target, B, D, L, N, tp, window_pool)
     return GridPricing(mech, g, q, verify, draft, parts, np.asarray(al, dtype=float), memory, B)

@@ -112,10 +112,11 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
     sliding = target.local_layers or any(getattr(getattr(p.mech, "draft", None), "local_layers", 0) for p in pricings)
     if sliding and any(p.window_pool != engine.memory.window_pool for p in pricings):
         # another sliding-window pool: every step's memory changes (`ModelSpec.kv_bytes_per_rank`)
-        pricings = [price_grid(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
+        pricings = [price_grid(p.mech, p.grid, cost, target, tp, engine, p.temperature) for p in pricings]
     elif any(p.mech is not None and p.spec_cap != engine.terms["spec_max_running"].value for p in pricings):
         # another speculative cap: speculative steps run another number of requests
-        pricings = [p if p.mech is None else price_grid(p.mech, p.grid, cost, target, tp, engine) for p in pricings]
+        pricings = [p if p.mech is None else price_grid(p.mech, p.grid, cost, target, tp, engine, p.temperature)
+                    for p in pricings]
     frame = priced_frame(pricings, engine, hw, target, tp)
     out = SweepResult(frame, pareto(frame), best_per_batch(frame), None, {**result.meta, **engine.meta()},
                       result.pricing, engine)
@@ -338,7 +339,7 @@ def sweep(
 
     check_grid_size([len(_grid(m, [1], draft_lens, [1], tree_nodes)["batch"]) for m in [None, *mechs]], batches, contexts)
     grids = [(mech, _grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
-    pricings = [price_grid(mech, g, cost, target, tp, engine) for mech, g in grids if len(g["batch"])]
+    pricings = [price_grid(mech, g, cost, target, tp, engine, temperature) for mech, g in grids if len(g["batch"])]
     frame = priced_frame(pricings, engine, hw, target, tp)
 
     result = SweepResult(frame, pareto(frame), best_per_batch(frame), None,

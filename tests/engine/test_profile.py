@@ -104,7 +104,7 @@ def test_a_profile_from_a_file_says_so_even_under_a_shipped_name(tmp_path):
 
 
 def test_an_edited_fitted_term_is_named_and_the_plans_name_the_file(tmp_path):
-    """A copy of vllm.json with host_step_us edited to 3000 said "3 of 16 terms fitted ... median
+    """A copy of vllm.json with host_step_us edited to 3000 said "3 of 17 terms fitted ... median
     |residual| 0.9%" everywhere, and the serving files' "Priced with engine profile vllm: ..." read as
     the shipped profile (an audit of 2026-12-04)."""
     from speedplan.engine.profile import PRESET_DIR
@@ -119,12 +119,12 @@ def test_an_edited_fitted_term_is_named_and_the_plans_name_the_file(tmp_path):
     mine = tmp_path / "mine.json"
     mine.write_text(json.dumps(data))
     text = get_engine(str(mine)).provenance()
-    assert text.startswith("2 of 16 terms fitted") and f"host_step_us = 3000 edited (the fit gave {fitted:g})" in text
+    assert text.startswith("2 of 17 terms fitted") and f"host_step_us = 3000 edited (the fit gave {fitted:g})" in text
     assert "(the fit's, before the edit below)" in text
     plan = plan_engines(sweep(batches=[1, 8], engine=str(mine)), engines="vllm")["vllm"]
-    assert plan.engine_profile.startswith(f"vllm: file {mine}; 2 of 16 terms fitted")
+    assert plan.engine_profile.startswith(f"vllm: file {mine}; 2 of 17 terms fitted")
     shipped = plan_engines(sweep(batches=[1, 8]), engines="vllm")["vllm"]
-    assert shipped.engine_profile.startswith("vllm: 3 of 16 terms fitted")
+    assert shipped.engine_profile.startswith("vllm: 3 of 17 terms fitted")
     # calibrated on top of the edited file: the edit still shows; this fit's own residuals are not stale
     from speedplan.engine.run_calibration import calibrate_rows
 

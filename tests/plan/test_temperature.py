@@ -109,3 +109,48 @@ def test_head_default_itself_stays_greedy():
     temperature happens in the sweep, once, where the temperature is known."""
     acc, source = head_default("eagle3", "llama-3.1-8b")
     assert acc.ranks[0] == pytest.approx(0.8298, abs=1e-4) and "temperature" not in source
+
+
+def test_sampling_at_a_temperature_takes_the_engines_extra_passes_over_the_logits():
+    """DESIGN's t_sample(T, vocab, temperature): at T > 0 the target's sampler makes
+    sample_passes_random more passes over its logits (3 in the shipped profiles, an assumption);
+    the drafter's own sampler stays greedy. Plain and speculative rows both pay it."""
+    from speedplan.engine.profile import get_engine
+
+    greedy = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], temperature=0)
+    hot = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], temperature=0.7)
+    terms = get_engine("vllm").values()
+    assert terms["sample_passes_random"] == 3.0
+    for (_, g), (_, h) in zip(greedy.frame.iterrows(), hot.frame.iterrows()):
+        passes = terms["sample_passes_spec"] if g["mechanism"] != "none" else terms["sample_passes_plain"]
+        # the drafter's pass (eagle3's draft logits) is the same at both temperatures
+        assert h["t_sample_s"] - g["t_sample_s"] == pytest.approx(
+            (g["t_sample_s"] - _draft_part(greedy, g)) * terms["sample_passes_random"] / passes, rel=1e-9)
+        assert h["t_step_s"] > g["t_step_s"]
+    # another engine's plan reprices with the same temperature (its own sample_passes_random)
+    assert hot.meta["temperature"] == 0.7
+
+
+def _draft_part(result, row) -> float:
+    """The drafter sampler's seconds in a greedy row: t_sample less the target's passes."""
+    from speedplan.engine.profile import get_engine
+
+    p = next(p for p in result.pricing[0] if (p.mech.label if p.mech is not None else "none") == row["mechanism"])
+    i = next(i for i in range(len(p.grid["batch"])) if p.grid["batch"][i] == row["batch"]
+             and p.grid["draft_len"][i] == row["draft_len"])
+    return get_engine("vllm").values()["sample_passes_plain"] * float(p.parts.draft_pass_s[i])
+
+
+def test_a_profile_file_without_the_term_prices_sampling_as_greedy(tmp_path):
+    from speedplan.engine.profile import get_engine
+
+    data = get_engine("vllm").to_json()
+    del data["terms"]["sample_passes_random"]
+    f = tmp_path / "old.json"
+    f.write_text(json.dumps({**data, "name": "old"}))
+    old = get_engine(str(f))
+    assert old.terms["sample_passes_random"].value == 0.0
+    assert old.terms["sample_passes_random"].source.startswith("default: sampling at a temperature above 0 priced as greedy")
+    a = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], engine=old, temperature=0)
+    b = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], engine=old, temperature=1.0)
+    assert np.allclose(a.frame.t_sample_s, b.frame.t_sample_s)
