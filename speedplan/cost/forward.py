@@ -213,6 +213,13 @@ def _indexer(cost, model: ModelSpec, batch, q_len, kv_len) -> OpCost:
     return cost.attention(batch, q_len, kv_len, heads, 1, s.key_bytes // 2, "causal", dtype)
 
 
+def _head_dtype(cost, bits: int, dtype: str) -> str:
+    """The GEMM dtype of an lm_head kept at `bits` (an FP8 checkpoint's 16): one of that width the
+    hardware has a peak for (bf16, else fp16: a hardware file may list fp16 and fp8 only), else `dtype`."""
+    peaks = getattr(getattr(cost, "hardware", None), "peak_flops_per_s", None) or {"bf16": 0, "fp32": 0}
+    return next((d for d in ({32: ("fp32",)}.get(bits) or ("bf16", "fp16")) if d in peaks), dtype)
+
+
 def forward_cost(
     cost,
     model: ModelSpec,
@@ -242,7 +249,7 @@ def forward_cost(
     n_layers = model.layers
     b = model.dtype_bytes
     wide = model.embed_bits > 8 * b  # an FP8 checkpoint's lm_head stays at its 16 bits (vLLM does not quantise it)
-    head_dtype, head_b = ({16: "bf16", 32: "fp32"}.get(model.embed_bits, "bf16"), model.embed_bits / 8) if wide else (dtype, b)
+    head_dtype, head_b = (_head_dtype(cost, model.embed_bits, dtype), model.embed_bits / 8) if wide else (dtype, b)
 
     gemm_us = np.zeros_like(tokens)
     profile_us = np.zeros_like(tokens)

@@ -183,6 +183,7 @@ def _record(r, profile: str | None = None) -> dict:
         "acceptance_length": round(float(r.acceptance_length), 4),
         "speedup": round(float(r.speedup), 4),
         "tokens_per_s_per_user": round(float(r.tokens_per_s_per_user), 3),
+        "running": int(getattr(r, "running", r.batch)),  # below batch: the user rate is a running request's (^)
         "tokens_per_s_per_gpu": round(float(r.tokens_per_s_per_gpu), 3),
         "t_step_s": float(r.t_step_s),
         "engine_profile": profile or r.engine,

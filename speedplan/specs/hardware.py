@@ -300,9 +300,12 @@ DEFAULT_HARDWARE = "h100-sxm"
 def hardware_file(given) -> str:
     """The file a hardware of one's own was read from (resolved), for the lines that name the
     hardware: such a file may carry a preset's name with other numbers. "" for a preset or a
-    profile folder (named by its own line) and for a CostModel built in Python."""
-    if isinstance(given, (str, os.PathLike)) and Path(given).is_file():
-        return str(Path(given).resolve())
+    profile folder (named by its own line) and for a CostModel built in Python. Read as
+    `cost.ops.load_cost_model` reads it: a file only where the name, stripped, ends in .json (a
+    file "h100-sxm" beside the sweep is not the preset h100-sxm)."""
+    key = str(given).strip() if isinstance(given, (str, os.PathLike)) else ""
+    if key.lower().endswith(".json") and Path(key).is_file():
+        return str(Path(key).resolve())
     return ""
 
 
