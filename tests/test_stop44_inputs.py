@@ -131,3 +131,19 @@ def test_the_engine_line_says_when_the_profile_was_fitted_on_another_setting(tmp
     assert ("its fitted rows ran on llama-3.1-8b on h100-sxm, TP=1, not on qwen3-32b on h100-sxm, TP=1: its host "
             "and launch terms may carry over") in engine
     assert "its fitted rows ran on llama-3.1-8b" in (tmp_path / "q" / "report.html").read_text()
+
+
+def test_the_cap_note_keeps_to_the_rows_shown_and_the_slo_pick_marks_a_capped_rate(tmp_path, capsys):
+    """The ^ note named batch sizes the cut table did not show and no context where several are
+    swept; the SLO pick printed a capped rate without its mark (review of stop 44)."""
+    argv = ["sweep", "--engine", "sglang", "--mechanism", "eagle3", "--draft-len", "0-3"]
+    assert run(argv + ["--context", "1024,4096", "--out", str(tmp_path / "c")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    shown = {int(line.split()[0]) for line in lines[2:] if line[:3].strip().isdigit()}
+    note = next(line for line in lines if line.startswith("note: tok/s/user marked ^"))
+    assert "(context 1024)" in note and "(context 4096)" in note
+    for b in (64, 128, 256):
+        assert (f"at B = {b} (context" in note) == (b in shown), (b, shown, note)
+    assert run(argv + ["--batch", "8,64", "--min-tokens-per-user", "50", "--out", str(tmp_path / "s")]) == 0
+    slo = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("SLO pick"))
+    assert "at B=64" in slo and "tokens/s/user^ (a running request's: a step runs 48 of the 64, the rest wait)" in slo

@@ -180,8 +180,11 @@ def slo_line(result: "SweepResult") -> str:
     family = str(result.meta.get("engine_family") or "").split(" ")[0]
     cannot = (family.lower() in ENGINES and pick["mechanism"] != "none"
               and unsupported(family.lower(), {pick["mechanism"]}, result.meta))
+    running = int(pick["running"]) if "running" in pick else int(pick["batch"])
+    waiting = (f"^ (a running request's: a step runs {running} of the {int(pick['batch'])}, the rest wait)"
+               if running < int(pick["batch"]) else "")
     return (f"SLO pick ({need}): {pick['mechanism']} D={int(pick['draft_len'])} at B={int(pick['batch'])}, "
-            f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user, "
+            f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user{waiting}, "
             f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
             + (f" ({family} cannot run {pick['mechanism']}: the best any mechanism reaches under its profile)"
                if cannot else ""))
@@ -223,17 +226,21 @@ def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset
     return rows
 
 
-def waiting_line(best: pd.DataFrame) -> list[str]:
+def waiting_line(best: pd.DataFrame, shown: set | None = None) -> list[str]:
     """The note for tokens/s per user marked ^: where a step runs fewer requests than the batch
     offered (SGLang's cap with speculative decoding), the rate is a running request's; the rest
-    wait, so per offered request it is tokens/s/GPU × TP / B."""
+    wait, so per offered request it is tokens/s/GPU × TP / B. `shown`: the (B, context) cells a
+    cut table shows (None: every row)."""
     if "running" not in best:
         return []
     capped = best[best["running"] < best["batch"]].sort_values(["context", "batch"])
+    if shown is not None:
+        capped = capped[[(int(b), int(c)) in shown for b, c in zip(capped["batch"], capped["context"])]]
     if capped.empty:
         return []
+    several = best["context"].nunique() > 1
     per_offered = ", ".join(f"{r.tokens_per_s_per_user * r.running / r.batch:,.1f} at B = {int(r.batch)}"
-                            for r in capped.itertuples())
+                            + (f" (context {int(r.context)})" if several else "") for r in capped.itertuples())
     runs = sorted({int(n) for n in capped["running"]})
     return [f"note: tok/s/user marked ^ is a running request's: a step runs {', '.join(map(str, runs))} requests "
             f"there and the rest wait (queued), so per offered request it is {per_offered}"]
@@ -350,7 +357,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         lines.extend(fmt(r) for r in shown)
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
-        lines.extend(waiting_line(result.best))
+        lines.extend(waiting_line(result.best, {(int(r["B"]), int(r["context"])) for r in shown}))
         unplanned = unplanned_line(result, list(plans) if plans else None)
         if unplanned:
             lines.append(unplanned)
