@@ -51,6 +51,7 @@ class Acceptance:
     source: str
     kind: str  # "iid", "positions" or "ranks"
     match: float = 1.0  # chance a step proposes any draft (n-gram lookup); 1 for model drafters
+    measured_at: float | None = None  # sampling temperature it was measured at, where known (a runtime trace)
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, str):  # every report appends to it

@@ -22,6 +22,7 @@ family's name, `eagle` or `eagle3`, also reaches its tree):
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -383,12 +384,16 @@ def fit_trace(path: Path) -> Acceptance:
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}: trace of plain decoding (draft_len 0) has no acceptance to fit")
     ran = " on ".join(str(meta[k]) for k in ("mechanism", "model") if meta.get(k))  # whose acceptance it is
-    source = f"trace: {path} ({ran + ', ' if ran else ''}{len(counts)} sequence-steps, D={draft_len})"
+    temperature = meta.get("temperature")
+    temperature = float(temperature) if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) \
+        and np.isfinite(temperature) and temperature >= 0 else None
+    at = f"T={temperature:g}, " if temperature is not None else ""
+    source = f"trace: {path} ({ran + ', ' if ran else ''}{at}{len(counts)} sequence-steps, D={draft_len})"
     tree = meta.get("tree")
     if tree and any("accepted_ranks" in s for s in steps):
         ranks = fit_ranks(steps, int(tree.get("depth") or draft_len), int(tree.get("topk") or 8))
         ranks = ranks[: max(1, int(np.nonzero(ranks)[0].max(initial=0)) + 1)]
         if ranks.sum() >= 1.0:
             ranks = ranks * 0.999 / ranks.sum()
-        return Acceptance.per_rank(ranks, source)
-    return Acceptance.positional(fit_positions(np.bincount(counts), draft_len), source)
+        return replace(Acceptance.per_rank(ranks, source), measured_at=temperature)
+    return replace(Acceptance.positional(fit_positions(np.bincount(counts), draft_len), source), measured_at=temperature)

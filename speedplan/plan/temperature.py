@@ -123,7 +123,13 @@ def _scaled(acc: Acceptance, rho: float) -> Acceptance:
 def at_temperature(mech, target, temperature: float):
     """`mech` with its published default acceptance moved to `temperature` (module docstring),
     its source saying how; unchanged at T = 0 or where the acceptance is the user's."""
-    if temperature == 0 or mech.acceptance.source != "published":
+    measured = mech.acceptance.measured_at
+    if mech.acceptance.source != "published":  # the user's: moved never, but said where it ran elsewhere
+        if measured is None or abs(measured - temperature) < 1e-9:
+            return mech
+        return replace(mech, acceptance_source=mech.acceptance_source + f"; measured at temperature {measured:g}, "
+                       f"the sweep serves {temperature:g}: not moved (give acceptance measured at {temperature:g})")
+    if temperature == 0:
         return mech
     found = _pair_ratio(mech, target)
     if found is None:

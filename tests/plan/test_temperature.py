@@ -154,3 +154,23 @@ def test_a_profile_file_without_the_term_prices_sampling_as_greedy(tmp_path):
     a = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], engine=old, temperature=0)
     b = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], engine=old, temperature=1.0)
     assert np.allclose(a.frame.t_sample_s, b.frame.t_sample_s)
+
+
+def test_a_trace_says_the_temperature_it_ran_at_and_a_sweep_at_another_says_so(tmp_path):
+    """A runtime trace records its temperature: its source names it, and a sweep serving another
+    temperature says the acceptance was measured elsewhere (it is not moved: it is the user's)."""
+    from speedplan.plan.acceptance_sources import parse_acceptance
+
+    meta = {"type": "meta", "schema": "speedplan.trace/1", "mechanism": "ngram", "draft_len": 3, "tree": None,
+            "batch": 1, "temperature": 0.0}
+    path = tmp_path / "t.jsonl"
+    steps = [{"type": "step", "batch": 1, "accepted": [a]} for a in (3, 1, 0, 2)]
+    path.write_text("\n".join(json.dumps(x) for x in (meta, *steps)) + "\n")
+    acc = parse_acceptance(str(path))
+    assert acc.measured_at == 0.0 and "(ngram, T=0, 4 sequence-steps, D=3)" in acc.source
+    same = sweep("llama-3.1-8b", "h100-sxm", ["ngram"], [1], [0, 3], acceptance=acc, temperature=0)
+    hot = sweep("llama-3.1-8b", "h100-sxm", ["ngram"], [1], [0, 3], acceptance=acc, temperature=0.7)
+    assert "measured at temperature" not in same.meta["acceptance"]["ngram"]
+    assert hot.meta["acceptance"]["ngram"].endswith(
+        "; measured at temperature 0, the sweep serves 0.7: not moved (give acceptance measured at 0.7)")
+    assert np.allclose(same.frame.acceptance_length, hot.frame.acceptance_length)
