@@ -30,8 +30,8 @@ import numpy as np
 from speedplan.engine.readers.sglang_log import (draft_len_from_rates, looks_like_sglang_log, mean_accept_length,
                                                  read_sglang_log)
 from speedplan.engine.readers.measurement import drafts_ran_short
-from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, looks_like_vllm_metrics, plain_server_scrape,
-                                                   read_vllm_metrics)
+from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, check_totals, looks_like_vllm_metrics,
+                                                   plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
@@ -224,7 +224,7 @@ def _from_file(text: str) -> Acceptance:
 
 def from_vllm_metrics(path: Path) -> Acceptance:
     """Per-position conditional acceptance from a vLLM scrape (see engine.readers.vllm_metrics)."""
-    counters = read_vllm_metrics(path)
+    check_totals(counters := read_vllm_metrics(path))  # refused as calibrate refuses it: one whole scrape
     rates = counters.position_rates
     if min(rates) >= 1.0 - 1e-9:
         raise SpeedplanInputError(f"{path}: every drafted token was accepted at all {len(rates)} positions "

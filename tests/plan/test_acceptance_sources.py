@@ -174,7 +174,7 @@ def test_engine_acceptance_that_cannot_be_is_refused(tmp_path):
         "accept rate: 0.60", "accept rate: 0.13"))
     assert "D=4 given" in parse_acceptance(f"{tree}@4").source
     all_in = SCRAPE.replace("} 54.0", "} 60.0").replace("} 36.0", "} 40.0").replace("} 70.0", "} 100.0").replace(
-        "} 50.0", "} 100.0")
+        "} 50.0", "} 100.0").replace("} 210.0", "} 300.0")  # the accepted total agrees with its positions
     with pytest.raises(SpeedplanInputError, match="every drafted token was accepted at all 3 positions"):
         parse_acceptance(str(_write(tmp_path, "metrics.txt", all_in)))
 
@@ -247,3 +247,17 @@ def test_an_ngram_acceptance_length_takes_its_match_rate():
     assert acc.positions == plain.positions and acc.match == 0.5 and plain.match == 1.0
     assert al_iid(acc.positions[0], 4) == pytest.approx(2.2, abs=1e-6)
     assert "over the steps that drafted, match=0.5" in acc.source
+
+
+def test_a_scrape_whose_totals_disagree_is_refused_by_the_sweep_as_by_calibrate(tmp_path, capsys):
+    """calibrate refuses a /metrics scrape whose accepted total is not the sum of its per-position
+    counters (one cut short, edited or pieced together); `sweep --acceptance` read it (stop 44)."""
+    from speedplan.cli.app import run
+
+    cut = _write(tmp_path, "cut.txt", "\n".join(line for line in SCRAPE.splitlines() if 'position="2"' not in line))
+    with pytest.raises(SpeedplanInputError, match=r"is not the sum of .* over its positions"):
+        parse_acceptance(str(cut))
+    out = tmp_path / "r"
+    assert run(["sweep", "--mechanism", "eagle3", "--acceptance", str(cut), "--batch", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give one whole scrape" in err and not out.exists()
