@@ -159,8 +159,12 @@ def falling_schedule(s: dict, allowed: list, nb: int) -> list:
 
 def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | None:
     """The feasible row with the most tokens/s/GPU that still gives each user at least
-    `min_tokens_per_user` tokens/s; None when nothing meets the SLO."""
-    ok = frame[frame["feasible"] & (frame["tokens_per_s_per_user"] >= min_tokens_per_user)]
+    `min_tokens_per_user` tokens/s; None when nothing meets the SLO. Under an engine's cap (a
+    step runs `running` of the `batch` requests in flight, the rest wait) a user's rate is the
+    offered request's, tokens_per_s_per_user × running / batch, not a running one's."""
+    running = frame["running"] if "running" in frame else frame["batch"]
+    offered = frame["tokens_per_s_per_user"] * running / frame["batch"]
+    ok = frame[frame["feasible"] & (offered >= min_tokens_per_user)]
     if ok.empty:
         return None
     near = ok[ok["tokens_per_s_per_gpu"] >= (1.0 - TIE_TOLERANCE) * ok["tokens_per_s_per_gpu"].max()]

@@ -181,8 +181,9 @@ def slo_line(result: "SweepResult") -> str:
     cannot = (family.lower() in ENGINES and pick["mechanism"] != "none"
               and unsupported(family.lower(), {pick["mechanism"]}, result.meta))
     running = int(pick["running"]) if "running" in pick else int(pick["batch"])
-    waiting = (f"^ (a running request's: a step runs {running} of the {int(pick['batch'])}, the rest wait)"
-               if running < int(pick["batch"]) else "")
+    offered = pick["tokens_per_s_per_user"] * running / int(pick["batch"])  # the rest wait: what the SLO is held to
+    waiting = (f"^ (a running request's: a step runs {running} of the {int(pick['batch'])}, the rest wait), "
+               f"{offered:.1f} per offered request" if running < int(pick["batch"]) else "")
     return (f"SLO pick ({need}): {pick['mechanism']} D={int(pick['draft_len'])} at B={int(pick['batch'])}, "
             f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user{waiting}, "
             f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
