@@ -84,8 +84,8 @@ TERMS: dict[str, TermSpec] = {
         "passes over the logits", "how many times sampling and rejection read and write the verify pass's "
         "B·(1+D)×vocab fp32 logits", 0.0, 20.0),
     "sample_passes_random": TermSpec(
-        "passes over the logits", "extra passes the target's sampler makes over its logits (plain: B×vocab; "
-        "speculative: B·(1+D)×vocab) when requests sample at a temperature above 0: temperature scaling, "
+        "passes over the logits", "extra passes the target's sampler makes over its logits (T verified tokens "
+        "× vocab: B, B·(1+D), or B·(N+1) for a tree) when requests sample at a temperature above 0: temperature scaling, "
         "softmax and the random draw, on top of sample_passes_plain or sample_passes_spec (the drafter's "
         "own sampler is priced greedy)", 0.0, 20.0),
     "kernel_scale": TermSpec(

@@ -293,7 +293,8 @@ def sweep(
     sweeps every one that applies (the others, with why, in `meta["skipped"]`). `acceptance`: one
     Acceptance for every mechanism, or a dict per mechanism name (key "*" for the rest).
     `temperature`: the sampling temperature served; above 0 the published defaults move to it
-    (`speedplan.plan.temperature`), an acceptance given here is taken as measured at it.
+    (`speedplan.plan.temperature`), an acceptance given here is taken as measured at it, and every
+    step's sampler takes the engine profile's sample_passes_random more passes over the logits.
 
     >>> r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 64], range(0, 5))
     >>> sorted(r.frame.mechanism.unique())

@@ -122,7 +122,8 @@ def _scaled(acc: Acceptance, rho: float) -> Acceptance:
 
 def at_temperature(mech, target, temperature: float):
     """`mech` with its published default acceptance moved to `temperature` (module docstring),
-    its source saying how; unchanged at T = 0 or where the acceptance is the user's."""
+    its source saying how; unchanged at T = 0. The user's acceptance is never moved; where it
+    states the temperature it was measured at (a runtime trace) and that differs, its source says so."""
     measured = mech.acceptance.measured_at
     if mech.acceptance.source != "published":  # the user's: moved never, but said where it ran elsewhere
         if measured is None or abs(measured - temperature) < 1e-9:
