@@ -196,3 +196,19 @@ def test_launches_told_apart_by_their_algorithm_say_so():
     with tempfile.TemporaryDirectory() as d:
         with pytest.raises(SpeedplanInputError, match="speculative_algorithm=EAGLE, speculative_num_steps=3"):
             read_sglang_log(write_log(Path(d), lines))
+
+
+@pytest.mark.parametrize("al, rate", [(2.50, 0.10), (2.00, 0.00), (2.00, 1.00), (1.00, 0.50)])
+def test_an_accept_rate_that_contradicts_its_accept_len_is_refused(tmp_path, al, rate):
+    """With the launch's D known, a chain's accept rate is (accept len - 1) / D from the same
+    window's counters (both printed to two decimals); a rate of 0 or 1 beside an accept len that
+    says otherwise was read in silence (stop 43's left-alone list)."""
+    path = write_log(tmp_path, [server_args_line(3, 1, 4), decode_line(8, al, rate)])
+    with pytest.raises(SpeedplanInputError, match=r"server\.log:2: accept len .* and accept rate .* disagree: with D = 3"):
+        parse_acceptance(str(path))
+
+
+@pytest.mark.parametrize("al, rate", [(2.50, 0.50), (1.00, 0.00), (3.97, 0.99), (2.21, 0.40)])
+def test_an_accept_rate_that_agrees_within_rounding_is_read(tmp_path, al, rate):
+    path = write_log(tmp_path, [server_args_line(3, 1, 4), decode_line(8, al, rate)])
+    assert parse_acceptance(str(path)).source

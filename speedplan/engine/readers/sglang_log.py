@@ -168,6 +168,11 @@ def read_sglang_log(path: Path) -> list[DecodeLogLine]:
         if d is not None and values["accept_len"] > 1 + d + 0.005:  # the log prints two decimals
             raise SpeedplanInputError(f"{path}:{i}: accept len {values['accept_len']:g} is above 1 + D = {1 + d}, the "
                                       f"most a step of the launch on line {launch.line} can accept")
+        rate = values["accept_rate"]  # a chain's (accept len - 1) / D, both from one window's counters
+        if d and rate is not None and abs(values["accept_len"] - 1 - rate * d) > 0.005 * (1 + d) + 1e-9:
+            raise SpeedplanInputError(f"{path}:{i}: accept len {values['accept_len']:g} and accept rate {rate:g} disagree: "
+                                      f"with D = {d} (server_args, line {launch.line}) the rate is (accept len - 1) / D "
+                                      f"= {(values['accept_len'] - 1) / d:.3f}; the line was edited or pieced together")
         out.append(DecodeLogLine(i, values["accept_len"], values["accept_rate"],
                                  int(running) if running is not None else None, values["gen_throughput"],
                                  launch.draft_len() if launch is not None else None))
