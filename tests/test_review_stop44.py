@@ -25,7 +25,7 @@ from speedplan.cost.forward import forward_cost
 from speedplan.cost.ops import load_cost_model
 from speedplan.plan.pick import recommendations
 from speedplan.plan.sweep import sweep
-from speedplan.specs.hardware import PRESET_DIR, hardware_file
+from speedplan.specs.hardware import PRESET_DIR
 from speedplan.specs.model import get_model
 
 
@@ -33,7 +33,7 @@ def test_a_stray_file_named_like_a_preset_is_not_the_hardware_file(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     (tmp_path / "h100-sxm").write_text("my notes on the H100\n")  # not JSON: load_cost_model takes the preset
     assert load_cost_model("h100-sxm").hardware.name == "h100-sxm"
-    assert hardware_file("h100-sxm") == ""
+    assert load_cost_model("h100-sxm").hardware_file == ""
     assert sweep("llama-3.1-8b", "h100-sxm", ["ngram"], [1], [0, 1]).meta["hardware_file"] == ""
 
 

@@ -95,6 +95,7 @@ class CostModel:
 
     hardware: Hardware
     profile: ProfileLookup | None = None
+    hardware_file: str = ""  # the JSON file `hardware` was read from (resolved); "" for a preset or a profile folder
 
     @property
     def origin(self) -> str:
@@ -257,7 +258,7 @@ def load_cost_model(hardware: str | Path) -> CostModel:
     if key.lower().endswith(".json"):
         from speedplan.specs.hardware import load_hardware_file
 
-        return CostModel(load_hardware_file(path))
+        return CostModel(load_hardware_file(path), hardware_file=str(path.resolve()))
     shipped = shipped_profile(key)
     if not path.is_dir() and shipped is not None:
         path = shipped

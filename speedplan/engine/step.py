@@ -50,8 +50,8 @@ class StepParts:
     host_draft_s: drafting done on the host (n-gram lookup), seconds;
     speculative: whether the step drafts (it then takes overlap_spec and sample_passes_spec);
     draft_ops_s: the drafting kernels alone (part of ops_s), seconds;
-    random: whether requests sample at a temperature above 0 (the sampler then takes
-    sample_passes_random more passes over the target's logits; 0: greedy)."""
+    temperature: the sampling temperature served (above 0 the sampler takes sample_passes_random
+    more passes over the target's logits; 0: greedy)."""
 
     ops_s: np.ndarray
     batch: np.ndarray
@@ -65,7 +65,7 @@ class StepParts:
     host_draft_s: np.ndarray
     speculative: np.ndarray
     draft_ops_s: np.ndarray
-    random: np.ndarray | float = 0.0
+    temperature: np.ndarray | float = 0.0  # an array where calibrate gathers rows of several steps
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def step_cost(terms: dict, parts: StepParts) -> StepCost:
     `speedplan.engine.profile.TERMS` to its value (EngineProfile.values())."""
     spec = parts.speculative
     passes = (np.where(spec, terms["sample_passes_spec"], terms["sample_passes_plain"])
-              + np.where(np.asarray(parts.random, dtype=float) > 0, terms["sample_passes_random"], 0.0))
+              + np.where(np.asarray(parts.temperature) > 0, terms["sample_passes_random"], 0.0))
     sample = passes * parts.logits_pass_s + terms["sample_passes_plain"] * parts.draft_pass_s
     launches = (terms["layer_launches"] * (parts.layers + parts.forwards * parts.draft_layers)
                 + terms["draft_step_launches"] * parts.forwards)
@@ -129,20 +129,20 @@ def logits_pass_s(cost, logits) -> np.ndarray:
     return np.where(logits > 0, op.latency_us * 1e-6, 0.0)
 
 
-def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost, random: float = 0.0) -> StepParts:
-    """A plain decoding step of `batch` sequences whose target forward is `forward` (`random`: 1
-    where requests sample at a temperature above 0)."""
+def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost, temperature: float = 0.0) -> StepParts:
+    """A plain decoding step of `batch` sequences whose target forward is `forward`, sampled at
+    `temperature`."""
     batch = np.asarray(batch, dtype=float)
     zero = np.zeros_like(batch)
     return StepParts(np.broadcast_to(forward.total_s, batch.shape) + zero, batch, batch, zero + target.layers, zero,
                      zero, logits_pass_s(cost, batch * target.vocab), zero, zero, zero, zero.astype(bool), zero,
-                     float(random))
+                     temperature)
 
 
 def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, verify_tokens,
-                      verify: ForwardCost, draft: ForwardCost, random: float = 0.0) -> StepParts:
-    """One speculative step: draft with `mech`, verify `verify_tokens` tokens per sequence
-    (`random`: 1 where requests sample at a temperature above 0).
+                      verify: ForwardCost, draft: ForwardCost, temperature: float = 0.0) -> StepParts:
+    """One speculative step: draft with `mech`, verify `verify_tokens` tokens per sequence, sampled
+    at `temperature`.
 
     `verify` and `draft` are the priced target verify pass and drafting kernels; the mechanism
     says how many sequential draft forwards it runs (each pays the engine's un-captured
@@ -156,11 +156,11 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
                      logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
                      mech.draft_rows(batch, draft_len, nodes), mech.host_draft_s(batch, draft_len),
                      np.ones(batch.shape, dtype=bool), np.broadcast_to(draft.total_s, batch.shape) + 0.0,
-                     float(random))
+                     temperature)
 
 
 def zero_draft_parts(cost, target: ModelSpec, mech, batch, forward: ForwardCost, upkeep: ForwardCost,
-                     terms: dict, random: float = 0.0) -> StepParts:
+                     terms: dict, temperature: float = 0.0) -> StepParts:
     """A step with draft length 0 in a launch that loads `mech`'s drafter: the plain forward of
     `batch` sequences, plus the drafter's `upkeep` forward (`Mechanism.upkeep_cost`, already
     scaled by zero_draft_forward) with the launches of one draft forward and its logits pass where
@@ -168,7 +168,7 @@ def zero_draft_parts(cost, target: ModelSpec, mech, batch, forward: ForwardCost,
     (vLLM, EAGLE-3 head, B = 64): the target's decode forward plus one head pass (fc and decoder
     layer) over 64 tokens without its lm_head, and one draft forward's launches."""
     batch = np.asarray(batch, dtype=float)
-    plain = plain_parts(cost, target, batch, forward, random)
+    plain = plain_parts(cost, target, batch, forward, temperature)
     runs = (upkeep.total_s > 0).astype(float)
     logits = runs * terms["zero_draft_logits"] * batch * mech.draft_shape().vocab if runs.any() else 0 * batch
     return replace(plain, ops_s=plain.ops_s + upkeep.total_s, forwards=runs,

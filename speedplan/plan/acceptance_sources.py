@@ -33,7 +33,7 @@ from speedplan.engine.readers.measurement import drafts_ran_short
 from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, check_totals, looks_like_vllm_metrics,
                                                    plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import parse_json
+from speedplan.specs.files import finite, parse_json
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
                                        fit_positions, fit_ranks)
 
@@ -384,9 +384,7 @@ def fit_trace(path: Path) -> Acceptance:
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}: trace of plain decoding (draft_len 0) has no acceptance to fit")
     ran = " on ".join(str(meta[k]) for k in ("mechanism", "model") if meta.get(k))  # whose acceptance it is
-    temperature = meta.get("temperature")
-    temperature = float(temperature) if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) \
-        and np.isfinite(temperature) and temperature >= 0 else None
+    temperature = float(meta["temperature"]) if finite(meta.get("temperature")) and meta["temperature"] >= 0 else None
     at = f"T={temperature:g}, " if temperature is not None else ""
     source = f"trace: {path} ({ran + ', ' if ran else ''}{at}{len(counts)} sequence-steps, D={draft_len})"
     tree = meta.get("tree")

@@ -184,19 +184,20 @@ DRAFT_SIZE_ROWS = ((60e6, 0.75, "T5-small"), (220e6, 0.80, "T5-base"), (770e6, 0
 DRAFT_ALPHA_RANGE = (0.5, 0.9)  # clamp: the fit is extrapolated beyond the rows' size ratios
 
 
-def _size_line() -> tuple[float, float]:
-    x = np.log10([p / T5_TARGET_PARAMS for p, _, _ in DRAFT_SIZE_ROWS])
-    slope, intercept = np.polyfit(x, [a for _, a, _ in DRAFT_SIZE_ROWS], 1)
+def _size_line(rows=DRAFT_SIZE_ROWS) -> tuple[float, float]:
+    x = np.log10([p / T5_TARGET_PARAMS for p, _, _ in rows])
+    slope, intercept = np.polyfit(x, [a for _, a, _ in rows], 1)
     return float(slope), float(intercept)
 
 
-def draft_size_alpha(draft_params: float, target_params: float) -> float:
-    """α = slope · log10(draft/target params) + intercept, fitted to the three T5 rows
-    (slope 0.063 per decade) and clamped to DRAFT_ALPHA_RANGE. A 1.24B draft of an 8B target
+def draft_size_alpha(draft_params: float, target_params: float, rows=DRAFT_SIZE_ROWS,
+                     clamp: tuple[float, float] = DRAFT_ALPHA_RANGE) -> float:
+    """α = slope · log10(draft/target params) + intercept, fitted to the three T5 `rows` (the
+    greedy ones: slope 0.063 per decade) and clamped to `clamp`. A 1.24B draft of an 8B target
     (ratio 0.154) gets 0.847; a 3.2B draft (ratio 0.400) gets 0.873."""
-    slope, intercept = _size_line()
+    slope, intercept = _size_line(rows)
     alpha = slope * np.log10(draft_params / target_params) + intercept
-    return float(np.clip(alpha, *DRAFT_ALPHA_RANGE))
+    return float(np.clip(alpha, *clamp))
 
 
 # (target, draft) pairs with a published per-position acceptance (unconditional rates r_i, as

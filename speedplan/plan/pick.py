@@ -157,14 +157,19 @@ def falling_schedule(s: dict, allowed: list, nb: int) -> list:
     return [allowed[j] for j in few_rises(rel * weight[:, None], RISE_GAIN * weight)]
 
 
+def offered_rate(rows):
+    """Tokens/s an offered request gets (rows of the sweep frame, or one row): a running one's
+    tokens_per_s_per_user × running / batch, since under an engine's cap a step runs `running`
+    of the `batch` requests in flight and the rest wait; the running rate where none wait."""
+    running = rows["running"] if "running" in rows else rows["batch"]
+    return rows["tokens_per_s_per_user"] * running / rows["batch"]
+
+
 def slo_pick(frame: pd.DataFrame, min_tokens_per_user: float) -> pd.Series | None:
     """The feasible row with the most tokens/s/GPU that still gives each user at least
-    `min_tokens_per_user` tokens/s; None when nothing meets the SLO. Under an engine's cap (a
-    step runs `running` of the `batch` requests in flight, the rest wait) a user's rate is the
-    offered request's, tokens_per_s_per_user × running / batch, not a running one's."""
-    running = frame["running"] if "running" in frame else frame["batch"]
-    offered = frame["tokens_per_s_per_user"] * running / frame["batch"]
-    ok = frame[frame["feasible"] & (offered >= min_tokens_per_user)]
+    `min_tokens_per_user` tokens/s, an offered request's (`offered_rate`); None when nothing
+    meets the SLO."""
+    ok = frame[frame["feasible"] & (offered_rate(frame) >= min_tokens_per_user)]
     if ok.empty:
         return None
     near = ok[ok["tokens_per_s_per_gpu"] >= (1.0 - TIE_TOLERANCE) * ok["tokens_per_s_per_gpu"].max()]

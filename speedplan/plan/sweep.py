@@ -42,7 +42,6 @@ from speedplan.plan.temperature import at_temperature, check_temperature
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, integer, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
 from speedplan.specs.fallback import describe_fit
-from speedplan.specs.hardware import hardware_file
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_DRAFT_LENS = tuple(range(0, 9))
@@ -350,7 +349,7 @@ def sweep(
     result.meta = {
         "model": {**target.summary(), "serve_as": target.serve_as()},
         "hardware": hw.name,
-        "hardware_file": hardware_file(hardware),  # "" for a preset or a profile folder
+        "hardware_file": getattr(cost, "hardware_file", ""),  # a hardware JSON of one's own; "" for a preset or a profile folder
         "hardware_description": hw.description,
         "hardware_source": hw.source,
         "cost_origin": cost.origin,

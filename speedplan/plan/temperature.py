@@ -20,14 +20,12 @@ a trace, server counters) is taken as measured at the temperature it ran at: nev
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-
-import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
-from speedplan.plan.defaults import DRAFT_SIZE_ROWS, EAGLE3_LOWER_RANK_SHARE, PC, T5_TARGET_PARAMS, draft_size_alpha
+from speedplan.plan.defaults import DRAFT_SIZE_ROWS, EAGLE3_LOWER_RANK_SHARE, PC, draft_size_alpha
+from speedplan.specs.files import finite
 
 MAX_TEMPERATURE = 2.0  # engines accept up to 2 (OpenAI's API range); the rows stop at 1
 
@@ -74,8 +72,7 @@ DRAFT_SIZE_ROWS_T1 = ((60e6, 0.62, "T5-small"), (220e6, 0.68, "T5-base"), (770e6
 
 def check_temperature(temperature) -> float:
     """The sampling temperature as a float in [0, MAX_TEMPERATURE]; SpeedplanInputError otherwise."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(temperature)) or not 0 <= float(temperature) <= MAX_TEMPERATURE:
+    if not finite(temperature) or not 0 <= float(temperature) <= MAX_TEMPERATURE:
         raise SpeedplanInputError(f"temperature (--temperature) must be a number in 0..{MAX_TEMPERATURE:g} "
                                   f"(0 = greedy), got {temperature!r}")
     return float(temperature)
@@ -84,12 +81,6 @@ def check_temperature(temperature) -> float:
 def ratio_at(ratio_t1: float, temperature: float) -> float:
     """ρ(T) = 1 − min(T, 1) · (1 − ρ(1)) (module docstring)."""
     return 1.0 - min(temperature, 1.0) * (1.0 - ratio_t1)
-
-
-def _size_alpha_t1(draft_params: float, target_params: float) -> float:
-    x = np.log10([p / T5_TARGET_PARAMS for p, _, _ in DRAFT_SIZE_ROWS_T1])
-    slope, intercept = np.polyfit(x, [a for _, a, _ in DRAFT_SIZE_ROWS_T1], 1)
-    return float(np.clip(slope * np.log10(draft_params / target_params) + intercept, 0.3, 0.9))
 
 
 def _pair_ratio(mech, target) -> tuple[float, str] | None:
@@ -102,7 +93,7 @@ def _pair_ratio(mech, target) -> tuple[float, str] | None:
     if family == "draft-model":
         draft = mech.draft
         greedy = draft_size_alpha(draft.param_count(), target.param_count())
-        t1 = _size_alpha_t1(draft.param_count(), target.param_count())
+        t1 = draft_size_alpha(draft.param_count(), target.param_count(), DRAFT_SIZE_ROWS_T1, (0.3, 0.9))
         rows = ", ".join(f"{n} {a0} and {a1}" for (_, a0, n), (_, a1, _) in zip(DRAFT_SIZE_ROWS, DRAFT_SIZE_ROWS_T1))
         return t1 / greedy, (f'{PC}: "Leviathan et al. 2023 Tab.2", T5-XXL target, EnDe, alpha at T=0 and T=1 ({rows}); '
                              f"log-linear in the draft's size at each temperature: {greedy:.3f} and {t1:.3f} at "

@@ -40,7 +40,7 @@ class ZeroDraft:
     def __init__(self, result, cells: pd.MultiIndex, kernels: dict | None = None):
         self.engine, self.cells = result.engine, cells
         self.pricing = result.pricing
-        self.random = float((getattr(result, "meta", None) or {}).get("temperature") or 0.0) > 0  # sampling at T > 0
+        self.temperature = (getattr(result, "meta", None) or {}).get("temperature") or 0.0  # the sweep's
         self.batch = cells.get_level_values(0).to_numpy(dtype=float)
         # a launch that loads a drafter caps every step as it caps a speculative one
         self.running = self.engine.running(self.batch, True) if self.engine is not None else self.batch
@@ -71,7 +71,7 @@ class ZeroDraft:
         if not (R < self.batch).any() and not self.kept_warm[label]:
             return None
         forward = self._kernel(("plain",), lambda: forward_cost(cost, target, R, 1, L, tp))
-        step = step_cost(terms, zero_draft_parts(cost, target, mech, R, forward, upkeep, terms, float(self.random)))
+        step = step_cost(terms, zero_draft_parts(cost, target, mech, R, forward, upkeep, terms, self.temperature))
         return R / (step.total_s * tp)
 
     def _kernel(self, key: tuple, price):

@@ -16,6 +16,7 @@ import pandas as pd
 
 from speedplan.cost.ops import latency_label, missing_tables
 from speedplan.plan.engine_outputs import engine_profile_name
+from speedplan.plan.pick import offered_rate
 from speedplan.errors import SpeedplanInputError
 from speedplan.report.plan_lines import engine_plan_lines, pick_rows, setting_text, table_plan_note
 from speedplan.specs.model import attention_label
@@ -181,9 +182,8 @@ def slo_line(result: "SweepResult") -> str:
     cannot = (family.lower() in ENGINES and pick["mechanism"] != "none"
               and unsupported(family.lower(), {pick["mechanism"]}, result.meta))
     running = int(pick["running"]) if "running" in pick else int(pick["batch"])
-    offered = pick["tokens_per_s_per_user"] * running / int(pick["batch"])  # the rest wait: what the SLO is held to
     waiting = (f"^ (a running request's: a step runs {running} of the {int(pick['batch'])}, the rest wait), "
-               f"{offered:.1f} per offered request" if running < int(pick["batch"]) else "")
+               f"{offered_rate(pick):.1f} per offered request" if running < int(pick["batch"]) else "")
     return (f"SLO pick ({need}): {pick['mechanism']} D={int(pick['draft_len'])} at B={int(pick['batch'])}, "
             f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user{waiting}, "
             f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
@@ -208,11 +208,12 @@ def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset
     plain step that does not fit in memory (`plain_unfit_cells`) is marked with a *, a tokens/s
     per user where a step runs fewer requests than offered (an engine's cap) with a ^."""
     columns = ["batch", "context", "mechanism", "draft_len", "acceptance_length", "speedup",
-               "tokens_per_s_per_user", "tokens_per_s_per_gpu"]
-    running = best["running"] if "running" in best else best["batch"]
+               "tokens_per_s_per_user", "tokens_per_s_per_gpu", "running"]
+    ordered = best.sort_values(["context", "batch"])
+    if "running" not in ordered:  # a frame from before the engines' caps: every request runs
+        ordered = ordered.assign(running=ordered["batch"])
     rows = []
-    for (b, ctx, mech, d, al, speedup, user, gpu), run in zip(tuples(best.sort_values(["context", "batch"]), columns),
-                                                              running.loc[best.sort_values(["context", "batch"]).index]):
+    for b, ctx, mech, d, al, speedup, user, gpu, run in tuples(ordered, columns):
         mark = "*" if (int(b), int(ctx)) in plain_unfit else ""
         rows.append({
             "B": str(int(b)),
@@ -230,7 +231,7 @@ def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset
 def waiting_line(best: pd.DataFrame, shown: set | None = None) -> list[str]:
     """The note for tokens/s per user marked ^: where a step runs fewer requests than the batch
     offered (SGLang's cap with speculative decoding), the rate is a running request's; the rest
-    wait, so per offered request it is tokens/s/GPU × TP / B. `shown`: the (B, context) cells a
+    wait, so per offered request it is `plan.pick.offered_rate`. `shown`: the (B, context) cells a
     cut table shows (None: every row)."""
     if "running" not in best:
         return []
@@ -240,8 +241,8 @@ def waiting_line(best: pd.DataFrame, shown: set | None = None) -> list[str]:
     if capped.empty:
         return []
     several = best["context"].nunique() > 1
-    per_offered = ", ".join(f"{r.tokens_per_s_per_user * r.running / r.batch:,.1f} at B = {int(r.batch)}"
-                            + (f" (context {int(r.context)})" if several else "") for r in capped.itertuples())
+    per_offered = ", ".join(f"{rate:,.1f} at B = {int(b)}" + (f" (context {int(c)})" if several else "")
+                            for rate, b, c in zip(offered_rate(capped), capped["batch"], capped["context"]))
     runs = sorted({int(n) for n in capped["running"]})
     return [f"note: tok/s/user marked ^ is a running request's: a step runs {', '.join(map(str, runs))} requests "
             f"there and the rest wait (queued), so per offered request it is {per_offered}"]

@@ -11,7 +11,6 @@ wherever a hardware name is accepted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-import os
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
@@ -295,18 +294,6 @@ def _load_presets() -> dict[str, Hardware]:
 PRESETS: dict[str, Hardware] = _load_presets()
 
 DEFAULT_HARDWARE = "h100-sxm"
-
-
-def hardware_file(given) -> str:
-    """The file a hardware of one's own was read from (resolved), for the lines that name the
-    hardware: such a file may carry a preset's name with other numbers. "" for a preset or a
-    profile folder (named by its own line) and for a CostModel built in Python. Read as
-    `cost.ops.load_cost_model` reads it: a file only where the name, stripped, ends in .json (a
-    file "h100-sxm" beside the sweep is not the preset h100-sxm)."""
-    key = str(given).strip() if isinstance(given, (str, os.PathLike)) else ""
-    if key.lower().endswith(".json") and Path(key).is_file():
-        return str(Path(key).resolve())
-    return ""
 
 
 def get_hardware(name: str, folders: bool = True) -> Hardware:
