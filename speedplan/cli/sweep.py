@@ -19,7 +19,7 @@ def sweep(
     hardware: str = typer.Option("h100-sxm", help="Hardware preset or a profile folder (profiles/NAME)."),
     tp: int = typer.Option(1, help="Tensor-parallel size (GPUs per replica)."),
     engine: str = typer.Option("vllm", help="Engine profile that prices every step: vllm, sglang, trtllm, speedplan-runtime, or a JSON file from speedplan calibrate."),
-    mechanism: Optional[List[str]] = typer.Option(None, help="Repeatable: ngram, draft-model[:MODEL][,tp=N], eagle[:vocab=N], eagle-tree[:topk=K], eagle3[:config=PATH], eagle3-tree[:topk=K], mtp, medusa. Default: every mechanism that applies to the model."),
+    mechanism: Optional[List[str]] = typer.Option(None, help="Repeatable: ngram, draft-model[:MODEL][,tp=N], eagle[:vocab=N], eagle-tree[:topk=K], eagle3[:config=PATH], eagle3-tree[:topk=K], mtp, medusa; the engines' names are read too (EAGLE-3, draft_model, STANDALONE, NEXTN, deepseek_mtp). Default: every mechanism that applies to the model."),
     batch: str = typer.Option("1,2,4,8,16,32,64,128,256", help="Batch sizes B, the requests in flight per replica (concurrent sequences decoding): a range like 1-256 or a list like 1,2,4."),
     draft_len: str = typer.Option("0-8", help="Draft lengths D, tokens drafted per step (tree depth for trees): a range like 0-8 or a list like 0,2,4 (D = 0, plain decoding, is always priced)."),
     context: str = typer.Option("4096", help="Context (KV) lengths in tokens per sequence: 4096, a list like 1024,8192 or a range."),
@@ -41,7 +41,7 @@ def sweep(
     from speedplan.plan.acceptance_sources import parse_acceptance_options
     from speedplan.plan.batch_weights import parse_batch_weights
     from speedplan.plan.engine_plan import plan_engines
-    from speedplan.plan.mechanisms import MECHANISMS, TREE_MECHANISMS
+    from speedplan.plan.mechanisms import MECHANISMS, TREE_MECHANISMS, canonical_spec
     from speedplan.plan.shortfall import memory_shortfall
     from speedplan.plan.sweep import sweep as run_sweep
     from speedplan.report.folder import write_outputs
@@ -55,7 +55,7 @@ def sweep(
 
         raise SpeedplanInputError(f"--plan-for {plan_for!r}: an empty name; name one or more of {', '.join(ENGINES)}")
     if mechanism and tree_nodes != _default("tree_nodes") and not any(
-            m.split(":")[0].strip().lower() in TREE_MECHANISMS for m in mechanism):
+            canonical_spec(m).split(":")[0] in TREE_MECHANISMS for m in mechanism):
         raise SpeedplanInputError(f"--tree-nodes {tree_nodes}: no swept mechanism is a tree "
                                   f"({', '.join(sorted(TREE_MECHANISMS))}); it would be ignored")
     draft_lens = parse_int_list(draft_len, "--draft-len")

@@ -34,6 +34,7 @@ from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, check_total
                                                    plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import finite, parse_json
+from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
                                        fit_positions, fit_ranks)
 
@@ -51,11 +52,11 @@ def _split_mechanism(spec: str, mechanisms: tuple[str, ...]) -> tuple[str, str]:
     draft models) when SPEC is numbers (or empty); a bare SPEC → ("*", SPEC)."""
     parts = spec.split(":")
     for i in range(len(parts) - 1, 1, -1):  # the longest MECH:ARG prefix followed by numbers
-        head, rest = ":".join(parts[:i]).strip().lower(), ":".join(parts[i:])
+        head, rest = canonical_spec(":".join(parts[:i]).lower()), ":".join(parts[i:])
         if head.split(":")[0] in mechanisms and (rest.partition("=")[0].strip() in (*_FORMS, "al") or not rest.strip()):
             return head, rest
     head, colon, rest = spec.partition(":")
-    return (head.strip().lower(), rest) if colon and head.strip().lower() in mechanisms else ("*", spec)
+    return (canonical_name(head), rest) if colon and canonical_name(head) in mechanisms else ("*", spec)
 
 
 def parse_acceptance_options(specs: list[str], mechanisms: tuple[str, ...]) -> dict[str, Acceptance]:

@@ -119,7 +119,12 @@ def mechanism_specs(mechanisms) -> list | None:
     if wrong:
         raise SpeedplanInputError(f"mechanisms: expected names like 'eagle3' or 'draft-model:llama-3.2-1b', "
                                   f"got {wrong[0]!r}")
-    return specs
+    from speedplan.plan.mechanisms import mechanism_class, canonical_spec
+
+    for m in specs:
+        if isinstance(m, str):
+            mechanism_class(m.partition(":")[0])  # an unknown name or plain decoding, named as given
+    return [canonical_spec(m) if isinstance(m, str) else m for m in specs]  # EAGLE-3, draft_model: speedplan's names
 
 
 def acceptance_arg(acceptance, mechanisms: tuple[str, ...]):
@@ -128,6 +133,7 @@ def acceptance_arg(acceptance, mechanisms: tuple[str, ...]):
     or a dict whose values are such text."""
     from speedplan.plan.acceptance import Acceptance
     from speedplan.plan.acceptance_sources import parse_acceptance, parse_acceptance_options
+    from speedplan.plan.mechanism_names import canonical_spec
 
     if acceptance is None or isinstance(acceptance, Acceptance):
         return acceptance
@@ -143,7 +149,7 @@ def acceptance_arg(acceptance, mechanisms: tuple[str, ...]):
             if not isinstance(value, Acceptance):
                 raise SpeedplanInputError(f"acceptance[{key!r}]: expected an Acceptance or text like 'alpha=0.8', "
                                           f"got {type(value).__name__}")
-            name = str(key).strip().lower()
+            name = canonical_spec(str(key).lower())  # "EAGLE-3" is eagle3, "*" stays
             if name in given:  # "EAGLE3" and "eagle3": one would silently replace the other
                 raise SpeedplanInputError(f"acceptance: keys {given[name]!r} and {key!r} name one mechanism; give it once")
             out[name], given[name] = value, key

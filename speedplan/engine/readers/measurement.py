@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import MAX_DRAFT
+from speedplan.plan.mechanism_names import canonical_spec
 
 QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup", "verify_ms", "draft_ms")
 DEFAULT_CONTEXT = 1024  # tokens, when a benchmark file does not say (stated in the fit's output)
@@ -35,20 +36,12 @@ SHOWN = 40  # characters of a value an error line echoes
 # checks them against its --tp, --hardware and --model (rows of two GPUs or TPs are not one fit).
 SETTING_COLUMNS = {"tp": ("tp", "tp_size", "tensor_parallel_size", "tensor_parallel"),
                    "gpu": ("gpu", "gpu_type", "hardware"), "model": ("model", "model_id", "target_model")}
-# What users and the engines call mechanisms (vLLM's SpeculativeConfig.method: draft_model,
-# deepseek_mtp, ...; SGLang's --speculative-algorithm: STANDALONE, NEXTN), as speedplan names them.
-ALIASES = {"draft_model": "draft-model", "draft": "draft-model", "standalone": "draft-model", "eagle-3": "eagle3",
-           "eagle_3": "eagle3", "eagle 3": "eagle3", "eagle-1": "eagle", "eagle-2": "eagle", "eagle2": "eagle",
-           "nextn": "mtp", "n-gram": "ngram", "plain": "none", "baseline": "none", "off": "none"}
 
 
 def canonical_mechanism(name: str) -> str:
-    """`name` as speedplan names the mechanism: lower case, an alias (`ALIASES`, vLLM's *_mtp
-    methods) replaced; the options after ':' as given."""
-    head, colon, options = str(name).strip().partition(":")
-    head = head.strip().lower()
-    head = ALIASES.get(head, "mtp" if head.endswith("_mtp") else head)
-    return head + colon + options
+    """`name` as speedplan names the mechanism (`speedplan.plan.mechanism_names`: lower case,
+    an engine's or a user's alias replaced, plain decoding "none"); the options after ':' as given."""
+    return canonical_spec(name)
 
 
 def shown(value) -> str:

@@ -25,6 +25,7 @@ import pkgutil
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.mechanisms.base import Mechanism
 from speedplan.specs.model import ModelSpec
 
@@ -46,7 +47,12 @@ TREE_MECHANISMS: tuple[str, ...] = tuple(n for n, cls in REGISTRY.items() if cls
 
 
 def mechanism_class(name: str) -> type[Mechanism]:
-    key = name.strip().lower()
+    """The class of mechanism `name`, as speedplan or an engine names it (`mechanism_names`:
+    EAGLE-3, draft_model, NEXTN, deepseek_mtp)."""
+    key = canonical_name(name)
+    if key == "none":
+        raise SpeedplanInputError(f"mechanism {name!r} is plain decoding, which every sweep prices (D = 0); "
+                                  f"name a speculative mechanism: {', '.join(MECHANISMS)}")
     if key not in REGISTRY:
         parts = [part.strip() for part in key.split(",")]
         if len(parts) > 1 and all(part in REGISTRY for part in parts):  # "eagle3,ngram": commas hold a mechanism's options
@@ -60,8 +66,8 @@ def parse_mechanism(spec: str, target: ModelSpec, acceptance: Acceptance | None 
     """`ngram`, `draft-model:llama-3.2-1b`, `draft-model:llama-3.2-1b,tp=1`, `eagle`,
     `eagle:vocab=32000`, `eagle-tree:topk=8`, `eagle3`, `eagle3:config=PATH`, `eagle3-tree:topk=8`,
     `mtp`, `medusa`. `acceptance` (user, trace or engine metrics) replaces the published default."""
-    name, _, arg = spec.strip().partition(":")
+    name, _, arg = canonical_spec(spec).partition(":")
     return mechanism_class(name).build(arg.strip(), target, acceptance)
 
 
-__all__ = ["MECHANISMS", "Mechanism", "REGISTRY", "TREE_MECHANISMS", "mechanism_class", "parse_mechanism"]
+__all__ = ["MECHANISMS", "Mechanism", "REGISTRY", "TREE_MECHANISMS", "canonical_spec", "mechanism_class", "parse_mechanism"]
