@@ -5,18 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from speedplan.cost.forward import forward_cost
 from speedplan.engine.profile import get_engine
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.pick import RISE_GAIN, TIE_TOLERANCE
 from speedplan.plan.batch_weights import parse_batch_weights
 from speedplan.plan.engine_plan import engine_pricing, plan_engines, serving_plans
-from speedplan.plan.sweep import reprice, sweep
-from speedplan.plan.zero_draft import ZeroDraft
+from speedplan.plan.sweep import sweep
 from speedplan.serving import ENGINES
-
-ZERO_DRAFT = ("zero_draft_forward", "zero_draft_logits")
 
 CHAINS = ("ngram", "draft-model", "eagle", "eagle3", "mtp")
 
@@ -102,25 +98,6 @@ def test_each_plan_is_within_its_engines_expressivity(default):
             assert ds[0] >= 1 and max(ds) == ds[0]
     assert plans["vllm"].mechanism.split(":")[0] in CHAINS  # vLLM 0.33 has no trees
     assert plans["sglang"].mode in ("adaptive", "fixed")
-
-
-def test_sglang_speculation_off_above_its_cap_still_runs_48_requests():
-    """A server launched with a speculative algorithm runs at most 48 requests whatever D its
-    adaptive buckets pick: its D = 0 cells above 48 deliver plain decoding of 48 requests, not of
-    B (they were priced at B, a bucket no such server reaches), and lose against plain decoding
-    without a drafter. (The cap alone: the profile's D = 0 step runs no drafter forward here.)"""
-    cap_only = get_engine("sglang").with_terms({t: 0 for t in ZERO_DRAFT}, "test: the cap alone")
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 8, 32, 64], acceptance="eagle:alpha=0.6", engine=cap_only)
-    plan = plan_engines(r, engines=["sglang"])["sglang"]
-    row = plan.rows.set_index("batch").loc[64]
-    assert plan.mode == "adaptive" and row.draft_len == 0
-    at48 = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [48], [0], engine=cap_only).frame
-    assert row.tokens_per_s_per_gpu == pytest.approx(at48.tokens_per_s_per_gpu.iloc[0])
-    assert row.speedup == pytest.approx(48 / 64 * at48.tokens_per_s_per_gpu.iloc[0] / 48 * 64
-                                        / engine_pricing(r, "sglang").frame.query("batch == 64 and mechanism == 'none'")
-                                        .tokens_per_s_per_gpu.iloc[0])
-    assert row.speedup < 1 and row.loss_vs_best > 0 and row.best_mechanism == "none"
-    assert (plan.rows.set_index("batch").loc[[1, 8, 32], "draft_len"] > 0).all()
 
 
 def test_vllm_follows_any_shape_and_trtllm_caps_at_batch_1():
@@ -291,82 +268,6 @@ def test_reprice_equals_a_sweep_priced_with_that_engine():
     assert plans["sglang"].engine_profile.startswith("sglang") and plans["vllm"].engine_profile.startswith("vllm")
 
 
-def test_a_loaded_drafter_keeps_its_memory_at_d_0():
-    """At B = 14 plain decoding of llama-3.1-8b fits 32k-token contexts on one H100 and EAGLE-3
-    does not (its head and cache take the last GB: 0.9 of the 85.5 GB the driver reports is 77.0 GB;
-    the weights are 16.1 GB and a sequence 4.30 GB, 14.2 sequences; with the head, 16.9 GB and 4.43
-    GB, 13.6). Setting D = 0 at B = 14 does not unload the head, so a schedule cannot win that cell
-    back by switching off there (until 2026-12-03 the vLLM plan went D 7 7 0 7 for B = 1, 8, 13, 16
-    to do just that, when the datasheet's 80 GB made it B = 13). The engine runs the 13 sequences
-    that fit and the others wait: the cell gets the plan's tokens/s/GPU with 13 (until 2026-12-04 it
-    got 0, so with few batch sizes swept "off" won plans it should lose; then, until later that day,
-    B = 8's, the largest swept batch that fitted)."""
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 14, 16], [0, 3, 7], contexts=[1024, 32768])
-    f = r.frame.set_index(["mechanism", "batch", "context"])
-    assert f.loc[("none", 14, 32768), "feasible"].all() and not f.loc[("eagle3", 14, 32768), "feasible"].any()
-    plan = plan_engines(r, engines=["vllm"])["vllm"]
-    rows = plan.rows.set_index(["batch", "context"])
-    assert plan.mechanism == "eagle3" and rows.loc[(14, 1024), "draft_len"] > 0
-    capped = rows.loc[(14, 32768)]
-    assert capped["runs_at_batch"] == 13 and rows.loc[(14, 1024), "runs_at_batch"] == 14
-    # the same setting swept at 13 sequences fits and makes what the capped cell is priced at
-    at13 = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [13, 14], [int(capped["draft_len"])], contexts=[32768]).frame
-    own = at13[(at13.mechanism == "eagle3")].set_index("batch")
-    assert own.loc[13, "feasible"] and not own.loc[14, "feasible"]
-    assert capped["tokens_per_s_per_gpu"] == pytest.approx(own.loc[13, "tokens_per_s_per_gpu"], rel=1e-9)
-    plain14 = float(f.loc[("none", 14, 32768), "tokens_per_s_per_gpu"])
-    assert capped["speedup"] == pytest.approx(capped["tokens_per_s_per_gpu"] / plain14)
-    assert capped["speedup"] > 0 and 0 <= capped["loss_vs_best"] < 1
-    assert capped["best_speedup"] >= capped["speedup"] * (1 - 1e-12)
-    from speedplan.report.html import _engine_sections  # the report says why
-
-    assert "runs 13 sequences, the most that fit with the drafter loaded" in "".join(_engine_sections({"vllm": plan}))
-
-
-def test_the_terminal_names_every_batch_a_capped_launch_is_priced_as():
-    """Two contexts cap the launch at different batch sizes (13 sequences of 32k tokens, 27 of
-    16k; plain decoding holds 14 and 28 in 0.9 of an H100's 85.5 GB): the terminal named only the
-    first capped row's batch (B=14) for both."""
-    from speedplan import render_summary
-
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], (1, 8, 13, 14, 27, 28), (0, 3, 7), contexts=[16384, 32768])
-    plans = plan_engines(r, engines=["vllm"])
-    rows = plans["vllm"].rows.set_index(["batch", "context"])
-    assert rows.loc[(14, 32768), "runs_at_batch"] == 13 and rows.loc[(28, 16384), "runs_at_batch"] == 27
-    line = next(x for x in render_summary(r, plans=plans).splitlines() if x.startswith("  vllm"))
-    assert "from B=14 at context 32768 its launch does not hold every sequence" in line
-    assert "it runs the most its setting holds at its context (13, 27), priced so (the rest wait)" in line
-
-
-def test_a_launch_that_holds_fewer_sequences_still_beats_switching_off():
-    """70B on 4 H100s, EAGLE-3 and a 1B draft model, B = 1, 64, 119, 121, 124: EAGLE-3's launch
-    holds 120 sequences in vLLM's 0.9 of the 85.5 GB each H100 reports, plain decoding 124 (weights
-    35.3 GB, 0.34 GB a sequence: 124.2). With such batch sizes scored 0 (before 2026-12-04, when
-    they were B = 106 and 109 of the datasheet's 80 GB), vLLM's and TensorRT-LLM's plans were "off",
-    losing 62.6% and 64.6% at B = 1; the engine runs 120 with EAGLE-3 at about 1.6x plain decoding's
-    tokens/s/GPU, so the plan keeps EAGLE-3 and loses nothing. TensorRT-LLM's memory rule (the
-    weights plus 0.9 of the memory free after them) holds all 124 (since 2026-12-04; before, every
-    engine had vLLM's 0.9 of the device)."""
-    r = sweep("llama-3.1-70b", "h100-sxm", ["eagle3", "draft-model:llama-3.2-1b"], batches=(1, 64, 119, 121, 124),
-              draft_lens=(0, 2, 4), tp=4)
-    plans = plan_engines(r, engines=["vllm", "trtllm"])
-    rows = plans["vllm"].rows.set_index("batch")
-    assert plans["vllm"].mechanism == "eagle3" and plans["vllm"].objective == pytest.approx(1.0)
-    assert list(rows["runs_at_batch"]) == [1, 64, 119, 120, 120] and (rows["speedup"] > 1.5).all()
-    assert (rows["loss_vs_best"] < 1e-9).all() and (rows["loss_vs_any"] < 1e-9).all()
-    trt = plans["trtllm"].rows
-    assert plans["trtllm"].mechanism == "eagle3" and (trt["runs_at_batch"] == trt["batch"]).all()
-    assert (trt["speedup"] > 1.5).all()
-    # the serving files' comment tables say which rows run as fewer sequences (they showed plain speedups)
-    from speedplan import render_serving_configs, serving_plans
-
-    files = render_serving_configs(serving_plans(r, plans))
-    for name, expect in (("vllm_serve.sh", ["121", "124"]), ("trtllm_extra_llm_api_options.yaml", [])):
-        table = [line for line in files[name].splitlines() if line.startswith("#  ") and line[3:8].strip().isdigit()]
-        capped = [line.split()[1] for line in table if "(runs 120 sequences, the most that fit" in line]
-        assert capped == expect, (name, table)
-
-
 def test_batch_sizes_left_out_of_the_weights_do_not_hold_the_weighted_one_back():
     """--batch-weights 43=1 on gpt-oss-120b, B = 1..64: the plan gives B = 43 its own best (J = 1).
     With every batch counted alike by the schedule program, B = 43 got n-gram D = 4 where EAGLE-3
@@ -379,65 +280,6 @@ def test_batch_sizes_left_out_of_the_weights_do_not_hold_the_weighted_one_back()
     assert list(plan_engines(r, engines=" vllm , sglang")) == ["vllm", "sglang"]
     with pytest.raises(SpeedplanInputError, match="name one or more"):
         plan_engines(r, engines=",")
-
-
-
-def _off_cell(engine, mech="eagle", batch=256):
-    """vLLM-style plan on llama-3.1-8b with a weak EAGLE head, whose schedule turns drafting off
-    at B = 256: that row, the plain row, and the sweep."""
-    r = sweep("llama-3.1-8b", "h100-sxm", [mech], [1, 8, 64, batch], contexts=[1024],
-              acceptance=f"{mech}:alpha=0.6", engine=engine)
-    plan = plan_engines(r, engines=["vllm"])["vllm"]
-    row = plan.rows.set_index("batch").loc[batch]
-    plain = r.frame.query(f"mechanism == 'none' and batch == {batch}").iloc[0]
-    return plan, row, plain, r
-
-
-def test_vllm_d0_in_a_schedule_still_runs_the_drafter_forward():
-    """vLLM 0.33 (Model Runner V2) runs the draft prefill over the step's tokens at K = 0, without
-    logits: a D = 0 cell of a plan that loads an EAGLE head costs the plain step plus one head
-    layer over B tokens (no lm_head) and one draft forward's launches; the GPU bounds that step,
-    so the difference in step time is exactly that work."""
-    vllm = get_engine("vllm")
-    assert (vllm.zero_draft_forward, vllm.zero_draft_logits) == (1, 0)
-    plan, row, plain, r = _off_cell("vllm")
-    assert plan.mechanism == "eagle" and row.draft_len == 0 and plan.drafter_kept_warm
-    t_zero = 256 / row.tokens_per_s_per_gpu
-    mech = r.pricing[0][1].mech
-    _, _, target, tp, cost = r.pricing
-    head = forward_cost(cost, mech.draft, 256, 1, 1024, tp, lm_head=False).total_s
-    fuse = cost.gemm(256, target.hidden, 2 * target.hidden, target.dtype).latency_us * 1e-6
-    launches = vllm.launch_us * (vllm.draft_step_launches + vllm.layer_launches * 1) * 1e-6
-    assert t_zero - plain.t_step_s == pytest.approx(float(head + fuse) + launches, rel=1e-6)
-    assert 0.005 < row.loss_vs_best < 0.15 and row.best_mechanism == "none"
-    # with logits the same forward costs more (the full 128k-token lm_head of an EAGLE-1 head)
-    _, with_logits, _, _ = _off_cell(vllm.with_terms({"zero_draft_logits": 1}, "test"))
-    assert with_logits.tokens_per_s_per_gpu < row.tokens_per_s_per_gpu
-    # a profile whose D = 0 step runs no drafter forward prices it as plain decoding
-    _, free, plain2, _ = _off_cell(vllm.with_terms({"zero_draft_forward": 0}, "test: stale drafter"))
-    assert free.tokens_per_s_per_gpu == pytest.approx(plain2.tokens_per_s_per_gpu) and free.loss_vs_best == 0
-
-
-def test_ngram_d0_has_no_drafter_to_keep_warm():
-    """An n-gram lookup keeps no KV cache: its D = 0 cells are plain decoding under any profile."""
-    plan = plan_engines(sweep("llama-3.1-8b", "h100-sxm", ["ngram"], [1, 64, 256], contexts=[1024]),
-                        engines=["vllm"])["vllm"]
-    assert not plan.drafter_kept_warm
-    zero = plan.rows[plan.rows.draft_len == 0]
-    assert len(zero) and (zero.loss_vs_best.abs() < 1e-12).all()
-
-
-def test_sglang_d0_bucket_runs_the_draft_extend_with_its_logits():
-    """SGLang 0.5.23 runs the draft extend with its logits at 0 steps: under its profile the D = 0
-    bucket is slower than plain decoding, and slower than the same forward without logits."""
-    sglang = get_engine("sglang")
-    assert (sglang.zero_draft_forward, sglang.zero_draft_logits) == (1, 1)
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 8, 32], acceptance="eagle:alpha=0.6", engine="sglang")
-    cells = r.frame.query("mechanism == 'none'").set_index(["batch", "context"]).index
-    warm = ZeroDraft(r, cells).throughput("eagle")
-    no_logits = ZeroDraft(reprice(r, sglang.with_terms({"zero_draft_logits": 0}, "test")), cells).throughput("eagle")
-    plain = r.frame.query("mechanism == 'none'").tokens_per_s_per_gpu.to_numpy()
-    assert (warm < no_logits).all() and (no_logits < plain).all()
 
 
 def test_one_setting_at_every_batch_size_is_the_fixed_launch():
@@ -454,41 +296,6 @@ def test_one_setting_at_every_batch_size_is_the_fixed_launch():
     assert "--speculative-adaptive-config" not in launch and "--speculative-num-steps 5" in launch
 
 
-def test_trtllm_draft_target_skips_drafting_at_d0_and_its_eagle3_keeps_warm():
-    """TensorRT-LLM's Draft_Target skips drafting at draft length 0 (no keep-warm forward): a D = 0
-    cell of its draft-model plan is plain decoding; its Eagle3 path keeps the head warm."""
-    r = sweep("llama-3.1-70b", "h100-sxm", ["draft-model"], [1, 8, 32, 64, 128, 256], contexts=[1024],
-              acceptance="draft-model:alpha=0.35", engine="trtllm", tp=4)
-    plan = plan_engines(r, engines=["trtllm"])["trtllm"]
-    assert plan.mechanism.startswith("draft-model") and not plan.drafter_kept_warm
-    zero = plan.rows[plan.rows.draft_len == 0]
-    assert len(zero) and np.allclose(zero.speedup, 1.0)
-    text = ENGINES["trtllm"].render(serving_plans(r, {"trtllm": plan})["trtllm"])["trtllm_serve.sh"]
-    assert "min_runtime_draft_len" in text and "drafter still updates" not in text
-    e3 = sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], [256], contexts=[1024], engine="trtllm", tp=4)
-    warm = ZeroDraft(e3, e3.frame.query("mechanism == 'none'").set_index(["batch", "context"]).index)
-    assert warm.throughput("eagle3")[0] < e3.frame.query("mechanism == 'none'").tokens_per_s_per_gpu.iloc[0]
-
-
-def test_sglang_d0_above_the_cap_is_48_requests_plus_the_draft_extend():
-    """The shipped SGLang profile at B = 64, 128: a D = 0 bucket runs 48 requests (the cap) and the
-    draft extend over them, so both cells price alike. Its host work (4.3 ms per step, 218 µs per
-    sequence, 76% overlapped) then outlasts the GPU's, which hides the draft extend: plain
-    decoding of 48 requests' throughput, where at B = 8 the draft extend shows."""
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [8, 64, 128], contexts=[1024], acceptance="eagle:alpha=0.6",
-              engine="sglang")
-    cells = r.frame.query("mechanism == 'none'").set_index(["batch", "context"]).index
-    zero = ZeroDraft(r, cells)
-    warm = zero.throughput("eagle")
-    assert zero.kept_warm["eagle"] and warm[1] == pytest.approx(warm[2])
-    cold = ZeroDraft(reprice(r, get_engine("sglang").with_terms({"zero_draft_forward": 0}, "test")), cells)
-    capped = cold.throughput("eagle")  # the cap alone: plain decoding of 48 requests
-    at48 = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [48], [1], contexts=[1024], engine="sglang").frame
-    plain48 = at48.query("mechanism == 'none'").tokens_per_s_per_gpu.iloc[0]
-    assert capped[1] == pytest.approx(plain48) and warm[0] < capped[0]
-    assert warm[1:] == pytest.approx(capped[1:])
-
-
 def test_a_sweep_result_without_its_pricing_cannot_be_planned():
     """A SweepResult rebuilt from its tables (no pricing) would plan every engine on the sweep's own
     profile and price D = 0 as free: refused with one line instead."""
@@ -498,45 +305,3 @@ def test_a_sweep_result_without_its_pricing_cannot_be_planned():
     bare = SweepResult(r.frame, r.pareto, r.best, r.slo_pick, r.meta)
     with pytest.raises(SpeedplanInputError, match="carries no pricing"):
         plan_engines(bare)
-
-
-def test_sweeping_more_draft_lengths_cannot_make_a_plan_worse():
-    """Each setting that does not fit a cell runs the most sequences that setting holds (a review of 2026-12-04: with the fit decided per drafter, D = 8 scored 0 at B = 12,
-    context 27,192, once D = 1 fitted there, and SGLang's plan fell from D = 8, J = 1, to D = 1,
-    J = 0.83, when D = 1 was added to the sweep)."""
-    plans = []
-    for draft_lens in ((0, 8), (0, 1, 8)):
-        r = sweep("llama-3.1-8b", "h100-sxm", ["draft-model:llama-3.2-1b"], batches=(1, 8, 14), draft_lens=draft_lens,
-                  contexts=[27192])
-        plans.append(plan_engines(r, engines=["sglang"])["sglang"])
-    assert plans[1].tokens_per_s_per_gpu >= plans[0].tokens_per_s_per_gpu * (1 - 1e-9)
-    rows = plans[1].rows.set_index("batch")
-    # B = 14 (B = 12 of the review, on the datasheet's 80 GB): D = 8 holds 11 sequences there under SGLang's
-    # memory rule (0.830 of the 85.5 GB an H100 reports, 71.0 GB: weights 18.5 GB, 4.46 GB a sequence, 11.8);
-    # 13 under vLLM's 0.9 (77.0 GB: 13.1), the sweep's own, below
-    assert rows.loc[14, "draft_len"] == 8 and rows.loc[14, "runs_at_batch"] == 11
-    at = sweep("llama-3.1-8b", "h100-sxm", ["draft-model:llama-3.2-1b"], batches=(13, 14), draft_lens=(8,),
-               contexts=[27192]).frame.query("mechanism != 'none'").set_index("batch")
-    assert at.loc[13, "feasible"] and not at.loc[14, "feasible"]
-
-
-def test_a_launch_that_holds_fewer_is_priced_at_the_most_it_holds_not_at_a_swept_batch():
-    """Swept at B = 1, 64, 121 only, 70B on 4 H100s with EAGLE-3 holds 120 sequences at B = 121
-    (the sweep's own memory model says 120 fit and 121 do not, in 0.9 of the 85.5 GB each H100
-    reports; 105 and 106 of the datasheet's 80 GB): the plan prices that cell at 120 sequences, not
-    at B = 64, the largest swept batch that fits (24% fewer tokens/s/GPU)."""
-    from speedplan.plan.capacity import Capacity
-
-    r = sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=(1, 64, 121), draft_lens=(0, 2), tp=4)
-    rows = plan_engines(r, engines=["vllm"])["vllm"].rows.set_index("batch")
-    assert rows.loc[121, "draft_len"] == 2 and rows.loc[121, "runs_at_batch"] == 120
-    direct = sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=(64, 120, 121), draft_lens=(2,), tp=4).frame
-    own = direct[direct.mechanism == "eagle3"].set_index("batch")
-    assert own.loc[120, "feasible"] and not own.loc[121, "feasible"]
-    assert rows.loc[121, "tokens_per_s_per_gpu"] == pytest.approx(own.loc[120, "tokens_per_s_per_gpu"], rel=1e-9)
-    assert rows.loc[121, "tokens_per_s_per_gpu"] > 1.25 * own.loc[64, "tokens_per_s_per_gpu"]
-    # D = 0 in that launch holds what its best-fitting setting holds, priced as plain decoding of that many
-    cap = Capacity(r)
-    plain = direct[direct.mechanism == "none"].set_index("batch")
-    assert cap.plain_throughput("eagle3", False, [120], [4096])[0] == pytest.approx(plain.loc[120, "tokens_per_s_per_gpu"])
-    assert list(cap.most_sequences("eagle3", 2, 3, [121, 64, 2], [4096] * 3)) == [120, 63, 1]  # at most B - 1

@@ -1,3 +1,5 @@
+"""Model specs: the shipped presets, config.json reading per family, quantized weights and context limits."""
+
 import json
 from dataclasses import replace
 
@@ -45,7 +47,6 @@ def test_config_json_file_and_folder(tmp_path):
     assert get_model(str(tmp_path / "config.json")).param_count() == expected
 
 
-
 def test_an_edited_config_is_read_again(tmp_path):
     """A notebook user edits config.json between calls: the second call prices the new model
     (until 2026-12-03 get_model cached paths too and returned the first file's model)."""
@@ -57,6 +58,7 @@ def test_an_edited_config_is_read_again(tmp_path):
     path.write_text(json.dumps({**cfg, "num_hidden_layers": 5}))
     assert get_model(str(path)).layers == 5
     assert get_model("llama-3.1-8b") is get_model("LLAMA-3.1-8B")  # presets: read once
+
 
 @pytest.mark.parametrize("cfg, word", [
     ({"num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 10}, "hidden_size"),
@@ -240,69 +242,6 @@ def test_mutated_configs_are_read_or_refused_in_one_line():
         sweep(model, "h100-sxm", ["ngram"], [1, 8], [0, 2], contexts=[1024])
 
 
-def test_qwen3_next_counts_its_linear_attention_layers_exactly():
-    """Qwen3-Next-80B-A3B: 36 Gated DeltaNet layers and 12 gated full-attention layers (q_proj
-    twice as wide), 512 experts with a gated shared expert. Its safetensors headers, less the MTP
-    layer, hold 79,674,391,296 parameters, 3,874,929,408 of them active per token (as
-    transcribed from Qwen/Qwen3-Coder-Next, the same shapes, in another project's tests)."""
-    m = get_model("qwen3-next-80b-a3b")
-    assert (m.layers, m.attention_layers, m.linear.layers, m.attn_gate, m.mtp_layers) == (48, 12, 36, True, 1)
-    assert m.param_count() == 79_674_391_296
-    assert m.param_count(active=True) == 3_874_929_408
-    assert m.summary()["linear_attention"] == "36 of 48 layers, 37.7 MiB/seq"
-
-
-def test_linear_attention_layers_hold_a_state_not_a_kv_cache():
-    """KV for the 12 attention layers only (2 KV heads × 256 × K and V × bf16 = 2 KiB per token
-    and layer), plus per sequence each linear layer's state: 32 value heads × 128 × 128 bf16 and
-    the conv's last 3 columns of 8192 channels; value heads and channels split over TP."""
-    m = get_model("qwen3-next-80b-a3b")
-    assert m.kv_bytes_per_token() == 12 * 2048
-    state = 32 * 128 * 128 * 2 + 8192 * 3 * 2
-    assert m.kv_bytes_per_rank(1000, 1) == pytest.approx(1000 * 12 * 2048 + 36 * state)
-    assert m.kv_bytes_per_rank(1000, 4) == pytest.approx(1000 * 12 * 2048 / 2 + 36 * state / 4)  # 2 KV heads: 1 per rank
-
-
-def test_linear_attention_is_priced_as_its_state_traffic_whatever_the_context():
-    """A decode or verify pass of q tokens reads each sequence's state once and writes it after
-    every token: its token mixing is 12 attention layers plus 36 passes over B·(1+q) states."""
-    from speedplan.cost.forward import attention_shape, forward_cost
-    from speedplan.cost.ops import CostModel
-    from speedplan.specs.hardware import get_hardware
-
-    m, cost = get_model("qwen3-next-80b-a3b"), CostModel(get_hardware("h100-sxm"))
-    for batch, q_len, context in [(1, 1, 4096), (32, 4, 4096), (32, 4, 65536)]:
-        attention = cost.attention(batch, q_len, context + q_len, *attention_shape(m, 4), "causal", "bf16").latency_us
-        state = cost.elementwise(batch * (1 + q_len) * m.linear.state_bytes_per_rank(2, 4), "bf16").latency_us
-        priced = forward_cost(cost, m, batch, q_len, context, tp=4).attention_s
-        assert priced == pytest.approx((12 * attention + 36 * state) * 1e-6)
-    long_ = forward_cost(cost, m, 32, 4, 65536, tp=4).attention_s
-    assert long_ < forward_cost(cost, replace(m, linear=None), 32, 4, 65536, tp=4).attention_s / 3
-
-
-@pytest.mark.parametrize("extra, word", [
-    ({"linear_num_value_heads": "32"}, "linear_num_value_heads"),
-    ({"linear_conv_kernel_dim": None}, "linear_conv_kernel_dim"),
-    ({"full_attention_interval": 0, "layer_types": None}, "full_attention_interval"),
-    ({"mamba_ssm_dtype": "int8"}, "mamba_ssm_dtype"),
-])
-def test_malformed_linear_attention_keys_are_one_line(extra, word):
-    cfg = {k: v for k, v in json.loads((PRESET_DIR / "qwen3-next-80b-a3b.json").read_text()).items()}
-    cfg.update(extra)
-    with pytest.raises(SpeedplanInputError, match=word):
-        from_hf_config(cfg)
-
-
-def test_qwen35_state_width_and_mtp_layers_come_from_its_config():
-    """Qwen3.5 states `mamba_ssm_dtype: float32` and `mtp_num_hidden_layers`; its state is then
-    4 bytes a value, the conv state in the model's dtype."""
-    cfg = json.loads((PRESET_DIR / "qwen3-next-80b-a3b.json").read_text())
-    cfg.update(mamba_ssm_dtype="float32", mtp_num_hidden_layers=2, model_type="qwen3_5_moe_text", attn_output_gate=True)
-    m = from_hf_config(cfg)
-    assert m.linear.state_bytes_per_rank(2, 1) == 32 * 128 * 128 * 4 + 8192 * 3 * 2
-    assert (m.mtp_layers, m.attn_gate) == (2, True)
-
-
 def test_gpt_oss_experts_ship_in_mxfp4():
     """gpt-oss-120b: 116.83B parameters published (the input embedding included); its routed
     experts are stored at 4.25 bits a weight (4-bit values, an 8-bit scale per 32), the rest in
@@ -338,103 +277,6 @@ def test_mxfp4_expert_gemms_read_their_narrow_weights():
     as_bf16 = replace(model, moe=replace(model.moe, expert_bits=0.0))
     narrow_s, wide_s = (forward_cost(cost, spec, batch=8, q_len=1, context=4096).gemm_s for spec in (model, as_bf16))
     assert narrow_s < 0.6 * wide_s
-
-
-def test_deepseek_v32_adds_the_lightning_indexer():
-    """DeepSeek-V3.2 is DeepSeek-V3 plus, on each of its 61 layers, an indexer of 64 heads of
-    128 (q from the 1536-wide Q latent; k and the head weights from the hidden state) whose fp8
-    keys (128 bytes and a 4-byte scale) are cached per token: 685B published with the MTP layer."""
-    m, v3 = get_model("deepseek-v3.2"), get_model("deepseek-v3")
-    indexer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
-    assert m.param_count() - v3.param_count() == 61 * indexer
-    assert m.param_count(include_mtp=True) / 1e9 == pytest.approx(685, rel=0.002)
-    assert m.kv_bytes_per_token() == v3.kv_bytes_per_token() + 61 * 132
-    assert m.summary()["sparse_attention"] == "top-2048, indexer on 61 of 61 layers"
-
-
-def test_glm5_computes_its_indexer_on_full_layers_only():
-    cfg = json.loads((PRESET_DIR / "deepseek-v3.2.json").read_text())
-    cfg["indexer_types"] = ["full" if i < 3 or (i - 2) % 4 == 0 else "shared" for i in range(61)]
-    m = from_hf_config(cfg)
-    assert m.indexer_layers == sum(1 for t in cfg["indexer_types"] if t == "full") == 17
-    cfg["index_topk"] = "2k"
-    with pytest.raises(SpeedplanInputError, match="'index_topk'"):
-        from_hf_config(cfg)
-
-
-def test_sparse_attention_reads_top_k_latents_per_query():
-    """Each verified query gathers its own min(cached, 2048) latents (so a pass of q tokens reads
-    q times what one decode token reads, where dense MLA shares the reads), and the indexer
-    reads every cached index key."""
-    from speedplan.cost.forward import _indexer, attention_shape, forward_cost
-    from speedplan.cost.ops import CostModel
-    from speedplan.specs.hardware import get_hardware
-
-    cost = CostModel(get_hardware("h200-sxm"))
-    m, v3 = get_model("deepseek-v3.2"), get_model("deepseek-v3")
-    heads, kv, dim = attention_shape(m, 8)
-    for batch, q_len, context in [(4, 4, 1024), (4, 4, 32768)]:
-        kv_len = context + q_len
-        index_us = float(_indexer(cost, m, batch, q_len, kv_len).latency_us)
-        mla_us = float(cost.attention(batch * q_len, 1, min(kv_len, 2048), heads, kv, dim, "causal", "fp8").latency_us)
-        priced = forward_cost(cost, m, batch, q_len, context, tp=8).attention_s
-        assert priced == pytest.approx(61 * (mla_us + index_us) * 1e-6)
-    long_v32 = forward_cost(cost, m, 16, 4, 65536, tp=8).attention_s
-    assert long_v32 < forward_cost(cost, v3, 16, 4, 65536, tp=8).attention_s
-    tree = forward_cost(cost, m, 16, 8, 32768, tp=8, mask="tree")  # each query's gather list holds its mask
-    assert tree.tree_mask_s == 0 and tree.attention_s == forward_cost(cost, m, 16, 8, 32768, tp=8).attention_s
-
-
-def test_speculating_hybrid_models_hold_a_state_per_verified_position():
-    """While speculating, a linear-attention layer keeps one state per verified position (vLLM's
-    1 + num_speculative_tokens mamba blocks a request): Qwen3-Next at 4 positions holds 3 more
-    states per layer than plain decoding; attention-only models are unchanged."""
-    m = get_model("qwen3-next-80b-a3b")
-    extra = m.kv_bytes_per_rank(4096, 4, states=4) - m.kv_bytes_per_rank(4096, 4)
-    assert extra == pytest.approx(3 * 36 * m.linear.state_bytes_per_rank(2, 4))
-    llama = get_model("llama-3.1-8b")
-    assert llama.kv_bytes_per_rank(4096, 1, states=4) == llama.kv_bytes_per_rank(4096, 1)
-
-
-def test_sweep_memory_counts_the_speculative_states_of_a_hybrid_model():
-    """MTP at D = 3 against D = 1 on Qwen3-Next, B = 8: two more states per sequence in each of
-    the 36 linear layers (about 4.7 MB a sequence on one of 4 ranks), next to two more tokens of
-    KV (a few KiB) and of the MTP layer's KV."""
-    from speedplan.plan.sweep import sweep
-
-    frame = sweep("qwen3-next-80b-a3b", "h100-sxm", ["mtp"], [8], [1, 3], contexts=[4096], tp=4).frame
-    mtp = frame[frame["mechanism"] == "mtp"].set_index("draft_len")["memory_bytes"]
-    m = get_model("qwen3-next-80b-a3b")
-    states = 8 * 2 * 36 * m.linear.state_bytes_per_rank(2, 4)
-    kv = 8 * (m.kv_bytes_per_rank(4096 + 4, 4) - m.kv_bytes_per_rank(4096 + 2, 4))
-    assert mtp[3] - mtp[1] == pytest.approx(states + kv, rel=0.02)
-
-
-def test_glm47_flash_preset_is_mla_with_64_experts():
-    """GLM-4.7-Flash (Glm4MoeLiteForCausalLM): MLA with a 768-wide Q latent, 192 + 64 query/key
-    dims and 256-wide values, 64 routed experts (4 a token) and a shared one after one dense
-    layer; its cache is 47 layers of a 576-wide latent in bf16."""
-    m = get_model("glm-4.7-flash")
-    assert (m.mla.q_lora_rank, m.mla.qk_nope_head_dim, m.mla.qk_rope_head_dim, m.mla.v_head_dim) == (768, 192, 64, 256)
-    assert (m.moe.num_experts, m.moe.top_k, m.moe.shared_experts, m.moe.first_dense_layers, m.mtp_layers) == (64, 4, 1, 1, 1)
-    assert m.kv_bytes_per_token() == 47 * 576 * 2
-
-
-def test_glm5_dsa_config_counts_its_published_parameters():
-    """GLM-5 (GlmMoeDsaForCausalLM, keys as public GLM-5.x configs state them): MLA with DeepSeek
-    sparse attention whose indexer runs on 21 of 78 layers ("full" in indexer_types), 256 experts;
-    744B total published."""
-    types = ["full" if i < 3 or (i - 2) % 4 == 0 else "shared" for i in range(78)]
-    cfg = {"architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa", "vocab_size": 154880,
-           "hidden_size": 6144, "intermediate_size": 12288, "num_hidden_layers": 78, "num_attention_heads": 64,
-           "num_key_value_heads": 64, "head_dim": 192, "q_lora_rank": 2048, "kv_lora_rank": 512,
-           "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256, "index_n_heads": 32,
-           "index_head_dim": 128, "index_topk": 2048, "index_topk_freq": 4, "indexer_types": types,
-           "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048,
-           "first_k_dense_replace": 3, "num_nextn_predict_layers": 1, "torch_dtype": "bfloat16"}
-    m = from_hf_config(cfg, name="glm-5")
-    assert m.indexer_layers == 21 and m.sparse.topk == 2048
-    assert m.param_count() / 1e9 == pytest.approx(744, rel=0.005)
 
 
 @pytest.mark.parametrize("extra, word", [
