@@ -8,8 +8,11 @@ field names checked in the engines' own sources):
   (aggregate output tokens/s of the completed requests over the run), `completed`, `failed`,
   `total_input_tokens` and `total_output_tokens` (the mean context), and the server's
   speculative counters over the run: `spec_decode_acceptance_length` (1 + accepted / drafts),
-  `spec_decode_num_drafts`, `spec_decode_draft_tokens`. `--metadata KEY=VALUE` pairs are
-  written as top-level keys, which is how a run says its mechanism and draft length.
+  `spec_decode_per_position_acceptance_rates` (AL = 1 + their sum, read where the former is
+  missing and checked against it: `readers.vllm_positions`), `spec_decode_num_drafts`,
+  `spec_decode_draft_tokens`. `--metadata KEY=VALUE` pairs are written as top-level keys, which
+  is how a run says its mechanism and draft length. (SGLang's `bench_serving`, whose JSON lines
+  look alike, is `readers.sglang_serving`.)
 - SGLang `scripts/playground/bench_speculative.py`: one JSON object per line with `batch_size`,
   `steps`, `topk`, `num_draft_tokens`, `acc_length`, `step_time` (seconds per decode step,
   20th percentile), `speed` (tokens/s per request). The script launches each server with
@@ -27,6 +30,7 @@ from pathlib import Path
 from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODES, Measurement, canonical_mechanism,
                                                   drafts_ran_short, no_acceptance, number_field, parse_number, scraped,
                                                   shown)
+from speedplan.engine.readers.vllm_positions import POSITIONS, position_acceptance
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json
 
@@ -74,11 +78,14 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
                                 tree_nodes or draft_len, where)
         al, al_field = None, "acceptance_length"
         if mech != "none":
+            from_positions = position_acceptance(run, where)  # 1 + Σ rates, checked against the AL it has
             for key in ("spec_decode_acceptance_length", "acceptance_length"):
                 al = number_field(run, key, where, required=False)
                 if al is not None:
                     al_field = key
                     break
+            if al is None and from_positions is not None:
+                al, al_field = from_positions, POSITIONS
             if al is None:
                 al = scraped(acceptance, mech, draft_len, where)
             if al is None:
@@ -100,7 +107,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
     return out
 
 
-def vllm_decode(run: dict, where: str) -> tuple[str, float, str, float]:
+def vllm_decode(run: dict, where: str, writer: str = "vLLM") -> tuple[str, float, str, float]:
     """What a run measured of decoding, as (quantity, value, field, output_throughput): `mean_tpot_ms` as a tpot_ms
     row where the file has it (decode alone: a request's steps at the batch held, each AL tokens,
     without its TTFT), else `output_throughput` as a tokens_per_s row (the whole run: prefill,
@@ -113,7 +120,7 @@ def vllm_decode(run: dict, where: str) -> tuple[str, float, str, float]:
         return "tokens_per_s", throughput, "output_throughput", throughput
     tpot = number_field(run, "mean_tpot_ms", where)
     if tpot == 0:  # np.mean(tpots or 0): no request had a second token
-        raise SpeedplanInputError(f"{where}: field 'mean_tpot_ms' is 0: vLLM writes 0 where no request produced "
+        raise SpeedplanInputError(f"{where}: field 'mean_tpot_ms' is 0: {writer} writes 0 where no request produced "
                                   "more than one output token, so the run timed no decode step; rerun with "
                                   "--random-output-len (or --output-len) of 128 or more")
     if tpot < 0:
@@ -128,7 +135,8 @@ def vllm_decode(run: dict, where: str) -> tuple[str, float, str, float]:
 THROUGHPUT_SPREAD = 1.5
 
 
-def throughput_note(thr: float, m: Measurement) -> str | None:
+def throughput_note(thr: float, m: Measurement, cap: str = "--max-num-seqs was below {running}, give --metadata "
+                    "max_running_requests=N") -> str | None:
     """A note where the tpot_ms row `m` and its run's output_throughput `thr` (tokens/s, checked by
     `vllm_decode`) are more than THROUGHPUT_SPREAD apart (the R = m.running() requests of a step each
     emitting 1000 / mean_tpot_ms a second); None where they agree or the row is not a TPOT."""
@@ -144,8 +152,7 @@ def throughput_note(thr: float, m: Measurement) -> str | None:
     if ratio > 1:
         return head + ": more than they can; check that mean_tpot_ms is this run's, in ms (the row is fitted to it)"
     return (head + ": much of the run was prefill, queueing or ramp-down, which the row (mean_tpot_ms) leaves out"
-            + (f"; if the server's --max-num-seqs was below {running}, give --metadata max_running_requests=N"
-               if m.max_running is None else ""))
+            + (f"; if the server's {cap.format(running=running)}" if m.max_running is None else ""))
 
 
 # vLLM's own names for what the metadata gives (SpeculativeConfig: method, num_speculative_tokens)

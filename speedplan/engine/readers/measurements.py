@@ -1,10 +1,10 @@
 """Measurements of a serving engine, read from what users have: a CSV, the JSON that
-`vllm bench serve --save-result` writes, or the JSON lines of SGLang's
+`vllm bench serve --save-result` writes, or the JSON lines of SGLang's `bench_serving` or
 `scripts/playground/bench_speculative.py`. Each becomes `Measurement` records; a malformed or
 contradictory file is a SpeedplanInputError naming the file, the row and the field.
 
 The record and its checks are `readers.measurement`; the engines' benchmark files (field names
-checked in the engines' own sources) are `readers.bench_results`.
+checked in the engines' own sources) are `readers.bench_results` and `readers.sglang_serving`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from speedplan.engine.readers.bench_results import SGLANG_KEYS, read_sglang_bench, read_vllm_bench
 from speedplan.engine.readers.sglang_log import looks_like_sglang_log
+from speedplan.engine.readers.sglang_serving import read_serving_results
 from speedplan.engine.readers.vllm_metrics import NO_SPEC_COUNTERS, plain_server_scrape
 from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_ROWS, MAX_TREE_NODES, PLAUSIBLE,  # noqa: F401
                                                   QUANTITIES, SETTING_COLUMNS, Measurement, canonical_mechanism,
@@ -281,10 +282,11 @@ def _contradiction(m: Measurement, first: Measurement, a: float, b: float, kind:
 
 def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no_acceptance) -> list[Measurement]:
     """Any of the supported files, told apart by content: a CSV, a vLLM bench result (JSON
-    object or list), SGLang bench_speculative output (JSON lines). `mechanism` names the drafter
-    of SGLang chain rows, which the file does not state; `acceptance(mechanism, draft_len)`
-    gives the acceptance length of speculative rows that state none (e.g. from a vLLM /metrics
-    scrape)."""
+    object or list, or lines), SGLang bench_serving output (JSON lines; keys only it writes tell
+    it from vLLM's: `readers.sglang_serving`), SGLang bench_speculative output (JSON lines).
+    `mechanism` names the drafter of bench_speculative chain rows, which the file does not
+    state; `acceptance(mechanism, draft_len)` gives the acceptance length of speculative rows
+    that state none (e.g. from a vLLM /metrics scrape)."""
     path = Path(path)
     if path.is_dir():
         raise SpeedplanInputError(f"{path}: is a folder; give its files (--measurements {path}/*.csv)")
@@ -321,8 +323,16 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
         raise SpeedplanInputError(f"{path}: an empty JSON list (no runs)")
     if isinstance(data, list):
         _too_many(path, len(data))
-    if isinstance(data, (dict, list)) and (isinstance(data, list) or "output_throughput" in data):
+    if isinstance(data, list):
         return read_vllm_bench(path, data, acceptance)
+    if isinstance(data, dict) and "output_throughput" in data:  # one run: vLLM's --save-result, or SGLang's one line
+        return read_serving_results(path, [(1, data)], acceptance)
+    head = _json_object(first)
+    if isinstance(head, dict) and "output_throughput" in head and not any(key in head for key in SGLANG_KEYS):
+        # a run a line: vllm bench serve --append-result, or SGLang's bench_serving --output-file
+        numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
+        _too_many(path, len(numbered))
+        return read_serving_results(path, [(i, parse_json(line, f"{path}:{i}")) for i, line in numbered], acceptance)
     if first.startswith("{") and any(f'"{key}"' in first for key in SGLANG_KEYS):
         _too_many(path, sum(1 for line in lines if line.strip()))  # a row a line
         return read_sglang_bench(path, lines, mechanism)
@@ -337,4 +347,12 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
     if plain_server_scrape("\n".join(lines)):
         raise SpeedplanInputError(f"{path}: {NO_SPEC_COUNTERS} (scrape a server with --speculative-config)")
     raise SpeedplanInputError(f"{path}: not a measurements CSV, a vllm bench serve JSON or SGLang "
-                              "bench_speculative output")
+                              "bench_serving or bench_speculative output")
+
+
+def _json_object(line: str):
+    """`line` as JSON, or None where it is not JSON (the first line of JSON lines, or of a CSV)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
