@@ -5,6 +5,35 @@ A configuration is one (dtype, mask, heads, KV heads, head_dim); its grid runs o
 (log batch, log q_len, log kv_len). A query is answered by the measured configuration
 nearest in (log G, log head_dim, log KV heads), "transferred" when it is not its own.
 
+Transfer across KV heads reads the configuration at the equivalent batch. Attention splits
+into independent (sequence, KV head) problems (flash-decoding launches its CTAs per sequence
+× KV head × KV split; prefill per sequence × head × query tile), so a kernel's utilisation
+(roofline time / latency, dimensionless) follows batch × KV heads, not batch alone: a query
+of batch b with kvh KV heads answered by a configuration with kvh_c reads that
+configuration's utilisation at batch b · kvh / kvh_c (`_at_equivalent_batch`). Evidence,
+`python benchmarks/bench_attention_kv_heads.py` on the shipped AIConfigurator tables (every
+pair of configurations with the same dtype, head_dim and G but different KV heads, each
+measured target point predicted from the other; error = max(pred/meas, meas/pred) − 1):
+
+| GPU, table | equal batch (the rule before): median / max | equivalent batch: median / max |
+| --- | --- | --- |
+| H100 decode (13,032 points) | 87.9 % / 799 % | 3.1 % / 48 % |
+| H200 decode | 89.8 % / 866 % | 3.0 % / 150 % |
+| B200 decode | 93.9 % / 859 % | 1.7 % / 37 % |
+| H100 prefill (8,704 points) | 29.4 % / 732 % | 3.6 % / 43 % |
+| H200 prefill | 29.9 % / 710 % | 3.6 % / 40 % |
+| B200 prefill | 34.8 % / 770 % | 3.3 % / 67 % |
+
+An equivalent batch outside the measured batches is EXTRAPOLATED. Above them the grid holds
+its edge utilisation, as for any batch. Below the first (fewer sequence × KV-head problems
+than any measurement: a batch-1 query with fewer KV heads than its configuration) decode
+holds the first batch's latency (log utilisation continues with slope 1 in log batch; the
+benchmark's "b·r < 1" rows, 780 points per GPU: median 3 %, p90 20–27 %, where holding the
+utilisation errs by 110–140 % median), and prefill continues the first batch interval's
+slope clipped to [0, 1] (between constant latency and constant utilisation; 816 points:
+median 7–13 %, p90 62–79 %, where either constant errs by 25–94 % median). A CPU profile
+measures no two configurations of one G and head_dim, so the rule is untested there.
+
 - q_len inside the configuration's measured range (a CPU profile measures q = 1..8 and tree
   masks): interpolated on the grid.
 - q_len above it where only decode (q = 1) was measured, as in AIConfigurator's tables: the
@@ -83,6 +112,32 @@ class _Configs:
         return cands, near[inverse], exact[inverse]
 
 
+def _at_equivalent_batch(grid: Dense, key: tuple, b, kvh, rest: list, slope_below=None):
+    """Log utilisation and answer code of configuration `key`'s grid (log batch first, then
+    the `rest` log coordinates) for a query with `kvh` KV heads: read at the equivalent batch
+    b · kvh / kvh_c, kvh_c the configuration's KV heads (module docstring: the evidence). A
+    query with the configuration's own KV heads reads its own batch, exactly as before.
+    Below the grid's first batch node the log utilisation continues linearly in log batch with
+    `slope_below` (1: constant latency), or None: the first batch interval's slope, clipped to
+    [0, 1]; such a point is EXTRAPOLATED (outside the grid, `Dense.at`)."""
+    ratio = np.asarray(kvh, dtype=float) / key[3]
+    if not (ratio != 1.0).any():
+        return grid.at([log(b), *rest])
+    log_b = log(b) + log(ratio)
+    log_util, code = grid.at([log_b, *rest])
+    first = grid.axes[0][0]
+    below = (log_b < first - 1e-9) & (ratio != 1.0)
+    if below.any():
+        slope = slope_below
+        if slope is None:  # log_util holds the first node's value there; one node: utilisation held
+            slope = 0.0
+            if len(grid.axes[0]) > 1:
+                second, _ = grid.at([grid.axes[0][1], *rest])
+                slope = np.clip((second - log_util) / (grid.axes[0][1] - first), 0.0, 1.0)
+        log_util = np.where(below, log_util + slope * (log_b - first), log_util)
+    return log_util, code
+
+
 def _attention_sol(hw: Hardware, r) -> np.ndarray:
     return attention_sol_us(hw, r["batch"], r["q_len"], r["kv_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
 
@@ -104,15 +159,15 @@ class PrefillTable:
         args = [compact(np.asarray(v, dtype=float)) for v in (batch, seq_len, num_heads, num_kv_heads, head_dim)]
         return _per_config(self.configs, "causal", args, 2, dtype, self._answer)
 
-    def _answer(self, grid: Dense, b, L, h, kvh, hd, dtype):
-        log_util, code = grid.at([log(b), log(L)])
+    def _answer(self, key: tuple, grid: Dense, b, L, h, kvh, hd, dtype):
+        log_util, code = _at_equivalent_batch(grid, key, b, kvh, [log(L)])
         return prefill_sol_us(self.hw, b, L, h, kvh, hd, dtype) / np.exp(log_util), code
 
 
 def _per_config(configs: _Configs, mask, args: list, n_axes: int, dtype: str, answer):
     """Answer points by their nearest measured configuration: `args` are the query arrays
-    (grid axes first, then heads, KV heads, head_dim), `answer(grid, *args, dtype)` prices one
-    configuration's points. One head shape and mask for all points (a sweep) is one call on
+    (grid axes first, then heads, KV heads, head_dim), `answer(key, grid, *args, dtype)` prices
+    one configuration's points. One head shape and mask for all points (a sweep) is one call on
     the arrays as given; mixed ones are split."""
     mask = compact(np.asarray(mask))
     shape = np.broadcast_shapes(*(a.shape for a in args), mask.shape)
@@ -120,7 +175,8 @@ def _per_config(configs: _Configs, mask, args: list, n_axes: int, dtype: str, an
         cands, near, exact = configs.nearest(dtype, str(mask), *(np.atleast_1d(a) for a in args[n_axes:]))
         if not cands:
             return np.full(shape, np.nan), np.full(shape, NONE, dtype=np.int8)
-        lat, code = answer(configs.grid(cands[near[0]]), *args, dtype)
+        key = cands[near[0]]
+        lat, code = answer(key, configs.grid(key), *args, dtype)
         code = code if exact[0] else np.maximum(code, TRANSFERRED)
         return np.broadcast_to(lat, shape), np.broadcast_to(code, shape).astype(np.int8)
     flat = [np.broadcast_to(a, shape).ravel() for a in args]
@@ -131,7 +187,7 @@ def _per_config(configs: _Configs, mask, args: list, n_axes: int, dtype: str, an
         cands, near, exact = configs.nearest(dtype, str(mk), *(f[rows] for f in flat[n_axes:]))
         for ci in np.unique(near) if cands else []:
             idx = rows[near == ci]
-            lat[idx], c = answer(configs.grid(cands[ci]), *(f[idx] for f in flat), dtype)
+            lat[idx], c = answer(cands[ci], configs.grid(cands[ci]), *(f[idx] for f in flat), dtype)
             code[idx] = np.where(exact[near == ci], c, np.maximum(c, TRANSFERRED))
     return lat.reshape(shape), code.reshape(shape)
 
@@ -161,11 +217,12 @@ class AttentionTable:
         lat, code = _per_config(self.configs, mask, args, 3, dtype, self._answer)
         return lat + tree_extra, code
 
-    def _answer(self, grid: Dense, b, q, kv, h, kvh, hd, dtype):
+    def _answer(self, key: tuple, grid: Dense, b, q, kv, h, kvh, hd, dtype):
         sol = attention_sol_us(self.hw, b, q, kv, h, kvh, hd, dtype)
         q_axis = grid.axes[1]
         derive = (len(q_axis) == 1) & (log(q) > q_axis[-1] + 1e-9)  # only decode measured: verification model
-        log_util, code = grid.at([log(b), np.where(derive, q_axis[-1], log(q)), log(kv)])
+        rest = [np.where(derive, q_axis[-1], log(q)), log(kv)]
+        log_util, code = _at_equivalent_batch(grid, key, b, kvh, rest, slope_below=1.0)
         lat = sol / np.exp(log_util)
         if derive.any():
             q1 = np.exp(q_axis[-1])
