@@ -165,13 +165,21 @@ MTP_SOURCE = (
 )
 
 
+MTP_TARGETS = ("deepseek-v3",)  # the presets MTP_SOURCE's rows measured
+
+
+def mtp_row_for(target: str) -> bool:
+    """Whether the MTP rows were measured on this target preset (not borrowed from DeepSeek-V3)."""
+    return target in MTP_TARGETS
+
+
 def mtp_default(target: ModelSpec, depth: int = 16) -> tuple[Acceptance, str]:
     """Per-position rates: a position with its own trained MTP layer keeps p_1 (no published
     row measures trained layers past the first; assumed), each position past the model's
     MTP layers reuses the last one and decays by MTP_REUSE_DECAY per reuse."""
     layers = max(target.mtp_layers, 1)
     p = [MTP_FIRST * MTP_REUSE_DECAY ** max(i - layers + 1, 0) for i in range(depth)]
-    note = "" if target.name == "deepseek-v3" else f"; no row for {target.name}: DeepSeek-V3's rows"
+    note = "" if mtp_row_for(target.name) else f"; no row for {target.name}: DeepSeek-V3's rows"
     note += f"; {layers} MTP layer{'s' if layers > 1 else ''}: positions past {layers} reuse the last one"
     return Acceptance.positional(p, "published"), MTP_SOURCE + note
 

@@ -225,14 +225,17 @@ def _acceptance_keys(acceptance: dict, spec: str) -> list[str]:
 
 def _borrowed_heads(names: list[str], target: ModelSpec, acceptance) -> dict[str, str]:
     """Trained-head mechanisms (EAGLE, EAGLE-3 and their trees) a default sweep leaves out, with
-    why: those whose only published acceptance is another target's where another head family has
-    this target's own row (qwen3-30b-a3b: EAGLE-3 has SpecForge's head measured on it; EAGLE-1/2's
-    row is Vicuna-7B's), unless --acceptance reaches them. Like is compared with like: where no
+    why: those whose only published acceptance is another target's where another head family, or
+    the model's own MTP layer, has this target's own row (qwen3-30b-a3b: EAGLE-3 has SpecForge's
+    head measured on it; EAGLE-1/2's row is Vicuna-7B's; deepseek-v3: MTP is measured on it,
+    EAGLE-3's row is Llama-3.1-8B's), unless --acceptance reaches them. Like is compared with like: where no
     family has the target's row, every family keeps its fallback."""
-    from speedplan.plan.defaults import HEADS, head_row_for
+    from speedplan.plan.defaults import HEADS, head_row_for, mtp_row_for
 
     heads = {REGISTRY[n].family_name() for n in names} & {"eagle", "eagle3"}
     own = {f for f in heads if head_row_for(f, target.name)}
+    if "mtp" in names and mtp_row_for(target.name):  # deepseek-v3: its own MTP layer measured on it
+        own.add("mtp")
     out = {}
     for name in names:
         family = REGISTRY[name].family_name()

@@ -41,3 +41,23 @@ def test_named_or_given_acceptance_prices_it():
     given = speedplan.sweep("qwen3-30b-a3b", "h200-sxm", acceptance={"eagle": Acceptance.iid(0.6, "user: alpha=0.6")},
                             **GRID)
     assert {"eagle", "eagle-tree"} <= _labels(given)  # the family's key reaches its tree too
+
+
+def test_a_model_whose_own_mtp_is_measured_leaves_borrowed_heads_out():
+    """deepseek-v3: the MTP rows were measured on it (AL 2.18 and 2.44), the EAGLE-3 row is
+    Llama-3.1-8B's (AL 6.13): a default sweep picked EAGLE-3 on that row at nearly every B, with
+    a placeholder head in every launch file (a user walkthrough)."""
+    r = speedplan.sweep("deepseek-v3", "h200-sxm", tp=8, **GRID)
+    heads = {"eagle", "eagle-tree", "eagle3", "eagle3-tree"}
+    assert heads <= set(r.meta["skipped"]) and not heads & _labels(r)
+    assert "mtp" in _labels(r)
+    assert r.meta["skipped"]["eagle3"].endswith("while mtp has its own; name it (--mechanism eagle3) or give its "
+                                                "acceptance (--acceptance eagle3:...) to price it")
+    named = speedplan.sweep("deepseek-v3", "h200-sxm", tp=8, mechanisms=["mtp", "eagle3"], **GRID)
+    assert {"mtp", "eagle3"} == _labels(named)
+
+
+def test_mtp_borrowed_from_deepseek_v3_does_not_leave_heads_out():
+    """glm-4.7-flash's MTP default is DeepSeek-V3's rows (not its own): it does not count as own."""
+    r = speedplan.sweep("glm-4.7-flash", "h200-sxm", **GRID)
+    assert "mtp" in _labels(r) and {"eagle3", "eagle3-tree"} <= _labels(r)
