@@ -66,6 +66,21 @@ def unsupported(engine: str, labels, meta: dict) -> tuple[str, ...]:
     return tuple(n for n in names if engine_module(engine).support(n, layers) is None)
 
 
+def runnable_rows(frame, meta: dict):
+    """The rows of a sweep `frame` whose mechanism the serving engine that priced it (meta's
+    `engine_family`: vLLM, SGLang, TensorRT-LLM) can run; every row for another engine family
+    (speedplan-runtime, a profile of one's own engine)."""
+    from speedplan.serving import ENGINES
+
+    family = str(meta.get("engine_family") or "").split(" ")[0].lower()
+    if family not in ENGINES or frame.empty:
+        return frame
+    cannot = set(unsupported(family, set(frame["mechanism"]) - {"none"}, meta))
+    if not cannot:
+        return frame
+    return frame[~frame["mechanism"].astype(str).str.split(":").str[0].isin(cannot)]
+
+
 def _extras(result, plan: EnginePlan) -> dict:
     """tree / draft model of a plan, from the sweep's meta."""
     meta = result.meta

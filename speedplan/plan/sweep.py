@@ -37,6 +37,7 @@ from speedplan.plan.mechanisms.draft_model import tp_problem
 from speedplan.plan.mechanisms.heads import Eagle3Head
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pricing import price_grid, priced_frame
+from speedplan.plan.engine_outputs import runnable_rows
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.temperature import at_temperature, check_temperature
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, integer, mechanism_specs
@@ -121,7 +122,7 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
                       result.pricing, engine)
     slo = result.meta.get("min_tokens_per_user")
     if slo is not None:
-        out.slo_pick = slo_pick(frame, slo)
+        out.slo_pick = slo_pick(runnable_rows(frame, out.meta), slo)
     return out
 
 
@@ -347,8 +348,6 @@ def sweep(
 
     result = SweepResult(frame, pareto(frame), best_per_batch(frame), None,
                          pricing=(pricings, hw, target, tp, cost), engine=engine)
-    if min_tokens_per_user is not None:
-        result.slo_pick = slo_pick(frame, min_tokens_per_user)
     result.meta = {
         "model": {**target.summary(), "serve_as": target.serve_as()},
         "hardware": hw.name,
@@ -381,4 +380,6 @@ def sweep(
         "topk": {m.label: m.topk for m in mechs if m.is_tree},
         **_mechanism_meta(mechs, tp),
     }
+    if min_tokens_per_user is not None:  # among what the engine runs (a vLLM user gets no tree to serve)
+        result.slo_pick = slo_pick(runnable_rows(frame, result.meta), min_tokens_per_user)
     return result

@@ -167,20 +167,29 @@ def slo_line(result: "SweepResult") -> str:
     if target is None and pick is None:
         return "SLO pick: none asked (--min-tokens-per-user N picks one)"
     need = f">= {target:g} tokens/s/user" if target is not None else "SLO"
-    if pick is None:
-        feasible = result.frame[result.frame["feasible"]] if "feasible" in result.frame else result.frame.iloc[:0]
-        if feasible.empty:
-            return f"SLO pick ({need}): no feasible configuration reaches it"
-        top = feasible.loc[feasible["tokens_per_s_per_user"].idxmax()]
-        return (f"SLO pick ({need}): no feasible configuration reaches it; the most is "
-                f"{top['tokens_per_s_per_user']:.1f} tokens/s/user ({setting_text(top['mechanism'], top['draft_len'], top['verify_tokens'])} "
-                f"at B={int(top['batch'])}, context {int(top['context'])})")
-    from speedplan.plan.engine_outputs import unsupported
+    from speedplan.plan.engine_outputs import runnable_rows, unsupported
+    from speedplan.plan.pick import slo_pick
     from speedplan.serving import ENGINES
 
     family = str(result.meta.get("engine_family") or "").split(" ")[0]
+    if pick is None:
+        feasible = result.frame[result.frame["feasible"]] if "feasible" in result.frame else result.frame.iloc[:0]
+        runs = runnable_rows(feasible, result.meta)
+        if runs.empty:
+            return f"SLO pick ({need}): no feasible configuration reaches it"
+        top = runs.loc[runs["tokens_per_s_per_user"].idxmax()]
+        other = slo_pick(result.frame, target) if target is not None and len(runs) < len(feasible) else None
+        return (f"SLO pick ({need}): " + ("no feasible configuration reaches it" if other is None else
+                f"nothing {family} runs reaches it ({other['mechanism']} D={int(other['draft_len'])} at "
+                f"B={int(other['batch'])} would, which {family} cannot run)") + "; the most is "
+                f"{top['tokens_per_s_per_user']:.1f} tokens/s/user ({setting_text(top['mechanism'], top['draft_len'], top['verify_tokens'])} "
+                f"at B={int(top['batch'])}, context {int(top['context'])})")
     cannot = (family.lower() in ENGINES and pick["mechanism"] != "none"
               and unsupported(family.lower(), {pick["mechanism"]}, result.meta))
+    anyone = slo_pick(result.frame, target) if target is not None else None  # over every mechanism, runnable or not
+    beyond = ("" if cannot or anyone is None or anyone["tokens_per_s_per_gpu"] <= pick["tokens_per_s_per_gpu"] else
+              f"; among what {family} runs (the best of any mechanism, {anyone['mechanism']} D={int(anyone['draft_len'])} "
+              f"at B={int(anyone['batch'])}, gives {anyone['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU: {family} cannot run it)")
     running = int(pick["running"]) if "running" in pick else int(pick["batch"])
     waiting = (f"^ (a running request's: a step runs {running} of the {int(pick['batch'])}, the rest wait), "
                f"{offered_rate(pick):.1f} per offered request" if running < int(pick["batch"]) else "")
@@ -188,7 +197,7 @@ def slo_line(result: "SweepResult") -> str:
             f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user{waiting}, "
             f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
             + (f" ({family} cannot run {pick['mechanism']}: the best any mechanism reaches under its profile)"
-               if cannot else ""))
+               if cannot else "") + beyond)
 
 
 def plain_unfit_cells(frame: pd.DataFrame) -> set[tuple[int, int]]:

@@ -195,16 +195,31 @@ def test_a_cell_that_fits_at_a_shorter_context_only_is_named_as_not_planned():
     assert "context 1024" not in line
 
 
-def test_the_slo_pick_says_when_the_pricing_engine_cannot_run_it():
-    """--min-tokens-per-user 300 on the default picked eagle3-tree under the vllm profile without
-    saying vLLM cannot run it (the table's own note said so; the SLO line did not)."""
+def test_the_slo_pick_is_one_the_pricing_engine_runs():
+    """--min-tokens-per-user 300 on the default picked eagle3-tree under the vllm profile, which
+    vLLM cannot run (a walkthrough: a vLLM user got a pick they cannot deploy, in the terminal and
+    recommendations.json). The pick is now among what the engine runs, and the line names the
+    better one it cannot run; SGLang, which runs trees, keeps the tree."""
+    from speedplan.plan.pick import slo_pick
     from speedplan.report.summary import slo_line
 
     r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "eagle3-tree"], [1, 8, 64], range(0, 9), min_tokens_per_user=300)
-    assert r.slo_pick["mechanism"] == "eagle3-tree"
-    assert "(vLLM cannot run eagle3-tree: the best any mechanism reaches under its profile)" in slo_line(r)
+    anyone = slo_pick(r.frame, 300)
+    assert anyone["mechanism"] == "eagle3-tree" and r.slo_pick["mechanism"] == "eagle3"
+    assert r.slo_pick["tokens_per_s_per_user"] >= 300 and r.slo_pick["tokens_per_s_per_gpu"] < anyone["tokens_per_s_per_gpu"]
+    assert (f"; among what vLLM runs (the best of any mechanism, eagle3-tree D={int(anyone['draft_len'])} at "
+            f"B={int(anyone['batch'])}, gives {anyone['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU: vLLM cannot run it)"
+            in slo_line(r))
     chain = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 64], range(0, 9), min_tokens_per_user=300)
     assert chain.slo_pick["mechanism"] == "eagle3" and "cannot run" not in slo_line(chain)
+    sglang = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "eagle3-tree"], [1, 8, 64], range(0, 9),
+                   min_tokens_per_user=300, engine="sglang")
+    assert sglang.slo_pick["mechanism"] == "eagle3-tree" and "cannot run" not in slo_line(sglang)
+    # only the tree reaches it: nothing vLLM runs does, and the line says which would
+    high = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "eagle3-tree"], [1, 8, 64], range(0, 9), min_tokens_per_user=380)
+    assert high.slo_pick is None
+    assert slo_line(high).startswith("SLO pick (>= 380 tokens/s/user): nothing vLLM runs reaches it (eagle3-tree D=")
+    assert "; the most is " in slo_line(high) and "(eagle3 D=" in slo_line(high)
 
 
 def test_an_slo_nothing_reaches_names_the_most_any_configuration_reaches():
