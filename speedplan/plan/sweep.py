@@ -312,6 +312,7 @@ def sweep(
     target.check_tp(tp)
     cost = load_cost_model(hardware) if isinstance(hardware, (str, Path)) else hardware  # or a CostModel
     hw = cost.hardware
+    hw.check_tp(tp)  # all-reduce priced within one node
     engine = get_engine(engine)
     from speedplan.serving import check_runs_on
 

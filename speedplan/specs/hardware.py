@@ -48,6 +48,8 @@ class Hardware:
     default_dtype: str = "bf16"
     # Streaming multiprocessors (compute units): what wave quantisation counts; 0 = not stated.
     sm_count: int = 0
+    # GPUs one fast link joins (an NVLink/NVSwitch node): the most TP the all-reduce prices; 0 = not stated.
+    gpus_per_node: int = 0
     # Name of the fitted fallback (speedplan.specs.fallback) the roofline uses; "" = the plain
     # datasheet roofline with this preset's floor and peak fractions (CPUs).
     roofline_fit: str = ""
@@ -92,6 +94,16 @@ class Hardware:
         """A CPU: its platform "cpu" (stated, or an fp32 file that states none: GPU presets default to
         bf16), so that what is a CPU for profiling and validation is what gates the engines' PLATFORMS."""
         return self.platform == "cpu"
+
+    def check_tp(self, tp: int) -> None:
+        """Refuse a TP wider than the GPUs one fast link joins (`gpus_per_node`, where stated): the
+        all-reduce is priced at `link_bytes_per_s`, which a TP across nodes does not get."""
+        if self.gpus_per_node and tp > self.gpus_per_node:
+            unit = "process" if self.is_cpu else f"node links {self.gpus_per_node} GPUs"
+            raise SpeedplanInputError(
+                f"--tp {tp}: one {self.name} {unit}; speedplan prices tensor parallelism within one node (its "
+                f"all-reduce at {self.link_bytes_per_s / 1e9:g} GB/s), not across nodes: use --tp {self.gpus_per_node} "
+                "or less (serve more nodes as replicas), or a hardware file of your own with gpus_per_node")
 
     def flops_per_s(self, dtype: str) -> float:
         """Achievable dense FLOP/s for `dtype` (datasheet peak × compute_efficiency)."""
@@ -149,7 +161,7 @@ PRESET_DIR = Path(__file__).parent / "presets" / "hardware"
 # Fields a preset states as {"value": number, "source": text}; peak_flops_per_s holds one per dtype.
 _NUMBERS = ("hbm_bytes_per_s", "memory_bytes", "link_bytes_per_s", "link_latency_us", "kernel_floor_us",
             "gemm_tile_m", "attention_tile_m", "tree_mask_penalty",
-            "compute_efficiency", "bandwidth_efficiency", "sm_count")
+            "compute_efficiency", "bandwidth_efficiency", "sm_count", "gpus_per_node")
 _TEXTS = ("name", "description", "source", "notes", "default_dtype", "roofline_fit")
 _SAY = {"name": "what the device is called (--hardware NAME picks it)", "description": "what the device is",
         "source": "where its numbers come from (a datasheet, a measurement)"}
@@ -183,6 +195,7 @@ _LIMITS = {
     "attention_tile_m": _Bound(1, True, 1e4, True, "rows"),
     "tree_mask_penalty": _Bound(1, True, 100, False, "(1: a tree mask costs nothing extra)"),
     "sm_count": _Bound(0, True, 1e5, True, "(0: not stated)"),
+    "gpus_per_node": _Bound(0, True, 1e5, True, "GPUs (0: not stated)"),
 }
 
 
@@ -255,7 +268,7 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
     for key in _NUMBERS:
         if key in data:
             fields[key], sources[key] = _number(data[key], f"{where}: {key}", _LIMITS.get(key))
-    for key in ("gemm_tile_m", "attention_tile_m", "sm_count"):
+    for key in ("gemm_tile_m", "attention_tile_m", "sm_count", "gpus_per_node"):
         if key in fields:
             fields[key] = int(fields[key])
     for key in ("compute_efficiency", "bandwidth_efficiency"):  # a measured profile may find more (load.py)

@@ -164,10 +164,17 @@ def test_a_draft_tp_above_the_targets_is_refused():
 def test_a_draft_model_that_cannot_split_over_the_targets_tp_is_skipped_or_refused():
     """The engines run a draft model at the target's TP (serving.draft_tp_choices), and at --tp 64
     llama-3.2-1b's 32 query heads do not split: it was priced at half a head per GPU. A default
-    sweep now skips it with the reason; a sweep that names it is refused in one line."""
-    r = sweep("llama-3.1-405b", "h100-sxm", None, [1, 8], [0, 2], tp=64)
+    sweep now skips it with the reason; a sweep that names it is refused in one line. (TP 64 on
+    one NVLink domain of 72, as a GB200 NVL72 rack links: an 8-GPU h100-sxm node refuses it.)"""
+    from dataclasses import replace
+
+    from speedplan.cost.ops import load_cost_model
+
+    cost = load_cost_model("h100-sxm")
+    nvl72 = replace(cost, hardware=replace(cost.hardware, gpus_per_node=72))
+    r = sweep("llama-3.1-405b", nvl72, None, [1, 8], [0, 2], tp=64)
     assert "draft-model" not in set(r.frame.mechanism)
     assert "above llama-3.2-1b's 32 query heads" in r.meta["skipped"]["draft-model"]
     with pytest.raises(SpeedplanInputError, match="draft llama-3.2-1b does not split over the TP the engines run it at"):
-        sweep("llama-3.1-405b", "h100-sxm", ["draft-model"], [1, 8], [0, 2], tp=64)
+        sweep("llama-3.1-405b", nvl72, ["draft-model"], [1, 8], [0, 2], tp=64)
     assert "draft-model:llama-3.2-1b" in set(sweep("llama-3.1-405b", "h100-sxm", ["draft-model"], [1], [0, 2], tp=8).frame.mechanism)

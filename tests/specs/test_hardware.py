@@ -114,3 +114,26 @@ def test_sweep_refuses_a_bad_platform_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "hw.json: platform must be one of" in err and "got 'metal'" in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_a_tp_wider_than_one_node_is_refused_naming_the_node():
+    """--tp 16 on h100-sxm was priced with its NVLink all-reduce across two 8-GPU nodes (a user
+    walkthrough: 160 all-reduces at B = 1 in 0.86 ms); the presets now state the GPUs one link
+    joins, and a wider TP is exit 2 naming it. A hardware file that states none is not checked."""
+    from speedplan.plan.sweep import sweep
+    from speedplan.specs.hardware import hardware_from_json
+
+    load_hardware_file_from = lambda data: hardware_from_json(data, "mine.json")
+    assert {name: hw.gpus_per_node for name, hw in PRESETS.items()} == {
+        "a100-80gb": 8, "b200": 8, "cpu-local": 1, "h100-sxm": 8, "h200-sxm": 8, "l40s": 8, "mi300x": 8}
+    assert all(hw.sources["gpus_per_node"] for hw in PRESETS.values())
+    with pytest.raises(SpeedplanInputError, match=r"--tp 16: one h100-sxm node links 8 GPUs; .*use --tp 8 or less"):
+        sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], [1], [0, 2], tp=16)
+    assert len(sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], [1], [0, 2], tp=8).frame)
+    assert run(["sweep", "--model", "llama-3.1-70b", "--tp", "16", "--out", "/nonexistent-dir/never"]) == 2
+    data = json.loads((PRESET_DIR / "h100-sxm.json").read_text())
+    del data["gpus_per_node"]
+    assert load_hardware_file_from(data).gpus_per_node == 0  # not stated: not checked
+    data["gpus_per_node"] = {"value": 2.5, "source": "x"}
+    with pytest.raises(SpeedplanInputError, match="gpus_per_node must be an integer"):
+        load_hardware_file_from(data)
