@@ -37,8 +37,14 @@ VERSION = (
 #   use_dynamic_tree / dynamic_tree_max_topK / max_total_draft_tokens in [max_draft_len, topK*max_draft_len].
 #   validate_speculative_config converts a plain "Eagle" to Eagle3 with a warning.
 # - MTPDecodingConfig: decoding_type "MTP"; num_nextn_predict_layers is init=False, "auto-populated ...
-#   Do not set manually", and a YAML value is remapped to max_draft_len with a deprecation warning, so
-#   only max_draft_len is written. NGramDecodingConfig: "NGram", max_matching_ngram_size.
+#   Do not set manually"; _remap_deprecated_num_nextn_predict_layers (mode="before") warns that it is
+#   deprecated and, where max_draft_len is given too, drops it (max_draft_len wins). Older releases read D
+#   from it instead: their MTPDecodingConfig has num_nextn_predict_layers: PositiveInt = 1 and
+#   set_max_total_draft_tokens sets max_draft_len = num_nextn_predict_layers (index copy of llm_args.py,
+#   blob 7019226376), and update_spec_config_from_model_config does it again at load (_torch/speculative/
+#   utils.py, index blobs 2435382921 and 40163558784). The split came with PR #12341 (TRTLLM-11508, merged
+#   2026-05-08; the 1.3.0rc27 API reference already has the new field). So both are written, equal: old
+#   releases run D, not 1, and new ones read max_draft_len. NGramDecodingConfig: "NGram", max_matching_ngram_size.
 # - DraftTargetDecodingConfig: decoding_type Literal["Draft_Target"]. SpeculativeConfig is a union
 #   discriminated on decoding_type and update_llm_args_with_extra_dict passes the YAML through, so the
 #   docs' (@ 04c8822) "DraftTarget" spelling has no mapping in this copy: follow the code.
@@ -56,12 +62,23 @@ VERSION = (
 # get_draft_len_for_batch_size (_torch/speculative/utils.py @ 011d093, and the newest index copy): the
 # first key >= batch, above every key 0; keep_drafter_warm / min_runtime_draft_len per mode: 2026 unit
 # tests in the index (Eagle3 and MTP-Eagle warm at 0, Draft_Target floored at 1).
+# Draft_Target at D = 0: @ 011d093 get_draft_len_for_batch_size returns max(schedule[key], min_draft_len)
+# (min_draft_len above the largest key), DecodingBaseConfig.min_runtime_draft_len is 1 where
+# spec_dec_mode.use_one_engine() (llm_args.py @ 011d093), and tests/unittest/_torch/speculative/
+# hw_agnostic/test_min_runtime_draft_len.py @ 011d093 asserts 1 for DraftTargetDecodingConfig ({4: 4, 8: 0}
+# runs 1 at batch 8); the keep-warm variant of that test (index blob 69637569920) keeps Draft_Target at 1.
+# The trtllm engine profile describes that build (zero_draft_forward: keep-warm Eagle3/MTP, Draft_Target
+# floored at 1), so a Draft_Target plan never has D = 0 (`_DRAFT_TARGET`: off=False) and a hand-made 0 is
+# written as the 1 it runs (older builds, @ 0004396, honour 0 and skip drafting).
 DECODING_TYPES = {"ngram": "NGram", "draft-model": "Draft_Target", "eagle3": "Eagle3", "eagle3-tree": "Eagle3",
                   "mtp": "MTP"}
 
 _SCHEDULE = Mode("schedule", "first-max", off=True, how=(
     "speculative_config.draft_len_schedule {last_batch_of_range: D}; max_draft_len = the smallest batch's D "
     "(> 0), no D above it"))
+_DRAFT_TARGET = Mode("schedule", "first-max", off=False, how=(
+    "speculative_config.draft_len_schedule {last_batch_of_range: D}, D >= 1 (Draft_Target floors a 0 at 1: "
+    "min_runtime_draft_len); max_draft_len = the smallest batch's D, no D above it"))
 _FIXED = Mode("fixed", "fixed", off=False, how="max_draft_len, the same at every batch size")
 _FIXED_TREE = Mode("fixed", "fixed", off=False, trees=True, how=(
     "use_dynamic_tree with max_draft_len = depth, dynamic_tree_max_topK = topk, max_total_draft_tokens = nodes"))
@@ -74,7 +91,8 @@ def support(mechanism: str, mtp_layers: int = 0) -> Support | None:
     NGram is not listed, and vanilla MTP (checkpoints with more than one MTP layer) ignores it
     and clips max_draft_len to the layers (utils.py update_spec_config_from_model_config). At
     draft length 0 only the Eagle3 and MTP-Eagle one-model paths keep the drafter warm
-    (keep_drafter_warm); Draft_Target skips drafting (newer builds raise its 0 to 1)."""
+    (keep_drafter_warm); Draft_Target skips drafting in older builds and drafts one token in the
+    builds the trtllm profile describes (min_runtime_draft_len 1), so its plans keep D >= 1."""
     if mechanism not in DECODING_TYPES:
         return None
     if mechanism == "eagle3-tree":
@@ -84,7 +102,9 @@ def support(mechanism: str, mtp_layers: int = 0) -> Support | None:
     if mechanism == "mtp" and mtp_layers > 1:
         return Support((Mode("fixed", "fixed", off=False, max_draft_len=mtp_layers,
                              how=f"max_draft_len <= {mtp_layers} (vanilla MTP: one module per draft token)"),))
-    return Support((_SCHEDULE,), drafter_runs_at_zero=mechanism != "draft-model")
+    if mechanism == "draft-model":
+        return Support((_DRAFT_TARGET,), drafter_runs_at_zero=False)
+    return Support((_SCHEDULE,))
 
 
 def draft_tp_options(mechanism: str, tp: int) -> set[int]:
@@ -123,6 +143,11 @@ def trtllm_speculative_config(plan: ServingPlan) -> tuple[dict, list[str]]:
             # add no graph (DecodeCudaGraphConfig._merge_schedule_keys keeps keys <= max_batch_size)
             keyed = {1: first}  # key 1 as well: older validators require it (and it reads the same)
             keyed.update({hi: min(d, first) for _, hi, d in segs})
+            if plan.mechanism == "draft-model" and 0 in keyed.values():  # a hand-made plan: planned ones are >= 1
+                notes.append("the plan's D = 0 ranges are written as D = 1, which the Draft_Target builds the trtllm "
+                             "profile describes would run there anyway (min_runtime_draft_len) and older builds "
+                             "now run too; the tables above show the plan's 0, not the 1 written.")
+                keyed = {k: max(d, 1) for k, d in keyed.items()}
             keys = sorted(keyed)  # a key whose next key has the same D adds nothing
             schedule = {k: keyed[k] for i, k in enumerate(keys)
                         if k == 1 or i + 1 == len(keys) or keyed[keys[i + 1]] != keyed[k]}
@@ -130,6 +155,8 @@ def trtllm_speculative_config(plan: ServingPlan) -> tuple[dict, list[str]]:
     if plan.mechanism not in DECODING_TYPES:
         raise SpeedplanInputError(f"TensorRT-LLM cannot serve mechanism {plan.mechanism}")
     cfg: dict = {"decoding_type": DECODING_TYPES[plan.mechanism], "max_draft_len": d_max}
+    if plan.mechanism == "mtp":  # releases before PR #12341 take D from here (default 1); newer drop it
+        cfg["num_nextn_predict_layers"] = d_max
     if plan.mechanism == "ngram":
         cfg["max_matching_ngram_size"] = NGRAM_LOOKUP_MAX
     elif plan.mechanism == "draft-model":
@@ -225,14 +252,19 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
             notes.append("at draft length 0 (above the largest key, or a key set to 0) 2026 builds still run a "
                          "keep-warm draft forward for Eagle3 and MTP-Eagle (keep_drafter_warm), which the speedup and "
                          "loss columns include; older builds skipped drafting and left the drafter's KV cache stale.")
-        elif plan.mechanism == "draft-model" and any(d == 0 for _, _, d in segments(plan)):
-            notes.append("at draft length 0 the Draft_Target path skips drafting (priced as plain decoding; the "
-                         "draft model's KV cache goes stale); 2026 builds raise a 0 to 1 for it "
-                         "(min_runtime_draft_len), so those batch sizes would draft one token.")
+        elif plan.mechanism == "draft-model" and all(d > 0 for _, _, d in segments(plan)):
+            notes.append("Draft_Target never runs D = 0 here: the builds the trtllm profile describes floor it at 1 "
+                         "(min_runtime_draft_len, also above the largest key), so speedplan plans D >= 1 for it at "
+                         "every batch size; where plain decoding without the draft model is faster, the loss "
+                         "column says by how much.")
     if plan.mechanism == "draft-model":
         notes.append("decoding_type Draft_Target follows llm_args.py's class literal; the docs spell it DraftTarget "
                      "and no mapping between the two was found, so if your build rejects one, use the other.")
     if plan.mechanism == "mtp":
+        notes.append(f"num_nextn_predict_layers = max_draft_len = {cfg['max_draft_len']}: releases before the split "
+                     "of the two (PR #12341, 2026) set max_draft_len from num_nextn_predict_layers (default 1), so "
+                     "without it they would run D = 1; newer releases warn that it is deprecated and use "
+                     "max_draft_len.")
         notes.append("with one MTP layer (DeepSeek-V3) the MTP-Eagle path replays it max_draft_len times (any D); "
                      "with more layers vanilla MTP clips max_draft_len to them and ignores draft_len_schedule "
                      "(utils.py @ 011d093; the docs still say the two must match).")

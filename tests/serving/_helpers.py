@@ -22,9 +22,11 @@ SGLANG_FLAGS = {"--model-path", "--tp-size", "--speculative-algorithm", "--specu
                 "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
                 "--speculative-ngram-max-bfs-breadth", "--speculative-adaptive", "--speculative-adaptive-config"}
 SGLANG_ALGORITHMS = {"NGRAM", "STANDALONE", "EAGLE", "EAGLE3", "NEXTN"}
-# TensorRT-LLM llm_args.py @ 0004396: DecodingBaseConfig / Eagle3DecodingConfig / NGram fields and literals.
+# TensorRT-LLM llm_args.py @ 0004396: DecodingBaseConfig / Eagle3DecodingConfig / NGram fields and literals,
+# and MTPDecodingConfig.num_nextn_predict_layers (deprecated there; older releases read D from it).
 TRTLLM_KEYS = {"decoding_type", "max_draft_len", "speculative_model", "max_matching_ngram_size",
-               "use_dynamic_tree", "dynamic_tree_max_topK", "max_total_draft_tokens", "draft_len_schedule"}
+               "use_dynamic_tree", "dynamic_tree_max_topK", "max_total_draft_tokens", "draft_len_schedule",
+               "num_nextn_predict_layers"}
 TRTLLM_TYPES = {"NGram", "Draft_Target", "Eagle3", "MTP"}
 
 

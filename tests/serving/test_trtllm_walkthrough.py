@@ -19,7 +19,7 @@ runner = CliRunner()
 YAML = "trtllm_extra_llm_api_options.yaml"
 # decoding_type literal -> the fields its config class has (DecodingBaseConfig's and its own)
 BASE = {"decoding_type", "max_draft_len", "max_total_draft_tokens", "speculative_model", "draft_len_schedule"}
-FIELDS = {"Eagle3": BASE | {"use_dynamic_tree", "dynamic_tree_max_topK"}, "MTP": BASE,
+FIELDS = {"Eagle3": BASE | {"use_dynamic_tree", "dynamic_tree_max_topK"}, "MTP": BASE | {"num_nextn_predict_layers"},
           "NGram": BASE | {"max_matching_ngram_size"}, "Draft_Target": BASE}
 TOP_LEVEL = {"speculative_config", "cuda_graph_config", "max_batch_size"}  # TorchLlmArgs fields
 
@@ -81,7 +81,11 @@ def test_cli_file_is_what_trtllm_accepts_and_runs_the_planned_d(tmp_path, args):
     assert ("cuda_graph_config" in cfg) == (largest > CUDA_GRAPH_MAX_BATCH)
     serve = (out / "trtllm_serve.sh").read_text()
     assert f"--extra_llm_api_options {YAML}" in serve and "--backend pytorch" in serve
-    assert "num_nextn_predict_layers" not in spec and "eagle3_one_model" not in spec  # deprecated / ignored fields
+    assert "eagle3_one_model" not in spec  # ignored field
+    # deprecated on main (dropped where max_draft_len is given) but where releases before PR #12341 read D:
+    # written equal to max_draft_len for MTP only (tests/serving/test_trtllm_versions.py)
+    assert spec.get("num_nextn_predict_layers", spec["max_draft_len"]) == spec["max_draft_len"]
+    assert ("num_nextn_predict_layers" in spec) == (spec["decoding_type"] == "MTP")
 
 
 SCHEDULES = [((1, 4),), ((1, 5), (8, 3), (64, 0)), ((1, 3), (8, 0), (32, 2)), ((1, 2), (16, 4)),
@@ -100,9 +104,10 @@ def test_hand_made_plans_render_what_trtllm_accepts(mechanism, schedule):
     if "draft_len_schedule" not in spec:
         return  # a fixed launch: NGram and trees do not follow draft_len_schedule
     first = schedule[0][1]
+    floor = 1 if mechanism == "draft-model" else 0  # Draft_Target runs a 0 as 1 (min_runtime_draft_len): written so
     for i, (batch, d) in enumerate(schedule):  # each planned range, capped at the batch-1 D
         last = schedule[i + 1][0] - 1 if i + 1 < len(schedule) else OPEN_END_BATCH
-        assert runtime_draft_len(spec, batch) == runtime_draft_len(spec, last) == min(d, first)
+        assert runtime_draft_len(spec, batch) == runtime_draft_len(spec, last) == max(min(d, first), floor)
 
 
 def test_off_at_batch_one_is_a_fixed_launch_that_says_so():
