@@ -4,7 +4,8 @@ An engine serves one mechanism per launch and sets the draft length across batch
 the ways its `serving.<engine>.support()` lists (`Mode.shape`):
 
 - "any": any D per batch range, D = 0 allowed (vLLM's num_speculative_tokens_per_batch_size,
-  SGLang's adaptive buckets for EAGLE/EAGLE3 chains);
+  SGLang's adaptive buckets for EAGLE/EAGLE3 chains, which route on the running batch min(B, cap):
+  batches one bucket serves, every B at or above the cap among them, get one D, `_candidates`);
 - "first-max": any D per range, none above the smallest batch's D, which must be >= 1
   (TensorRT-LLM's draft_len_schedule);
 - "fixed": one setting (D, or a tree's depth and nodes) at every batch size.
@@ -97,6 +98,20 @@ class EnginePlan:
         return running_requests(held, self.mechanism != "none", self.spec_max_running).astype(int)
 
     @property
+    def cap_note(self) -> str:
+        """Where the engine's cap on a speculative step leaves this plan slower than plain decoding at some
+        batch size, the sentence that says so and what to do (`serving.sglang.cap_loss_note`); "" elsewhere."""
+        from speedplan.serving import engine_module
+
+        if self.mechanism == "none" or self.spec_max_running <= 0 or self.not_run or not len(self.rows):
+            return ""
+        module, cap = engine_module(self.engine), int(self.spec_max_running)
+        worst = self.rows.sort_values("speedup").drop_duplicates("batch")  # each batch's slowest context
+        note = module.cap_loss_note(zip(worst["batch"], worst["speedup"], worst["runs_at_batch"]), cap,
+                                    cap == getattr(module, "SPEC_MAX_RUNNING", None)) if hasattr(module, "cap_loss_note") else None
+        return note or ""
+
+    @property
     def schedule(self) -> list[tuple[int, int, int]]:
         """Inclusive [first_batch, last_batch, D] ranges over the planned batches, equal D merged."""
         if self.rows.empty:  # nothing fits in memory: no batch to schedule
@@ -128,8 +143,10 @@ def _best_of(scores: dict, keys: list) -> tuple:
     return next(k for k in keys if scores[k] >= (1.0 - TIE_TOLERANCE) * top)
 
 
-def _candidates(table: PlanTable, label: str, mode, is_tree: bool, norm: np.ndarray):
-    """(J, the key chosen at each planned batch) of the best plan of one mechanism in one mode."""
+def _candidates(table: PlanTable, label: str, mode, is_tree: bool, norm: np.ndarray, groups=None):
+    """(J, the key chosen at each planned batch) of the best plan of one mechanism in one mode. `groups`:
+    per planned batch, the index of the engine's bucket it reaches (SGLang's adaptive buckets route on the
+    running batch: `serving.sglang.plan_groups`); an "any" plan gives each bucket one setting."""
     keys = _settings(table, label, mode, is_tree)
     if not keys:
         return None
@@ -140,7 +157,12 @@ def _candidates(table: PlanTable, label: str, mode, is_tree: bool, norm: np.ndar
         picks = [_best_of({k: s[k].sum() for k in keys}, keys)] * nb
     elif mode.shape == "any":
         allowed = ([OFF_KEY] if mode.off else []) + keys  # ascending verified tokens
-        picks = falling_schedule(s, allowed, nb)
+        if groups is None:
+            picks = falling_schedule(s, allowed, nb)
+        else:  # one setting per bucket, chosen on its batches' summed scores
+            g = np.asarray(groups)
+            per = falling_schedule({k: np.bincount(g, s[k], minlength=g.max() + 1) for k in allowed}, allowed, g.max() + 1)
+            picks = [per[i] for i in g]
     else:  # first-max: D at the smallest batch caps every other batch's D
         best = None
         for first in keys:
@@ -304,12 +326,14 @@ def _plan_one(name: str, engine, result, weights: pd.Series, capacity: Capacity,
     norm = np.nanmax(np.vstack(list(reach.values())), axis=0)  # the engine's best per cell
     cands = [(float(table.score(OFF_KEY, norm).sum()), "off", "none", [OFF_KEY] * len(table.batches),
               "no speculative options", table)]
+    cap = float(meta.get("engine_spec_max_running") or 0)
+    groups = engine.plan_groups(table.batches, cap) if hasattr(engine, "plan_groups") else None
     for label, support in runnable.items():
         loaded = views[label]
         is_tree = label.split(":")[0] in TREE_MECHANISMS
         fixed = next((m for m in support.modes if m.shape == "fixed"), None)
         for mode in support.modes:
-            c = _candidates(loaded, label, mode, is_tree, norm)
+            c = _candidates(loaded, label, mode, is_tree, norm, groups)
             if c is None:
                 continue
             if fixed is not None and len(set(c[1])) == 1 and c[1][0] in _settings(loaded, label, fixed, is_tree):
@@ -320,8 +344,7 @@ def _plan_one(name: str, engine, result, weights: pd.Series, capacity: Capacity,
     j, mode, label, picks, how, seen = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))
     rows = _rows(seen, frame, picks, reach, table.plain)
     thr = float((rows["tokens_per_s_per_gpu"] * rows["weight"]).sum())
-    return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta),
-                      spec_max_running=float(meta.get("engine_spec_max_running") or 0),
+    return EnginePlan(name, label, mode, how, j, thr, rows, _profile_text(meta), spec_max_running=cap,
                       drafter_kept_warm=zero.kept_warm.get(label, False), profile_name=engine_profile_name(meta))
 
 

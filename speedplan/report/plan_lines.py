@@ -75,6 +75,10 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
         if len(capped):  # the engine's cap on a speculative launch's running requests (SGLang: 48 by default)
             tail += (f"; from B={capped['batch'].min()} a step runs {p.spec_max_running:g} requests, the engine's cap "
                      "with speculative decoding (spec_max_running), priced so (the rest wait)")
+            slow = sorted({int(b) for b in capped.loc[capped["speedup"] < 0.9995, "batch"]})
+            if slow and p.cap_note:  # the launch file's note says why and what to do
+                tail += (f"; at B = {', '.join(map(str, slow))} that cap makes it slower than plain decoding: set "
+                         "--max-running-requests to run more (not priced) or serve those loads without speculation")
         ds = " ".join(str(int(per_b["d"][b])) if b in per_b.index else "-" for b in shown)
         unheld = sorted(cells - set(zip(p.rows["batch"], p.rows["context"])))
         if unheld:  # cells the sweep's profile serves where this engine's memory rule holds no sequence

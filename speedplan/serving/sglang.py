@@ -11,13 +11,16 @@ written values (topk 1: num_draft_tokens = num_steps + 1; NGRAM: topk = max BFS 
 num_steps one of the candidates), which tests/engine/test_sglang_walkthrough.py re-implements.
 
 Two ways to set the draft length: fixed (steps, topk, draft tokens) at every batch size, or for
-EAGLE, EAGLE3 and NEXTN (MTP) chains `--speculative-adaptive` with a config whose integer keys are batch-size
-lower bounds, each holding one candidate step count, which pins that bucket's D (an
-`AdaptiveStepSlot` with a single candidate never moves; a step of 0 turns drafting off).
+EAGLE, EAGLE3 and NEXTN (MTP) chains `--speculative-adaptive` with a config whose integer keys are
+lower bounds of the *running* batch (the requests a step runs, at most the launch's running cap), each
+holding one candidate step count, which pins that bucket's D (an `AdaptiveStepSlot` with a single
+candidate never moves; a step of 0 turns drafting off). Offered batch sizes at or above the cap all run
+the cap and share its bucket (`buckets`, `plan_groups`; the routing rule is cited above `graph_batch_sizes`).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 
 from speedplan.serving.plan import OFF, Mode, ServingPlan, Support, check_engine, eagle_head, hf_repo, segments
@@ -76,9 +79,105 @@ def _adaptive(plan: ServingPlan) -> bool:
     return chain and (plan.mode == "adaptive" or (plan.mode == "" and varies))
 
 
+# How SGLang picks an adaptive bucket. A decode step calls activate_step_by_batch(batch.seq_lens.shape[0]), the
+# requests it runs (speculative/eagle_worker_v2.py forward_batch_generation: 0.5.23 wheel line 1445; main @
+# 015c872628e3), and _route pads that to the next CUDA-graph batch size (bisect_left; past the largest it stays)
+# and takes the slot with the largest key <= it (bisect_right - 1, clamped to the first): 0.5.23 wheel
+# speculative/adaptive_spec_params.py _route, _pad_to_cuda_graph_bs, _find_closest_bs (lines 342-359); on main
+# @ 015c872628e3 _route calls AdaptiveStepRouter.batch_size_key_for_batch (adaptive_step_router.py @
+# a12239f6ac74), the same rule. A step runs at most --max-running-requests, which a speculative launch that leaves
+# it unset gets as 48 (arg_groups/speculative_hook.py _handle_eagle_family, `if max_running_requests is None`:
+# 0.5.23 wheel lines 1086-1093, main @ d9ccf6a78adc; an explicit value is kept), so a key above the cap is never
+# reached. The padding list: main @ 015c872628e3 pads to the resolved decode graph sizes (eagle_worker_v2.py
+# _resolve_adaptive_cuda_graph_bs: cuda_graph_config.decode.bs), for speculative decoding 1-8, 10-32 by 2, 40-64
+# by 4, 72-256 by 8, then by 16, cut at the graph max_bs, which is appended (arg_groups/cuda_graph_hook.py
+# generate_decode_cuda_graph_batch_sizes @ 399499ca159d); a default max_bs is cut to max_running_requests
+# (0.5.23 arg_groups/memory_hook.py), and 48 is itself a graph size, so a running 48 stays 48. The 0.5.23 wheel
+# pads only to an explicit --cuda-graph-bs-decode (init_states gets get_exec().graph.cuda_graph_bs_decode, None
+# by default). `buckets` keys each bucket at the smallest running batch planned among those padded to one graph
+# size, which reaches the same bucket padded or not.
+def graph_batch_sizes(cap: int) -> list[int]:
+    """SGLang's default decode CUDA-graph batch sizes with speculative decoding, for a launch that runs at
+    most `cap` requests (generate_decode_cuda_graph_batch_sizes with max_bs = cap)."""
+    sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, cap + 1, 16)]
+    return sorted({s for s in sizes if s <= cap} | {cap})
+
+
+def padded(running: int, graphs: list[int] | None) -> int:
+    """`running` padded up to the next graph batch size (_pad_to_cuda_graph_bs); above the largest, itself."""
+    i = bisect.bisect_left(graphs or [], running)
+    return graphs[i] if graphs and i < len(graphs) else running
+
+
+def route(keys: list[int], running: int, graphs: list[int] | None = None) -> int:
+    """The adaptive-config key (sorted `keys`) SGLang's _route takes for a step of `running` requests."""
+    return keys[max(0, bisect.bisect_right(keys, padded(running, graphs)) - 1)]
+
+
+def running_cap(plan: ServingPlan) -> int:
+    """The most requests a speculative step of this launch runs: its --max-running-requests
+    (`max_running_flag`), else SGLang's default for speculative decoding, 48."""
+    flag = max_running_flag(plan)
+    return flag if flag is not None else SPEC_MAX_RUNNING
+
+
+def plan_groups(batches, spec_max_running: float) -> list[int]:
+    """For the planner (engine_plan): per planned batch (ascending), the index of the adaptive bucket it
+    reaches whatever the keys: batches whose running batches min(B, cap) SGLang pads to one graph batch
+    size, every B at or above the cap among them, share one bucket, so one D. `spec_max_running` 0 (no
+    cap): the launch sets --max-running-requests to the largest planned batch (`max_running_flag`)."""
+    cap = int(spec_max_running) if spec_max_running > 0 else int(max(batches))  # as max_running_flag
+    graphs = graph_batch_sizes(cap)
+    pads = [padded(min(int(b), cap), graphs) for b in batches]
+    return [sorted(set(pads)).index(g) for g in pads]
+
+
+def buckets(plan: ServingPlan) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """(key, D) of each adaptive bucket, keyed by running batch: each schedule point (B, D) runs
+    min(B, cap) requests (`running_cap`); points SGLang pads to one graph batch size share the bucket
+    of the first, keyed at its running batch; neighbours with equal D merge; the first key is 1.
+    Also (B, D, D it gets) of each point that bucket overrides (a hand-made plan with two D at or above
+    the cap; a planner's plan gives such points one D: `plan_groups`)."""
+    cap = running_cap(plan)
+    graphs = graph_batch_sizes(cap)
+    groups: list[list[int]] = []  # [padded running batch, key, D]
+    lost = []
+    for b, d in plan.schedule:
+        g = padded(min(b, cap), graphs)
+        if groups and groups[-1][0] == g:
+            if d != groups[-1][2]:
+                lost.append((b, d, groups[-1][2]))
+            continue
+        groups.append([g, min(b, cap), d])
+    out: list[tuple[int, int]] = []
+    for _, key, d in groups:
+        if not out or out[-1][1] != d:
+            out.append((key, d))
+    return [(1, out[0][1])] + out[1:] if out else [], lost
+
+
 def adaptive_config(plan: ServingPlan) -> dict:
-    """{"first batch of each range": {"candidate_steps": [D]}}: slot keys are lower bounds."""
-    return {str(lo): {"candidate_steps": [d]} for lo, _, d in segments(plan)}
+    """{"first running batch of each bucket": {"candidate_steps": [D]}}: slot keys are lower bounds (`buckets`)."""
+    return {str(key): {"candidate_steps": [d]} for key, d in buckets(plan)[0]}
+
+
+def cap_loss_note(points, cap: int, default: bool) -> str | None:
+    """Where a speculative step's cap leaves the plan slower than plain decoding (which is not capped):
+    among `points` (batch, speedup, sequences the launch holds there), those holding more than `cap`, so
+    that a step runs only `cap`, with a speedup below 1; a sentence naming them and the way out
+    (`default`: the cap is SGLang's, --max-running-requests unset); None where there are none. It says
+    what the pricing shows and changes nothing."""
+    slow = sorted((int(b), float(sp)) for b, sp, held in points if min(int(held), int(b)) > cap and float(sp) < 0.9995)
+    if not slow:
+        return None
+    at = ", ".join(str(b) for b, _ in slow)
+    speed = ", ".join(f"{sp:.2f}x" for _, sp in slow)
+    why = ("SGLang's default with --max-running-requests unset" if default else
+           f"this launch's --max-running-requests {cap}")
+    return (f"at B = {at} this launch is slower than plain decoding ({speed} of it), because a speculative step "
+            f"runs at most {cap} of the B requests ({why}) while plain decoding is not capped. SGLang keeps an explicit "
+            f"--max-running-requests N (speculative_hook.py sets {SPEC_MAX_RUNNING} only when it is unset): set it to "
+            "run more (not priced here), or serve those loads without speculation.")
 
 
 def max_running_flag(plan: ServingPlan) -> int | None:
@@ -136,7 +235,7 @@ def sglang_args(plan: ServingPlan) -> list[str]:
     if _adaptive(plan):
         # --speculative-num-steps must be one of the candidates (speculative_hook.py); the largest
         # sizes the runtime state first. Each bucket then starts at, and keeps, its one candidate.
-        d = max(x for _, _, x in segments(plan))
+        d = max(x for _, x in buckets(plan)[0])
         return args + ["--speculative-num-steps", str(d), "--speculative-eagle-topk", "1",
                        "--speculative-num-draft-tokens", str(d + 1), "--speculative-adaptive",
                        "--speculative-adaptive-config", ADAPTIVE_FILE]
@@ -147,14 +246,26 @@ def sglang_args(plan: ServingPlan) -> list[str]:
 def _expressed(plan: ServingPlan) -> tuple[str, list[str]]:
     notes: list[str] = []
     if _adaptive(plan):
-        notes += [f"{ADAPTIVE_FILE}: each key is the first batch size of a range and holds one candidate step "
-                  "count, so that bucket's D is fixed (adaptive_spec_params.py: a slot with one candidate never "
-                  "moves; 0 turns drafting off). Run from the folder holding it.",
-                  "SGLang pads a batch up to the next CUDA-graph batch size before picking the bucket, so a batch "
-                  "between planned sizes can take the next bucket's D.",
+        cap, (keyed, lost) = running_cap(plan), buckets(plan)
+        notes += [f"{ADAPTIVE_FILE}: each key is the first running batch of a bucket (the requests a step runs, at "
+                  f"most {cap} here) and holds one candidate step count, so that bucket's D is fixed "
+                  "(adaptive_spec_params.py: a slot with one candidate never moves; 0 turns drafting off). Run "
+                  "from the folder holding it.",
+                  "SGLang pads the running batch up to the next CUDA-graph batch size before picking the bucket "
+                  "(main; 0.5.23 with --cuda-graph-bs-decode); each key is the smallest planned running batch of "
+                  "its padded size, so the planned sizes get their D either way, and a batch between planned "
+                  "sizes can take the next bucket's D.",
                   "adaptive mode needs topk 1 and no attention DP, multi-layer EAGLE, two-batch overlap or pdmux "
                   "(adaptive_unsupported_reason)."]
-        if plan.drafter_kept_warm and any(d == 0 for _, _, d in segments(plan)):
+        over = [b for b, _ in plan.schedule if b >= cap]
+        if any(b > cap for b in over):
+            key = route([k for k, _ in keyed], cap, graph_batch_sizes(cap))
+            notes.append(f"at B >= {cap} a step runs {cap} requests (the rest wait), so every B from {cap} up, the "
+                         f"planned B = {', '.join(map(str, over))} among them, takes the bucket keyed {key} "
+                         f"(D = {dict(keyed)[key]}).")
+        notes += [f"B = {b} was planned at D = {d}, but its step of {min(b, cap)} requests reaches the bucket of a "
+                  f"smaller planned batch size, so it runs that bucket's D = {got}." for b, d, got in lost]
+        if plan.drafter_kept_warm and any(d == 0 for _, d in keyed):
             notes.append("a bucket at 0 steps still runs the draft extend (with its logits) every step to keep the "
                          "draft KV cache warm (eagle_worker_v2.py), which the speedup and loss columns include; "
                          "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 skips it, and the drafter then restarts cold "
@@ -215,7 +326,9 @@ def render(plan: ServingPlan) -> dict[str, str]:
                      "speculative decoding (speculative_hook.py _handle_eagle_family, _handle_ngram), D = 0 buckets "
                      f"included; {priced}. To run more, add --max-running-requests N and price "
                      "it with a profile whose spec_max_running is N.")
-    notes += context_length(plan)[1]
+    slow = cap_loss_note([(r[0], r[2], r[4] if len(r) > 4 else r[0]) for r in plan.per_batch],  # (B, speedup, held)
+                         running_cap(plan), running is None)
+    notes += ([slow] if slow else []) + context_length(plan)[1]
     args = sglang_args(plan) + (["--max-running-requests", str(running)] if running is not None else [])
     text = header(plan, VERSION, expressed, notes) + shell(args)
     files = {"sglang_launch.sh": "#!/bin/sh\n" + text}

@@ -232,3 +232,23 @@ def test_an_slo_nothing_reaches_names_the_most_any_configuration_reaches():
     top = result.frame[result.frame["feasible"]]["tokens_per_s_per_user"].max()
     assert slo_line(result).startswith(f"SLO pick (>= 5000 tokens/s/user): no feasible configuration reaches it; "
                                        f"the most is {top:.1f} tokens/s/user (eagle3 D=")
+
+
+def test_the_plan_line_says_when_sglangs_cap_makes_speculation_lose():
+    """DeepSeek-V3 MTP under SGLang: at B = 256 a speculative step runs 48 requests (SGLang's default
+    cap) while plain decoding runs all 256, and the plan was 0.43x of plain there with only "worst
+    loss 56.7%" to say so (a user walkthrough). The line now says the cap does it and the way out;
+    the default sweep's SGLang plan, capped but not slower, says nothing of it."""
+    from speedplan.plan.engine_plan import plan_engines
+    from speedplan.report.plan_lines import engine_plan_lines
+
+    r = sweep("deepseek-v3", "h200-sxm", ["mtp"], [1, 2, 4, 8, 16, 32, 64, 128, 256], range(0, 6), tp=8, engine="sglang")
+    plans = plan_engines(r, engines="sglang")
+    line = next(x for x in engine_plan_lines(plans) if x.lstrip().startswith("sglang"))
+    slow = sorted(plans["sglang"].rows.query("speedup < 1 and batch > 48")["batch"].unique())
+    assert slow and slow[-1] == 256
+    assert (f"; at B = {', '.join(map(str, slow))} that cap makes it slower than plain decoding: set "
+            "--max-running-requests to run more (not priced)") in line
+    default = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64, 128], range(0, 5), engine="sglang")
+    line = next(x for x in engine_plan_lines(plan_engines(default, engines="sglang")) if x.lstrip().startswith("sglang"))
+    assert "a step runs 48 requests" in line and "slower than plain decoding" not in line

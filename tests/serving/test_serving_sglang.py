@@ -40,15 +40,22 @@ def test_sglang_flags_are_checked_names(mechanism):
 
 def test_sglang_adaptive_config_pins_the_plan_per_bucket():
     """--speculative-adaptive with one candidate per bucket: SGLang's routing gives the plan's D
-    at every planned batch (CUDA-graph batch sizes include them) and turns drafting off at D = 0."""
+    at every planned batch (CUDA-graph batch sizes include them) and turns drafting off at D = 0.
+    Keys are running batches: the launch leaves --max-running-requests unset, so SGLang runs at most 48
+    and the planned B = 128 reaches the bucket keyed 48 (a key of 128 was never reached:
+    tests/serving/test_sglang_buckets.py); without a cap the keys are the planned batches."""
     p = plan("eagle3", schedule=((1, 6), (8, 4), (32, 2), (128, 0)), mode="adaptive")
     files = render_sglang(p)
     config = json.loads(files["sglang_adaptive_config.json"])
     assert config == {"1": {"candidate_steps": [6]}, "8": {"candidate_steps": [4]},
-                      "32": {"candidate_steps": [2]}, "128": {"candidate_steps": [0]}}
+                      "32": {"candidate_steps": [2]}, "48": {"candidate_steps": [0]}}
     graphs = [1, 2, 4, 8, 16, 24, 32, 64, 128, 256]
+    for batch in (1, 8, 32, 128):
+        assert sglang_lookup(config, min(batch, 48), graphs) == plan_d(p, batch)
+    uncapped = json.loads(render_sglang(replace(p, spec_max_running=0.0))["sglang_adaptive_config.json"])
+    assert uncapped == {**{k: v for k, v in config.items() if k != "48"}, "128": {"candidate_steps": [0]}}
     for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256):
-        assert sglang_lookup(config, batch, graphs) == plan_d(p, batch)
+        assert sglang_lookup(uncapped, batch, graphs) == plan_d(p, batch)
     flags = flag_values(shell_command(files["sglang_launch.sh"]))
     assert flags["--speculative-adaptive-config"] == "sglang_adaptive_config.json"
     assert flags["--speculative-eagle-topk"] == "1"
