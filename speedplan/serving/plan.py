@@ -233,15 +233,25 @@ def _preset(model: str) -> str:
     return str(model).strip().lower()
 
 
+def _placeholder_name(model: str) -> str:
+    """The model as a placeholder names it: a preset as given, a path or repo id by its last part
+    (/data/nemo or /data/nemo/config.json: nemo; meta-llama/Llama-3.1-8B: Llama-3.1-8B)."""
+    parts = [p for p in str(model).strip().replace("\\", "/").split("/") if p]
+    if len(parts) > 1 and parts[-1].lower().endswith(".json"):
+        parts = parts[:-1]
+    return parts[-1] if parts else str(model)
+
+
 def eagle_head(plan: ServingPlan, engine: str) -> str:
     """The head to load: an EAGLE-1/2 head for eagle / eagle-tree, an EAGLE-3 head otherwise."""
+    name = _placeholder_name(plan.model)
     if plan.mechanism in ("eagle", "eagle-tree"):
-        return EAGLE_HEADS[engine].get(_preset(plan.model), f"<path-to-eagle-head-for-{plan.model}>")
-    return EAGLE3_HEADS[engine].get(_preset(plan.model), f"<path-to-eagle3-head-for-{plan.model}>")
+        return EAGLE_HEADS[engine].get(_preset(plan.model), f"<path-to-eagle-head-for-{name}>")
+    return EAGLE3_HEADS[engine].get(_preset(plan.model), f"<path-to-eagle3-head-for-{name}>")
 
 
 def medusa_head(plan: ServingPlan) -> str:
-    return f"<path-to-medusa-heads-for-{plan.model}>"
+    return f"<path-to-medusa-heads-for-{_placeholder_name(plan.model)}>"
 
 
 def segments(plan: ServingPlan) -> list[tuple[int, int, int]]:

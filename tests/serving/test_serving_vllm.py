@@ -68,10 +68,14 @@ def test_vllm_reports_what_it_cannot_run(mechanism, words):
 
 
 def test_unknown_target_gets_placeholder_head():
+    """Named by the model's folder or repo name, not its whole path (a walkthrough found
+    <path-to-eagle3-head-for-/tmp/walk/nemo> in every launch file)."""
     cfg = json.loads(render_vllm(plan("eagle3", model="/models/my-llama"))["vllm_speculative_config.json"])
-    assert cfg["model"] == "<path-to-eagle3-head-for-/models/my-llama>"
-    cfg = json.loads(render_vllm(plan("eagle", model="/models/my-llama"))["vllm_speculative_config.json"])
-    assert cfg["model"] == "<path-to-eagle-head-for-/models/my-llama>"
+    assert cfg["model"] == "<path-to-eagle3-head-for-my-llama>"
+    cfg = json.loads(render_vllm(plan("eagle", model="/models/my-llama/config.json"))["vllm_speculative_config.json"])
+    assert cfg["model"] == "<path-to-eagle-head-for-my-llama>"
+    cfg = json.loads(render_vllm(plan("eagle3", model="acme/Llama-Next-9B"))["vllm_speculative_config.json"])
+    assert cfg["model"] == "<path-to-eagle3-head-for-Llama-Next-9B>"
 
 
 def test_vllm_mtp_note_says_lower_acceptance_only_where_the_published_default_lowers_it():
