@@ -3,7 +3,10 @@
 ops.csv columns: `op` (gemm or attention); for gemm `m,n,k,dtype`; for attention
 `batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype`; unused columns may be blank.
 pred.csv is the input plus `latency_us`, `source` (profile or roofline), `bound` and
-`out_of_range` (1 where a profile answered from outside its measured range, else 0).
+`out_of_range` (1 where a profile answered from outside its measured range, else 0: `source`
+stays "profile" there, and `speedplan predict ops` counts such rows on its last line). An
+out-of-range answer carries the edge's utilisation or its trend but is never faster than the
+device's peak compute and bandwidth (`speedplan.profile.dense.at_peak_or_slower`).
 """
 
 from __future__ import annotations

@@ -41,6 +41,19 @@ measures no two configurations of one G and head_dim, so the rule is untested th
   table ("derived").
 - A tree mask where no tree was measured: the causal answer plus the N × N block's extra
   (`speedplan.cost.roofline.tree_block_us`, an assumption stated in the hardware preset).
+
+No answer that is not a measured point is faster than the device's peak (`speedplan.profile.
+dense.at_peak_or_slower`): utilisation is SOL / latency and `attention_sol_us` /
+`prefill_sol_us` are already at datasheet peak (bandwidth `hbm_bytes_per_s`, not the
+achievable share `bytes_per_s`), so for memory-bound attention the clamp is utilisation ≤ 1.
+Decode's SOL compute term pads G·q rows to 128-row tiles and does fp8-KV math at bf16 peak;
+the clamp (`_attention_peak_us`) takes only the query-key pairs the mask needs (causal:
+q·kv − q(q − 1)/2; tree: each node sees the prefix and itself, q·(kv − q + 1)) at the dtype's
+own peak, a looser bound there. Prefill's clamp is its SOL's FLOPs and bytes at the dtype's own
+peak. Without the clamp, Llama-3.2-1B's decode (32/8 heads, d 64, kv 32,768) read its KV cache
+on an H100 at 3.37 TB/s at B = 64 and 9.1 TB/s at B = 512 (edge-trend extrapolation beyond the
+measured batches); now 3.35, the peak. No measured attention or prefill point is above peak
+(best: 0.93 and 0.72 of it).
 """
 
 from __future__ import annotations
@@ -50,10 +63,11 @@ import functools
 import numpy as np
 
 from speedplan.cost.roofline import attention_sol_us, prefill_sol_us, tree_block_us
-from speedplan.profile.dense import DERIVED, EXTRAPOLATED, NONE, TRANSFERRED, Dense, build, compact, log
+from speedplan.profile.dense import (DERIVED, EXTRAPOLATED, NONE, TRANSFERRED, Dense, at_peak_or_slower, build,
+                                    compact, log, peak_time_us)
 from speedplan.profile.fill import fill_attention_blocks
-from speedplan.profile.verify import verify_latency_us
-from speedplan.specs.hardware import Hardware
+from speedplan.profile.verify import causal_work, verify_latency_us
+from speedplan.specs.hardware import DTYPE_BYTES, Hardware
 
 HEAD_KEYS = ("num_heads", "num_kv_heads", "head_dim")
 
@@ -146,6 +160,20 @@ def _prefill_sol(hw: Hardware, r) -> np.ndarray:
     return prefill_sol_us(hw, r["batch"], r["seq_len"], *(r[c] for c in HEAD_KEYS), str(r["dtype"][0]))
 
 
+def _attention_peak_us(hw: Hardware, b, q, kv, h, kvh, hd, mask, dtype: str):
+    """Peak time of decode/verify attention (module docstring): the bytes of `attention_sol_us`
+    (K and V once, Q and O), 4 · head_dim FLOPs per head and needed query-key pair."""
+    pairs = np.maximum(np.where(np.asarray(mask) == "tree", q * (kv - q + 1), causal_work(q, kv)), 0.0)
+    nbytes = b * hd * DTYPE_BYTES[dtype] * (2.0 * kvh * kv + 2.0 * h * q)
+    return peak_time_us(hw, 4.0 * b * h * hd * pairs, nbytes, dtype)
+
+
+def _prefill_peak_us(hw: Hardware, b, L, h, kvh, hd, dtype: str):
+    """Peak time of a causal prefill: `prefill_sol_us`'s FLOPs and bytes at the dtype's own peak."""
+    nbytes = b * L * hd * (2.0 * h + 2.0 * kvh) * DTYPE_BYTES[dtype]
+    return peak_time_us(hw, 4.0 * b * h * hd * L * (L + 1) / 2, nbytes, dtype)
+
+
 class PrefillTable:
     """Causal prefill of seq_len tokens (no cached prefix) per configuration, over
     (log batch, log seq_len)."""
@@ -157,7 +185,8 @@ class PrefillTable:
 
     def lookup(self, batch, seq_len, num_heads, num_kv_heads, head_dim, dtype: str):
         args = [compact(np.asarray(v, dtype=float)) for v in (batch, seq_len, num_heads, num_kv_heads, head_dim)]
-        return _per_config(self.configs, "causal", args, 2, dtype, self._answer)
+        lat, code = _per_config(self.configs, "causal", args, 2, dtype, self._answer)
+        return at_peak_or_slower(lat, code, _prefill_peak_us(self.hw, *args, dtype)), code
 
     def _answer(self, key: tuple, grid: Dense, b, L, h, kvh, hd, dtype):
         log_util, code = _at_equivalent_batch(grid, key, b, kvh, [log(L)])
@@ -215,6 +244,7 @@ class AttentionTable:
             tree_extra = np.where(mask == "tree", block, 0.0)
             mask = np.where(mask == "tree", "causal", mask)
         lat, code = _per_config(self.configs, mask, args, 3, dtype, self._answer)
+        lat = at_peak_or_slower(lat, code, _attention_peak_us(self.hw, *args, mask, dtype))
         return lat + tree_extra, code
 
     def _answer(self, key: tuple, grid: Dense, b, q, kv, h, kvh, hd, dtype):

@@ -21,6 +21,16 @@ answer carries:
   when none does (`EXTRAPOLATED`);
 - a series with no measurement at all (an (N, K) shape missing from a full grid): the nearest
   measured series in log coordinates (`TRANSFERRED`).
+
+None of these rules knows physics: a trend carried beyond the measured batches (attention's
+memory staircase) once priced Llama-3.2-1B's decode attention at B = 64, context 32,768 at
+3.37 TB/s of KV reads on an H100 (peak 3.35) and B = 512 at 9.1. So every answer that is not a
+measured point is raised to the op's peak time (`peak_time_us`: its FLOPs at datasheet peak
+compute, its bytes at datasheet peak bandwidth; `at_peak_or_slower`), which each table
+(GEMM, elementwise, attention, prefill, fused MoE) applies to its final answer, after any
+transfer, derivation or extrapolation. Measured points stay as measured, even the few that beat
+the datasheet (bf16 GEMMs of N = 32 to 128, M 256 to 32,768, whose operands sit in L2:
+49 on H100, 3 on H200, 16 on B200, up to 1.29× HBM peak).
 """
 
 from __future__ import annotations
@@ -95,6 +105,27 @@ class Dense:
             exact = exact & ((w == 0.0) | (w == 1.0))
         code = np.maximum(code, np.where(exact, worst, np.maximum(worst, INTERPOLATED))).astype(np.int8)
         return np.broadcast_to(total, shape), np.broadcast_to(code, shape)
+
+
+def peak_time_us(hw, flops, nbytes, dtype: str):
+    """The least time (µs) any kernel can take to do `flops` FLOPs and move `nbytes` bytes on
+    `hw`: max(FLOPs / datasheet peak FLOP/s of `dtype`, bytes / datasheet peak bandwidth), the
+    peaks themselves (`hbm_bytes_per_s`, not the achievable share `bytes_per_s`). 0 on a CPU
+    preset: its bandwidth is DRAM's and its caches outrun it (the shipped cpu-local tables
+    measure up to 2.3× it in elementwise, 2.1× in GEMM), so it bounds nothing there."""
+    if getattr(hw, "is_cpu", False):
+        return 0.0
+    t = np.asarray(nbytes, dtype=float) / hw.hbm_bytes_per_s
+    peak = hw.peak_flops_per_s.get(dtype)
+    return (np.maximum(t, np.asarray(flops, dtype=float) / peak) if peak else t) * 1e6
+
+
+def at_peak_or_slower(latency, code, floor_us) -> np.ndarray:
+    """`latency` raised to `floor_us` (`peak_time_us` of each point's op) wherever its answer
+    code is not MEASURED: an interpolated, transferred, derived or extrapolated utilisation
+    never prices an op above the device's peak compute or bandwidth; a measured point is its
+    own measurement, whatever it is."""
+    return np.where(np.asarray(code) == MEASURED, latency, np.maximum(latency, floor_us))
 
 
 def compact(x: np.ndarray) -> np.ndarray:

@@ -16,6 +16,12 @@ family or dtype; the fallback roofline answers, `speedplan.cost`).
   holds (its fixed cost).
 - All-reduce: per number of GPUs along log bytes, the same rule below the smallest size.
 
+No answer but a measured point is faster than the device's peak: GEMM and elementwise answers
+are raised to their peak time (`speedplan.profile.dense.at_peak_or_slower`; GEMM: 2·M·N·K
+FLOPs, A, B and C moved once; elementwise: its bytes). Their SOL is at datasheet peak already,
+so for memory-bound ops that is utilisation ≤ 1 (a GEMM's SOL pads M to the tile; the clamp
+does not). All-reduce is priced against the link, not memory, and is not clamped.
+
 Attention and prefill live in `speedplan.profile.attention`. Before the grid is built,
 `speedplan.profile.fill` completes sparse measured grids (CPU profiles) from their neighbours;
 a full grid skips that.
@@ -26,9 +32,10 @@ from __future__ import annotations
 import numpy as np
 
 from speedplan.cost.roofline import allreduce_sol_us, elementwise_sol_us, gemm_sol_us
-from speedplan.profile.dense import ANSWERS, EXTRAPOLATED, MEASURED, NONE, Dense, build, compact, log
+from speedplan.profile.dense import (ANSWERS, EXTRAPOLATED, MEASURED, NONE, Dense, at_peak_or_slower, build, compact,
+                                    log, peak_time_us)
 from speedplan.profile.fill import fill_gemm_holes
-from speedplan.specs.hardware import Hardware
+from speedplan.specs.hardware import DTYPE_BYTES, Hardware
 
 
 # fill_gemm_holes carries the M steps other shapes show into a sparse grid (CPU profiles, a few
@@ -78,7 +85,9 @@ class GemmTable:
         if dtype not in self.dtypes or not np.prod(shape, dtype=int):
             return _none(shape)
         log_util, code = self.grid(dtype).at([log(n), log(k), log(m)])
-        return np.broadcast_to(gemm_sol_us(self.hw, m, n, k, dtype) / np.exp(log_util), shape), code
+        lat = gemm_sol_us(self.hw, m, n, k, dtype) / np.exp(log_util)
+        peak = peak_time_us(self.hw, 2.0 * m * n * k, (m * k + k * n + m * n) * DTYPE_BYTES[dtype], dtype)
+        return np.broadcast_to(at_peak_or_slower(lat, code, peak), shape), code
 
 
 class _BytesSeries:
@@ -119,7 +128,8 @@ class ElementwiseTable:
         if not series:
             return _none(nbytes.shape)
         sol = lambda b: elementwise_sol_us(self.hw, b)
-        answers = [s.lookup(nbytes, sol) for s in series.values()]
+        peak = peak_time_us(self.hw, 0.0, nbytes, dtype)
+        answers = [(at_peak_or_slower(lat, code, peak), code) for lat, code in (s.lookup(nbytes, sol) for s in series.values())]
         return np.mean([a[0] for a in answers], axis=0), np.max([a[1] for a in answers], axis=0).astype(np.int8)
 
 

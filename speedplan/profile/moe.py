@@ -20,7 +20,12 @@ A series is one (hidden, inter, experts, topk, tp, ep, dtype); a query interpola
 latency linearly in log tokens between the series' measured token counts, answers the end
 value's latency scaled by tokens / end beyond the largest (compute-bound there; code
 "extrapolated"), and NaN for a series the table lacks (the forward op list then prices the
-experts as grouped GEMMs, `speedplan.cost.forward`).
+experts as grouped GEMMs, `speedplan.cost.forward`). An answer that is not a measured point is
+never faster than the layer's peak time (`speedplan.profile.dense.at_peak_or_slower`):
+6 · tokens · topk · hidden · inter / (tp · ep) FLOPs, and the weights of the experts the routing
+must touch (balanced: min(experts, tokens · topk); any other: at least topk), 3 · hidden ·
+inter / tp each, spread over ep GPUs. Interpolating log latency in log tokens cannot cross the
+compute bound; the clamp is there for the weight reads, which saturate.
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.profile.dense import _SNAP, EXTRAPOLATED, INTERPOLATED, MEASURED, NONE
-from speedplan.specs.hardware import Hardware
+from speedplan.profile.dense import _SNAP, EXTRAPOLATED, INTERPOLATED, MEASURED, NONE, at_peak_or_slower, peak_time_us
+from speedplan.specs.hardware import DTYPE_BYTES, Hardware
 
 
 BALANCED = "balanced"
@@ -39,7 +44,8 @@ class MoeTable:
     """Fused-MoE latency series, one per (hidden, inter, experts, topk, tp, ep, dtype), of one
     routing (`routing`: "balanced" where the table has it, else the only one it holds)."""
 
-    def __init__(self, rows: dict, hw: Hardware):  # hw: the builders' common signature; latency needs no SOL
+    def __init__(self, rows: dict, hw: Hardware):  # hw: the peak time's bound (latency itself needs no SOL)
+        self.hw = hw
         names = sorted({str(d) for d in rows["distribution"]})
         if BALANCED not in names and len(names) > 1:
             raise SpeedplanInputError(f"moe.csv: routings {', '.join(names)} without 'balanced' rows: "
@@ -73,4 +79,7 @@ class MoeTable:
         on_node = np.abs(q - x[nearest]) <= _SNAP
         latency = np.where(on_node, measured[nearest], latency)  # a node answers its own value, to the bit
         code = np.where(on_node, MEASURED, np.where(above | (q < x[0] - _SNAP), EXTRAPOLATED, INTERPOLATED))
-        return latency, code.astype(np.int8)
+        touched = np.minimum(experts, np.maximum(tokens, 1.0) * topk if self.routing == BALANCED else topk)
+        peak = peak_time_us(self.hw, 6.0 * tokens * topk * hidden * inter / (tp * ep),
+                            touched / ep * 3.0 * hidden * inter / tp * DTYPE_BYTES.get(str(dtype), 1), str(dtype))
+        return at_peak_or_slower(latency, code, peak), code.astype(np.int8)
