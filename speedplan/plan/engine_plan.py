@@ -336,9 +336,12 @@ def _plan_one(name: str, engine, result, weights: pd.Series, capacity: Capacity,
             c = _candidates(loaded, label, mode, is_tree, norm, groups)
             if c is None:
                 continue
+            called, how = mode.name, mode.how
             if fixed is not None and len(set(c[1])) == 1 and c[1][0] in _settings(loaded, label, fixed, is_tree):
-                mode = fixed  # one setting at every batch size is the fixed launch, whatever found it
-            cands.append((c[0], mode.name, label, c[1], mode.how, loaded))
+                called, how = fixed.name, fixed.how  # one setting at every batch size is the fixed launch, whatever found it
+            elif len(set(c[1])) == 1 and c[1][0] != OFF_KEY:  # vLLM's files write a flat schedule as one K
+                called, how = "fixed", f"one setting at every batch size ({how})"
+            cands.append((c[0], called, label, c[1], how, loaded))
     top = max(c[0] for c in cands)
     near = [c for c in cands if c[0] >= (1.0 - PLAN_TIE) * top]
     j, mode, label, picks, how, seen = min(near, key=lambda c: (_SIMPLE.get(c[1], 2), -c[0]))

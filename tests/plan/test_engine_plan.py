@@ -305,3 +305,19 @@ def test_a_sweep_result_without_its_pricing_cannot_be_planned():
     bare = SweepResult(r.frame, r.pareto, r.best, r.slo_pick, r.meta)
     with pytest.raises(SpeedplanInputError, match="carries no pricing"):
         plan_engines(bare)
+
+
+def test_a_flat_schedule_is_called_fixed_as_its_launch_file_writes_it():
+    """vLLM's plan of one K at every batch size was labelled "schedule" in the terminal,
+    recommendations.json and schedule.csv while vllm_serve.sh said "the schedule is flat: fixed
+    num_speculative_tokens" (a user walkthrough)."""
+    from speedplan.serving import render_serving_configs
+
+    r = sweep("llama-3.2-1b", "h100-sxm", ["eagle3"], [1, 8, 32, 64], range(0, 7), contexts=[32768])
+    plan = plan_engines(r, engines="vllm")["vllm"]
+    assert len({d for _, _, d in plan.schedule}) == 1 and plan.schedule[0][2] > 0
+    assert plan.mode == "fixed" and plan.how.startswith("one setting at every batch size")
+    files = render_serving_configs(serving_plans(r, {"vllm": plan})["vllm"])
+    assert "the schedule is flat: fixed num_speculative_tokens" in files["vllm_serve.sh"]
+    varying = plan_engines(sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 16, 64], range(0, 9)), engines="vllm")["vllm"]
+    assert len({d for _, _, d in varying.schedule}) > 1 and varying.mode == "schedule"
