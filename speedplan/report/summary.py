@@ -19,6 +19,7 @@ from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.pick import offered_rate
 from speedplan.errors import SpeedplanInputError
 from speedplan.report.plan_lines import engine_plan_lines, pick_rows, setting_text, table_plan_note
+from speedplan.report.table_notes import moe_rise_line
 from speedplan.specs.model import attention_label
 
 if TYPE_CHECKING:
@@ -369,6 +370,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
         lines.extend(waiting_line(result.best, {(int(r["B"]), int(r["context"])) for r in shown}))
+        lines.extend(filter(None, [moe_rise_line(meta, result.best)]))
         unplanned = unplanned_line(result, list(plans) if plans else None)
         if unplanned:
             lines.append(unplanned)

@@ -1,0 +1,32 @@
+"""Notes under the terminal's first table that explain a shape a user would not expect."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+RISE = 0.05  # a best speedup this much above B = 1's (relative) is called a rise
+
+
+def moe_rise_line(meta: dict, best: pd.DataFrame) -> str | None:
+    """On a mixture-of-experts model whose best speedup rises with the batch (dense models' fall),
+    the reason: a plain step of B tokens reads the experts its tokens route to, about
+    min(E, B·k) of E, while verifying B·(1+D) tokens reads up to (1+D) times as many; at B = 1
+    that multiplies the expert bytes a step reads, and from B ≈ E/k a plain step reads most of
+    them anyway, so the extra verified tokens cost little until compute binds. None otherwise
+    (a dense model, no rise, or the table at several contexts)."""
+    experts = str((meta.get("model") or {}).get("experts") or "").split(" ")[0]
+    if "/" not in experts or best.empty or best["context"].nunique() != 1:
+        return None
+    k, total = (int(x) for x in experts.split("/"))
+    rows = best[best["mechanism"] != "none"].sort_values("batch")
+    first = best.sort_values("batch").iloc[0]
+    if rows.empty or int(first["batch"]) != 1:
+        return None
+    top = rows.loc[rows["speedup"].idxmax()]
+    if int(top["batch"]) == 1 or top["speedup"] < (1 + RISE) * float(first["speedup"]):
+        return None
+    return (f"note: the speedup rises from {float(first['speedup']):.2f}x at B=1 to {top['speedup']:.2f}x at "
+            f"B={int(top['batch'])}: a mixture of experts ({k} of {total} per token) reads the experts its tokens "
+            f"route to, and verifying 1+D tokens per sequence reads up to 1+D times as many as a plain step at "
+            f"small B; from B ≈ {max(total // k, 1)} a plain step reads most of them already, so verifying costs "
+            "less there until compute binds")
