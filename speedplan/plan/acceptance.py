@@ -52,6 +52,7 @@ class Acceptance:
     kind: str  # "iid", "positions" or "ranks"
     match: float = 1.0  # chance a step proposes any draft (n-gram lookup); 1 for model drafters
     measured_at: float | None = None  # sampling temperature it was measured at, where known (a runtime trace)
+    measured_by: tuple[str, str] | None = None  # (drafter, model) that ran, where known (a runtime trace's meta)
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, str):  # every report appends to it

@@ -385,6 +385,7 @@ def fit_trace(path: Path) -> Acceptance:
     if draft_len < 1:
         raise SpeedplanInputError(f"{path}: trace of plain decoding (draft_len 0) has no acceptance to fit")
     ran = " on ".join(str(meta[k]) for k in ("mechanism", "model") if meta.get(k))  # whose acceptance it is
+    by = (str(meta.get("mechanism") or ""), str(meta.get("model") or ""))
     temperature = float(meta["temperature"]) if finite(meta.get("temperature")) and meta["temperature"] >= 0 else None
     at = f"T={temperature:g}, " if temperature is not None else ""
     source = f"trace: {path} ({ran + ', ' if ran else ''}{at}{len(counts)} sequence-steps, D={draft_len})"
@@ -394,5 +395,6 @@ def fit_trace(path: Path) -> Acceptance:
         ranks = ranks[: max(1, int(np.nonzero(ranks)[0].max(initial=0)) + 1)]
         if ranks.sum() >= 1.0:
             ranks = ranks * 0.999 / ranks.sum()
-        return replace(Acceptance.per_rank(ranks, source), measured_at=temperature)
-    return replace(Acceptance.positional(fit_positions(np.bincount(counts), draft_len), source), measured_at=temperature)
+        return replace(Acceptance.per_rank(ranks, source), measured_at=temperature, measured_by=by)
+    return replace(Acceptance.positional(fit_positions(np.bincount(counts), draft_len), source), measured_at=temperature,
+                   measured_by=by)

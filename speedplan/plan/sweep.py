@@ -37,6 +37,7 @@ from speedplan.plan.mechanisms.draft_model import tp_problem
 from speedplan.plan.mechanisms.heads import Eagle3Head
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pricing import price_grid, priced_frame
+from speedplan.plan.acceptance_notes import measured_elsewhere, planned_name
 from speedplan.plan.engine_outputs import runnable_rows
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.temperature import at_temperature, check_temperature
@@ -203,7 +204,8 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
     if len(bare) > 1 and measured is not None and _one_drafter(measured):
         # a server's counters (or a trace) measured the drafter it ran, not every mechanism swept
         kind, _, path = measured.source.split(" (")[0].partition(": ")
-        example = "eagle3" if "eagle3" in bare else bare[0]
+        ran = planned_name(measured.measured_by[0]) if measured.measured_by else None  # the trace's own drafter
+        example = ran if ran in bare else "eagle3" if "eagle3" in bare else bare[0]
         raise SpeedplanInputError(f"--acceptance {path}: a {kind} file measures the one drafter that ran; {len(bare)} "
                                   f"mechanisms are swept ({', '.join(bare)}): prefix it with that one's name "
                                   f"({example}:{path}), or sweep that mechanism alone")
@@ -332,7 +334,8 @@ def sweep(
     acceptance = acceptance_arg(acceptance, tuple(REGISTRY))
     temperature = check_temperature(temperature)
     mechs, skipped = _mechanisms(mechanism_specs(mechanisms), target, acceptance, tp)
-    mechs = [at_temperature(m, target, temperature) for m in mechs]  # published defaults are greedy rows
+    mechs = [measured_elsewhere(at_temperature(m, target, temperature), target)  # published defaults are greedy rows
+             for m in mechs]
     target = target.priced_on(hw)  # e.g. a bf16 checkpoint priced on an fp32-only CPU
     mechs = [m if getattr(m, "draft", None) is None else replace(m, draft=m.draft.priced_on(hw)) for m in mechs]
     labels = [m.label for m in mechs]
