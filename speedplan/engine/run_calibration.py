@@ -117,6 +117,7 @@ def _setting(model: str, hardware: str, tp: int) -> Setting:
     tp = integer(tp)  # np.int64 from a notebook
     target.check_tp(tp)
     cost = load_cost_model(hardware)
+    cost.hardware.check_tp(tp)  # the all-reduce is priced within one node, as in a sweep
     return Setting(target.priced_on(cost.hardware), cost, tp, f"{target.name} on {hardware}, TP={tp}")
 
 

@@ -66,16 +66,23 @@ def unsupported(engine: str, labels, meta: dict) -> tuple[str, ...]:
     return tuple(n for n in names if engine_module(engine).support(n, layers) is None)
 
 
-def runnable_rows(frame, meta: dict):
-    """The rows of a sweep `frame` whose mechanism the serving engine that priced it (meta's
-    `engine_family`: vLLM, SGLang, TensorRT-LLM) can run; every row for another engine family
-    (speedplan-runtime, a profile of one's own engine)."""
+def serving_engine(meta: dict) -> str | None:
+    """The serving engine (vllm, sglang, trtllm) whose family (meta's `engine_family`: "vLLM",
+    "SGLang", "TensorRT-LLM", a calibrated copy's base's) priced a sweep; None for another family."""
+    from speedplan.engine.profile import get_engine
     from speedplan.serving import ENGINES
 
     family = str(meta.get("engine_family") or "").split(" ")[0].lower()
-    if family not in ENGINES or frame.empty:
+    return next((n for n in ENGINES if family in (n, get_engine(n).engine.split(" ")[0].lower())), None)
+
+
+def runnable_rows(frame, meta: dict):
+    """The rows of a sweep `frame` whose mechanism the serving engine that priced it (`serving_engine`)
+    can run; every row for another engine family (speedplan-runtime, a profile of one's own engine)."""
+    engine = serving_engine(meta)
+    if engine is None or frame.empty:
         return frame
-    cannot = set(unsupported(family, set(frame["mechanism"]) - {"none"}, meta))
+    cannot = set(unsupported(engine, set(frame["mechanism"]) - {"none"}, meta))
     if not cannot:
         return frame
     return frame[~frame["mechanism"].astype(str).str.split(":").str[0].isin(cannot)]

@@ -340,7 +340,7 @@ def _plan_one(name: str, engine, result, weights: pd.Series, capacity: Capacity,
             if fixed is not None and len(set(c[1])) == 1 and c[1][0] in _settings(loaded, label, fixed, is_tree):
                 called, how = fixed.name, fixed.how  # one setting at every batch size is the fixed launch, whatever found it
             elif len(set(c[1])) == 1 and c[1][0] != OFF_KEY:  # vLLM's files write a flat schedule as one K
-                called, how = "fixed", f"one setting at every batch size ({how})"
+                called, how = "fixed", "one setting at every batch size, written as the engine's fixed draft length"
             cands.append((c[0], called, label, c[1], how, loaded))
     top = max(c[0] for c in cands)
     near = [c for c in cands if c[0] >= (1.0 - PLAN_TIE) * top]

@@ -220,10 +220,11 @@ def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list
 
 def _acceptance_keys(acceptance: dict, spec: str) -> list[str]:
     """The keys of a user's {key: Acceptance} that reach mechanism `spec`, most specific first: the
-    spec itself, its mechanism's name, its head family (`eagle3:` reaches eagle3-tree), then "*"."""
-    name = spec.split(":")[0].strip().lower()
+    spec itself, without its ",tp=N" (acceptance is the draft's, at any TP), its mechanism's name, its
+    head family (`eagle3:` reaches eagle3-tree), then "*"."""
+    name, spec = spec.split(":")[0].strip().lower(), spec.strip().lower()
     family = REGISTRY[name].family_name() if name in REGISTRY else name
-    return [k for k in dict.fromkeys((spec.strip().lower(), name, family, "*")) if k in acceptance]
+    return [k for k in dict.fromkeys((spec, spec.split(",")[0].strip(), name, family, "*")) if k in acceptance]
 
 
 def _borrowed_heads(names: list[str], target: ModelSpec, acceptance) -> dict[str, str]:

@@ -168,11 +168,10 @@ def slo_line(result: "SweepResult") -> str:
     if target is None and pick is None:
         return "SLO pick: none asked (--min-tokens-per-user N picks one)"
     need = f">= {target:g} tokens/s/user" if target is not None else "SLO"
-    from speedplan.plan.engine_outputs import runnable_rows, unsupported
+    from speedplan.plan.engine_outputs import runnable_rows, serving_engine, unsupported
     from speedplan.plan.pick import slo_pick
-    from speedplan.serving import ENGINES
 
-    family = str(result.meta.get("engine_family") or "").split(" ")[0]
+    family, engine = str(result.meta.get("engine_family") or "").split(" ")[0], serving_engine(result.meta)
     if pick is None:
         feasible = result.frame[result.frame["feasible"]] if "feasible" in result.frame else result.frame.iloc[:0]
         runs = runnable_rows(feasible, result.meta)
@@ -185,8 +184,7 @@ def slo_line(result: "SweepResult") -> str:
                 f"B={int(other['batch'])} would, which {family} cannot run)") + "; the most is "
                 f"{top['tokens_per_s_per_user']:.1f} tokens/s/user ({setting_text(top['mechanism'], top['draft_len'], top['verify_tokens'])} "
                 f"at B={int(top['batch'])}, context {int(top['context'])})")
-    cannot = (family.lower() in ENGINES and pick["mechanism"] != "none"
-              and unsupported(family.lower(), {pick["mechanism"]}, result.meta))
+    cannot = engine is not None and pick["mechanism"] != "none" and unsupported(engine, {pick["mechanism"]}, result.meta)
     anyone = slo_pick(result.frame, target) if target is not None else None  # over every mechanism, runnable or not
     beyond = ("" if cannot or anyone is None or anyone["tokens_per_s_per_gpu"] <= pick["tokens_per_s_per_gpu"] else
               f"; among what {family} runs (the best of any mechanism, {anyone['mechanism']} D={int(anyone['draft_len'])} "
@@ -266,11 +264,10 @@ def tuples(frame: pd.DataFrame, columns: list[str]):
 def not_servable(meta: dict, labels: set) -> list[str]:
     """A line naming the table's mechanisms that the engine whose profile priced it cannot run
     (the table is the best any mechanism reaches; each engine's plan keeps to what it runs)."""
-    from speedplan.plan.engine_outputs import unsupported
-    from speedplan.serving import ENGINES
+    from speedplan.plan.engine_outputs import serving_engine, unsupported
 
-    family = str(meta.get("engine_family") or "").split(" ")[0]
-    cannot = unsupported(family.lower(), labels, meta) if family.lower() in ENGINES else ()
+    family, engine = str(meta.get("engine_family") or "").split(" ")[0], serving_engine(meta)
+    cannot = unsupported(engine, labels, meta) if engine is not None else ()
     return [f"note: {family} cannot run {', '.join(cannot)}: this table is the best any mechanism reaches under "
             "its profile; the engine plans below keep to what each engine runs"] if cannot else []
 

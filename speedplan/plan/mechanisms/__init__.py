@@ -54,7 +54,7 @@ def mechanism_class(name: str) -> type[Mechanism]:
         raise SpeedplanInputError(f"mechanism {name!r} is plain decoding, which every sweep prices (D = 0); "
                                   f"name a speculative mechanism: {', '.join(MECHANISMS)}")
     if key not in REGISTRY:
-        parts = [part.strip() for part in key.split(",")]
+        parts = [canonical_name(part) for part in key.split(",")]  # EAGLE-3,ngram as eagle3,ngram
         if len(parts) > 1 and all(part in REGISTRY for part in parts):  # "eagle3,ngram": commas hold a mechanism's options
             raise SpeedplanInputError(f"mechanism {name!r}: one mechanism per --mechanism (a comma starts a mechanism's "
                                       f"options): {' '.join('--mechanism ' + part for part in parts)}")
