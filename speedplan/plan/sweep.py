@@ -359,6 +359,7 @@ def sweep(
         "hardware_file": getattr(cost, "hardware_file", ""),  # a hardware JSON of one's own; "" for a preset or a profile folder
         "hardware_description": hw.description,
         "hardware_source": hw.source,
+        "platform": "cpu" if hw.is_cpu else (hw.platform or "cuda"),  # what the engines run on (serving.PLATFORMS)
         "cost_origin": cost.origin,
         "roofline_fit": describe_fit(hw.roofline_fit),  # what the roofline fallback was fitted to
         # the profile folder's name, which reports print: cpu-local-xeon prices the cpu-local preset

@@ -19,7 +19,7 @@ from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.pick import offered_rate
 from speedplan.errors import SpeedplanInputError
 from speedplan.report.plan_lines import engine_plan_lines, pick_rows, setting_text, table_plan_note
-from speedplan.report.table_notes import moe_rise_line
+from speedplan.report.table_notes import cpu_engine_note, moe_rise_line
 from speedplan.specs.model import attention_label
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def engine_source(result: "SweepResult") -> str:
     cap = meta.get("engine_spec_max_running") or 0
     capped = (f"; a speculative step runs at most {cap:g} requests (spec_max_running), so at B > {cap:g} the "
               "others wait" if cap else "")
-    return f"{label}{'; ' + how if how else ''}{capped}{_beyond_fit(result)}{_other_setting(result)}"
+    return f"{label}{'; ' + how if how else ''}{capped}{_beyond_fit(result)}{_other_setting(result)}{cpu_engine_note(meta)}"
 
 
 def _other_setting(result: "SweepResult") -> str:

@@ -30,3 +30,13 @@ def moe_rise_line(meta: dict, best: pd.DataFrame) -> str | None:
             f"route to, and verifying 1+D tokens per sequence reads up to 1+D times as many as a plain step at "
             f"small B; from B ≈ {max(total // k, 1)} a plain step reads most of them already, so verifying costs "
             "less there until compute binds")
+
+
+def cpu_engine_note(meta: dict) -> str:
+    """On a CPU, where a serving engine's profile priced the steps: that its terms describe the
+    engine on a GPU (CUDA graphs, kernel launches) and speedplan's own runtime, validated on
+    CPUs, has a profile of its own; "" elsewhere."""
+    if meta.get("platform") != "cpu" or str(meta.get("engine_family") or "").startswith("speedplan"):
+        return ""
+    return ("; on a CPU its terms describe the engine on a GPU (CUDA graphs, kernel launches), not measured here: "
+            "speedplan's own runtime, validated on CPUs, is --engine speedplan-runtime")

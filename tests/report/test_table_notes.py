@@ -30,3 +30,18 @@ def test_dense_models_and_no_rise_say_nothing():
     flat = moe.best.assign(speedup=lambda f: f["speedup"].where(f["batch"] == 1, 1.0))
     assert moe_rise_line(moe.meta, flat) is None
     assert moe_rise_line(moe.meta, pd.concat([moe.best, moe.best.assign(context=1)])) is None  # two contexts
+
+
+def test_a_gpu_engines_profile_on_a_cpu_points_to_the_runtimes():
+    """smollm2-135m on cpu-local under the default vllm profile priced plain decoding at 20 tok/s
+    with CUDA-graph and launch terms, where the runtime measures about 30 (a walkthrough); the
+    engine line now says those terms describe a GPU and names --engine speedplan-runtime."""
+    from speedplan.report.summary import engine_source
+
+    cpu = sweep("smollm2-135m", "cpu-local", ["ngram"], [1], [0, 2])
+    assert cpu.meta["platform"] == "cpu"
+    assert engine_source(cpu).endswith("is --engine speedplan-runtime")
+    own = sweep("smollm2-135m", "cpu-local", ["ngram"], [1], [0, 2], engine="speedplan-runtime")
+    gpu = sweep("llama-3.1-8b", "h100-sxm", ["ngram"], [1], [0, 2])
+    assert gpu.meta["platform"] == "cuda"
+    assert "on a CPU" not in engine_source(own) and "on a CPU" not in engine_source(gpu)
