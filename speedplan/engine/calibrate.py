@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace, fields
 import numpy as np
 
 from speedplan.cost.forward import forward_cost
+from speedplan.engine.calibration_temperature import default_terms
 from speedplan.engine.profile import SETTINGS, TERMS, EngineProfile, source_kind
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.engine.row_checks import check_nodes, check_runnable
@@ -29,7 +30,8 @@ from speedplan.specs.model import ModelSpec
 # Terms a fit tries when the base profile names none ("fit_order"). With n rows at most
 # ceil(n / 2) of them are fitted, so that leave-one-out can test the fit (terms named explicitly:
 # up to n); when more are identifiable, forward selection keeps the ones that explain the rows
-# best (`_select`), and the rest keep the base profile's values.
+# best (`_select`), and the rest keep the base profile's values; sample_passes_random joins them
+# where some row sampled at a temperature above 0 (`calibration_temperature.default_terms`).
 FIT_ORDER = ("host_step_us", "draft_step_launches", "host_seq_us", "host_spec_seq_us", "overlap_spec", "overlap_plain",
              "host_token_us")
 IDENTIFIABLE = 1e-3  # smallest relative change of some prediction over a term's whole range
@@ -91,14 +93,16 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     """Price each measurement's verify, draft and plain forward passes with its setting's cost
     model. A step runs min(batch, cap) requests: the cap a row states (`max_running`, the
     server's --max-running-requests) for plain and speculative steps, else the engine's
-    speculative cap (`spec_max_running`, 0 = none) for speculative steps only. Rows of one
-    setting (and mechanism) are priced together, as arrays: one row alone costs about 10 ms."""
+    speculative cap (`spec_max_running`, 0 = none) for speculative steps only. Each row's step,
+    and its plain step, is sampled at its temperature. Rows of one setting (and mechanism) are
+    priced together, as arrays: one row alone costs about 10 ms."""
     rows = [m for m, _ in pairs]
     for m, s in pairs:
         check_runnable(m, s, spec_max_running)
     plain_running = np.array([float(m.running(speculative=False)) for m in rows])
     running = np.array([float(m.running(spec_max_running)) for m in rows])
     ctx = np.array([float(m.context) for m in rows])
+    temp = np.array([float(m.temperature) for m in rows])  # the sampler's extra passes above 0
     by_setting: dict[int, list[int]] = {}
     by_mechanism: dict[tuple[int, str], list[int]] = {}
     for i, (m, s) in enumerate(pairs):
@@ -108,7 +112,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
     plains, steps = [], []
     for idx in by_setting.values():
         s, b = pairs[idx[0]][1], plain_running[idx]
-        part = plain_parts(s.cost, s.target, b, forward_cost(s.cost, s.target, b, 1, ctx[idx], s.tp))
+        part = plain_parts(s.cost, s.target, b, forward_cost(s.cost, s.target, b, 1, ctx[idx], s.tp), temp[idx])
         plains.append((idx, part))
         none = np.array([rows[i].mechanism == "none" for i in idx])
         if none.any():  # a plain row's step is its plain step (plain steps take no speculative cap)
@@ -130,7 +134,7 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
         q = mech.verify_tokens(d, nodes)
         verify = forward_cost(s.cost, s.target, b, q, c, s.tp, mask="tree" if mech.is_tree else "causal")
         draft = mech.draft_cost(s.cost, s.target, b, d, c, nodes, s.tp)
-        steps.append((idx, speculative_parts(s.cost, s.target, mech, b, d, nodes, q, verify, draft)))
+        steps.append((idx, speculative_parts(s.cost, s.target, mech, b, d, nodes, q, verify, draft, temp[idx])))
     al = np.array([1.0 if m.mechanism == "none" else float(m.acceptance_length) for m in rows])
     return Priced(rows, [s for _, s in pairs], _stack(steps, len(rows)), _stack(plains, len(rows)),
                   np.array([float(m.batch) for m in rows]), al, np.array([m.quantity for m in rows]),
@@ -327,7 +331,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         free = list(free)  # once: a generator is used up by reading it
     if free is not None and (isinstance(free, str) or not free):
         raise SpeedplanInputError(f"calibrate: free must list the terms to fit (None: the default ones), got {free!r}")
-    candidates = list(free) if free is not None else list(base.fit_order or FIT_ORDER)
+    candidates = list(free) if free is not None else default_terms(base.fit_order or FIT_ORDER, priced.rows)
     unknown = [t for t in candidates if t not in TERMS]
     if unknown:
         raise SpeedplanInputError(f"calibrate: unknown term {unknown[0]!r}; terms: {', '.join(TERMS)}")
@@ -368,7 +372,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
              "context": m.context, "acceptance_length": m.acceptance_length if m.mechanism != "none" else 1.0,
              "quantity": m.quantity, "field": dict(m.names).get(m.quantity, m.quantity), "measured": float(v),
              "predicted": float(p), "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
-             "setting": s.label}
+             "setting": s.label, **({"temperature": m.temperature} if m.temperature else {})}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
     fast = too_fast(fitted, priced)
     default_name = base.name if base.name.endswith("-calibrated") else f"{base.name}-calibrated"

@@ -16,14 +16,15 @@ LABEL = 27
 
 def row_table(rows: list[dict], held_out: str) -> list[str]:
     """One line per row (`Calibration.rows`; above PRINTED_ROWS the worst by |residual|): its
-    configuration, context (tokens), quantity, the file's field it was read from (where some
+    configuration (T=: the temperature a row sampled at, above 0), context (tokens), quantity, the file's field it was read from (where some
     row's file names it otherwise: mean_tpot_ms, output_throughput, step_time), measured,
     predicted, residual and held-out error."""
     shown = rows
     if len(rows) > PRINTED_ROWS:  # the worst ones; every row is in the profile's fit.rows
         worst = sorted(range(len(rows)), key=lambda i: -abs(rows[i]["residual"]))[:PRINTED_ROWS]
         shown = [rows[i] for i in sorted(worst)]
-    labels = [f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" for r in shown]
+    labels = [f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" + (f" T={r['temperature']:g}" if r.get("temperature")
+                                                                       else "") for r in shown]  # T: sampled at
     fields = [_FIELD_SHOWN.get(r.get("field"), r.get("field")) or r["quantity"] for r in shown]
     named = any(f != r["quantity"] for f, r in zip(fields, shown))  # a file's own name: say which field
     width = max([LABEL, *map(len, labels)])

@@ -13,6 +13,7 @@ from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, ca
 from speedplan.engine.calibration_checks import (check_distinct, check_models, check_not_too_slow, check_setting,
                                                  check_speedups)
 from speedplan.engine.calibration_rows import PRINTED_ROWS, read_notes, row_table  # noqa: F401 (PRINTED_ROWS: callers)
+from speedplan.engine.calibration_temperature import sweep_temperature, temperature_note
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
 from speedplan.engine.readers.measurement import MAX_ROWS, canonical_mechanism, drafts_ran_short
@@ -138,6 +139,7 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
     check_speedups(rows)
     result = calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
     check_not_too_slow(result, setting)
+    result.notes.append(temperature_note(rows, result.profile))
     return result
 
 
@@ -273,8 +275,11 @@ def sweep_arguments(result: Calibration) -> list[str]:
     """What `speedplan sweep` needs besides --engine to plan for the runs calibrated on: their
     contexts (--context; the median where they span more than three) and each chain mechanism's
     measured acceptance length at the draft length most of its runs used (--acceptance
-    MECH:al=A@D; a tree's AL is not a chain's, so trees are left to ranks= or a trace)."""
-    rows = {(r["mechanism"], r["batch"], r["draft_len"], r["context"], r["acceptance_length"]) for r in result.rows}
+    MECH:al=A@D; a tree's AL is not a chain's, so trees are left to ranks= or a trace), both of the
+    runs at the temperature most of them sampled at (--temperature T where above 0)."""
+    temperature = sweep_temperature(result.rows)
+    rows = {(r["mechanism"], r["batch"], r["draft_len"], r["context"], r["acceptance_length"]) for r in result.rows
+            if float(r.get("temperature") or 0.0) == temperature}
     contexts = sorted({int(round(c)) for _, _, _, c, _ in rows})
     args = ["--context", ",".join(map(str, contexts)) if len(contexts) <= 3 else str(int(np.median(contexts)))]
     runs: dict[str, dict[int, list[float]]] = {}
@@ -284,4 +289,4 @@ def sweep_arguments(result: Calibration) -> list[str]:
     for mech, by_d in sorted(runs.items()):
         d = max(by_d, key=lambda k: (len(by_d[k]), k))
         args += ["--acceptance", f"{mech}:al={np.mean(by_d[d]):.3g}@{d}"]
-    return args
+    return args + (["--temperature", f"{temperature:g}"] if temperature > 0 else [])

@@ -129,9 +129,9 @@ def logits_pass_s(cost, logits) -> np.ndarray:
     return np.where(logits > 0, op.latency_us * 1e-6, 0.0)
 
 
-def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost, temperature: float = 0.0) -> StepParts:
+def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost, temperature=0.0) -> StepParts:
     """A plain decoding step of `batch` sequences whose target forward is `forward`, sampled at
-    `temperature`."""
+    `temperature` (a number, or an array over `batch` where calibrate prices rows of several)."""
     batch = np.asarray(batch, dtype=float)
     zero = np.zeros_like(batch)
     return StepParts(np.broadcast_to(forward.total_s, batch.shape) + zero, batch, batch, zero + target.layers, zero,
@@ -140,9 +140,9 @@ def plain_parts(cost, target: ModelSpec, batch, forward: ForwardCost, temperatur
 
 
 def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, verify_tokens,
-                      verify: ForwardCost, draft: ForwardCost, temperature: float = 0.0) -> StepParts:
+                      verify: ForwardCost, draft: ForwardCost, temperature=0.0) -> StepParts:
     """One speculative step: draft with `mech`, verify `verify_tokens` tokens per sequence, sampled
-    at `temperature`.
+    at `temperature` (a number, or an array over `batch`).
 
     `verify` and `draft` are the priced target verify pass and drafting kernels; the mechanism
     says how many sequential draft forwards it runs (each pays the engine's un-captured

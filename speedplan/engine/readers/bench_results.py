@@ -11,14 +11,18 @@ field names checked in the engines' own sources):
   `spec_decode_per_position_acceptance_rates` (AL = 1 + their sum, read where the former is
   missing and checked against it: `readers.vllm_positions`), `spec_decode_num_drafts`,
   `spec_decode_draft_tokens`. `--metadata KEY=VALUE` pairs are written as top-level keys, which
-  is how a run says its mechanism and draft length. (SGLang's `bench_serving`, whose JSON lines
+  is how a run says its mechanism and draft length. The result records no sampling parameter
+  (`main_async` puts --temperature in each request's body only, commit 009e6d4a1cd6; without it,
+  since vLLM PR #32723, the server's default applies), so a run says its temperature with
+  `--metadata temperature=T`; none: taken as greedy. (SGLang's `bench_serving`, whose JSON lines
   look alike, is `readers.sglang_serving`.)
 - SGLang `scripts/playground/bench_speculative.py`: one JSON object per line with `batch_size`,
   `steps`, `topk`, `num_draft_tokens`, `acc_length`, `step_time` (seconds per decode step,
   20th percentile), `speed` (tokens/s per request). The script launches each server with
   `--max-running-requests` and `--cuda-graph-max-bs` equal to the batch size (sglang commit
   01d2a3d0d57b, `main`), so its rows run every request of the batch: speculative steps are not
-  capped at SGLang's default 48.
+  capped at SGLang's default 48. Its requests are greedy: it passes `extra_request_body={}` and
+  bench_serving's request sets temperature 0.0; a line's own `temperature` field (added by hand) is read.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from speedplan.specs.files import parse_json
 def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurement]:
     """One `vllm bench serve --save-result` run (or several, with --append-result). The run's
     mechanism and draft length come from `--metadata mechanism=NAME draft_len=K [context=L]
-    [max_running_requests=N] [tree_nodes=N]` (max_running_requests: the server's --max-num-seqs,
-    where it capped the batch; tree_nodes: a token tree's draft nodes, as in a CSV).
+    [max_running_requests=N] [tree_nodes=N] [temperature=T]` (max_running_requests: the server's
+    --max-num-seqs, where it capped the batch; tree_nodes: a token tree's draft nodes, as in a CSV;
+    temperature: the run's --temperature, which the result does not record; none: greedy).
     Without `context`, the run's mean decode context is read from its token totals: mean prompt
     + half the mean output (a request's KV grows from its prompt to prompt + output)."""
     runs = data if isinstance(data, list) else [data]
@@ -99,6 +104,7 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
             acceptance_length=al if mech != "none" else None, where=where,
             max_running=number_field(run, "max_running_requests", where, True, required=False),
             tree_nodes=tree_nodes, model=run["model_id"] if isinstance(run.get("model_id"), str) else None,
+            temperature=number_field(run, "temperature", where, required=False) or 0.0,  # --metadata temperature=T
             names=(("batch", batch_field), (quantity, value_field), ("acceptance_length", al_field),
                    ("context", context_field)))
         said = None if run.get("context") is not None else CONTEXT_SAID[
@@ -345,6 +351,7 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
             mechanism=mech, batch=number_field(rec, "batch_size", where, True), draft_len=steps, context=context,
             quantity="step_ms", value=number_field(rec, "step_time", where) * 1e3,
             acceptance_length=number_field(rec, "acc_length", where) if steps else None, where=where, tree_nodes=nodes,
+            temperature=number_field(rec, "temperature", where, required=False) or 0.0,  # the script's: greedy
             max_running=number_field(rec, "batch_size", where, True),
             names=(("batch", "batch_size"), ("max_running_requests", "batch_size"), ("draft_len", "steps"),
                    ("step_ms", "step_time"), ("acceptance_length", "acc_length"), ("tree_nodes", "num_draft_tokens"),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import MAX_DRAFT
 from speedplan.plan.mechanism_names import canonical_spec
+from speedplan.plan.temperature import MAX_TEMPERATURE, check_temperature
 
 QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup", "verify_ms", "draft_ms")
 DEFAULT_CONTEXT = 1024  # tokens, when a benchmark file does not say (stated in the fit's output)
@@ -75,7 +76,10 @@ class Measurement:
     verified draft nodes N. `where` says which file and row it came from. `max_running` is the
     engine's cap on running requests the run was launched with (SGLang --max-running-requests,
     vLLM --max-num-seqs; a step runs min(batch, max_running) requests); None: the engine
-    profile's default (`spec_max_running` for speculative steps, no cap for plain ones)."""
+    profile's default (`spec_max_running` for speculative steps, no cap for plain ones).
+    `temperature` is the sampling temperature the run's requests asked for (0 = greedy, up to 2
+    as `sweep --temperature` takes it): above 0 its steps are priced with the sampler's
+    `sample_passes_random` passes over the target's logits."""
 
     mechanism: str
     batch: int
@@ -93,6 +97,7 @@ class Measurement:
     tp: int | None = None  # the TP a CSV row names (its tp column), checked against calibrate's --tp
     hardware: str | None = None  # the GPU a CSV row names (its gpu column), checked against --hardware
     notes: tuple[str, ...] = ()  # how the reader read it where the file did not say (a derived context), printed
+    temperature: float = 0.0  # the run's sampling temperature (0 = greedy)
 
     def running(self, spec_cap: float = 0.0, speculative: bool | None = None) -> int:
         """Requests one step of this run ran: min(batch, cap), the cap the row states
@@ -107,12 +112,14 @@ class Measurement:
         return repr(dict(self.names).get(field_name, field_name))
 
     def __post_init__(self) -> None:
+        real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
         if not self.where:
             show = lambda v: (repr(v) if isinstance(v, bool) or not isinstance(v, numbers.Real) else
                               str(int(v)) if math.isfinite(v) and float(v).is_integer() else f"{v:g}")
             object.__setattr__(self, "where", f"measurement {self.mechanism} batch {show(self.batch)} "
-                                              f"draft_len {show(self.draft_len)}")
-        real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                              f"draft_len {show(self.draft_len)}"
+                               + (f" temperature {show(self.temperature)}" if self.temperature is not None
+                                  and not (real(self.temperature) and self.temperature == 0) else ""))
         for attr, field_name in (("batch", "batch"), ("draft_len", "draft_len"), ("context", "context"),
                                  ("tree_nodes", "tree_nodes"), ("max_running", "max_running_requests"), ("tp", "tp")):
             value = getattr(self, attr)
@@ -129,6 +136,13 @@ class Measurement:
             if not real(value):
                 raise SpeedplanInputError(f"{self.where}: field {self._f(field_name)} must be a number, got {shown(value)}")
             object.__setattr__(self, attr, float(value))
+        try:  # the range `sweep --temperature` takes (plan/temperature.py)
+            temperature = 0.0 if self.temperature is None else self.temperature  # None: not stated, greedy
+            object.__setattr__(self, "temperature", check_temperature(temperature))
+        except SpeedplanInputError:
+            raise SpeedplanInputError(f"{self.where}: field {self._f('temperature')} must be a number in "
+                                      f"0..{MAX_TEMPERATURE:g}, the sampling temperature (0 = greedy), got "
+                                      f"{f'{temperature:g}' if real(temperature) else shown(temperature)}") from None
         if isinstance(self.mechanism, str):
             object.__setattr__(self, "mechanism", canonical_mechanism(self.mechanism))
         speculative = self.mechanism != "none"

@@ -32,7 +32,8 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
     """Columns mechanism, batch, draft_len, context, one of tpot_ms/step_ms/tokens_per_s/speedup
     (or several, each row filling one),
     acceptance_length for speculative rows (else `acceptance(mechanism, draft_len)`), optional
-    tree_nodes and max_running_requests (the cap the server ran with; empty = the engine's default),
+    tree_nodes, max_running_requests (the cap the server ran with; empty = the engine's default) and
+    temperature (the run's sampling temperature, 0..2; empty = 0, greedy),
     and the setting a row ran on (`SETTING_COLUMNS`: tp, gpu, model), checked against the command's.
     Cells are separated as the header line separates them (a comma, else a semicolon or a tab: a
     spreadsheet's export where the decimal mark is a comma); blank lines and lines whose first
@@ -114,7 +115,7 @@ def _too_many(where, rows: int) -> None:
 
 
 COLUMNS = ("mechanism", "batch", "draft_len", "context", *QUANTITIES, "acceptance_length", "tree_nodes",
-           "max_running_requests")
+           "max_running_requests", "temperature")
 # every column a CSV may name (the setting's, under any of their names: checked against the command's)
 KNOWN = (*COLUMNS, *(name for names in SETTING_COLUMNS.values() for name in names))
 
@@ -138,7 +139,7 @@ def _check_header(path: Path | str, header: list[str]) -> None:
 def measurements_from_rows(rows: list[dict], quantity: str | None = None, acceptance=no_acceptance,
                            where=lambda i: f"row {i}") -> list[Measurement]:
     """Measurements from dicts keyed like the CSV's columns (mechanism, batch, draft_len,
-    context, the quantity, acceptance_length, tree_nodes, max_running_requests); values may be
+    context, the quantity, acceptance_length, tree_nodes, max_running_requests, temperature); values may be
     numbers or text. `quantity`: the column that holds the measured value (default: the one of
     QUANTITIES each row has). `where(i)` names row i in errors."""
     out = []
@@ -184,6 +185,7 @@ def _measurement(row: dict, quantity: str, acceptance, where: str) -> Measuremen
         value=number_field(row, quantity, where), acceptance_length=al,
         where=where, tree_nodes=number_field(row, "tree_nodes", where, True, required=False),
         max_running=number_field(row, "max_running_requests", where, True, required=False),
+        temperature=number_field(row, "temperature", where, required=False) or 0.0,  # empty: greedy
         tp=number_field(row, setting["tp"][0], where, True, required=False) if setting["tp"][0] else None,
         hardware=str(gpu).strip() if gpu is not None else None, model=str(model).strip() if model is not None else None,
         names=tuple((kind, column) for kind, (column, _) in setting.items() if column and column != kind))
@@ -208,9 +210,9 @@ def implied_step_ms(m: Measurement, spec_cap: float = 0.0) -> float | None:
 
 def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
     """Refuse rows that contradict each other: the same configuration (mechanism, batch,
-    draft_len, context, tree_nodes, requests a step ran) measured twice more than `REPEAT_SPREAD`
+    draft_len, context, tree_nodes, requests a step ran, temperature) measured twice more than `REPEAT_SPREAD`
     apart as an engine step (`_compared`): step_ms, tpot_ms × AL, R·AL / tokens_per_s, a speedup
-    against a plain row of its batch, or (no plain row) AL / speedup, the step over plain
+    against a plain row of its batch (and temperature), or (no plain row) AL / speedup, the step over plain
     decoding's. A step's time does not depend on acceptance (a dataset that drafts better takes
     fewer steps, not shorter ones), so rows of other acceptance lengths are compared too, except
     n-gram's (a step without a match verifies one token: the match rate sets both).
@@ -221,7 +223,7 @@ def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
     for m in rows:  # the plain step a speedup row of the same batch and context is over
         step = implied_step_ms(m, spec_cap) if m.mechanism == "none" else None
         if step is not None:
-            plains.setdefault((m.batch, m.context, m.running(spec_cap)), (m, step))
+            plains.setdefault((m.batch, m.context, m.running(spec_cap), m.temperature), (m, step))
     seen: dict[tuple, list[tuple[Measurement, float, Measurement | None]]] = {}
     spread: dict[tuple, tuple[float, float]] = {}  # smallest and largest value of each configuration so far
     for m in rows:
@@ -229,7 +231,8 @@ def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
         # an n-gram step verifies one token where nothing matched: its match rate, which sets its
         # acceptance, sets its step time too, so n-gram rows are compared at one acceptance only
         per_al = m.acceptance_length if m.mechanism.split(":")[0] == "ngram" else None
-        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, m.running(spec_cap), kind, per_al)
+        key = (m.mechanism, m.batch, m.draft_len, m.context, m.tree_nodes, m.running(spec_cap), m.temperature, kind,
+               per_al)
         low, high = spread.get(key, (value, value))
         if value > REPEAT_SPREAD * low or high > REPEAT_SPREAD * value:  # then name the earliest row it contradicts
             for first, other, first_plain in seen[key]:
@@ -249,7 +252,7 @@ def _compared(m: Measurement, spec_cap: float, plains: dict) -> tuple[str, float
     if m.quantity != "speedup":
         return m.quantity, m.value, None
     al = m.acceptance_length or 1.0
-    found = plains.get((m.batch, m.context, m.running(speculative=False)))
+    found = plains.get((m.batch, m.context, m.running(speculative=False), m.temperature))
     if found is None or m.mechanism == "none":
         return "speedup", al / m.value, None
     plain, plain_step = found  # speedup = (R·AL / step) / (R_p / plain step)
@@ -277,7 +280,8 @@ def _contradiction(m: Measurement, first: Measurement, a: float, b: float, kind:
         f"{m.where}: field {m._f(m.quantity)} {m.value:g} contradicts {first.where} "
         f"({'' if m.quantity == first.quantity else first.quantity + ' '}"
         f"{first.value:g}): the same configuration ({m.mechanism}, batch {m.batch}, draft_len {m.draft_len}, "
-        f"context {m.context}) measured more than {REPEAT_SPREAD:g}x apart{why}")
+        f"context {m.context}{f', temperature {m.temperature:g}' if m.temperature else ''}) measured more than "
+        f"{REPEAT_SPREAD:g}x apart{why}")
 
 
 def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no_acceptance) -> list[Measurement]:

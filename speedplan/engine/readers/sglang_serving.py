@@ -32,6 +32,10 @@ A run's mechanism and draft length come from the line's own keys (`mechanism`, `
 a vLLM result's --metadata: added by hand), else KEY=VALUE words of its `tag` (`--tag
 "mechanism=eagle3 draft_len=3"`), else `server_info` (SGLang converts --speculative-algorithm
 NEXTN to EAGLE there, so an EAGLE run without a draft model of its own, an MTP head, is `mtp`).
+Its sampling temperature likewise (`temperature=T`; none: greedy): the line records none. At
+00f9ec472ffe the native `--backend sglang` request samples at `--temperature` (default 0.0) and the
+OpenAI ones at 0.0 unless `--extra-request-body` sets `temperature`; the older script sends 0.0
+unless `--extra-request-body` does (`async_request_sglang_generate`). Neither is in the line.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ SGLANG_ONLY = ("accept_length", "total_output_tokens_retokenized", "concurrency"
 VLLM_ONLY = ("date", "endpoint_type", "model_id", "tokenizer_id", "num_prompts", "burstiness", "failed",
              "request_goodput", "total_token_throughput", "mean_e2el_ms", "rtfx")
 # What a user states of a run, on the line or in its tag (the names of a vLLM result's --metadata).
-STATED = ("mechanism", "draft_len", "context", "max_running_requests", "tree_nodes", "acceptance_length")
+STATED = ("mechanism", "draft_len", "context", "max_running_requests", "tree_nodes", "acceptance_length",
+          "temperature")
 # SGLang's --speculative-algorithm as speedplan names it (NEXTN reads as EAGLE: `_algorithm`).
 ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft-model", "NGRAM": "ngram"}
 WRITERS = {"sglang": "SGLang's bench_serving", "vllm": "vLLM's `vllm bench serve`"}
@@ -277,14 +282,17 @@ def read_sglang_serving_run(path: Path, line: int, rec, acceptance=no_acceptance
         context_field = context_name
     quantity, value, value_field, throughput = vllm_decode(rec, where, writer="SGLang's bench_serving")
     model = info.get("served_model_name") or info.get("model_path")
+    temperature, temperature_name = _stated(rec, tag, "temperature")  # the line records none: greedy unless stated
     m = Measurement(
         mechanism=mech, batch=batch, draft_len=draft_len, context=context, quantity=quantity, value=value,
         acceptance_length=al, where=where, tree_nodes=nodes, max_running=cap,
+        temperature=_number(temperature, temperature_name, where) or 0.0,
         tp=_number(info.get("tp_size"), "server_info.tp_size", where, True),
         model=model if isinstance(model, str) else None,
         names=(("batch", batch_field), (quantity, value_field), ("acceptance_length", al_name),
                ("context", context_field), ("mechanism", mech_name), ("draft_len", draft_name),
-               ("tree_nodes", nodes_name), ("max_running_requests", cap_name), ("tp", "server_info.tp_size")))
+               ("tree_nodes", nodes_name), ("max_running_requests", cap_name), ("tp", "server_info.tp_size"),
+               ("temperature", temperature_name)))
     said = None
     if context_value is None:
         said = ("context is the run's mean prompt + half its mean output (total_input_tokens, total_output_tokens, "
