@@ -13,10 +13,12 @@ import typer
 
 
 def render_run(report, as_json: bool) -> None:
-    """Print the texts and the numbers (or one JSON object)."""
+    """Print the texts and the numbers (or one JSON object); a speedup that cannot be trusted
+    (`RunReport.speedup_warning`) gets a `warning:` line on stderr either way."""
     data = report.to_json()
     if as_json:
         typer.echo(json.dumps(data))
+        _warn(data)
         return
     texts = data["text"] if isinstance(data["text"], list) else [data["text"]]
     for i, text in enumerate(texts):
@@ -26,8 +28,22 @@ def render_run(report, as_json: bool) -> None:
     typer.echo("---")
     compared = (f" (plain {data['plain_tokens_per_s']:.1f} tok/s), speedup {data['speedup']:.2f}x"
                 if data["speedup"] is not None and data["plain_tokens_per_s"] else " (no plain run: --no-compare)")
+    rounds = data["speedup_rounds"] or []
+    if len(rounds) > 1:
+        kept = f"; kept round {report.kept_round + 1}" if report.kept_round is not None else ""
+        compared += f" (rounds: {', '.join(f'{x:.2f}x' for x in rounds)}{kept})"
     typer.echo(f"{data['mechanism']} D={data['draft_len']} B={data['batch']}: AL {data['acceptance_length']:.2f}, "
                f"{data['tokens_per_s']:.1f} tok/s{compared}, {data['generated_tokens']} tokens in {data['steps']} steps")
+    if data["identical_to_plain"] is not None and data["mechanism"] != "none":
+        typer.echo("greedy check: same tokens as plain greedy decoding" if data["identical_to_plain"] else
+                   "greedy check: the tokens differ from plain greedy decoding (a near-tie argmax can round "
+                   "differently in a verify pass; docs/runtime.md, Known limits)")
+    _warn(data)
+
+
+def _warn(data: dict) -> None:
+    if data["speedup_warning"]:
+        typer.echo(f"warning: {data['speedup_warning']}", err=True)
 
 
 def batch_note(prompts: int, batch: int) -> str | None:
@@ -65,11 +81,13 @@ def run(
                                "(decode/verify read the GGUF's Q4_1 blocks via a C kernel built with gcc; same weights)."),
     compare: bool = typer.Option(True, "--compare/--no-compare", help="Also decode plainly, for the speedup "
                                  "(--no-compare skips it: no plain tokens/s, no speedup)."),
+    rounds: int = typer.Option(2, help="Rounds of a plain run then a speculative run, for the speedup: the round "
+                               "whose pair ran fastest (3 or more: the median round) is reported; 1 = one of each."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Generate with speculative decoding and report AL, tokens/s and speedup over plain decoding.
 
-    Example: speedplan run --prompt "Write a Python function that parses ISO dates." --mechanism ngram --draft-len 4 --max-new-tokens 128
+    Example: speedplan run --prompt "Write a Python function that parses ISO dates." --mechanism eagle-tree --tree-depth 1 --tree-nodes 4 --max-new-tokens 128
     """
     from speedplan.runtime.options import DrafterOptions, RunOptions, read_prompts
 
@@ -78,11 +96,11 @@ def run(
     options = DrafterOptions(ngram_max=ngram_max, tree_topk=tree_topk, tree_depth=depth,
                              tree_nodes=tree_nodes, draft_layers=draft_layers)
     spec = RunOptions(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
-                   not raw, compare, str(trace) if trace else None, device, options, matmul)
+                   not raw, compare, str(trace) if trace else None, device, options, matmul, rounds)
     spec.check()  # bad input fails here, before torch is imported
-    note = batch_note(len(texts), batch)
-    if note:
-        typer.echo(note, err=True)
+    for note in (batch_note(len(texts), batch), spec.tree_note()):
+        if note:
+            typer.echo(note, err=True)
     if trace:
         from speedplan.cli.options import check_output
         from speedplan.outputs import probe_writable
@@ -91,5 +109,6 @@ def run(
         probe_writable(trace, "--trace")  # a real file made and removed, before minutes of generation
 
     from speedplan.runtime.api import run
+    from speedplan.validate.timing import paired_ratio
 
-    render_run(run(spec), as_json)
+    render_run(run(spec, pick=paired_ratio), as_json)  # the rounds read as `speedplan validate` reads its pairs

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -22,11 +22,13 @@ from speedplan.runtime.drafters.ngram import NgramDrafter
 from speedplan.runtime.drafters.tree import TreeDrafter
 from speedplan.runtime.generate import RunResult, generate
 from speedplan.runtime.transformer import LlamaConfig, Transformer
-from speedplan.runtime.options import MATMULS, MECHANISMS, DrafterOptions, RunOptions
+from speedplan.runtime.options import MATMULS, MECHANISMS, DrafterOptions, RunOptions, check_prompts, path_text
 from speedplan.runtime.io.tokenizer import BPETokenizer
 from speedplan.runtime.io.trace import TraceMeta, write_trace
 from speedplan.runtime.accept import SamplingParams
 
+IMPLAUSIBLE = 1.10  # a speedup above AL by more than this factor cannot come from speculation: warn
+DISAGREE = 1.10  # rounds whose speedups differ by more than this factor: warn
 
 
 @dataclass
@@ -36,15 +38,21 @@ class Target:
     name: str
 
 
-def load_target(weights: str = "smollm2", device: str = "cpu", matmul: str = "fp32") -> Target:
+def load_target(weights: str | os.PathLike = "smollm2", device: str = "cpu", matmul: str = "fp32") -> Target:
     """Load a target model and its tokenizer (see the module docstring for `weights`).
 
     `matmul`: "fp32" (default; what profiles and `speedplan validate` price) or "q4_1": on CPU,
     decode/verify matmuls (up to `kernels.q4.MAX_ROWS` tokens per forward) read the GGUF's Q4_1
-    blocks through a small C kernel; same fp32 weight values, ~6x fewer bytes read per step."""
+    blocks through a small C kernel; same fp32 weight values, ~6x fewer bytes read per step.
+    `weights` may be a pathlib.Path of a .gguf file or a folder."""
     from speedplan.runtime.io.weights import load_gguf, load_hf_folder, random_model, smollm2_gguf_path
 
-    if matmul not in MATMULS:
+    weights = path_text(weights, "weights", "--weights")
+    if not isinstance(device, str) or device not in ("cpu", "cuda"):
+        raise SpeedplanInputError(f"device (--device) must be cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SpeedplanInputError("--device cuda but no CUDA device is available")
+    if not isinstance(matmul, str) or matmul not in MATMULS:
         raise SpeedplanInputError(f"--matmul must be one of {', '.join(MATMULS)}, got {matmul!r}")
     if matmul == "q4_1" and not (weights == "smollm2" or weights.endswith(".gguf")):
         raise SpeedplanInputError("--matmul q4_1 needs GGUF weights with Q4_1 matrices (smollm2 or a .gguf file)")
@@ -120,8 +128,12 @@ def _smollm2_tokenizer() -> BPETokenizer | None:
 
 def make_drafter(mechanism: str, target: Transformer, options: DrafterOptions = DrafterOptions()) -> Drafter | None:
     """The drafter for a mechanism name; SpeedplanInputError if unknown or not available."""
-    if mechanism not in MECHANISMS:
+    if not isinstance(mechanism, str) or mechanism not in MECHANISMS:
         raise SpeedplanInputError(f"unknown mechanism {mechanism!r}; choose from {', '.join(MECHANISMS)}")
+    if not isinstance(options, DrafterOptions):
+        raise SpeedplanInputError(f"options must be a DrafterOptions, e.g. DrafterOptions(tree_topk=2), got "
+                                  f"{type(options).__name__}")
+    options.check()
     tree = dict(topk=options.tree_topk, depth=options.tree_depth, nodes=options.tree_nodes)
     if mechanism == "none":
         return None
@@ -157,6 +169,7 @@ def encode_prompts(tokenizer: BPETokenizer | None, prompts: list, chat: bool) ->
     """Token ids per prompt; strings go through the chat template when `chat`."""
     if tokenizer is None:
         raise SpeedplanInputError("these weights come without a tokenizer (no tokenizer.json); cannot encode text prompts")
+    check_prompts(prompts)
     out = []
     for p in prompts:
         if isinstance(p, list) or chat:
@@ -170,16 +183,48 @@ def encode_prompts(tokenizer: BPETokenizer | None, prompts: list, chat: bool) ->
 @dataclass
 class RunReport:
     spec: RunOptions
-    result: RunResult
-    plain: RunResult | None
+    result: RunResult  # the speculative run of the round the speedup comes from
+    plain: RunResult | None  # that round's plain run (the result itself for mechanism none)
     model_name: str
     draft_len: int  # D used (tree depth for tree mechanisms, 0 for none)
+    round_speedups: list[float] = field(default_factory=list)  # every timed round's speedup, in order
+    kept_round: int | None = None  # the round (0-based) `result` and `plain` come from
 
     @property
     def speedup(self) -> float | None:
         if self.plain is None or self.plain.tokens_per_s == 0:
             return None
         return self.result.tokens_per_s / self.plain.tokens_per_s
+
+    @property
+    def identical_to_plain(self) -> bool | None:
+        """Greedy runs: the tokens equal plain decoding's. None when sampling (T > 0: sampled
+        text is not meant to match) or without a plain run."""
+        if self.plain is None or self.spec.temperature > 0:
+            return None
+        return self.result.token_ids == self.plain.token_ids
+
+    @property
+    def speedup_warning(self) -> str | None:
+        """One line when the speedup cannot be trusted: above the acceptance length by more than
+        10% (a speculative step is never faster than a plain one in this runtime, so only a change
+        of the machine's speed between the plain and the speculative run gives that), or the rounds'
+        speedups differing by more than 10%."""
+        s = self.speedup
+        if s is None or self.plain is self.result:
+            return None
+        al, rounds = self.result.acceptance_length, self.round_speedups
+        listed = ", ".join(f"{x:.2f}x" for x in rounds)
+        kept = f"round {self.kept_round + 1}'s speedup" if self.kept_round is not None else "the speedup"
+        if s > IMPLAUSIBLE * al:
+            return (f"speedup {s:.2f}x is more than {IMPLAUSIBLE - 1:.0%} above the acceptance length {al:.2f}"
+                    + (f" (rounds: {listed})" if len(rounds) > 1 else "")
+                    + ": a speculative step is never faster than a plain one here, so the machine's speed changed "
+                      "between the timed runs; run again, or with more --rounds")
+        if len(rounds) > 1 and max(rounds) > DISAGREE * min(rounds):
+            return (f"the {len(rounds)} rounds' speedups differ by more than {DISAGREE - 1:.0%} ({listed}): the machine's "
+                    f"speed moved during the run; {kept}, {s:.2f}x, is reported; run again, or with more --rounds")
+        return None
 
     def to_json(self) -> dict:
         r = self.result
@@ -188,13 +233,40 @@ class RunReport:
                 "acceptance_length": r.acceptance_length,
                 "tokens_per_s": r.tokens_per_s, "end_to_end_tokens_per_s": r.end_to_end_tokens_per_s,
                 "plain_tokens_per_s": self.plain.tokens_per_s if self.plain else None,
-                "speedup": self.speedup, "generated_tokens": r.generated_tokens, "steps": len(r.steps),
+                "speedup": self.speedup, "speedup_rounds": self.round_speedups or None,
+                "speedup_warning": self.speedup_warning,
+                "generated_tokens": r.generated_tokens, "steps": len(r.steps),
                 "prefill_s": r.prefill_s, "decode_s": r.decode_s,
-                "identical_to_plain": (r.token_ids == self.plain.token_ids) if self.plain else None}
+                "identical_to_plain": self.identical_to_plain}
 
 
-def run(spec: RunOptions) -> RunReport:
-    """Plain decoding (for the speedup) and the chosen mechanism on the same prompts."""
+def fastest_pair(plain_s: list[float], spec_s: list[float]) -> tuple[float, int]:
+    """`run`'s default `pick`: the round whose plain + speculative pair took least (the machine
+    only ever slows down), as (its plain / speculative ratio, its index). `speedplan run` passes
+    `speedplan.validate.timing.paired_ratio`, the same rule for one or two rounds and the median
+    ratio for three or more (the runtime itself does not import the planner: tests/test_layout.py)."""
+    r = min(range(len(plain_s)), key=lambda i: plain_s[i] + spec_s[i])
+    return plain_s[r] / spec_s[r], r
+
+
+def read_rounds(pairs: list[tuple[RunResult, RunResult]], pick=fastest_pair) -> tuple[int, list[float]]:
+    """The round (plain run, speculative run) the report keeps, chosen by `pick(plain_s, spec_s)
+    -> (ratio, round)` from seconds per generated token (so a round's ratio is its tokens/s
+    speedup), and every round's speedup."""
+    plain_s = [p.decode_s / max(p.generated_tokens, 1) for p, _ in pairs]
+    spec_s = [s.decode_s / max(s.generated_tokens, 1) for _, s in pairs]
+    if min(plain_s) <= 0 or min(spec_s) <= 0:  # an untimed run (nothing decoded): keep the last round
+        return len(pairs) - 1, []
+    return int(pick(plain_s, spec_s)[1]), [p / s for p, s in zip(plain_s, spec_s)]
+
+
+def run(spec: RunOptions, pick=fastest_pair) -> RunReport:
+    """Plain decoding (for the speedup) and the chosen mechanism on the same prompts, timed in
+    `spec.rounds` rounds of a plain run then a speculative run (the machine's speed drifts: one
+    plain run timed once before one speculative run gave speedups above the AL). The report holds
+    the round `pick` keeps (`read_rounds`); the trace is that round's speculative run."""
+    if not isinstance(spec, RunOptions):
+        raise SpeedplanInputError(f"run() takes a RunOptions, got {type(spec).__name__}")
     spec.check()
     auto = "cuda" if torch.cuda.is_available() and spec.matmul == "fp32" else "cpu"  # q4_1 is a CPU kernel
     device = auto if spec.device == "auto" else spec.device
@@ -211,7 +283,7 @@ def run(spec: RunOptions) -> RunReport:
         raise SpeedplanInputError(f"--weights {spec.weights}: the prompts' token id {top} is beyond the model's "
                                   f"vocabulary of {vocab} (its tokenizer has more tokens than the model embeds)")
     positions = target.model.rope_cos.shape[0]  # the longest sequence the model holds
-    drafted = 0 if drafter is None else spec.options.tree_nodes if drafter.is_tree else spec.draft_len
+    drafted = 0 if drafter is None else drafter.nodes if drafter.is_tree else spec.draft_len
     prompt = max(len(p) for p in ids)
     if prompt + spec.max_new_tokens + drafted + 1 > positions:
         raise SpeedplanInputError(f"the longest prompt ({prompt} tokens) plus --max-new-tokens {spec.max_new_tokens} "
@@ -222,8 +294,13 @@ def run(spec: RunOptions) -> RunReport:
     draft_len = 0 if drafter is None else spec.options.tree_depth if drafter.is_tree else spec.draft_len
     common = dict(batch=spec.batch, sampling=sampling, max_new_tokens=spec.max_new_tokens, eos_ids=eos,
                   seed=spec.seed, decode=decode)
-    plain = generate(target.model, ids, None, 0, **common) if (spec.compare_plain and drafter is not None) else None
-    result = generate(target.model, ids, drafter, draft_len, **common)
+    compare = spec.compare_plain and drafter is not None
+    pairs = []
+    for _ in range(spec.rounds if compare else 1):
+        plain = generate(target.model, ids, None, 0, **common) if compare else None
+        pairs.append((plain, generate(target.model, ids, drafter, draft_len, **common)))
+    kept, round_speedups = read_rounds(pairs, pick) if compare else (0, [])
+    plain, result = pairs[kept]
     if drafter is None and spec.compare_plain:
         plain = result
     if spec.trace:
@@ -231,4 +308,4 @@ def run(spec: RunOptions) -> RunReport:
                          drafter.tree_shape() if drafter else None, spec.batch, device,
                          str(target.model.embed.dtype).replace("torch.", ""), spec.temperature, spec.top_p)
         write_trace(spec.trace, meta, result)
-    return RunReport(spec, result, plain, target.name, draft_len)
+    return RunReport(spec, result, plain, target.name, draft_len, round_speedups, kept if compare else None)

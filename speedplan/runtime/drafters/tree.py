@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from speedplan.runtime.drafters.base import DraftRequest, Drafter, TreeDraft
+from speedplan.runtime.options import tree_capacity
 
 
 class FrontierScorer(Protocol):
@@ -67,7 +68,7 @@ class TreeDrafter(Drafter):
         if topk < 1 or depth < 1 or nodes < 1:
             raise ValueError("tree topk, depth and nodes must be >= 1")
         self.scorer, self.topk, self.depth = scorer, topk, depth
-        self.nodes = min(nodes, topk + (depth - 1) * topk * topk)
+        self.nodes = min(nodes, tree_capacity(topk, depth))  # `speedplan run` notes the cap (RunOptions.tree_note)
         self.needs_hidden = getattr(scorer, "needs_hidden", False)
 
     def tree_shape(self) -> dict:
