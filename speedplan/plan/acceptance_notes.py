@@ -28,9 +28,10 @@ def measured_elsewhere(mech, target):
         return mech
     ran, model = by
     notes = []
+    from speedplan.plan.mechanisms import REGISTRY
+
     planned = planned_name(ran)
-    family = mech.family_name()
-    if ran and (planned is None or planned.split("-tree")[0] != family):
+    if ran and (planned is None or REGISTRY[planned].family_name() != mech.family_name()):
         notes.append(f"measured with the runtime's {ran} drafter, priced for {mech.label}: another drafter's "
                      "acceptance, used as given")
     if model and not same_model(model, target.name):

@@ -168,10 +168,10 @@ def slo_line(result: "SweepResult") -> str:
     if target is None and pick is None:
         return "SLO pick: none asked (--min-tokens-per-user N picks one)"
     need = f">= {target:g} tokens/s/user" if target is not None else "SLO"
-    from speedplan.plan.engine_outputs import runnable_rows, serving_engine, unsupported
+    from speedplan.plan.engine_outputs import runnable_rows
     from speedplan.plan.pick import slo_pick
 
-    family, engine = str(result.meta.get("engine_family") or "").split(" ")[0], serving_engine(result.meta)
+    family = str(result.meta.get("engine_family") or "").split(" ")[0]
     if pick is None:
         feasible = result.frame[result.frame["feasible"]] if "feasible" in result.frame else result.frame.iloc[:0]
         runs = runnable_rows(feasible, result.meta)
@@ -184,9 +184,9 @@ def slo_line(result: "SweepResult") -> str:
                 f"B={int(other['batch'])} would, which {family} cannot run)") + "; the most is "
                 f"{top['tokens_per_s_per_user']:.1f} tokens/s/user ({setting_text(top['mechanism'], top['draft_len'], top['verify_tokens'])} "
                 f"at B={int(top['batch'])}, context {int(top['context'])})")
-    cannot = engine is not None and pick["mechanism"] != "none" and unsupported(engine, {pick["mechanism"]}, result.meta)
-    anyone = slo_pick(result.frame, target) if target is not None else None  # over every mechanism, runnable or not
-    beyond = ("" if cannot or anyone is None or anyone["tokens_per_s_per_gpu"] <= pick["tokens_per_s_per_gpu"] else
+    # the pick is among what the engine runs (sweep: runnable_rows); over every mechanism, one may do better
+    anyone = slo_pick(result.frame, target) if target is not None else None
+    beyond = ("" if anyone is None or anyone["tokens_per_s_per_gpu"] <= pick["tokens_per_s_per_gpu"] else
               f"; among what {family} runs (the best of any mechanism, {anyone['mechanism']} D={int(anyone['draft_len'])} "
               f"at B={int(anyone['batch'])}, gives {anyone['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU: {family} cannot run it)")
     running = int(pick["running"]) if "running" in pick else int(pick["batch"])
@@ -194,9 +194,7 @@ def slo_line(result: "SweepResult") -> str:
                f"{offered_rate(pick):.1f} per offered request" if running < int(pick["batch"]) else "")
     return (f"SLO pick ({need}): {pick['mechanism']} D={int(pick['draft_len'])} at B={int(pick['batch'])}, "
             f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user{waiting}, "
-            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU"
-            + (f" ({family} cannot run {pick['mechanism']}: the best any mechanism reaches under its profile)"
-               if cannot else "") + beyond)
+            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU{beyond}")
 
 
 def plain_unfit_cells(frame: pd.DataFrame) -> set[tuple[int, int]]:
