@@ -58,7 +58,8 @@ from speedplan.engine.calibrate import Setting
 from speedplan.validate.timing import (measured_ratio, merge_timed, points_to_confirm, settle_rounds, settle_spread,
                                       timed_rounds)
 from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
-                                            calibration_runs, fit_runtime, interleave, predicted_parts, spread)
+                                            calibration_runs, fit_runtime, interleave, predicted_parts, spread,
+                                            timed_steps)
 
 TARGET_PRESET = "smollm2-135m"
 
@@ -291,8 +292,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
             "meas_t_plain_paired": float(pairs[pair_round]) if pairs else float("nan"),
             "meas_t_step_paired": float(seconds[pair_round]) if pairs else float("nan"),
             "pred_tokens_per_s": float(p.tokens_per_s_per_gpu), "meas_tokens_per_s": batch * al / t_step,
-            "meas_context": attended_measured(first.steps),  # the longest row's KV length, mean over steps
-            "meas_context_mean_row": float(np.mean([c for s in first.steps for c in s.context])),
+            "meas_context": attended_measured(first.steps, batch),  # the longest row's KV length, mean over the timed steps
+            "meas_context_mean_row": float(np.mean([c for s in timed_steps(first.steps, batch) for c in s.context])),
             "steps": len(first.steps), "cost_source": p.cost_source, "acceptance_source": p.acceptance_source,
             "timed_again": (label, batch, d) in timed_again, "timings": len(seconds),
         })

@@ -190,6 +190,36 @@ def test_attention_is_priced_at_each_waves_longest_row():
     assert attended_measured(steps) == pytest.approx(41.0)
 
 
+def test_calibration_rows_state_the_context_of_the_steps_they_time():
+    """A calibration run's step time averages the steps that ran the whole batch; its context
+    must be those steps' too. Two waves of 2: the short wave's rows finish apart (one step at
+    B = 2, then two at B = 1), the long wave's together (three steps at B = 2). The timed steps
+    attend 100, 101 (short wave's one) and 500, 501, 502: mean 320.8, where every step's mean
+    (the old reading) is 300.3 and the fit would price the timed 4 ms at 20 tokens less."""
+    from speedplan.validate.calibration import run_measurements, timed_steps
+
+    class Step:
+        def __init__(self, batch, context, t):
+            self.batch, self.context = batch, context
+            self.t_step_s, self.t_verify_s, self.t_draft_s = t, 0.75 * t, 0.25 * t
+
+    short = [Step(2, [100, 60], 0.002), Step(1, [101], 0.001), Step(1, [102], 0.001)]
+    long_ = [Step(2, [500, 400], 0.004), Step(2, [501, 401], 0.004), Step(2, [502, 402], 0.004)]
+    res = type("Res", (), {"steps": short + long_})()
+    assert [s.batch for s in timed_steps(res.steps, 2)] == [2, 2, 2, 2]
+    assert attended_measured(res.steps, 2) == pytest.approx((100 + 500 + 501 + 502) / 4)
+    assert attended_measured(res.steps) == pytest.approx(np.mean([100, 101, 102, 500, 501, 502]))
+    rows = run_measurements("eagle", "eagle", 2, 3, res, 2.5, None)
+    assert [r.quantity for r in rows] == ["step_ms", "verify_ms", "draft_ms"]
+    assert {r.context for r in rows} == {round((100 + 500 + 501 + 502) / 4)}
+    assert rows[0].value == pytest.approx(3.5)  # (2 + 4 + 4 + 4) / 4 ms
+    assert rows[2].value == pytest.approx(0.875)
+    plain = run_measurements("none", "none", 2, 0, res, None, None)
+    assert [r.quantity for r in plain] == ["step_ms", "verify_ms"]  # no drafting to time
+    one = type("Res", (), {"steps": short[1:]})()  # no step ran the whole batch: every step counts
+    assert attended_measured(one.steps, 2) == pytest.approx(101.5)
+
+
 def test_a_profile_from_another_cpu_is_named_in_a_warning():
     """Kernel times do not carry from one CPU to another: validate says which CPU the profile
     was measured on when it is not this one, and records both in summary.json."""
