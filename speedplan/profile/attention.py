@@ -257,9 +257,11 @@ class AttentionTable:
         if derive.any():
             q1 = np.exp(q_axis[-1])
             t_dec = attention_sol_us(self.hw, b, q1, kv, h, kvh, hd, dtype) / np.exp(log_util)
-            t_ctx = np.nan
-            if self.prefill is not None:
-                t_ctx, _ = self.prefill.lookup(b, kv, h, kvh, hd, dtype)
+            t_ctx, ctx_outside = np.nan, False
+            if self.prefill is not None:  # its extra rows' share beyond the prefill table's lengths is extrapolated
+                t_ctx, ctx_code = self.prefill.lookup(b, kv, h, kvh, hd, dtype)
+                ctx_outside = ctx_code == EXTRAPOLATED
             lat = np.where(derive, verify_latency_us(t_dec, t_ctx, lat, q, kv), lat)
-            code = np.where(derive, np.where(code == EXTRAPOLATED, EXTRAPOLATED, DERIVED), code).astype(np.int8)
+            outside = (code == EXTRAPOLATED) | ctx_outside
+            code = np.where(derive, np.where(outside, EXTRAPOLATED, DERIVED), code).astype(np.int8)
         return lat, code

@@ -26,7 +26,7 @@ def prefill_us(b, L):
     return 10.0 + 2e-5 * b * L * L
 
 
-def decode_profile(folder, prefill=True):
+def decode_profile(folder, prefill=True, prefill_lens=LENS):
     folder.mkdir(parents=True)
     (folder / "meta.json").write_text(json.dumps(META))
     (folder / "gemm.csv").write_text("m,n,k,dtype,latency_us\n1,1024,1024,bf16,3\n2,1024,1024,bf16,3\n")
@@ -34,7 +34,7 @@ def decode_profile(folder, prefill=True):
     (folder / "attention.csv").write_text("batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask,dtype,latency_us\n"
                                           + "\n".join(rows) + "\n")
     if prefill:
-        rows = [f"{b},{L},32,8,128,bf16,{prefill_us(b, L)}" for b in BATCHES for L in LENS]
+        rows = [f"{b},{L},32,8,128,bf16,{prefill_us(b, L)}" for b in BATCHES for L in prefill_lens]
         (folder / "prefill.csv").write_text("batch,seq_len,num_heads,num_kv_heads,head_dim,dtype,latency_us\n"
                                             + "\n".join(rows) + "\n")
     return load_profile(folder)
@@ -64,6 +64,16 @@ def test_verification_is_exact_at_both_ends_and_between_them(tmp_path):
     mid, how = p.attention_lookup(b, q, L, 32, 8, 128, "causal", "bf16")
     expect = decode_us(b, L) + bridge_weight(q, L) * (prefill_us(b, L) - decode_us(b, L))
     assert np.allclose(mid, expect) and (how == "derived").all()
+
+
+def test_verification_past_the_prefill_tables_lengths_says_extrapolated(tmp_path):
+    """Decode measured to L = 4096, prefill only to 1024: a verify call at L = 4096 reads its
+    extra rows' cost off an extrapolated prefill, and says so; within both tables it is derived."""
+    p = decode_profile(tmp_path / "p", prefill_lens=LENS[:-1])
+    _, how = p.attention_lookup(8, 4, np.array([1024, 4096]), 32, 8, 128, "causal", "bf16")
+    assert how.tolist() == ["derived", "extrapolated"]
+    _, how1 = p.attention_lookup(8, 1, 4096, 32, 8, 128, "causal", "bf16")
+    assert how1.item() == "measured"  # decode alone needs no prefill
 
 
 def test_without_prefill_the_kv_read_once_bound_answers(tmp_path):
