@@ -32,6 +32,7 @@ class FolderKind:
     meta_keys: tuple[str, ...]  # keys its meta.json always has
     names: tuple[str, ...]  # the files the command writes there (fnmatch patterns; no subfolders)
     meta_file: str = "meta.json"  # the JSON file whose meta_keys say speedplan wrote it
+    folders: tuple[str, ...] = ()  # subfolders the command writes (validate's own measured profile/)
 
 
 MANIFEST = ".speedplan-files"  # in every output folder: the names of the files speedplan wrote there
@@ -42,7 +43,8 @@ PROFILE = FolderKind("profile folder", ("meta.json",), ("origin",),
                      ("meta.json", "meta.json.tmp", "README.md", "NOTICE.md", "LICENSE*", "gemm.csv", "gemm_cupy.csv", "attention.csv",
                       "prefill.csv", "elementwise.csv", "allreduce.csv", "moe.csv", "floors.csv"))
 VALIDATION = FolderKind("validation folder", ("summary.json", "validation.csv"), ("points", "grid"),
-                        ("summary.json", "validation.csv", "report.html", "*.png"), meta_file="summary.json")
+                        ("summary.json", "validation.csv", "report.html", "*.png"), meta_file="summary.json",
+                        folders=("profile",))
 
 
 @contextlib.contextmanager
@@ -80,12 +82,18 @@ def _ours(out: Path, kind: FolderKind) -> str | None:
             written = set(manifest.read_text().splitlines()) | {MANIFEST}
         except (OSError, UnicodeDecodeError):
             return f"its {MANIFEST} cannot be read"
-        foreign = [p.name for p in entries if not p.is_file() or p.name not in written]
+        foreign = [p.name for p in entries if not _its_kind(p, kind) or p.name not in written]
     else:  # a folder written before the manifest existed (or one bench adds to): the names it writes
-        foreign = [p.name for p in entries if not p.is_file() or not any(fnmatch.fnmatch(p.name, n) for n in kind.names)]
+        foreign = [p.name for p in entries if not _its_kind(p, kind) or not (
+            p.is_dir() or any(fnmatch.fnmatch(p.name, n) for n in kind.names))]
     if foreign:
         return f"it holds {', '.join(foreign[:3])}{' and more' if len(foreign) > 3 else ''}, which speedplan does not write"
     return None
+
+
+def _its_kind(entry: Path, kind: FolderKind) -> bool:
+    """Whether `entry` is a file, or a folder `kind` writes (by name; a link to one is not)."""
+    return entry.is_file() or (entry.is_dir() and not entry.is_symlink() and entry.name in kind.folders)
 
 
 def is_one_of(path: Path, inputs) -> bool:

@@ -18,10 +18,17 @@ def validate(
     out: Optional[Path] = typer.Option(None, help="Output folder (default reports/validation-cpu[-quick])."),
     reprice: Optional[Path] = typer.Option(
         None, help="A validation folder: price its measured verify steps with --hardware, run nothing."),
+    measure_cpu: Optional[bool] = typer.Option(
+        None, "--measure-cpu/--no-measure-cpu",
+        help="Measure this CPU's profile first (speedplan bench --grid quick, 1-2 minutes) and price with it; it is "
+             "kept in the output folder as profile/. Default: on for a full run with --hardware left out when no "
+             "shipped profile was measured on this CPU, off otherwise."),
 ) -> None:
     """Predict t_step, AL and speedup, measure them with speedplan.runtime, compare.
 
     Example: speedplan validate --device cpu --out reports/validation
+
+    On a CPU no shipped profile was measured on, a full run measures one first (--measure-cpu).
 
     Compare two profiles on the same measurements (no drift between runs):
     speedplan validate --reprice reports/validation-cpu --hardware profiles/new
@@ -30,25 +37,31 @@ def validate(
     from speedplan.errors import SpeedplanInputError
     from speedplan.outputs import (VALIDATION, check_replaceable, discard, move_into_place, probe_writable,
                                    staging_folder, target)
+    from speedplan.validate.device_profile import PROFILE_FOLDER, measure_this_cpu, should_measure
     from speedplan.validate.run import FULL, QUICK, run_validation, write_validation
 
     if reprice is not None:
-        if out is not None or quick or device != "cpu":
-            raise SpeedplanInputError("--reprice runs nothing and writes nothing: --out, --quick and --device do not "
-                                      "apply to it")
+        if out is not None or quick or device != "cpu" or measure_cpu is not None:
+            raise SpeedplanInputError("--reprice runs nothing and writes nothing: --out, --quick, --device and "
+                                      "--measure-cpu do not apply to it")
         _print_reprice(reprice, hardware)
         return
-    hardware = hardware or "cpu-local"
     if device != "cpu":
         raise SpeedplanInputError("validate runs on --device cpu here; for CUDA use microbench/campaign.sh")
+    measure = should_measure(measure_cpu, quick, hardware)
+    hardware = hardware or "cpu-local"
     out = out or Path("reports") / ("validation-cpu-quick" if quick else "validation-cpu")
     check_output(out)
     check_replaceable(out, VALIDATION)  # before the run: never over a folder of the user's own
     probe_writable(target(out), "--out")  # --out /proc/x failed after the whole run (a fuzzing run of 2026-12-05)
-    table, summary = run_validation(QUICK if quick else FULL, hardware,
-                                    progress=lambda m: typer.echo(m, err=True))
+    say = lambda m: typer.echo(m, err=True)
     staging = staging_folder(out)  # all or nothing: the folder appears when every file is in it
     try:
+        if measure:  # DESIGN.md's validation step 1: profile the device the runtime runs on
+            hardware = str(measure_this_cpu(staging / PROFILE_FOLDER, say, shown_as=str(out / PROFILE_FOLDER)))
+        table, summary = run_validation(QUICK if quick else FULL, hardware, progress=say)
+        if measure:  # the folder's own profile, named as `stored_hardware` finds it once the folder moves
+            summary.update(hardware=PROFILE_FOLDER, profile_measured=True)
         write_validation(table, summary, staging)
         move_into_place(staging, out)
     except BaseException:
@@ -88,8 +101,10 @@ def summary_lines(summary: dict) -> list[str]:
 def _print_reprice(folder: Path, hardware: str | None) -> None:
     from speedplan.validate.reprice import load_validation, reprice_verify, verify_errors
 
+    from speedplan.validate.device_profile import stored_hardware
+
     table, summary = load_validation(folder)
-    hardware = hardware or str(summary.get("hardware") or "cpu-local")
+    hardware = hardware or stored_hardware(folder, summary)
     repriced = reprice_verify(table, summary, hardware)
     pct = lambda x: f"{100 * x:.1f}%"
     for label, t, overhead in ((f"as run ({summary.get('hardware')})", table, summary["layer_overhead_us_measured"]),

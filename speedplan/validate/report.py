@@ -79,7 +79,9 @@ def _engine_table(summary: dict) -> str:
 
 
 def write_validation_report(table: pd.DataFrame, summary: dict, out_dir: Path) -> Path:
-    caption = (f"latency: {summary.get('cost_origin', '?')} profile of {summary.get('hardware', '?')}; "
+    profile = ("this CPU, measured by this run (profile/)" if summary.get("profile_measured")
+               else summary.get("hardware", "?"))
+    caption = (f"latency: {summary.get('cost_origin', '?')} profile of {profile}; "
                f"engine: speedplan-runtime profile fitted on the calibration prompts; acceptance: fitted on the "
                f"calibration prompts; measured: speedplan.runtime on the evaluation prompts")
     _parity(table, out_dir / "parity.png", caption)

@@ -57,6 +57,7 @@ from speedplan.plan.sweep import sweep
 from speedplan.engine.calibrate import Setting
 from speedplan.validate.timing import (measured_ratio, merge_timed, points_to_confirm, settle_rounds, settle_spread,
                                       timed_rounds)
+from speedplan.validate.device_profile import machine_check, profile_for_this_cpu  # noqa: F401 (the names docs cite)
 from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
                                             calibration_runs, fit_runtime, interleave, predicted_parts, spread,
                                             timed_steps)
@@ -91,55 +92,6 @@ FULL = ValidationGrid()
 QUICK = ValidationGrid(mechanisms=("ngram", "eagle"), batches=(1, 2), draft_lens=(0, 1, 3), max_new_tokens=16,
                        min_prompts=2, calibration_prompts=2, calibration_draft_len=3, calibration_batches=(1, 2),
                        rounds=1, confirm_passes=1)
-
-
-def profile_for_this_cpu(hardware: str) -> tuple[str, str | None]:
-    """The profile validation prices with: `hardware`, except that the shipped `cpu-local`,
-    when it was measured on another CPU, gives way to a shipped profile of the cpu-local preset
-    measured on this one (cpu-local-xeon, ...), with a line saying so. Returns (name, line)."""
-    import json
-
-    from microbench.env import describe_cpu, same_cpu, this_cpu
-    from speedplan.cost.ops import PROFILE_DIR
-
-    if hardware != "cpu-local":
-        return hardware, None
-    here = this_cpu()
-
-    def meta_of(folder: Path) -> dict:
-        try:
-            meta = json.loads((folder / "meta.json").read_text())
-        except (OSError, ValueError):
-            return {}
-        return meta if isinstance(meta, dict) else {}
-
-    if same_cpu(meta_of(PROFILE_DIR / hardware), here):
-        return hardware, None
-    for folder in sorted(PROFILE_DIR.iterdir()):
-        meta = meta_of(folder)
-        if folder.name != hardware and meta.get("hardware_preset") == "cpu-local" and same_cpu(meta, here):
-            return folder.name, (f"pricing with profile {folder.name}: measured on this CPU ({describe_cpu(here)}); "
-                                 f"cpu-local was not")
-    return hardware, None
-
-
-def machine_check(cost) -> dict:
-    """This machine's CPU and the one the profile was measured on (its meta.json), and a
-    warning when they differ: kernel times do not carry from one CPU to another (the cpu-local
-    profile of 2026-11-29, measured on an AMD EPYC, priced an Intel Xeon's GEMMs at M = 128
-    1.3-1.5x their time on 2026-12-02 and 0.9-1.1x at M = 1, and an AMD EPYC of family 26's at
-    1.4-1.7x and 1.06x; engine terms absorb part of it)."""
-    from microbench.env import describe_cpu, same_cpu, this_cpu
-
-    here = this_cpu()
-    meta = getattr(getattr(cost, "profile", None), "meta", None) or {}
-    there = describe_cpu(meta) if meta.get("device_name") else None
-    warning = None
-    if there and not same_cpu(meta, here):
-        warning = (f"warning: the profile was measured on {there!r}, this machine is {describe_cpu(here)!r}; for a "
-                   f"profile of this CPU run `speedplan bench --device cpu --grid quick --out profiles/this-cpu` and "
-                   f"pass --hardware profiles/this-cpu")
-    return {"cpu": describe_cpu(here), "profile_cpu": there, "warning": warning}
 
 
 def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", progress=None) -> tuple[pd.DataFrame, dict]:
