@@ -13,8 +13,8 @@ def validate(
     quick: bool = typer.Option(False, "--quick", help="The small grid CI runs (ngram, eagle; B 1,2; D 0,1,3; one timing round a point): about a minute."),
     hardware: Optional[str] = typer.Option(
         None, help="Profile folder or preset the planner prices ops with (default cpu-local: the shipped profile "
-                   "measured on this CPU when there is one, e.g. cpu-local-xeon; with --reprice, the profile the "
-                   "stored run was priced with)."),
+                   "measured on this CPU when there is one, e.g. cpu-local-xeon, else on a full run one it measures "
+                   "first: see --measure-cpu; with --reprice, the profile the stored run was priced with)."),
     out: Optional[Path] = typer.Option(None, help="Output folder (default reports/validation-cpu[-quick])."),
     reprice: Optional[Path] = typer.Option(
         None, help="A validation folder: price its measured verify steps with --hardware, run nothing."),

@@ -112,8 +112,11 @@ def measure_this_cpu(folder: Path, say=None, grids: tuple[str, ...] | None = Non
     grids = grids or MEASURE_GRIDS
     cpu = describe_cpu(this_cpu())
     threads = _threads()
-    say(f"measuring a profile of this CPU ({cpu}) first: no shipped profile was measured on it "
-        f"(speedplan bench --device cpu --grid {' --grid '.join(grids)} --threads {threads}; 1-2 minutes on 2 cores)")
+    shipped = shipped_profile_of_this_cpu()
+    why = (f"asked for with --measure-cpu (the shipped {shipped} was measured on this CPU too)" if shipped
+           else "no shipped profile was measured on this CPU")
+    say(f"measuring a profile of this CPU ({cpu}) first: {why} (speedplan bench --device cpu --grid "
+        f"{' --grid '.join(grids)} --threads {threads}; 1-2 minutes on 2 cores)")
     result = run_bench(list(grids), "cpu", str(folder), hardware_preset="cpu-local", threads=threads,
                        progress=progress)
     if result.remaining:
@@ -122,7 +125,7 @@ def measure_this_cpu(folder: Path, say=None, grids: tuple[str, ...] | None = Non
     where = shown_as or str(folder)
     (Path(folder) / "README.md").write_text(
         f"# Profile of {cpu}\n\nMeasured by `speedplan validate` on {time.strftime('%Y-%m-%d', time.gmtime())} "
-        f"before its run, because no shipped profile was measured on this CPU: `speedplan bench --device cpu "
+        f"before its run ({why}): `speedplan bench --device cpu "
         f"--grid {' --grid '.join(grids)} --threads {threads}`, {result.measured} points in "
         f"{result.wall_s:.0f} s. The run priced the runtime with it. Another run on this machine can reuse it "
         f"(`speedplan validate --hardware {where}`), and so can `speedplan sweep --hardware {where}`; "

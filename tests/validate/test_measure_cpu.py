@@ -143,3 +143,16 @@ def test_a_folder_holding_a_profile_subfolder_of_its_own_is_not_replaced(tmp_pat
     assert _ours(folder, VALIDATION) is None
     (folder / "mine").mkdir()
     assert "mine" in _ours(folder, VALIDATION)
+
+
+def test_a_measurement_asked_for_on_a_matched_cpu_says_so(stand_in_run, monkeypatch, tmp_path, capsys):
+    """The run of 2026-12-05 13:53 (--measure-cpu where cpu-local-epyc-zen3 matched) said "no shipped
+    profile was measured on this CPU" on its terminal and in its profile's README."""
+    import speedplan.validate.device_profile as device_profile
+
+    monkeypatch.setattr(device_profile, "shipped_profile_of_this_cpu", lambda: "cpu-local-epyc-zen3")
+    monkeypatch.setattr(device_profile, "MEASURE_GRIDS", ("tiny",))
+    assert _run("--device", "cpu", "--quick", "--measure-cpu", "--out", str(tmp_path / "v")) == 0
+    said = "asked for with --measure-cpu (the shipped cpu-local-epyc-zen3 was measured on this CPU too)"
+    assert said in capsys.readouterr().err and said in (tmp_path / "v" / "profile" / "README.md").read_text()
+    assert "no shipped profile" not in (tmp_path / "v" / "profile" / "README.md").read_text()
