@@ -99,8 +99,13 @@ def _mechanism(name: str, acc: Acceptance, drafter, target_spec, grid, lookup=(0
 
 def _lookup_us(runs) -> tuple[float, float]:
     """The n-gram lookup's host time per step and per sequence (µs), from its mean drafting
-    time at the calibration batch sizes (a line through the two points, never negative)."""
-    points = sorted((b, float(np.mean([s.t_draft_s for s in res.steps])) * 1e6) for b, res in runs)
+    time at the calibration batch sizes over the steps that ran the whole batch (`timed_steps`,
+    as its draft_ms rows and the evaluation's measure it), a line through the smallest and
+    largest, never negative. Until 2026-12-05 the means took every step, the tail of a wave
+    whose rows had ended too: at B = 16 the line then priced 2.10 ms of drafting at D = 7 where
+    the whole-batch steps took 2.77 ms, in two runs on the Zen 3 EPYC (the fit's largest
+    residual, 24%)."""
+    points = sorted((b, _full_batch_mean(res.steps, b, "t_draft_s") * 1e6) for b, res in runs)
     (b1, t1), (b2, t2) = points[0], points[-1]
     per_seq = max((t2 - t1) / (b2 - b1), 0.0) if b2 > b1 else t1 / b1
     return max(t1 - per_seq * b1, 0.0), per_seq

@@ -359,3 +359,21 @@ def test_calibration_starts_from_the_launch_floor_a_bench_profile_measured():
     assert runtime_base(cpu).terms["launch_us"].source.startswith("measured: launch floor in floors.csv")
     shipped = get_engine("speedplan-runtime").terms["launch_us"]
     assert runtime_base(load_cost_model("h100-sxm")).terms["launch_us"] == shipped  # an imported table: another machine
+
+
+def test_the_ngram_lookup_line_is_drawn_through_whole_batch_steps():
+    """The n-gram lookup's host time is fitted from the steps that ran the whole batch, as its
+    draft_ms rows and the evaluation measure them: over every step the tail of a wave (rows that
+    had ended, a smaller batch drafting faster) pulled B = 16's mean down, and the line priced
+    2.10 ms where the whole-batch steps took 2.77 ms (two runs on the Zen 3 EPYC, 2026-12-05)."""
+    from types import SimpleNamespace
+
+    from speedplan.validate.calibration import _lookup_us
+
+    def run(batch, tail):  # whole-batch steps cost 100 + 50 * batch µs; the tail's rows have ended
+        steps = [SimpleNamespace(batch=batch, t_draft_s=(100 + 50 * batch) * 1e-6)] * 10
+        steps += [SimpleNamespace(batch=b, t_draft_s=(100 + 50 * b) * 1e-6) for b in tail]
+        return SimpleNamespace(steps=steps)
+
+    base, per_seq = _lookup_us([(1, run(1, [])), (16, run(16, [3, 2, 1, 1, 1, 1]))])
+    assert base == pytest.approx(100) and per_seq == pytest.approx(50)
