@@ -77,3 +77,22 @@ def test_planner_imports_with_base_dependencies_only(wheel_env):
     assert proc.stdout.strip() == "[]"
     probe = _run(bin_dir, [str(bin_dir / "python"), "-c", "import torch"], cwd=tmp)
     assert probe.returncode != 0, "the fresh environment should not have torch"
+
+
+def test_runtime_commands_without_torch_say_what_to_install(wheel_env):
+    """On a base install (no torch) `speedplan run`, `validate` and `bench` ended in a
+    ModuleNotFoundError traceback (2026-12-05): now one line naming the missing module and the
+    extra that installs it, exit 2, and no output folder."""
+    tmp, bin_dir, _ = wheel_env
+    commands = (["run", "--prompt", "hi", "--mechanism", "ngram", "--draft-len", "3"],
+                ["validate", "--device", "cpu", "--quick", "--out", str(tmp / "val")],
+                ["bench", "--device", "cpu", "--grid", "tiny", "--out", str(tmp / "prof")])
+    for args in commands:
+        proc = _run(bin_dir, [str(bin_dir / "speedplan"), *args], cwd=tmp)
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
+        assert "needs torch" in lines[0] or "torch missing" in lines[0], lines[0]
+        assert ".[runtime]" in lines[0] or ".[bench]" in lines[0], lines[0]
+    assert not (tmp / "val").exists() and not (tmp / "prof").exists()
+    assert not [p for p in tmp.iterdir() if p.name.startswith(".val.")]  # validate's staging folder, discarded

@@ -63,6 +63,13 @@ _FULL_OR_FORBIDDEN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, err
                       errno.ELOOP}
 
 
+# An optional dependency a command imports when it runs, and the extra that installs it. Without
+# one, `speedplan run`, `validate` and `bench` on a base install (the README's first command)
+# ended in a ModuleNotFoundError traceback (2026-12-05).
+_EXTRAS = {"torch": "runtime", "gguf": "runtime", "tqdm": "runtime", "regex": "runtime", "jinja2": "runtime",
+           "pyarrow": "aic", "aiconfigurator": "aic", "cupy": "gpu"}
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the command line (sys.argv by default); return the exit status. Bad input (ours or
     Typer's usage errors) is one line on stderr and status 2, never a traceback."""
@@ -70,6 +77,13 @@ def run(argv: list[str] | None = None) -> int:
         rv = app(args=argv, standalone_mode=False)
     except SpeedplanInputError as e:
         typer.echo(f"speedplan: error: {e}", err=True)
+        return 2
+    except ModuleNotFoundError as e:
+        extra = _EXTRAS.get((e.name or "").split(".")[0])
+        if extra is None:
+            raise  # a module of speedplan's own, or one no extra provides: a bug to see whole
+        typer.echo(f"speedplan: error: this command needs {e.name}, which is not installed: pip install -e "
+                   f"'.[{extra}]' from the checkout (pip install '.[{extra}]' for a wheel install)", err=True)
         return 2
     except OSError as e:
         if e.errno not in _FULL_OR_FORBIDDEN:

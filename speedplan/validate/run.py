@@ -1,8 +1,10 @@
 """`speedplan validate`: the planner's predictions against the reference runtime, measured on
 the same machine (DESIGN.md, "Validation protocol").
 
-1. Latencies come from the device's profile (speedplan/data/profiles/cpu-local, measured by
-   `speedplan bench --device cpu`), or the preset's roofline when there is none.
+1. Latencies come from the device's profile: the shipped one measured on this CPU
+   (`device_profile.profile_for_this_cpu`), else, on a full run, one `speedplan bench --device
+   cpu --grid quick` measures first into the output folder (`device_profile.measure_this_cpu`,
+   the CLI's --measure-cpu), or the preset's roofline when there is none.
 2. Calibration split of the prompts (the drafters were trained on a third, the training
    split): acceptance is fitted per drafter from its own runs (per-position for chains,
    per-rank for trees), and the `speedplan-runtime` engine profile is fitted to the step times
