@@ -82,8 +82,8 @@ def run(argv: list[str] | None = None) -> int:
         extra = _EXTRAS.get((e.name or "").split(".")[0])
         if extra is None:
             raise  # a module of speedplan's own, or one no extra provides: a bug to see whole
-        typer.echo(f"speedplan: error: this command needs {e.name}, which is not installed: pip install -e "
-                   f"'.[{extra}]' from the checkout (pip install '.[{extra}]' for a wheel install)", err=True)
+        typer.echo(f"speedplan: error: this command needs {e.name}, which is not installed: pip install "
+                   f"'speedplan[{extra}]' (in a checkout: pip install -e '.[{extra}]')", err=True)
         return 2
     except OSError as e:
         if e.errno not in _FULL_OR_FORBIDDEN:

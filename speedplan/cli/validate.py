@@ -55,17 +55,21 @@ def validate(
     check_replaceable(out, VALIDATION)  # before the run: never over a folder of the user's own
     probe_writable(target(out), "--out")  # --out /proc/x failed after the whole run (a fuzzing run of 2026-12-05)
     say = lambda m: typer.echo(m, err=True)
-    staging = staging_folder(out)  # all or nothing: the folder appears when every file is in it
+    # all or nothing: the folder appears when every file is in it; its staging folder is made
+    # after the hour-long run, or before it where the run measures its profile into it
+    staging = staging_folder(out) if measure else None
     try:
         if measure:  # DESIGN.md's validation step 1: profile the device the runtime runs on
             hardware = str(measure_this_cpu(staging / PROFILE_FOLDER, say, shown_as=str(out / PROFILE_FOLDER)))
         table, summary = run_validation(QUICK if quick else FULL, hardware, progress=say)
         if measure:  # the folder's own profile, named as `stored_hardware` finds it once the folder moves
             summary.update(hardware=PROFILE_FOLDER, profile_measured=True)
+        staging = staging or staging_folder(out)
         write_validation(table, summary, staging)
         move_into_place(staging, out)
     except BaseException:
-        discard(staging)
+        if staging is not None:
+            discard(staging)
         raise
     for line in summary_lines(summary):
         typer.echo(line)

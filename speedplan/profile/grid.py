@@ -180,6 +180,16 @@ def _check_resume(out: Path, device: str, min_time_ms: float, visits: int, inter
                                       f"{describe_cpu(here)}; use another --out folder")
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def max_threads() -> int:
+    """The most torch CPU threads `speedplan bench` takes: the cores this process may use, at least 2."""
+    return max(usable_cores(), 2)
+
+
 def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_preset: str | None = None,
               dtypes: list[str] | None = None, min_time_ms: float | None = None, threads: int = 2, cupy: bool = False,
               stop_after: int | None = None, progress: bool = True, quiet_tries: int = 3,
@@ -205,10 +215,9 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
                                ("--stop-after", stop_after, 1)):
         if value is not None and value < low:
             raise SpeedplanInputError(f"{option} must be >= {low}, got {value}")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if device == "cpu" and threads > max(cores, 2):  # --threads 100000 ended in a segmentation fault
-        raise SpeedplanInputError(f"--threads must be at most {max(cores, 2)} (this machine has {cores} CPU cores), "
-                                  f"got {threads}")
+    if device == "cpu" and threads > max_threads():  # --threads 100000 ended in a segmentation fault
+        raise SpeedplanInputError(f"--threads must be at most {max_threads()} (this machine has {usable_cores()} "
+                                  f"CPU cores), got {threads}")
     try:
         from microbench.runner import run
     except ImportError as e:

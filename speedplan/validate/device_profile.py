@@ -12,7 +12,6 @@ run of 55-80 minutes) and keeps it in the validation folder, under `profile/`.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -23,8 +22,10 @@ MEASURE_GRIDS = ("quick",)  # what a run measures: SmolLM2's shapes plus a small
 
 
 def _meta_of(folder: Path) -> dict:
+    """A shipped folder's meta.json as a dict, {} where it has none (only the CPU fields are read:
+    `profile.tables.read_meta` would also demand every field a profile must have)."""
     try:
-        meta = json.loads((folder / "meta.json").read_text())
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return {}
     return meta if isinstance(meta, dict) else {}
@@ -93,11 +94,12 @@ def should_measure(choice: bool | None, quick: bool, hardware: str | None) -> bo
 
 
 def _threads() -> int:
-    """The threads the runtime's matmuls use (torch's default), within the cores this process may use."""
+    """The threads the runtime's matmuls use (torch's default), within what `speedplan bench` takes."""
     import torch
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(torch.get_num_threads(), max(cores, 2)))
+    from speedplan.profile.grid import max_threads
+
+    return max(1, min(torch.get_num_threads(), max_threads()))
 
 
 def measure_this_cpu(folder: Path, say=None, grids: tuple[str, ...] | None = None, progress: bool = True,

@@ -59,7 +59,7 @@ from speedplan.plan.sweep import sweep
 from speedplan.engine.calibrate import Setting
 from speedplan.validate.timing import (measured_ratio, merge_timed, points_to_confirm, settle_rounds, settle_spread,
                                       timed_rounds)
-from speedplan.validate.device_profile import machine_check, profile_for_this_cpu  # noqa: F401 (the names docs cite)
+from speedplan.validate.device_profile import machine_check, profile_for_this_cpu
 from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
                                             calibration_runs, fit_runtime, interleave, predicted_parts, spread,
                                             timed_steps)
