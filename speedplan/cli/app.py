@@ -8,6 +8,8 @@ call. None of the command modules imports torch, pandas or matplotlib at import 
 from __future__ import annotations
 
 import errno
+import signal
+import threading
 
 import typer
 
@@ -70,9 +72,34 @@ _EXTRAS = {"torch": "runtime", "gguf": "runtime", "tqdm": "runtime", "regex": "r
            "pyarrow": "aic", "aiconfigurator": "aic", "cupy": "gpu"}
 
 
+class Terminated(BaseException):
+    """SIGTERM while a command ran (`kill`, `timeout`, a cancelled CI job): raised where the
+    command was, so that the `except BaseException` around each staging folder discards it as on
+    any failure. Before 2026-12-06 the process died where it stood and left a hidden
+    `.<out>.xxxx` folder beside --out (a killed hour-long `speedplan validate`)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the command line (sys.argv by default); return the exit status. Bad input (ours or
-    Typer's usage errors) is one line on stderr and status 2, never a traceback."""
+    Typer's usage errors) is one line on stderr and status 2, never a traceback. SIGTERM ends
+    the command as Ctrl-C does, its unfinished outputs removed: status 143 (128 + SIGTERM)."""
+    main_thread = threading.current_thread() is threading.main_thread()  # signal() works there only
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        return _run(argv)
+    except Terminated:
+        typer.echo("speedplan: terminated (SIGTERM); unfinished outputs removed", err=True)
+        return 128 + signal.SIGTERM
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         rv = app(args=argv, standalone_mode=False)
     except SpeedplanInputError as e:

@@ -221,7 +221,8 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
     try:
         from microbench.runner import run
     except ImportError as e:
-        raise SpeedplanInputError(f"speedplan bench needs torch ({e.name} missing): pip install -e '.[bench]'") from None
+        raise SpeedplanInputError(f"speedplan bench needs torch ({e.name} missing): pip install 'speedplan[bench]' "
+                                  "(in a checkout: pip install -e '.[bench]')") from None
     fp8 = False
     if device == "cuda":
         name, fp8 = _cuda_facts()

@@ -1,0 +1,54 @@
+"""SIGTERM (`kill`, `timeout`, a cancelled CI job) while a command writes its folder: the
+command stops as on Ctrl-C, its staging folder is removed, and it says so in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# `speedplan sweep` whose last step (moving the finished folder into place) waits a minute: the
+# SIGTERM arrives while the hidden staging folder beside --out is complete but not yet moved.
+_SLOW_SWEEP = """
+import sys, time
+import speedplan.report.folder as folder
+folder.move_into_place = lambda tmp, out: time.sleep(60)
+from speedplan.cli.app import run
+sys.exit(run(["sweep", "--out", sys.argv[1]]))
+"""
+
+
+def _staged(parent: Path) -> list[Path]:
+    return [p for p in parent.iterdir() if p.name.startswith(".out.")]
+
+
+def test_sigterm_removes_the_staging_folder_and_exits_143(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SWEEP, str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "SPEEDPLAN_SERIAL": "1"})
+    deadline = time.monotonic() + 120
+    while not any((p / "meta.json").exists() for p in _staged(tmp_path)):  # written, not yet moved
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the sweep never reached its last step"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == "speedplan: terminated (SIGTERM); unfinished outputs removed"
+    assert "Traceback" not in err
+    assert not _staged(tmp_path) and not out.exists()
+
+
+def test_the_previous_sigterm_handler_is_restored(monkeypatch):
+    from speedplan.cli.app import run
+
+    mine = lambda signum, frame: None  # noqa: E731
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert run(["engines"]) == 0
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
