@@ -80,6 +80,7 @@ class Terminated(BaseException):
 
 
 def _terminate(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean-up short
     raise Terminated
 
 

@@ -52,3 +52,20 @@ def test_the_previous_sigterm_handler_is_restored(monkeypatch):
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_second_sigterm_does_not_interrupt_the_clean_up():
+    """The first SIGTERM raises where the command is and ignores SIGTERM from then on, so that
+    a supervisor repeating its signal cannot cut the staging folder's removal short (`run`
+    puts the previous handler back when the command has ended)."""
+    import pytest
+
+    from speedplan.cli.app import Terminated, _terminate
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(Terminated):
+            _terminate(signal.SIGTERM, None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
