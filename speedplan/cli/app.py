@@ -75,7 +75,7 @@ _EXTRAS = {"torch": "runtime", "gguf": "runtime", "tqdm": "runtime", "regex": "r
 class Terminated(BaseException):
     """SIGTERM while a command ran (`kill`, `timeout`, a cancelled CI job): raised where the
     command was, so that the `except BaseException` around each staging folder discards it as on
-    any failure. Before 2026-12-06 the process died where it stood and left a hidden
+    any failure. Until 2026-12-05 the process died where it stood and left a hidden
     `.<out>.xxxx` folder beside --out (a killed hour-long `speedplan validate`)."""
 
 

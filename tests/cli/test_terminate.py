@@ -3,12 +3,13 @@ command stops as on Ctrl-C, its staging folder is removed, and it says so in one
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 # `speedplan sweep` whose last step (moving the finished folder into place) waits a minute: the
 # SIGTERM arrives while the hidden staging folder beside --out is complete but not yet moved.
@@ -28,7 +29,7 @@ def _staged(parent: Path) -> list[Path]:
 def test_sigterm_removes_the_staging_folder_and_exits_143(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_SWEEP, str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "SPEEDPLAN_SERIAL": "1"})
+                            stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not any((p / "meta.json").exists() for p in _staged(tmp_path)):  # written, not yet moved
         assert proc.poll() is None, proc.communicate()
@@ -42,7 +43,7 @@ def test_sigterm_removes_the_staging_folder_and_exits_143(tmp_path):
     assert not _staged(tmp_path) and not out.exists()
 
 
-def test_the_previous_sigterm_handler_is_restored(monkeypatch):
+def test_the_previous_sigterm_handler_is_restored():
     from speedplan.cli.app import run
 
     mine = lambda signum, frame: None  # noqa: E731
@@ -58,8 +59,6 @@ def test_a_second_sigterm_does_not_interrupt_the_clean_up():
     """The first SIGTERM raises where the command is and ignores SIGTERM from then on, so that
     a supervisor repeating its signal cannot cut the staging folder's removal short (`run`
     puts the previous handler back when the command has ended)."""
-    import pytest
-
     from speedplan.cli.app import Terminated, _terminate
 
     previous = signal.getsignal(signal.SIGTERM)
