@@ -6,7 +6,9 @@ command itself writes (a previous report or profile: its marker files, a meta.js
 the command writes, and only files of the kinds it writes); anything else, and the current folder
 or one that holds it, is refused in one line before any work is done. A symbolic link at `--out`
 is followed: the folder it points to is the one replaced. A path that cannot be written (a
-read-only or virtual file system, a missing device) is one line too.
+read-only or virtual file system, a missing device) is one line too. A staging folder is named
+for the process that made it (`.NAME.speedplan-PID-HOST-xxxx`): one that a killed run left behind
+(SIGKILL: no clean-up ran) is removed by the next run that writes the same folder.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ import contextlib
 import fnmatch
 import json
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,6 +130,49 @@ def check_replaceable(out: str | Path, kind: FolderKind, option: str = "--out", 
                                   "give a new or empty folder")
 
 
+def _host_tag() -> str:
+    """8 hex digits of this machine's name: a staging folder on a shared file system is judged
+    only by the machine whose process made it."""
+    return f"{zlib.crc32(socket.gethostname().encode()):08x}"
+
+
+def _prefix(out: Path) -> str:
+    """A staging folder's name up to mkdtemp's random part: `.NAME.speedplan-PID-HOST-`."""
+    return f".{out.name}.speedplan-{os.getpid()}-{_host_tag()}-"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists on this machine (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: someone else's process
+        return True
+    return True
+
+
+def remove_stale(out: Path) -> list[Path]:
+    """Remove the staging folders beside `out` that a killed speedplan left (SIGKILL, a power
+    cut: nothing ran its clean-up): those named for `out` by a process of this machine that no
+    longer runs. A killed run's aside copy of the previous folder (`-old-`) goes only while
+    `out` itself exists; between its two renames it is the only copy. Returns what was removed.
+    Not on Windows, where os.kill(pid, 0) would end the process."""
+    if sys.platform == "win32" or not out.parent.is_dir():
+        return []
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.speedplan-(\d{{1,10}})-{_host_tag()}-(old-)?[a-z0-9_]+")
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in out.parent.iterdir():
+            m = pattern.fullmatch(entry.name)
+            if (m is None or not entry.is_dir() or entry.is_symlink() or int(m[1]) == os.getpid()
+                    or _alive(int(m[1])) or (m[2] and not out.exists())):
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
 _MADE: dict[Path, Path] = {}  # staging folder -> the topmost missing parent made for it (`discard` removes it)
 
 
@@ -134,7 +183,8 @@ def staging_folder(out: Path, option: str = "--out") -> Path:
     with writing(out, option):
         missing = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        remove_stale(out)
+        tmp = Path(tempfile.mkdtemp(prefix=_prefix(out), dir=out.parent))
         if missing:
             _MADE[tmp] = missing[-1]
         mask = os.umask(0)
@@ -163,7 +213,7 @@ def move_into_place(tmp: Path, out: Path) -> None:
     if not out.exists():
         tmp.rename(out)
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+    old = Path(tempfile.mkdtemp(prefix=_prefix(out) + "old-", dir=out.parent))
     old.rmdir()
     out.rename(old)
     try:

@@ -1,5 +1,5 @@
 """`speedplan calibrate` used as a user with their own measurements would (a walkthrough and
-adversarial inputs of 2026-12-06): each test is a file or command that was fitted, written or
+adversarial inputs of 2026-12-05): each test is a file or command that was fitted, written or
 misnamed before, and is now read or refused in one line naming the file, the row and the field."""
 
 import json

@@ -250,7 +250,7 @@ def _shown_value(term: str, value: float) -> float:
 def check_out(out: str | Path) -> None:
     """Refuse an --out inside the installed speedplan package: `--out
     speedplan/specs/presets/engines/vllm.json` replaced the shipped vLLM profile, and a new name
-    there became a shipped profile of every later run (a user walkthrough of 2026-12-06)."""
+    there became a shipped profile of every later run (a user walkthrough of 2026-12-05)."""
     import speedplan
 
     package = Path(speedplan.__file__).resolve().parent

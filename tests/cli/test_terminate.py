@@ -68,3 +68,23 @@ def test_a_second_sigterm_does_not_interrupt_the_clean_up():
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_sigkilled_sweeps_staging_folder_goes_with_the_next_run_into_the_same_folder(tmp_path):
+    """SIGKILL runs no clean-up: the complete but unmoved staging folder stays, named for the
+    dead process; the next sweep into the same --out removes it and writes its own."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SWEEP, str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not any((p / "meta.json").exists() for p in _staged(tmp_path)):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=60)
+    left = _staged(tmp_path)
+    assert len(left) == 1 and f".out.speedplan-{proc.pid}-" in left[0].name  # named for the killed run
+    again = subprocess.run([sys.executable, "-m", "speedplan.cli", "sweep", "--out", str(out), "--batch", "1,4",
+                            "--draft-len", "0-2"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert not _staged(tmp_path) and (out / "sweep.csv").is_file()
