@@ -46,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_cases import CASES, DEFAULT_CONTEXT, as_pairs, load_cases  # noqa: E402
 
-from speedplan.engine.calibrate import Setting, calibrate, kernels_alone, predict, price  # noqa: E402
+from speedplan.engine.calibrate import Setting, calibrate, predict, price  # noqa: E402
+from speedplan.engine.calibration_bounds import kernels_alone  # noqa: E402
 from speedplan.engine.profile import get_engine  # noqa: E402
 from speedplan.engine.readers.measurements import Measurement  # noqa: E402
 from speedplan.engine.step import step_cost  # noqa: E402

@@ -65,8 +65,9 @@ def writing(path: str | Path, option: str = "--out"):
 
 
 def target(out: str | Path) -> Path:
-    """Where writing `out` lands: the folder a symbolic link points to, else `out`."""
-    out = Path(out)
+    """Where writing `out` lands: the folder a symbolic link points to, else `out`; a leading
+    `~` is the home folder, as the shell and pandas read it (not a folder named '~')."""
+    out = Path(out).expanduser()
     return out.resolve() if out.is_symlink() else out
 
 

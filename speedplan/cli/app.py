@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import signal
 import threading
+from pathlib import Path
 
 import typer
 
@@ -79,6 +80,24 @@ class Terminated(BaseException):
     `.<out>.xxxx` folder beside --out (a killed hour-long `speedplan validate`)."""
 
 
+_kept: list[Path] = []  # the folder a command that writes as it goes (bench) keeps when stopped
+
+
+def keep_on_stop(folder: str | Path) -> None:
+    """Say, when the running command is stopped (Ctrl-C, SIGTERM), that `folder` is kept, not
+    removed: `speedplan bench` appends each point as it completes and resumes from them."""
+    _kept[:] = [Path(folder)]
+
+
+def _stopped(how: str) -> str:
+    if not _kept:
+        return f"speedplan: {how}; unfinished outputs removed"
+    folder = _kept[0]
+    if folder.is_dir() and any(folder.glob("*.csv")):  # the tables bench appends each point to
+        return f"speedplan: {how}; what was measured so far is kept in {folder}: the same command resumes"
+    return f"speedplan: {how}; nothing was measured yet" + (f" ({folder} holds its settings)" if folder.is_dir() else "")
+
+
 def _terminate(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean-up short
     raise Terminated
@@ -90,10 +109,11 @@ def run(argv: list[str] | None = None) -> int:
     the command as Ctrl-C does, its unfinished outputs removed: status 143 (128 + SIGTERM)."""
     main_thread = threading.current_thread() is threading.main_thread()  # signal() works there only
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    _kept.clear()
     try:
         return _run(argv)
     except Terminated:
-        typer.echo("speedplan: terminated (SIGTERM); unfinished outputs removed", err=True)
+        typer.echo(_stopped("terminated (SIGTERM)"), err=True)
         return 128 + signal.SIGTERM
     finally:
         if main_thread:
@@ -126,7 +146,7 @@ def _run(argv: list[str] | None) -> int:
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:
-        typer.echo("speedplan: aborted", err=True)
+        typer.echo(_stopped("aborted"), err=True)
         return 130
     except _UsageError as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # `speedplan` alone, or a group alone: help
@@ -135,6 +155,8 @@ def _run(argv: list[str] | None) -> int:
         msg = e.format_message().replace("\n", " ")
         typer.echo(f"speedplan: error: {msg}", err=True)
         return 2
+    if rv == 130:  # Ctrl-C: Typer returns its Exit(130) in silence (no command of ours returns a number)
+        typer.echo(_stopped("interrupted (Ctrl-C)"), err=True)
     return rv if isinstance(rv, int) else 0
 
 

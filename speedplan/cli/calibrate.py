@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import List, Optional
 
@@ -63,6 +64,7 @@ def calibrate(
     typer.echo(render_calibration(result))
     args = sweep_arguments(result)
     measured = " and acceptance" if "--acceptance" in args else ""
-    typer.echo(f"engine profile: {out} (plan with it, at your runs' context{measured}: speedplan sweep --engine {out} "
-               f"{' '.join(args)}" + ("; without --acceptance the sweep prices published acceptance)" if measured
-                                      else ")"))
+    setting = ["--model", model, "--hardware", hardware] + (["--tp", str(tp)] if tp != 1 else [])
+    typer.echo(f"engine profile: {out} (plan with it, on your runs' setting, at their context{measured}: speedplan "
+               f"sweep {shlex.join(setting)} --engine {shlex.quote(str(out))} {shlex.join(args)}"
+               + ("; without --acceptance the sweep prices published acceptance)" if measured else ")"))

@@ -113,6 +113,9 @@ def bench(
     from speedplan.profile.grid import run_bench
 
     check_out(out, "bench", also=("roofline",))  # a datasheet placeholder gives way to measurements
+    from speedplan.cli.app import keep_on_stop
+
+    keep_on_stop(out)
     result = run_bench(grid, device, out, tp, hardware_preset, dtype, min_time_ms, threads, cupy,
                        stop_after, progress, quiet_tries, visits, interleave)
     state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"

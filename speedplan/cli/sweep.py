@@ -55,11 +55,11 @@ def sweep(
 
         raise SpeedplanInputError(f"--plan-for {plan_for!r}: an empty name; name one or more of {', '.join(ENGINES)}")
     if mechanism and tree_nodes != _default("tree_nodes") and not any(
-            canonical_spec(m).split(":")[0] in TREE_MECHANISMS for m in mechanism):
+            canonical_spec(m).split(":")[0] in TREE_MECHANISMS for m in mechanism):  # a library caller's are ignored
         raise SpeedplanInputError(f"--tree-nodes {tree_nodes}: no swept mechanism is a tree "
                                   f"({', '.join(sorted(TREE_MECHANISMS))}); it would be ignored")
     draft_lens = parse_int_list(draft_len, "--draft-len")
-    if max(draft_lens) == 0:  # the serving files would say speculation loses
+    if max(draft_lens) == 0:  # the serving files would say speculation loses (a library caller may price plain alone)
         raise SpeedplanInputError("--draft-len 0: no draft length of 1 or more to price speculation at; give e.g. 0-8 "
                                   "(plain decoding, D = 0, is always priced)")
     weights = parse_batch_weights(batch_weights)

@@ -153,7 +153,7 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
     if not rows:
         raise SpeedplanInputError(f"{in_path}: no rows")
     answered = predict_ops(cost, rows, str(in_path), lines)
-    out_path = Path(out_path)
+    out_path = Path(out_path).expanduser()
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=fieldnames + OUTPUT_COLUMNS, extrasaction="ignore")
     writer.writeheader()

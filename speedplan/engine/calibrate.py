@@ -160,51 +160,6 @@ def predict(values: dict, priced: Priced) -> np.ndarray:
                      _timed(step, priced))
 
 
-KERNEL_MARGIN = 0.10  # kernels alone slower than a measured step by more than this: the row cannot have run there
-
-
-def kernels_alone(values: dict, priced: Priced) -> np.ndarray:
-    """Each row's quantity if its step took only its kernels and sampler (no host work, no
-    launches): the fastest the op cost model's hardware can run it whatever the engine's terms."""
-    cost = step_cost(values, priced.step)
-    return _timed(cost.ops_s + cost.sample_s, priced)
-
-
-def too_fast(values: dict, priced: Priced, margin: float = KERNEL_MARGIN) -> np.ndarray:
-    """Rows measured faster than their kernels alone can run on the setting's hardware (by more
-    than `margin`): another GPU, another TP or a miscounted quantity. No host or launch term
-    (each ≥ 0) can fit them; only kernel_scale < 1. Boolean per row; ratios and parts (speedup, verify_ms, draft_ms) are never flagged."""
-    bound = kernels_alone(values, priced)  # NaN (never flagged) for ratios and parts
-    measured, q = priced.measured, priced.quantity
-    return np.where(q == "tokens_per_s", measured > (1 + margin) * bound, bound > (1 + margin) * measured)
-
-
-def slowest(values: dict, terms) -> dict:
-    """`values` with each of `terms` where it makes a step slowest: an overlap at 0 (host work
-    exposed), any other term at its upper bound."""
-    return {**values, **{t: TERMS[t].low if t.startswith("overlap") else TERMS[t].high for t in terms}}
-
-
-def slow_terms(base: EngineProfile, candidates) -> list[str]:
-    """The terms `slowest_timed` moves: those a fit of `base` tries by default and `candidates`
-    (--fit), so that naming fewer terms does not make a row unreachable."""
-    return list(dict.fromkeys([*(base.fit_order or FIT_ORDER), *FIT_ORDER, *candidates]))
-
-
-def slowest_timed(values: dict, priced: Priced, terms) -> np.ndarray:
-    """Each row's time quantity (step_ms, tpot_ms, tokens_per_s) with every term of `terms` at its
-    slowest (`slowest`): the slowest step a fit of those terms can price; NaN for ratios and parts."""
-    return _timed(step_cost(slowest(values, terms), priced.step).total_s, priced)
-
-
-def beyond_slowest(measured: np.ndarray, quantity: np.ndarray, bound: np.ndarray,
-                   margin: float = KERNEL_MARGIN) -> np.ndarray:
-    """Rows measured slower than `bound` (`slowest_timed`) by more than `margin`: no fit of the
-    terms reaches them (a unit slip, µs or seconds for ms; another model or GPU). Rows of a NaN
-    bound (ratios, parts of a step) are never flagged."""
-    return np.where(quantity == "tokens_per_s", measured * (1 + margin) < bound, measured > (1 + margin) * bound)
-
-
 @dataclass
 class Calibration:
     """A fitted profile and the evidence: per-row residuals, leave-one-out errors, kept terms."""
@@ -255,9 +210,7 @@ def _identifiable(base: dict, candidates: list[str], priced: Priced) -> tuple[li
     for term in candidates:
         spec = TERMS[term]
         low, high = (predict({**base, term: v}, priced) / ref - 1.0 for v in (spec.low, spec.high))
-        step = 0.01 * (spec.high - spec.low)
-        a, b = max(spec.low, base[term] - step), min(spec.high, base[term] + step)
-        col = (predict({**base, term: b}, priced) - predict({**base, term: a}, priced)) / ref  # local slope
+        col = _local_slope(base, term, priced, ref)
         if max(np.max(np.abs(low)), np.max(np.abs(high))) < IDENTIFIABLE:
             kept[term] = "the rows do not depend on it"
             continue
@@ -270,6 +223,22 @@ def _identifiable(base: dict, candidates: list[str], priced: Priced) -> tuple[li
         ok.append(term)
         columns.append(col)
     return ok, kept
+
+
+def _local_slope(values: dict, term: str, priced: Priced, ref: np.ndarray) -> np.ndarray:
+    """Relative change of each row's prediction as `term` moves 1% of its range either side of its value."""
+    spec, step = TERMS[term], 0.01 * (TERMS[term].high - TERMS[term].low)
+    a, b = max(spec.low, values[term] - step), min(spec.high, values[term] + step)
+    return (predict({**values, term: b}, priced) - predict({**values, term: a}, priced)) / ref
+
+
+def _unmoved(start: dict, fitted: dict, ok: list[str], priced: Priced) -> list[str]:
+    """Fitted terms the fit left at their start while no row moves with them there: host work
+    hidden behind the GPU's, say, which the rows bound but do not fix. Named as fitted they read
+    as measured; they are kept, with why."""
+    ref = predict(fitted, priced)
+    return [t for t in ok if np.isclose(fitted[t], start[t], rtol=1e-6, atol=1e-9)
+            and np.max(np.abs(_local_slope(fitted, t, priced, ref))) < 1e-9]
 
 
 def _confounded(kept: dict, fitted: list[str]) -> dict[str, str]:
@@ -298,8 +267,10 @@ def _select(base: dict, ok: list[str], most: int, priced: Priced) -> tuple[list[
     for both. Ties go to the earlier term of `ok`."""
     chosen: list[str] = []
     while len(chosen) < most:
-        losses = [(_loss(_fit_values(base, chosen + [t], priced), priced), i, t)
-                  for i, t in enumerate(ok) if t not in chosen]
+        fits = [(i, t, _fit_values(base, chosen + [t], priced)) for i, t in enumerate(ok) if t not in chosen]
+        losses = [(_loss(f, priced), i, t) for i, t, f in fits if not _unmoved(base, f, [t], priced)]
+        if not losses:  # what is left does not move the rows where it stands
+            break
         chosen.append(min(losses)[2])
     chosen.sort(key=ok.index)
     n = len(priced.measured)
@@ -353,6 +324,9 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         kept.update(dropped)
     kept = _confounded(kept, ok)
     fitted = _fit_values(values, ok, priced) if ok else values
+    for t in _unmoved(values, fitted, ok, priced):
+        ok.remove(t)
+        kept[t] = "the rows do not move with it near its value (any value near it fits them as well)"
     pred = predict(fitted, priced)
     meas = priced.measured
     loo = np.full(n, np.nan)
@@ -365,7 +339,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
             # which has seen the held-out rows: with noisy rows the fit has several minima, and that start flatters it
             loo[out] = np.abs(predict(_fit_values(values, ok, priced, ~out), priced)[out] / meas[out] - 1.0)
     resid = np.abs(pred / meas - 1.0)
-    source = (f"fitted by speedplan calibrate to {n} rows ({described or 'measurements'}); "
+    source = (f"fitted by speedplan calibrate to {n} row{'s' * (n != 1)} ({described or 'measurements'}); "
               f"median |residual| {np.median(resid):.1%}, max {resid.max():.1%}"
               + (f", {held_out} median {np.nanmedian(loo):.1%}" if np.isfinite(loo).any() else ""))
     rows = [{"where": m.where, "mechanism": m.mechanism, "batch": m.batch, "draft_len": m.draft_len,
@@ -374,6 +348,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
              "predicted": float(p), "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
              "setting": s.label, **({"temperature": m.temperature} if m.temperature else {})}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
+    from speedplan.engine.calibration_bounds import slow_terms, slowest_timed, too_fast
+
     fast = too_fast(fitted, priced)
     default_name = base.name if base.name.endswith("-calibrated") else f"{base.name}-calibrated"
     profile = base.with_terms({t: fitted[t] for t in ok}, source, name=name or default_name,

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from speedplan.engine.calibrate import Calibration, Setting, beyond_slowest, slow_terms
+from speedplan.engine.calibrate import Calibration, Setting
+from speedplan.engine.calibration_bounds import beyond_slowest, slow_terms
 from speedplan.engine.readers.measurement import PLAUSIBLE, Measurement, shown
 from speedplan.errors import SpeedplanInputError
 

@@ -244,7 +244,7 @@ class EngineProfile:
         before = [n for n in fitted if n not in latest]
         parts = [f"{len(latest)} of {len(self.terms)} terms fitted"]
         if fit.get("described"):
-            parts[0] += f" to {len(fit.get('rows', []))} rows{self.fitted_at()} ({fit['described']})"
+            parts[0] += f" to {len(fit.get('rows', []))} row{'s' * (len(fit.get('rows', [])) != 1)}{self.fitted_at()} ({fit['described']})"
         if fit.get("median_abs_residual") is not None:
             parts.append(f"median |residual| {fit['median_abs_residual']:.1%}")
         if fit.get("loo_median_error") is not None:

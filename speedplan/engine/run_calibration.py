@@ -134,6 +134,9 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
         raise SpeedplanInputError(f"calibrate: {len(rows):,} rows; calibrate reads at most {MAX_ROWS:,} in all "
                                   "(a few hundred configurations identify every term: average repeated runs first)")
     base = get_engine(engine)
+    from speedplan.serving import check_runs_on
+
+    check_runs_on(base, setting.cost.hardware)  # TensorRT-LLM's terms fitted on an MI300X: no sweep could use them
     check_setting(rows, setting)
     check_consistent(rows, base.spec_max_running)
     check_speedups(rows)
@@ -198,7 +201,8 @@ def _scrape_acceptance(scrapes):
 def render_calibration(result: Calibration) -> str:
     """Fitted terms, each row's residual and leave-one-out error, the terms kept and why."""
     p = result.profile
-    lines = [f"calibrated {p.name} from base {p.fit.get('base')} on {len(result.rows)} rows"]
+    n = len(result.rows)
+    lines = [f"calibrated {p.name} from base {p.fit.get('base')} on {n} row{'s' * (n != 1)}"]
     for term in result.fitted:
         spec, value = TERMS[term], p.terms[term].value
         side = 0 if value - spec.low <= 1e-6 * (spec.high - spec.low) else (
@@ -276,7 +280,9 @@ def sweep_arguments(result: Calibration) -> list[str]:
     contexts (--context; the median where they span more than three) and each chain mechanism's
     measured acceptance length at the draft length most of its runs used (--acceptance
     MECH:al=A@D; a tree's AL is not a chain's, so trees are left to ranks= or a trace), both of the
-    runs at the temperature most of them sampled at (--temperature T where above 0)."""
+    runs at the temperature most of them sampled at (--temperature T where above 0). Where an
+    acceptance is given, --mechanism names the mechanisms the runs measured: `eagle3:` would also
+    reach the EAGLE-3 tree, whose AL a chain's does not give (it would be extrapolated)."""
     temperature = sweep_temperature(result.rows)
     rows = {(r["mechanism"], r["batch"], r["draft_len"], r["context"], r["acceptance_length"]) for r in result.rows
             if float(r.get("temperature") or 0.0) == temperature}
@@ -289,4 +295,6 @@ def sweep_arguments(result: Calibration) -> list[str]:
     for mech, by_d in sorted(runs.items()):
         d = max(by_d, key=lambda k: (len(by_d[k]), k))
         args += ["--acceptance", f"{mech}:al={np.mean(by_d[d]):.3g}@{d}"]
+    if runs:
+        args = [a for mech in sorted({m for m, *_ in rows if m != "none"}) for a in ("--mechanism", mech)] + args
     return args + (["--temperature", f"{temperature:g}"] if temperature > 0 else [])

@@ -29,6 +29,8 @@ def sweep_result(result, where: str):
     if not isinstance(result.meta.get("model"), dict) or "tp" not in result.meta:
         raise SpeedplanInputError(f"{where}: the SweepResult's meta lacks 'model' or 'tp' (keep the meta "
                                   "speedplan.sweep gave it)")
+    if result.tables_of is not result.frame:  # rows filtered since: frontier, best and SLO pick follow them
+        result.read_tables()
     return result
 
 

@@ -39,6 +39,7 @@ from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pricing import price_grid, priced_frame
 from speedplan.plan.acceptance_notes import measured_elsewhere, planned_name
 from speedplan.plan.engine_outputs import runnable_rows
+from speedplan.plan.grid import drop_pointless, mechanism_grid
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 from speedplan.plan.temperature import at_temperature, check_temperature
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, integer, mechanism_specs
@@ -63,6 +64,18 @@ class SweepResult:
     # pricing of each mechanism, the hardware, target and TP (not written to any file)
     pricing: tuple | None = field(default=None, repr=False, compare=False)
     engine: EngineProfile | None = field(default=None, repr=False, compare=False)  # the profile that priced it
+    tables_of: object = field(default=None, init=False, repr=False, compare=False)  # the frame pareto/best were read off
+
+    def read_tables(self) -> "SweepResult":
+        """Read the frontier, the best row per batch and the SLO pick off `frame` again: a
+        notebook user who filters `frame` (dataclasses.replace, or assigning it) gets tables,
+        summary, report and plans of the rows kept (the library's entry points call this
+        whenever `frame` is not the one the tables came from). Returns self."""
+        self.pareto, self.best = pareto(self.frame), best_per_batch(self.frame)
+        slo = self.meta.get("min_tokens_per_user")
+        self.slo_pick = None if slo is None else slo_pick(runnable_rows(self.frame, self.meta), slo)
+        self.tables_of = self.frame
+        return self
 
     def __repr__(self) -> str:
         m = self.meta
@@ -70,31 +83,6 @@ class SweepResult:
         return (f"SweepResult({(m.get('model') or {}).get('model', '?')} on {m.get('hardware', '?')}, TP {m.get('tp', '?')}, "
                 f"engine profile {m.get('engine', '?')}: {len(self.frame)} rows, {feasible} feasible, "
                 f"{len(self.pareto)} on the Pareto frontier; .frame .pareto .best .meta)")
-
-
-def _grid(mech: Mechanism | None, batches, draft_lens, contexts, tree_nodes) -> dict[str, np.ndarray]:
-    """The (draft_len, tree size, batch, context) points one mechanism contributes; "nodes" is a
-    tree's N draft nodes (D + 1 for a chain, where it is unused)."""
-    if mech is None:
-        d = np.array([0])
-        n = np.array([1])
-        pairs = np.stack([d, n], axis=1)
-    elif mech.is_tree:
-        pairs = np.array(
-            [(d, n) for d in draft_lens if d >= 1 for n in tree_nodes
-             if d <= n <= mech.topk * d],  # engines keep a top-k frontier per level
-            dtype=int,
-        ).reshape(-1, 2)
-    else:
-        pairs = np.array([(d, d + 1) for d in draft_lens if d >= 1], dtype=int).reshape(-1, 2)
-    bb, cc, pp = np.meshgrid(np.asarray(batches), np.asarray(contexts), np.arange(len(pairs)), indexing="ij")
-    pp = pp.ravel()
-    return {
-        "draft_len": pairs[pp, 0] if len(pairs) else np.zeros(0, int),
-        "nodes": pairs[pp, 1] if len(pairs) else np.zeros(0, int),
-        "batch": bb.ravel(),
-        "context": cc.ravel(),
-    }
 
 
 def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
@@ -118,13 +106,22 @@ def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:
         # another speculative cap: speculative steps run another number of requests
         pricings = [p if p.mech is None else price_grid(p.mech, p.grid, cost, target, tp, engine, p.temperature)
                     for p in pricings]
-    frame = priced_frame(pricings, engine, hw, target, tp)
-    out = SweepResult(frame, pareto(frame), best_per_batch(frame), None, {**result.meta, **engine.meta()},
-                      result.pricing, engine)
-    slo = result.meta.get("min_tokens_per_user")
-    if slo is not None:
-        out.slo_pick = slo_pick(runnable_rows(frame, out.meta), slo)
-    return out
+    frame = same_rows(priced_frame(pricings, engine, hw, target, tp), result.frame)
+    return SweepResult(frame, None, None, None, {**result.meta, **engine.meta()}, result.pricing, engine).read_tables()
+
+
+def same_rows(full: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """`full` (a repricing of every point the sweep priced) cut to the rows a caller kept in
+    `kept`, the sweep's frame filtered by its index; refused where the index no longer names them."""
+    if len(kept) == len(full) and kept.index.equals(full.index):
+        return full
+    keys = ["mechanism", "draft_len", "batch", "context"]
+    if not kept.index.isin(full.index).all() or not (
+            full.loc[kept.index, keys].to_numpy() == kept[keys].to_numpy()).all():
+        raise SpeedplanInputError("the SweepResult's frame was filtered and re-indexed: keep the index speedplan.sweep "
+                                  "gave its rows (filter with a mask; no reset_index) so that other engines' plans "
+                                  "price the same rows")
+    return full.loc[kept.index]
 
 
 def _one_drafter(acceptance) -> bool:
@@ -307,9 +304,12 @@ def sweep(
     ['eagle', 'none']
     """
     if not isinstance(model, (str, os.PathLike, ModelSpec)):
-        raise SpeedplanInputError(f"model: expected a preset name, a config.json path or a ModelSpec, got {model!r}")
+        raise SpeedplanInputError(f"model: expected a preset name, a config.json path or a ModelSpec, got "
+                                  f"{type(model).__name__} {str(model)[:60]!r}")
     if not (isinstance(hardware, (str, Path)) or hasattr(hardware, "hardware")):  # a CostModel, or one like it
-        raise SpeedplanInputError(f"hardware: expected a preset name, a profile folder or a CostModel, got {hardware!r}")
+        named = f" (give its name, {hardware.name!r})" if isinstance(getattr(hardware, "name", None), str) else ""
+        raise SpeedplanInputError(f"hardware: expected a preset name, a profile folder or a CostModel, got "
+                                  f"{type(hardware).__name__} {str(hardware)[:60]!r}{named}")
     target = model if isinstance(model, ModelSpec) else get_model(os.fspath(model))
     tp = integer(tp)  # np.int64 from a notebook: the plain int meta.json and the plans record
     target.check_tp(tp)
@@ -334,7 +334,8 @@ def sweep(
 
     acceptance = acceptance_arg(acceptance, tuple(REGISTRY))
     temperature = check_temperature(temperature)
-    mechs, skipped = _mechanisms(mechanism_specs(mechanisms), target, acceptance, tp)
+    specs = mechanism_specs(mechanisms)
+    mechs, skipped = _mechanisms(specs, target, acceptance, tp)
     mechs = [measured_elsewhere(at_temperature(m, target, temperature), target)  # published defaults are greedy rows
              for m in mechs]
     target = target.priced_on(hw)  # e.g. a bf16 checkpoint priced on an fp32-only CPU
@@ -346,13 +347,14 @@ def sweep(
                                   "sweep them one at a time)" if mechs[labels.index(twice)].is_tree else
                                   f"mechanism {twice!r} is listed twice")
 
-    check_grid_size([len(_grid(m, [1], draft_lens, [1], tree_nodes)["batch"]) for m in [None, *mechs]], batches, contexts)
-    grids = [(mech, _grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
+    mechs = drop_pointless(mechs, draft_lens, tree_nodes, specs is not None, skipped)
+    check_grid_size([len(mechanism_grid(m, [1], draft_lens, [1], tree_nodes)["batch"]) for m in [None, *mechs]],
+                    batches, contexts)
+    grids = [(mech, mechanism_grid(mech, batches, draft_lens, contexts, tree_nodes)) for mech in [None, *mechs]]
     pricings = [price_grid(mech, g, cost, target, tp, engine, temperature) for mech, g in grids if len(g["batch"])]
     frame = priced_frame(pricings, engine, hw, target, tp)
 
-    result = SweepResult(frame, pareto(frame), best_per_batch(frame), None,
-                         pricing=(pricings, hw, target, tp, cost), engine=engine)
+    result = SweepResult(frame, None, None, None, pricing=(pricings, hw, target, tp, cost), engine=engine)
     result.meta = {
         "model": {**target.summary(), "serve_as": target.serve_as()},
         "hardware": hw.name,
@@ -386,6 +388,4 @@ def sweep(
         "topk": {m.label: m.topk for m in mechs if m.is_tree},
         **_mechanism_meta(mechs, tp),
     }
-    if min_tokens_per_user is not None:  # among what the engine runs (a vLLM user gets no tree to serve)
-        result.slo_pick = slo_pick(runnable_rows(frame, result.meta), min_tokens_per_user)
-    return result
+    return result.read_tables()  # the SLO pick among what the engine runs (a vLLM user gets no tree to serve)

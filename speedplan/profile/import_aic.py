@@ -265,7 +265,7 @@ def _device_names(src: AicSource, meta: dict) -> str:
 def write_profile(tables: dict, meta: dict, out: str | Path) -> Path:
     """Write the folder beside `out`, then move it into place (replacing a profile folder
     there, refusing anything else)."""
-    out = Path(out)
+    out = Path(out).expanduser()
     check_replaceable(out, PROFILE)
     tmp = staging_folder(out)
     try:

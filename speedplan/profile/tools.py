@@ -147,7 +147,7 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
     points of `grid` (origin "datasheet-roofline"): a placeholder with the shape of a measured
     profile, replaced by `speedplan bench --device cuda` output when the chip is measured."""
     hw = get_hardware(hardware, folders=False)
-    out = Path(out)
+    out = Path(out).expanduser()
     tables = {}
     for family, rows in _grid_rows(grid).items():
         cols = {c: np.array([r[c] for r in rows], dtype=object if c in ("dtype", "mask", "op") else float)

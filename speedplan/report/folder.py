@@ -38,7 +38,7 @@ def write_outputs(result: SweepResult, out_dir: Path, worker=None, plans=None, b
     if worker is not None and not all(callable(getattr(worker, m, None)) for m in ("submit", "wait", "cancel")):
         raise SpeedplanInputError(f"write_outputs: worker must be a started speedplan.entry.FigureWorker (or None: "
                                   f"the figures are drawn here), got {type(worker).__name__}")
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).expanduser()
     check_replaceable(out_dir, REPORT)
     tmp = staging_folder(out_dir)
     try:

@@ -125,3 +125,27 @@ def table_plan_note(result: "SweepResult", plans: dict) -> str | None:
                 f"takes {rule} within {100 * TIE_TOLERANCE:g}% of the most tokens/s/GPU, the plan its "
                 "engine's best or its schedule's")
     return None
+
+
+def capacity_note(result: "SweepResult", plans: dict) -> str | None:
+    """A note where the first table shows plain decoding at a batch size (no speculative setting
+    holds every sequence's KV cache there, and the table prices every sequence running) while
+    the plan of the engine whose profile priced it speculates there with fewer sequences
+    running, the rest waiting (`EnginePlan.running`, the engine's capacity). None elsewhere."""
+    table_profile = result.meta.get("engine")
+    best = result.best[["batch", "context", "mechanism"]]
+    for name, p in plans.items():
+        if not len(p.rows) or p.engine_profile.split(":")[0] != table_profile:
+            continue
+        both = p.rows.merge(best, on=["batch", "context"], suffixes=("", "_table"))
+        cut = both[(both["mechanism_table"] == "none") & (both["mechanism"] != "none")
+                   & (both["runs_at_batch"] < both["batch"])]
+        if cut.empty:
+            continue
+        several_contexts = both["context"].nunique() > 1
+        where = "; ".join(f"B = {r.batch}" + (f", context {r.context}" if several_contexts else "")
+                          + f": {r.runs_at_batch} running, {r.speedup:.2f}x" for r in cut.itertuples())
+        return (f"note: where the table says off, no speculative setting holds every sequence's KV cache, and the "
+                f"table runs them all; the {name} plan speculates with fewer running, the rest waiting ({where}, "
+                "against plain decoding of every sequence)")
+    return None

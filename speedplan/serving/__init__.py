@@ -110,7 +110,7 @@ def write_serving_configs(plan: ServingPlan | dict[str, ServingPlan], out_dir: P
     files = _render(plan, "write_serving_configs")
     if not isinstance(out_dir, (str, Path)) or not str(out_dir).strip():
         raise SpeedplanInputError(f"write_serving_configs: out_dir must be a folder path, got {out_dir!r}")
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).expanduser()  # "~/sv": the home folder, not a folder named "~"
     if out_dir.exists() and not out_dir.is_dir():
         raise SpeedplanInputError(f"write_serving_configs: {out_dir} exists and is not a folder")
     with writing(out_dir, "write_serving_configs"):

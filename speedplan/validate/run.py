@@ -313,7 +313,7 @@ def summarize(table: pd.DataFrame) -> dict:
 
 def write_validation(table: pd.DataFrame, summary: dict, out_dir: Path) -> list[Path]:
     """validation.csv, summary.json and report.html (with parity plots) into out_dir."""
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "validation.csv", index=False, float_format="%.6g")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")

@@ -88,3 +88,39 @@ def test_a_sigkilled_sweeps_staging_folder_goes_with_the_next_run_into_the_same_
                             "--draft-len", "0-2"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert not _staged(tmp_path) and (out / "sweep.csv").is_file()
+
+
+def test_ctrl_c_says_so_in_one_line_and_removes_the_staging_folder(tmp_path):
+    """Typer turned Ctrl-C into a silent exit 130: the folder went, but nothing said so."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SWEEP, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not any((p / "meta.json").exists() for p in _staged(tmp_path)):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "speedplan: interrupted (Ctrl-C); unfinished outputs removed"
+    assert not _staged(tmp_path) and not out.exists()
+
+
+def test_bench_says_what_it_keeps_when_stopped(tmp_path):
+    """bench appends each point as it completes and resumes from them: a stop keeps its folder,
+    and the line said 'unfinished outputs removed'."""
+    from speedplan.cli import app
+
+    folder = tmp_path / "prof"
+    try:
+        app.keep_on_stop(folder)
+        assert app._stopped("terminated (SIGTERM)") == "speedplan: terminated (SIGTERM); nothing was measured yet"
+        folder.mkdir()
+        (folder / "meta.json").write_text("{}")
+        assert app._stopped("x").endswith(f"nothing was measured yet ({folder} holds its settings)")
+        (folder / "gemm.csv").write_text("m,n,k\n")
+        assert app._stopped("interrupted (Ctrl-C)") == (f"speedplan: interrupted (Ctrl-C); what was measured so far "
+                                                         f"is kept in {folder}: the same command resumes")
+    finally:
+        app._kept.clear()
+    assert app._stopped("x") == "speedplan: x; unfinished outputs removed"

@@ -180,7 +180,7 @@ def test_an_engine_setting_is_never_fitted():
 def test_rows_faster_than_their_kernels_alone_are_named():
     """Measured on a faster GPU than --hardware says: no engine term (each >= 0) can fit rows whose
     step is shorter than the kernels alone, and the output says to check --hardware and --tp."""
-    from speedplan.engine.calibrate import kernels_alone, too_fast
+    from speedplan.engine.calibration_bounds import kernels_alone, too_fast
     from speedplan.engine.run_calibration import render_calibration
 
     base = get_engine("vllm")

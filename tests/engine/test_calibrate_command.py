@@ -34,7 +34,9 @@ def test_cli_writes_a_profile_sweep_can_use(tmp_path):
     # the last line says how to plan for these runs: their context and each chain's measured acceptance length
     last = r.output.strip().splitlines()[-1]
     contexts = sorted({m.context for m in rows})
-    assert f"speedplan sweep --engine {out} --context {','.join(map(str, contexts))}" in last
+    mechs = " ".join(f"--mechanism {m}" for m in sorted({m.mechanism for m in rows if m.mechanism != "none"}))
+    assert (f"speedplan sweep --model llama-3.1-8b --hardware h100-sxm --engine {out} {mechs} "
+            f"--context {','.join(map(str, contexts))}") in last
     spec = [m for m in rows if m.mechanism != "none"]
     for mech in sorted({m.mechanism for m in spec}):
         ds = [m.draft_len for m in spec if m.mechanism == mech]

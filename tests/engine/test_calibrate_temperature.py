@@ -153,7 +153,7 @@ def test_a_file_without_the_column_fits_as_before_and_says_its_rows_were_taken_a
         assert result.profile.terms[term].value == pytest.approx(value, rel=1e-6, abs=1e-9)
     assert np.allclose(result.loo_error, LOO_ON_HEAD, rtol=1e-5, atol=1e-8)
     assert set(result.kept) == {"host_spec_seq_us", "host_token_us"}
-    assert sweep_arguments(result) == ["--context", "2048", "--acceptance", "eagle:al=4.2@4"]
+    assert sweep_arguments(result) == ["--mechanism", "eagle", "--context", "2048", "--acceptance", "eagle:al=4.2@4"]
     assert all("temperature" not in r for r in result.profile.fit["rows"])
     text = render_calibration(result)
     assert "note: no row states a temperature above 0: every row is taken as greedy" in text

@@ -120,6 +120,14 @@ COLUMNS = ("mechanism", "batch", "draft_len", "context", *QUANTITIES, "acceptanc
 KNOWN = (*COLUMNS, *(name for names in SETTING_COLUMNS.values() for name in names))
 
 
+# the engines' own names for a column speedplan reads under another: refused with the name to use,
+# since dropping them changes the fit (vLLM --max-num-seqs, SGLang --max-running-requests,
+# TensorRT-LLM max_batch_size all cap the requests a step runs)
+ENGINE_NAMES = {"max_num_seqs": "max_running_requests", "max_running": "max_running_requests",
+                "max_batch_size": "max_running_requests", "max_concurrency": "batch", "concurrency": "batch",
+                "num_speculative_tokens": "draft_len", "temp": "temperature"}
+
+
 def _check_header(path: Path | str, header: list[str]) -> None:
     """A column named twice, or one a letter or two from a column speedplan reads (a typo that
     would silently drop, say, the server's cap on running requests), is refused; other columns
@@ -130,6 +138,10 @@ def _check_header(path: Path | str, header: list[str]) -> None:
         if name in seen:
             raise SpeedplanInputError(f"{path}: column {shown(name)} appears twice")
         seen.add(name)
+        engine_name = ENGINE_NAMES.get("_".join(name.lower().replace("-", " ").split()))
+        if name not in KNOWN and engine_name and engine_name not in names:
+            raise SpeedplanInputError(f"{path}: column {name!r}: calibrate reads it as {engine_name!r} "
+                                      "(speedplan's name for it, whatever the engine calls it); rename the column")
         if name not in KNOWN:
             near = [n for n in difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.85) if n not in names]
             if near:  # a column beside the one it resembles (step_us beside step_ms) is the user's own

@@ -1,0 +1,105 @@
+"""A notebook user's walkthrough of the library (2026-12-05, stop 50): inputs that were dropped or
+misread without a word, and outputs that drifted from a frame the user had filtered."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import speedplan
+from speedplan.errors import SpeedplanInputError
+
+
+@pytest.fixture(scope="module")
+def two():
+    return speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "ngram"], batches=[1, 8, 64])
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(mechanisms=["eagle3-tree"], tree_nodes=[2], draft_lens=[3, 4]), "mechanism eagle3-tree: nothing to price"),
+    (dict(mechanisms=["eagle3-tree:topk=2"], tree_nodes=[64], draft_lens=[1, 2, 3]), "top 2 per level"),
+])
+def test_a_named_mechanism_with_nothing_to_price_is_refused_not_dropped(kw, match):
+    """A tree whose (D, N) band holds no swept pair vanished from every table while the plans said 'off'."""
+    with pytest.raises(SpeedplanInputError, match=match) as err:
+        speedplan.sweep("llama-3.1-8b", "h100-sxm", batches=[1, 8], **kw)
+    assert "\n" not in str(err.value)
+
+
+def test_a_default_tree_with_nothing_to_price_is_skipped_with_why():
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", batches=[1, 8], draft_lens=[0, 1], tree_nodes=[64])
+    trees = [m for m in r.meta["skipped"] if "tree" in m]
+    assert trees and all("nothing to price" in r.meta["skipped"][m] for m in trees)
+    assert not set(trees) & set(r.meta["mechanisms"]) and not set(trees) & set(r.frame["mechanism"])
+    assert "skipped: eagle3-tree: nothing to price" in speedplan.render_summary(r)
+
+
+def test_a_filtered_frame_gets_its_own_tables_plans_and_files(two, tmp_path):
+    """Filtering `.frame` left `.best`, `.pareto`, the summary and recommendations.json on the
+    rows removed, and the SGLang and TensorRT-LLM plans (repriced from the whole sweep) on them too."""
+    kept = dataclasses.replace(two, frame=two.frame[two.frame.mechanism != "eagle3"])
+    plans = speedplan.plan_engines(kept)
+    assert {p.mechanism for p in plans.values()} <= {"ngram", "none"} and "ngram" in {p.mechanism for p in plans.values()}
+    assert set(kept.best["mechanism"]) <= {"ngram", "none"} and set(kept.pareto["mechanism"]) <= {"ngram", "none"}
+    assert "eagle3" not in speedplan.render_summary(kept, plans=plans).split("latency:")[0]
+    speedplan.write_outputs(kept, tmp_path / "r")
+    rec = json.loads((tmp_path / "r" / "recommendations.json").read_text())
+    assert {r["mechanism"] for r in rec["per_batch"]} <= {"ngram", "none"}
+    small = dataclasses.replace(two, frame=two.frame[two.frame.batch <= 8])
+    assert set(speedplan.plan_engines(small)["sglang"].rows["batch"]) == {1, 8}
+    assert set(small.best["batch"]) == {1, 8}
+    assert two.best["mechanism"].eq("eagle3").any()  # the sweep itself is untouched
+
+
+def test_a_filtered_and_reindexed_frame_is_refused_for_other_engines(two):
+    moved = dataclasses.replace(two, frame=two.frame[two.frame.batch <= 8].iloc[::-1].reset_index(drop=True))
+    with pytest.raises(SpeedplanInputError, match="re-indexed"):
+        speedplan.plan_engines(moved)
+
+
+def test_a_leading_tilde_is_the_home_folder(two, tmp_path, monkeypatch):
+    """write_outputs crashed with pandas' OSError (its staging folder sat under a literal '~'
+    while pandas expanded it); write_serving_configs made a folder named '~' in the cwd."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "home").mkdir()
+    paths = speedplan.write_outputs(two, "~/reports/x")
+    assert all(str(p).startswith(str(tmp_path / "home" / "reports" / "x")) for p in paths)
+    speedplan.write_serving_configs(speedplan.serving_plans(two, speedplan.plan_engines(two)), "~/sv")
+    assert (tmp_path / "home" / "sv").is_dir() and not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("column, ours", [("max_num_seqs", "max_running_requests"), ("max_batch_size", "max_running_requests"),
+                                         ("temp", "temperature")])
+def test_an_engines_own_column_name_is_refused_with_ours(column, ours):
+    """--max-num-seqs as a column was dropped without a word, and the fit changed."""
+    rows = [{"mechanism": "none", "batch": 64, "draft_len": 0, "context": 1024, "tpot_ms": 9.0, column: 48}]
+    with pytest.raises(SpeedplanInputError, match=f"column '{column}': calibrate reads it as '{ours}'"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "sglang", rows)
+    rows = [{"mechanism": "none", "batch": 8, "num_speculative_tokens": 0, "context": 1024, "tpot_ms": 9.0}]
+    with pytest.raises(SpeedplanInputError, match="'num_speculative_tokens': calibrate reads it as 'draft_len'"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "sglang", rows)
+
+
+def test_calibrate_refuses_an_engine_on_hardware_it_does_not_run_on():
+    rows = [{"mechanism": "none", "batch": b, "draft_len": 0, "context": 1024, "tpot_ms": t} for b, t in ((1, 7), (8, 8))]
+    with pytest.raises(SpeedplanInputError, match="trtllm: trtllm runs on cuda only"):
+        speedplan.calibrate_rows("llama-3.1-8b", "mi300x", 1, "trtllm", rows)
+
+
+def test_the_table_says_why_it_is_off_where_the_plan_speculates_with_fewer_running():
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 40, 56], contexts=[8192])
+    plans = speedplan.plan_engines(r)
+    assert r.best.set_index("batch").loc[56, "mechanism"] == "none" and plans["vllm"].running[-1] < 56
+    text = speedplan.render_summary(r, plans=plans)
+    assert "note: where the table says off" in text and "B = 56: 54 running" in text
+
+
+def test_a_hardware_object_is_refused_in_one_short_line():
+    from speedplan.specs.hardware import get_hardware
+
+    with pytest.raises(SpeedplanInputError, match="give its name, 'h100-sxm'") as err:
+        speedplan.sweep("llama-3.1-8b", get_hardware("h100-sxm"))
+    assert len(str(err.value)) < 250
