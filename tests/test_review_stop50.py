@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,37 @@ def test_a_hardware_object_is_refused_in_one_short_line():
     with pytest.raises(SpeedplanInputError, match="give its name, 'h100-sxm'") as err:
         speedplan.sweep("llama-3.1-8b", get_hardware("h100-sxm"))
     assert len(str(err.value)) < 250
+
+
+def test_a_profile_derives_for_a_chip_without_fp8_leaving_those_rows_out(tmp_path):
+    """`profile derive h200-sxm --hardware a100-80gb` failed: 'hardware a100-80gb has no fp8 peak'."""
+    from speedplan.profile.tools import derive_profile
+    from speedplan.profile.load import load_profile
+
+    out = derive_profile(Path(speedplan.__file__).parent / "data" / "profiles" / "h200-sxm", "a100-80gb", tmp_path / "a100")
+    prof = load_profile(out)
+    assert prof.origin == "derived" and prof.hardware.name == "a100-80gb"
+    assert "fp8" not in set(prof.tables["gemm"]["dtype"]) and "bf16" in set(prof.tables["gemm"]["dtype"])
+    assert "fp8 gemm" in json.loads((out / "meta.json").read_text())["note"]
+
+
+@pytest.mark.parametrize("model, hardware, tp, advice", [
+    ("deepseek-v3", "h100-sxm", 8, "try a GPU with more memory (--hardware; --tp stops at the 8 GPUs one h100-sxm node"),
+    ("llama-3.1-70b", "cpu-local", 1, "GB of memory (weights"),
+    ("llama-3.1-70b", "h100-sxm", 1, "try a larger --tp"),
+])
+def test_memory_advice_is_one_the_user_can_follow(model, hardware, tp, advice):
+    """deepseek-v3 on h100-sxm at TP 8 was told 'try a larger --tp', which TP 16 (two nodes) refuses."""
+    r = speedplan.sweep(model, hardware, ["eagle3"] if hardware != "cpu-local" else ["ngram"], batches=[1], tp=tp)
+    assert advice in speedplan.memory_shortfall(r)
+
+
+def test_reprice_refuses_a_gpu_profile_for_a_cpu_run():
+    """`validate --reprice <cpu run> --hardware h100-sxm` printed a 65% error instead of refusing."""
+    from speedplan.validate.reprice import load_validation, reprice_verify
+
+    folder = Path(__file__).parents[1] / "reports" / "validation-cpu-epyc-zen3-2026-12-05-b"
+    table, summary = load_validation(folder)
+    with pytest.raises(SpeedplanInputError, match="prices a GPU, and the stored run was measured on a CPU"):
+        reprice_verify(table, summary, "h100-sxm")
+    assert len(reprice_verify(table, summary, "cpu-local-epyc-zen3")) == len(table)

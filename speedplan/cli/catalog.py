@@ -25,7 +25,9 @@ def models(
                        "source": _cut(m.source, 90)} for m in models]))
 
 
-def hardware() -> None:
+def hardware(names: Optional[List[str]] = typer.Argument(
+        None, metavar="[NAME]...", help="Presets, shipped profiles or hardware files to show (default: every preset "
+        "and shipped profile).")) -> None:
     """List hardware presets with their datasheet numbers (memory: what the driver reports), where op
     latencies come from (a shipped measured profile or the datasheet roofline) and sources: speedplan hardware"""
     import json
@@ -35,12 +37,13 @@ def hardware() -> None:
     from speedplan.specs.hardware import PRESETS
 
     peak = lambda h, dtype: round(h.peak_flops_per_s[dtype] / 1e12, 2) if h.peak_flops_per_s.get(dtype) else "-"
-    rows = [{
+    row = lambda h: {  # noqa: E731
         "hardware": h.name, "bf16_tflops": peak(h, "bf16"), "fp8_tflops": peak(h, "fp8"),
         "mem_tb_s": round(h.hbm_bytes_per_s / 1e12, 3), "mem_gb": round(h.memory_bytes / 1e9, 1),
         "link_gb_s": round(h.link_bytes_per_s / 1e9, 1), "sms": str(h.sm_count or "-"),
         "latency": latency_origin(h.name), "source": _cut(h.source, 63),
-    } for h in PRESETS.values()]
+    }
+    rows = [row(h) for h in PRESETS.values()]
     for folder in sorted(PROFILE_DIR.iterdir()):  # shipped profiles of a machine that has no preset of its own
         meta_path = folder / "meta.json"
         if folder.name in PRESETS or not meta_path.is_file():
@@ -51,7 +54,19 @@ def hardware() -> None:
             rows.append({**base, "hardware": folder.name,
                          "latency": f"{origin_label(meta)} (preset {base['hardware']}'s other facts)",
                          "source": _cut(str(meta.get("device_name") or base["source"]), 63)})
+    if names:  # one of the rows above by name, else a hardware file or profile folder (an unknown name: exit 2)
+        known = {r["hardware"]: r for r in rows}
+        rows = [known[n] if n in known else _file_row(n, row) for n in names]
     typer.echo(table(rows))
+
+
+def _file_row(path: str, row) -> dict:
+    """A listing row of a hardware JSON file or a profile folder (`row` of its hardware), the latency
+    column saying where its op latencies come from."""
+    from speedplan.cost.ops import load_cost_model
+
+    cost = load_cost_model(path)
+    return {**row(cost.hardware), "hardware": path, "latency": cost.origin}
 
 
 def engines(profile: Optional[List[str]] = typer.Argument(

@@ -47,7 +47,9 @@ def validate(
         _print_reprice(reprice, hardware)
         return
     if device != "cpu":
-        raise SpeedplanInputError("validate runs on --device cpu here; for CUDA use microbench/campaign.sh")
+        raise SpeedplanInputError("validate runs on --device cpu here; on a GPU run microbench/campaign.sh from a "
+                                  "checkout of speedplan's repository (a wheel does not ship it), or time the verify "
+                                  "step with python -m speedplan.validate.gpu_timing")
     measure = should_measure(measure_cpu, quick, hardware)
     hardware = hardware or "cpu-local"
     out = out or Path("reports") / ("validation-cpu-quick" if quick else "validation-cpu")
@@ -117,3 +119,5 @@ def _print_reprice(folder: Path, hardware: str | None) -> None:
         typer.echo(f"{label}: verify-step error median {pct(e['verify_median_error'])}, p90 {pct(e['verify_p90_error'])}, "
                    f"median pred/meas {e['verify_median_ratio']:.3f} over {e['points']} points; "
                    f"host overhead {overhead:.0f} us/layer")
+    typer.echo("(as run: the host overhead fitted by least squares over every calibration run; repriced: anchored "
+               "at the calibration's plain B = 1 verify step, one constant, so the same profile can give two figures)")

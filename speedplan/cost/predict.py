@@ -58,6 +58,9 @@ def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
     for col in columns:
         values = []
         for i, row in rows:
+            if col not in row:
+                raise SpeedplanInputError(f"{where}: row {i}: no column {col!r} (a {_cell(row, 'op') or '?'} row "
+                                          "needs it)")
             text = _cell(row, col)
             try:
                 v = float(text)

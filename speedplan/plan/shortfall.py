@@ -54,10 +54,23 @@ def memory_shortfall(result: SweepResult) -> str | None:
         return None
     meta = result.meta
     weights, (usable, _) = meta["weight_bytes_per_gpu"], _usable(result)
+    more = _more_memory(result)
     return (f"{meta['model']['model']} on {meta['hardware']} at TP {meta['tp']} fits in memory at no swept batch "
             f"and context: {plain_memory_need(result)}; "
-            + ("the weights alone do not fit: try a larger --tp" if weights >= usable
-               else "try smaller --batch, a shorter --context or a larger --tp"))
+            + (f"the weights alone do not fit: try {more}" if weights >= usable
+               else f"try smaller --batch, a shorter --context or {more}"))
+
+
+def _more_memory(result: SweepResult) -> str:
+    """Where more memory can come from: a larger --tp while one node holds it; past the node's
+    GPUs (TP is priced within one node) a GPU with more memory; on a CPU, a machine with more."""
+    hw = result.pricing[1] if result.pricing else None
+    if result.meta.get("platform") == "cpu":
+        return "a machine with more memory, or a smaller model"
+    if hw is not None and hw.gpus_per_node and 2 * int(result.meta["tp"]) > hw.gpus_per_node:
+        return (f"a GPU with more memory (--hardware; --tp stops at the {hw.gpus_per_node} GPUs one "
+                f"{hw.name} node links)")
+    return "a larger --tp"
 
 
 def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
@@ -74,7 +87,8 @@ def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
     usable, rule = _usable(result)
     usable /= 1e9
     digits = 1 if round(need, 1) > round(usable, 1) else 3
-    return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {need:.{digits}f} GB per GPU "
+    per = "of memory" if meta.get("platform") == "cpu" else "per GPU"
+    return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {need:.{digits}f} GB {per} "
             f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable "
             f"({rule.describe(meta['memory_bytes'], meta['weight_bytes_per_gpu'], **_launch(result))}, {_whose(rule, meta)})")
 

@@ -216,7 +216,7 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
         "elementwise": lambda hw, t, dt: elementwise_sol_us(hw, t["nbytes"]),
         "allreduce": lambda hw, t, dt: allreduce_sol_us(hw, t["nbytes"], t["num_gpus"]),
     }
-    tables = {}
+    tables, left_out = {}, {}
     for family in TABLES:
         if not (Path(source) / f"{family}.csv").exists() or family == "moe":
             continue
@@ -227,18 +227,26 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
             ratio = np.ones(len(rows))
             for dt in np.unique(t["dtype"]):
                 s = t["dtype"] == dt
+                if family in ("gemm", "attention", "prefill") and dt not in target_hw.peak_flops_per_s:
+                    ratio[s] = np.nan  # the target has no such units (fp8 on an A100): no speed of light to scale to
+                    left_out.setdefault(str(dt), []).append(family)
+                    continue
                 part = {c: v[s] for c, v in t.items()}
                 ratio[s] = sol[family](target_hw, part, dt) / sol[family](src.hardware, part, dt)
-            for row, r in zip(rows, ratio):
+            rows = [row for row, r in zip(rows, ratio) if np.isfinite(r)]
+            for row, r in zip(rows, ratio[np.isfinite(ratio)]):
                 for col in ("latency_us", "min_us", "p90_us"):
                     if row.get(col):
                         row[col] = f"{float(row[col]) * r:.4f}"
-        tables[family] = rows
+        if rows:
+            tables[family] = rows
     meta = {**target_meta, "origin": "derived", "derived_from": str(source),
             "origin_label": f"derived by roofline ratio from {src.origin_label} {src.hardware.name}",
             "device_name": f"{get_hardware(hardware).description} (derived from {src.meta.get('device_name')})",
             "note": f"DERIVED, not measured: latencies of {source} scaled point by point by the ratio of the "
-                    f"{hardware} and {src.hardware.name} datasheet rooflines (same efficiency per shape)."}
+                    f"{hardware} and {src.hardware.name} datasheet rooflines (same efficiency per shape)."
+                    + "".join(f" Its {dt} {', '.join(fams)} rows are left out: {get_hardware(hardware).name} states "
+                              f"no {dt} peak (no such units)." for dt, fams in left_out.items())}
     return _write_profile_folder(Path(out), tables, meta, f"# {hardware}: derived from {source}, not measured\n\n{meta['note']}\n",
                                  _licence_files(Path(source), meta["note"]))
 

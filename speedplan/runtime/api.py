@@ -229,7 +229,8 @@ class RunReport:
     def to_json(self) -> dict:
         r = self.result
         return {"model": self.model_name, "mechanism": self.spec.mechanism, "draft_len": self.draft_len,
-                "batch": self.spec.batch, "text": r.texts if len(r.texts) > 1 else r.texts[0],
+                "batch": min(self.spec.batch, len(r.texts)),  # what ran: 3 prompts at --batch 8 decode 3 at once
+                "text": r.texts if len(r.texts) > 1 else r.texts[0],
                 "acceptance_length": r.acceptance_length,
                 "tokens_per_s": r.tokens_per_s, "end_to_end_tokens_per_s": r.end_to_end_tokens_per_s,
                 "plain_tokens_per_s": self.plain.tokens_per_s if self.plain else None,

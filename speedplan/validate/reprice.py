@@ -120,6 +120,11 @@ def reprice_verify(table: pd.DataFrame, summary: dict, hardware: str | Path,
         raise SpeedplanInputError("summary.json has no 'calibration_verify_s' (validation runs store it since "
                                   "speedplan.reprice exists): rerun `speedplan validate`")
     cost = load_cost_model(hardware)
+    ran_on = summary.get("device") or ("cpu" if "cpu" in summary else None)  # CPU runs name their CPU
+    if ran_on is not None and (ran_on == "cpu") != cost.hardware.is_cpu:
+        kind = lambda cpu: "a CPU" if cpu else "a GPU"  # noqa: E731
+        raise SpeedplanInputError(f"--hardware {hardware}: prices {kind(cost.hardware.is_cpu)}, and the stored run "
+                                  f"was measured on {kind(ran_on == 'cpu')}; reprice it with a profile of what it ran on")
     scale = _kernel_scale(summary)
     overhead_s = max(verify_cal - scale * float(_priced_verify_s(cost, cal)[0]), 0.0)
     out = table.copy()

@@ -222,3 +222,11 @@ def test_the_tree_nodes_note_names_the_nodes_run(monkeypatch, capsys):
     assert cli(["run", "--prompt", "hi", "--mechanism", "eagle-tree", "--tree-nodes", "64"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("note: --tree-nodes 64: a tree of --tree-topk 4 and --tree-depth 4 holds at most 52 nodes")
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_the_batch_reported_is_the_one_that_ran(tiny_folder, monkeypatch):
+    """Three prompts at --batch 8 printed B=8 while three sequences decoded (the trace said 3)."""
+    stub_timer(monkeypatch, [1.0] * 4)
+    report = tiny_run(tiny_folder, prompts=["a b c", "d e f", "g h i"], batch=8)
+    assert report.to_json()["batch"] == 3

@@ -78,7 +78,8 @@ def test_cli_reprice_prints_both_and_refuses_bad_folders(cli, tmp_path):
     proc = cli("validate", "--reprice", str(folder), "--hardware", str(SHIPPED))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("as run") and lines[1].startswith("repriced")
+    assert len(lines) == 3 and lines[0].startswith("as run") and lines[1].startswith("repriced")
+    assert lines[2].startswith("(as run: the host overhead fitted by least squares")
     assert "4 points" in lines[1]
     missing = cli("validate", "--reprice", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "not a validation folder" in missing.stderr
