@@ -138,3 +138,22 @@ def test_reprice_refuses_a_gpu_profile_for_a_cpu_run():
     with pytest.raises(SpeedplanInputError, match="prices a GPU, and the stored run was measured on a CPU"):
         reprice_verify(table, summary, "h100-sxm")
     assert len(reprice_verify(table, summary, "cpu-local-epyc-zen3")) == len(table)
+
+
+def test_predict_ops_returns_latency_as_a_number():
+    """A DataFrame built from predict_ops had an object column of text ('15.0450')."""
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.cost.predict import predict_ops
+
+    out = predict_ops(load_cost_model("h100-sxm"), [{"op": "gemm", "m": 1, "n": 4096, "k": 4096, "dtype": "bf16"}])
+    assert isinstance(out[0]["latency_us"], float) and out[0]["latency_us"] > 0
+    with pytest.raises(SpeedplanInputError, match="column 'n' must be a number, got '4_096'"):
+        predict_ops(load_cost_model("h100-sxm"), [{"op": "gemm", "m": 1, "n": "4_096", "k": 4096, "dtype": "bf16"}])
+
+
+def test_a_tree_row_without_its_nodes_is_refused():
+    """It was priced as D nodes (a chain's verify) without a word."""
+    rows = [{"mechanism": "eagle3-tree", "batch": 1, "draft_len": 4, "context": 1024, "tpot_ms": 5.0,
+             "acceptance_length": 3.5}, {"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "tpot_ms": 7.0}]
+    with pytest.raises(SpeedplanInputError, match="a tree row .eagle3-tree, depth 4. needs field 'tree_nodes'"):
+        speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "sglang", rows)

@@ -63,6 +63,8 @@ def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
                                           "needs it)")
             text = _cell(row, col)
             try:
+                if "_" in text or not text.isascii():  # float() reads "1_6" as 16 and Arabic-Indic digits too
+                    raise ValueError
                 v = float(text)
             except ValueError:
                 raise SpeedplanInputError(f"{where}: row {i}: column {col!r} must be a number, got {text!r}") from None
@@ -75,8 +77,8 @@ def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
 
 
 def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv", lines=None) -> list[dict]:
-    """Answer each row (a dict of ops.csv columns); returns rows with latency_us, source,
-    bound and out_of_range. Cells may be text (as csv gives them) or numbers. `lines`: each
+    """Answer each row (a dict of ops.csv columns); returns rows with latency_us (a float, µs;
+    pred.csv prints it to 4 decimals), source, bound and out_of_range. Cells may be text (as csv gives them) or numbers. `lines`: each
     row's line in the file, for messages (default: 2, 3, ... after a header)."""
     if not (callable(getattr(cost, "gemm", None)) and callable(getattr(cost, "attention", None))):
         raise SpeedplanInputError(f"predict_ops: cost must be a CostModel (speedplan.cost.ops.load_cost_model"
@@ -123,8 +125,7 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv", lines
     out = []
     for i, row in zip(lines, rows):
         latency, source, bound, outside = results[i]
-        out.append({**row, "latency_us": f"{latency:.4f}", "source": source, "bound": bound,
-                    "out_of_range": int(outside)})
+        out.append({**row, "latency_us": latency, "source": source, "bound": bound, "out_of_range": int(outside)})
     return out
 
 
@@ -160,6 +161,6 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=fieldnames + OUTPUT_COLUMNS, extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(answered)
+    writer.writerows({**r, "latency_us": f"{r['latency_us']:.4f}"} for r in answered)  # µs to 0.1 ns
     write_whole(out_path, text.getvalue())
     return len(answered)

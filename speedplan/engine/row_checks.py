@@ -30,6 +30,10 @@ def check_nodes(m: Measurement, mech) -> None:
     depth-D EAGLE tree keeping the top k per level has at most k + (D − 1)·k² candidate nodes,
     a Medusa tree of k choices per position Σ k^i."""
     if m.tree_nodes is None:
+        if mech.is_tree and m.draft_len >= 1:  # was priced as D nodes, a chain's verify, without a word
+            raise SpeedplanInputError(f"{m.where}: a tree row ({m.mechanism}, depth {m.draft_len}) needs field "
+                                      "'tree_nodes', the draft nodes each step verified (SGLang's "
+                                      "--speculative-num-draft-tokens minus 1)")
         return
     if not mech.is_tree:
         if m.tree_nodes != m.draft_len:
