@@ -157,3 +157,21 @@ def test_a_tree_row_without_its_nodes_is_refused():
              "acceptance_length": 3.5}, {"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "tpot_ms": 7.0}]
     with pytest.raises(SpeedplanInputError, match="a tree row .eagle3-tree, depth 4. needs field 'tree_nodes'"):
         speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "sglang", rows)
+
+
+def test_report_html_says_what_the_terminal_says(tmp_path):
+    """report.html left out the plan lines' advice (SGLang's cap making it slower than plain decoding:
+    set --max-running-requests or serve those loads without speculation), the table/plan notes and
+    the skipped mechanisms; on a CPU an engine that does not run there got '0 tokens/s/GPU' filler."""
+    import html
+
+    r = speedplan.sweep("llama-3.1-70b", "h200-sxm", ["eagle3"], batches=[1, 64, 256], tp=4)
+    plans = speedplan.plan_engines(r)
+    speedplan.write_outputs(r, tmp_path / "g", plans=plans)
+    text = html.unescape((tmp_path / "g" / "report.html").read_text())
+    assert "that cap makes it slower than plain decoding: set --max-running-requests" in text
+    d = speedplan.sweep("smollm2-135m", "cpu-local", batches=[1, 4], engine="speedplan-runtime")
+    speedplan.write_outputs(d, tmp_path / "c")
+    text = html.unescape((tmp_path / "c" / "report.html").read_text())
+    assert "<h3>trtllm: not planned</h3>" in text and "skipped: mtp: the model has no MTP layers" in text
+    assert "note: on a CPU the sglang and vllm plans are priced with the shipped profile of each engine" in text

@@ -123,6 +123,10 @@ def gemm_roofline(hw: Hardware, m, n, k, dtype: str) -> tuple[np.ndarray, np.nda
     i = np.searchsorted(np.asarray(g.m_edges), m, side="left")
     j = np.searchsorted(np.asarray(g.weight_bytes_edges), n * k * DTYPE_BYTES[dtype])
     t_c, t_m = t_c / np.asarray(g.compute_eff)[i, j], t_m / np.asarray(g.memory_eff)[i, j]
+    # never faster than the datasheet peak: where the fitted chips' memory term explained a bucket (e_c
+    # well above 1 there), a chip of a lower ridge (A100: 153 FLOP/byte against the H100's 295) is
+    # compute-bound, and its GEMMs were priced at up to 321 TFLOP/s on a 312 TFLOP/s part
+    t_c = np.maximum(t_c, 2.0 * m * n * k / _peak(hw, dtype) * 1e6)
     return np.broadcast_to(g.floor_us + np.maximum(t_c, t_m), shape), np.broadcast_to(t_c > t_m, shape)
 
 

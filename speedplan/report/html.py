@@ -17,7 +17,8 @@ from urllib.parse import quote
 import pandas as pd
 
 from speedplan.plan.pick import RISE_GAIN, TIE_TOLERANCE
-from speedplan.report.table_notes import moe_rise_line
+from speedplan.report.plan_lines import capacity_note, engine_plan_lines, table_plan_note
+from speedplan.report.table_notes import cpu_plans_note, moe_rise_line
 from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
                                       not_servable, plain_unfit_cells, setting_text, short_provenance, slo_line,
                                       table_rows, tuples, unplanned_line, waiting_line)
@@ -147,6 +148,10 @@ def _engine_sections(plans: dict) -> list[str]:
              "engine could run it. Each engine's plan is priced with its own engine profile (the sweep's --engine "
              "for the engine it describes, the shipped profile for the others).</p>"]
     for name, plan in plans.items():
+        if not len(plan.rows):  # it does not run on this hardware, or holds no sequence: no figures to give
+            why = plan.how if plan.not_run else "its memory rule holds no sequence at any planned batch size"
+            parts.append(f'<h3>{_e(name)}: not planned</h3><p class="note">{_e(why)}</p>')
+            continue
         parts.append(f"<h3>{_e(name)}: {_e(plan.mechanism)} ({_e(plan.mode)})</h3><p class=\"note\">{_e(plan.how)}; "
                      f"{100 * plan.objective:.1f}% of this engine's best tokens/s/GPU on average over the planned "
                      f"batch sizes; {plan.tokens_per_s_per_gpu:,.0f} tokens/s/GPU time-weighted; priced with engine "
@@ -164,6 +169,8 @@ def _engine_sections(plans: dict) -> list[str]:
                  "loss vs any": f"{100 * r.loss_vs_any:.1f}%"}
                 for r, step in zip(plan.rows.itertuples(), plan.running if len(plan.rows) else [])]
         parts.append(_html_table(rows, {"best"}))
+        line = engine_plan_lines({name: plan})[-1]  # the terminal's line: caps, the sequences held, and what to do
+        parts.append(f'<p class="note">{_e(line[line.find("worst loss"):] if "worst loss" in line else line.strip())}</p>')
     return parts
 
 
@@ -245,6 +252,10 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
                      for line in not_servable(result.meta, set(result.best["mechanism"])))
     if plans:
         parts.extend(_engine_sections(plans))
+        parts.extend(f'<p class="note">{_e(line)}</p>'
+                     for line in filter(None, [table_plan_note(result, plans), capacity_note(result, plans),
+                                               cpu_plans_note(meta, plans)]))
+    parts.extend(f'<p class="note">skipped: {_e(name)}: {_e(why)}</p>' for name, why in (meta.get("skipped") or {}).items())
     parts.extend(_sensitivity_section(result, sensitivity_table))
     parts.append(f"<h2>SLO pick</h2><p>{_e(slo_line(result))}</p>")
     parts.append("<h2>Figures</h2>")

@@ -40,3 +40,18 @@ def cpu_engine_note(meta: dict) -> str:
         return ""
     return ("; on a CPU its terms describe the engine on a GPU (CUDA graphs, kernel launches), not measured here: "
             "speedplan's own runtime, validated on CPUs, is --engine speedplan-runtime")
+
+
+def cpu_plans_note(meta: dict, plans: dict) -> str:
+    """On a CPU, the plans of serving engines that run there: each is priced with that engine's
+    shipped profile, whose terms describe it on a GPU; "" elsewhere or without such a plan."""
+    from speedplan.engine.profile import preset_names
+
+    shipped = set(preset_names()) - {"speedplan-runtime"}
+    names = [n for n, p in plans.items() if len(p.rows) and str(p.engine_profile).split(":")[0] in shipped]
+    if meta.get("platform") != "cpu" or not names:
+        return ""
+    said = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    return (f"note: on a CPU the {said} plan{'s' * (len(names) > 1)} {'are' if len(names) > 1 else 'is'} "
+            "priced with the shipped profile of each engine, whose terms describe it on a GPU (CUDA graphs, kernel "
+            "launches): indicative, not measured here (speedplan calibrate with your own runs fits them)")

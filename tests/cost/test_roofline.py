@@ -113,3 +113,20 @@ def test_fallback_alone_answers_where_nothing_was_measured():
     cost = CostModel(get_hardware("l40s"))
     op = cost.attention(8, 4, 4096, 32, 8, 128, "causal", "bf16")
     assert op.source.item() == "roofline" and not op.out_of_range.any()
+
+
+@pytest.mark.parametrize("name", ["a100-80gb", "l40s", "h100-sxm", "h200-sxm", "b200", "mi300x"])
+def test_the_fitted_gemm_roofline_never_beats_the_datasheet_peak(name):
+    """The fit's compute efficiencies run far above 1 where the fitted chips' memory term explained a
+    bucket (8.76 at M 256-512): on the A100 (ridge 153 FLOP/byte) GEMMs were priced at up to 321
+    TFLOP/s, above its 312 TFLOP/s peak (a report walkthrough, 2026-12-05)."""
+    from speedplan.specs.hardware import get_hardware
+
+    hw = get_hardware(name)
+    m = np.repeat(2.0 ** np.arange(0, 15), 3)
+    n, k = np.tile([4096.0, 14336.0, 28672.0], 15), np.tile([4096.0, 4096.0, 8192.0], 15)
+    for dtype in ("bf16", "fp8"):
+        if not hw.peak_flops_per_s.get(dtype):
+            continue
+        lat, _ = gemm_roofline(hw, m, n, k, dtype)
+        assert np.all(2 * m * n * k / (lat * 1e-6) <= hw.peak_flops_per_s[dtype] * (1 + 1e-9))
