@@ -165,7 +165,7 @@ def heatmap_figure(grids: dict, stars: dict, tolerance: float, path: Path, capti
         frames.append([(x, y), (x + pw, y), (x + pw, y + ph), (x, y + ph), (x, y)])
         marks += [(x + (j + 0.5) * cw, y + (k + 0.5) * ch) for j, k in enumerate(stars[mech]) if k >= 0]
         if label_b:
-            for j in thin(list(batches), max(2, int(pw / 0.3)), linear=True):  # labels >= ~0.3 in apart
+            for j in thin(list(batches), max(2, int(pw / 0.27)), linear=True):  # labels >= ~0.27 in apart
                 text(x + (j + 0.5) * cw, y - 0.04, str(batches[j]), ha="center", va="top")
             text(x + pw / 2, y - 0.2, "batch B", fontsize=8.5, ha="center", va="top")
         if label_d:

@@ -86,7 +86,10 @@ figcaption{font-size:.85em;color:#555}code{background:#f4f4f4;padding:0 .2em}"""
 
 _FIGURE_TEXT = {
     "pareto.png": "Every feasible configuration (faint, by mechanism) and the Pareto frontier of "
-                  "tokens/s per user against tokens/s per GPU.",
+                  "tokens/s per user against tokens/s per GPU; a label names a frontier point's own D (the "
+                  f"fastest there), which can be one more than the recommendation table's (the shortest draft "
+                  f"within {TIE_TOLERANCE:.0%} of the fastest). Tokens/s per user is a running request's: where a "
+                  "step runs fewer requests than offered (^ in the table), an offered request gets less.",
     "speedup_heatmap.png": "Speedup over plain decoding at each batch size B and draft length D, one panel "
                            "per mechanism (a tree's cell: its best node count at that depth); grey cells are "
                            "infeasible, stars mark the best D per B where it beats plain decoding (the setting "
@@ -101,10 +104,14 @@ _FIGURE_TEXT = {
                           "loaded (and running, in vLLM, SGLang and TensorRT-LLM's EAGLE paths), so its D = 0 costs "
                           "more and its schedule may keep D > 0 there (see each engine's plan).",
     "step_breakdown.png": "Where the time of one target step goes for the picked configuration at each batch "
-                          "size (the black tick is the plain-decoding step).",
+                          "size (the black tick is the plain-decoding step; where plain decoding does not fit in "
+                          "memory, * in the table, that tick is priced as if it fit).",
     "roofline.png": "The verify step's linear layers against the achievable roofline (its numbers and where "
-                    "they come from: 'roofline' in the table above): memory-bound left of the ridge point (draft "
-                    "tokens nearly free), compute-bound right of it.",
+                    "they come from: 'roofline' in the table above): memory-bound left of the ridge point (for a "
+                    "dense model's weights, draft tokens nearly free there; a mixture of experts reads more "
+                    "experts as it verifies more tokens, see the note under the table), compute-bound right of "
+                    "it. The table's 'verify GEMMs' column says which bound the op cost model's priced GEMMs "
+                    "hit, which can differ from this datasheet picture near the ridge.",
 }
 
 
