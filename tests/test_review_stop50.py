@@ -175,3 +175,25 @@ def test_report_html_says_what_the_terminal_says(tmp_path):
     text = html.unescape((tmp_path / "c" / "report.html").read_text())
     assert "<h3>trtllm: not planned</h3>" in text and "skipped: mtp: the model has no MTP layers" in text
     assert "note: on a CPU the sglang and vllm plans are priced with the shipped profile of each engine" in text
+
+
+def test_the_slo_pick_says_to_cap_the_server_at_its_batch():
+    """An SLO pick at B = 32 under SGLang's default cap of 48 ran slower than the SLO at B = 64, and
+    neither the report nor the launch file said to cap concurrency (a report walkthrough)."""
+    from speedplan.report.summary import slo_line
+
+    r = speedplan.sweep("qwen3-8b", "a100-80gb", ["eagle3"], batches=[1, 8, 16, 32, 64], engine="sglang",
+                        min_tokens_per_user=80)
+    b = int(r.slo_pick["running"])
+    assert f"it holds while at most {b} requests run at once" in slo_line(r)
+    assert f"SGLang --max-running-requests {b}" in slo_line(r)
+
+
+def test_a_placeholder_head_is_named_in_the_summary():
+    """The 70B's launch files loaded <path-to-eagle3-head-for-llama-3.1-70b> while the report
+    recommended 4.35x with nothing saying no head was supplied (a report walkthrough)."""
+    r = speedplan.sweep("llama-3.1-70b", "h200-sxm", ["eagle3"], batches=[1, 8], tp=4)
+    text = speedplan.render_summary(r, plans=speedplan.plan_engines(r))
+    assert "note: speedplan knows no published head of llama-3.1-70b for sglang, trtllm and vllm" in text
+    d = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8])
+    assert "knows no published head" not in speedplan.render_summary(d, plans=speedplan.plan_engines(d))

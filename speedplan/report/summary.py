@@ -19,7 +19,7 @@ from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.pick import offered_rate
 from speedplan.errors import SpeedplanInputError
 from speedplan.report.plan_lines import capacity_note, engine_plan_lines, pick_rows, setting_text, table_plan_note
-from speedplan.report.table_notes import cpu_engine_note, cpu_plans_note, moe_rise_line
+from speedplan.report.table_notes import cpu_engine_note, cpu_plans_note, moe_rise_line, placeholder_heads_note
 from speedplan.specs.model import attention_label
 
 if TYPE_CHECKING:
@@ -194,7 +194,9 @@ def slo_line(result: "SweepResult") -> str:
                f"{offered_rate(pick):.1f} per offered request" if running < int(pick["batch"]) else "")
     return (f"SLO pick ({need}): {pick['mechanism']} D={int(pick['draft_len'])} at B={int(pick['batch'])}, "
             f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user{waiting}, "
-            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU{beyond}")
+            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU{beyond}; it holds while at most {running} requests "
+            f"run at once: cap the server there (vLLM --max-num-seqs {running}, SGLang --max-running-requests "
+            f"{running}, TensorRT-LLM max_batch_size {running}); the launch files serve every planned batch size")
 
 
 def plain_unfit_cells(frame: pd.DataFrame) -> set[tuple[int, int]]:
@@ -373,7 +375,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     if plans:
         lines.extend(engine_plan_lines(plans))
         lines.extend(filter(None, [table_plan_note(result, plans), capacity_note(result, plans),
-                                   cpu_plans_note(meta, plans)]))
+                                   cpu_plans_note(meta, plans), placeholder_heads_note(meta, plans)]))
         name = meta.get("engine", "?")
         if name not in {p.engine_profile.split(":")[0] for p in plans.values()}:
             lines.append(f"  (engine profile {name} describes {meta.get('engine_family', '?')!r}, none of the planned "

@@ -55,3 +55,27 @@ def cpu_plans_note(meta: dict, plans: dict) -> str:
     return (f"note: on a CPU the {said} plan{'s' * (len(names) > 1)} {'are' if len(names) > 1 else 'is'} "
             "priced with the shipped profile of each engine, whose terms describe it on a GPU (CUDA graphs, kernel "
             "launches): indicative, not measured here (speedplan calibrate with your own runs fits them)")
+
+
+def placeholder_heads_note(meta: dict, plans: dict) -> str:
+    """Where an engine's plan loads an EAGLE or EAGLE-3 head speedplan knows no published one of
+    for the model on that engine (`serving.plan.EAGLE_HEADS`, `EAGLE3_HEADS`): its launch file holds
+    a placeholder path, and the acceptance priced is the one the acceptance line names, not a
+    head of yours; "" elsewhere."""
+    from speedplan.serving.plan import EAGLE3_HEADS, EAGLE_HEADS
+
+    model = str((meta.get("model") or {}).get("model", "")).strip().lower()
+    missing = []
+    for name, p in plans.items():
+        family = p.mechanism.split(":")[0]
+        if not len(p.rows) or family not in ("eagle", "eagle-tree", "eagle3", "eagle3-tree"):
+            continue
+        heads = EAGLE_HEADS if family in ("eagle", "eagle-tree") else EAGLE3_HEADS
+        if model not in heads.get(name, {}):
+            missing.append(name)
+    if not missing:
+        return ""
+    said = " and ".join([", ".join(missing[:-1]), missing[-1]] if len(missing) > 1 else missing)
+    return (f"note: speedplan knows no published head of {model} for {said}: the launch file"
+            f"{'s hold' if len(missing) > 1 else ' holds'} a placeholder (<path-to-...-head-for-...>) to replace with "
+            "yours, and the speedups assume the acceptance named below, not your head's (measure it: --acceptance)")
