@@ -37,6 +37,8 @@ context = tokens of KV per sequence, times in seconds, rates in tokens/s, memory
   `Calibration` (`.profile` the fitted EngineProfile, per-row `.residual`, `.loo_error` fractions);
   rows give `tpot_ms` / `step_ms` in milliseconds, `tokens_per_s`, or `speedup`.
 - `get_engine(name or file)` -> `EngineProfile`; `get_model(name or config.json)` -> `ModelSpec`.
+- `list_models(configs=None)`, `list_hardware(names=None)`, `list_engines()` -> DataFrames of what
+  `speedplan models`, `speedplan hardware` and `speedplan engines` list (presets, shipped profiles).
 - `Acceptance.iid(alpha)`, `.positional([p1, p2, ...])`, `.per_rank([r1, r2, ...])` -> an
   `Acceptance` (probabilities in [0, 1)), for `sweep(acceptance=...)` or {mechanism: Acceptance}.
 """
@@ -54,6 +56,7 @@ _EXPORTS = {
     "calibrate_rows": "engine.run_calibration", "calibrate_files": "engine.run_calibration",
     "get_engine": "engine.profile", "get_model": "specs.model", "Acceptance": "plan.acceptance",
     "SpeedplanInputError": "errors",
+    "list_models": "report.catalog", "list_hardware": "report.catalog", "list_engines": "report.catalog",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -197,3 +197,15 @@ def test_a_placeholder_head_is_named_in_the_summary():
     assert "note: speedplan knows no published head of llama-3.1-70b for sglang, trtllm and vllm" in text
     d = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8])
     assert "knows no published head" not in speedplan.render_summary(d, plans=speedplan.plan_engines(d))
+
+
+def test_what_speedplan_ships_is_listed_from_python():
+    """A notebook user had to find speedplan.specs.model.preset_names, specs.hardware.PRESETS and
+    engine.profile.preset_names; the hardware table was built in the CLI."""
+    hw = speedplan.list_hardware()
+    assert {"h100-sxm", "cpu-local", "cpu-local-epyc-zen3"} <= set(hw["hardware"])
+    assert hw.set_index("hardware").loc["h100-sxm", "bf16_tflops"] == 989.4
+    assert set(speedplan.list_engines()["engine"]) == {"vllm", "sglang", "trtllm", "speedplan-runtime"}
+    assert "llama-3.1-8b" in set(speedplan.list_models()["model"])
+    with pytest.raises(SpeedplanInputError, match="unknown hardware 'nope'"):
+        speedplan.list_hardware(["nope"])

@@ -112,10 +112,10 @@ def table_plan_note(result: "SweepResult", plans: dict) -> str | None:
             continue
         several_contexts = both["context"].nunique() > 1
         cut = len(p.mechanism) + 1  # "eagle3 D=6" -> "D=6"
-        where = "; ".join(f"B = {r.batch}" + (f", context {r.context}" if several_contexts else "")
-                          + f": {setting_text(p.mechanism, r.draft_len_table, r.verify_tokens_table)[cut:]} "
-                          f"{r.speedup_table:.2f}x and {setting_text(p.mechanism, r.draft_len, r.verify_tokens)[cut:]} "
-                          f"{r.speedup:.2f}x" for r in differ.sort_values(["batch", "context"]).itertuples())
+        where = _some([f"B = {r.batch}" + (f", context {r.context}" if several_contexts else "")
+                       + f": {setting_text(p.mechanism, r.draft_len_table, r.verify_tokens_table)[cut:]} "
+                       f"{r.speedup_table:.2f}x and {setting_text(p.mechanism, r.draft_len, r.verify_tokens)[cut:]} "
+                       f"{r.speedup:.2f}x" for r in differ.sort_values(["batch", "context"]).itertuples()])
         # the table's rule (`pick.best_per_batch`): the fewest verified tokens within the tolerance, then the
         # fastest; for a chain that is the shortest draft, for a tree the depth can be the longer of two
         tree = ((differ["verify_tokens"] > differ["draft_len"] + 1)
@@ -143,9 +143,15 @@ def capacity_note(result: "SweepResult", plans: dict) -> str | None:
         if cut.empty:
             continue
         several_contexts = both["context"].nunique() > 1
-        where = "; ".join(f"B = {r.batch}" + (f", context {r.context}" if several_contexts else "")
-                          + f": {r.runs_at_batch} running, {r.speedup:.2f}x" for r in cut.itertuples())
+        where = _some([f"B = {r.batch}" + (f", context {r.context}" if several_contexts else "")
+                       + f": {r.runs_at_batch} running, {r.speedup:.2f}x" for r in cut.itertuples()])
         return (f"note: where the table says off, no speculative setting holds every sequence's KV cache, and the "
                 f"table runs them all; the {name} plan speculates with fewer running, the rest waiting ({where}, "
                 "against plain decoding of every sequence)")
     return None
+
+
+def _some(items: list[str], most: int = 6) -> str:
+    """At most `most` of `items`, '; '-joined, then how many more (schedule.csv has every batch size)."""
+    more = f"; and {len(items) - most} more batch sizes (schedule.csv)" if len(items) > most else ""
+    return "; ".join(items[:most]) + more

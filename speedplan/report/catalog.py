@@ -1,0 +1,103 @@
+"""What speedplan ships, as rows a notebook or the CLI shows: model presets with their key
+numbers, hardware presets and shipped profiles with their datasheet numbers and where their op
+latencies come from, engine profiles with what they describe and how their terms were set.
+
+    >>> import speedplan
+    >>> speedplan.list_hardware(["h100-sxm"])["bf16_tflops"].iloc[0]
+    989.4
+
+Each function returns a pandas DataFrame (one row per entry, full source texts; the CLI cuts
+long ones); a name it does not know is a SpeedplanInputError.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+
+def model_rows(configs=None) -> list[dict]:
+    """One row per model preset (or per config.json file or folder in `configs`): parameters,
+    layers, widths, experts, attention kind, dtype and where it was read from."""
+    from speedplan.specs.model import attention_label, get_model, preset_names
+
+    models = [get_model(name) for name in configs or preset_names()]
+    variants = ("sliding_window", "linear_attention", "sparse_attention")  # one "attention" column instead
+    header = {"experts": "experts_active/total"}  # "8/256": 8 routed experts of 256 run per token
+    return [{**{header.get(k, k): v for k, v in m.summary().items() if k not in variants},
+             "attention": attention_label(m.summary()) or "full", "dtype": m.dtype, "source": m.source}
+            for m in models]
+
+
+def _hardware_row(h) -> dict:
+    from speedplan.cost.ops import latency_origin
+
+    peak = lambda dtype: round(h.peak_flops_per_s[dtype] / 1e12, 2) if h.peak_flops_per_s.get(dtype) else "-"  # noqa: E731
+    return {"hardware": h.name, "bf16_tflops": peak("bf16"), "fp8_tflops": peak("fp8"),
+            "mem_tb_s": round(h.hbm_bytes_per_s / 1e12, 3), "mem_gb": round(h.memory_bytes / 1e9, 1),
+            "link_gb_s": round(h.link_bytes_per_s / 1e9, 1), "sms": str(h.sm_count or "-"),
+            "latency": latency_origin(h.name), "source": h.source}
+
+
+def hardware_rows(names=None) -> list[dict]:
+    """One row per hardware preset and per shipped profile of a machine without a preset of its
+    own (datasheet numbers: TFLOP/s, TB/s, GB as the driver reports memory, link GB/s), or the
+    rows of `names`: presets, shipped profiles, hardware JSON files or profile folders."""
+    from speedplan.cost.ops import PROFILE_DIR, load_cost_model
+    from speedplan.profile.load import origin_label
+    from speedplan.specs.hardware import PRESETS
+
+    rows = [_hardware_row(h) for h in PRESETS.values()]
+    for folder in sorted(PROFILE_DIR.iterdir()):  # shipped profiles of a machine that has no preset of its own
+        meta_path = folder / "meta.json"
+        if folder.name in PRESETS or not meta_path.is_file():
+            continue
+        meta = json.loads(meta_path.read_text())
+        base = next((r for r in rows if r["hardware"] == meta.get("hardware_preset")), None)
+        if base is not None:
+            rows.append({**base, "hardware": folder.name,
+                         "latency": f"{origin_label(meta)} (preset {base['hardware']}'s other facts)",
+                         "source": str(meta.get("device_name") or base["source"])})
+    if not names:
+        return rows
+    known = {r["hardware"]: r for r in rows}
+    out = []
+    for name in names:  # a listed row by name, else a hardware file or profile folder (unknown: an input error)
+        if name not in known:
+            cost = load_cost_model(name)
+            known[name] = {**_hardware_row(cost.hardware), "hardware": str(name), "latency": cost.origin}
+        out.append(known[name])
+    return out
+
+
+def engine_rows() -> list[dict]:
+    """One row per shipped engine profile: the engine and version it describes, its memory rule
+    and how many of its terms were fitted, to what."""
+    from speedplan.engine.profile import get_engine, preset_names
+
+    rows = []
+    for name in preset_names():
+        e = get_engine(name)
+        fitted = sum(t.source.startswith("fitted") for t in e.terms.values())
+        fit = e.fit or {}
+        to = (f" to {len(fit.get('rows', []))} rows{e.fitted_at()} ({fit['described']}), |residual| median "
+              f"{fit['median_abs_residual']:.1%}" if fitted and fit.get("described") else "")
+        rows.append({"engine": e.name, "describes": f"{e.engine} {e.version}", "memory": e.memory.summary(),
+                     "terms fitted": f"{fitted} of {len(e.terms)}{to}"})
+    return rows
+
+
+def list_models(configs=None) -> pd.DataFrame:
+    """`model_rows` as a DataFrame."""
+    return pd.DataFrame(model_rows(configs))
+
+
+def list_hardware(names=None) -> pd.DataFrame:
+    """`hardware_rows` as a DataFrame."""
+    return pd.DataFrame(hardware_rows(names))
+
+
+def list_engines() -> pd.DataFrame:
+    """`engine_rows` as a DataFrame."""
+    return pd.DataFrame(engine_rows())
