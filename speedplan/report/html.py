@@ -95,8 +95,9 @@ _FIGURE_TEXT = {
                            "infeasible, stars mark the best D per B where it beats plain decoding (the setting "
                            f"that verifies the fewest tokens within {TIE_TOLERANCE:.0%} of the fastest, for a chain "
                            "the shortest draft, as the recommendation table picks).",
-    "best_draft_len.png": "Per mechanism, the planner's draft-length schedule over batch size (non-increasing; "
-                          "crosses where the pointwise best D differs; an engine plan that sets D per batch size "
+    "best_draft_len.png": "Per mechanism, the best non-increasing draft-length schedule over batch size (the "
+                          "engines' own plans, above, follow what each engine can express and may rise again), "
+                          "crosses where the pointwise best D differs (an engine plan that sets D per batch size "
                           f"follows a cross only where each rise it needs gains more than {RISE_GAIN:.0%} of a batch "
                           f"size's share, settings within {TIE_TOLERANCE:.0%} of a batch size's best counting as "
                           "its best), and the overall pick at each batch size. D = 0 here is plain "
@@ -205,8 +206,9 @@ def _sensitivity_section(result: "SweepResult", table: pd.DataFrame | None = Non
 def render_html(result: "SweepResult", context: int | None, figures: list[Path], links: list[str],
                 caption: str, figure_caption: str, plans: dict | None = None,
                 sensitivity_table: pd.DataFrame | None = None) -> str:
-    """One self-contained page: facts, recommendations, SLO pick, figures (each captioned with
-    the provenance line drawn inside it), data files. `caption` is the full provenance line;
+    """One page with no external links (its figures are the PNGs beside it in the folder: copy the
+    folder, not the page alone): facts, recommendations, SLO pick, figures (each captioned with the
+    provenance line drawn inside it), data files. `caption` is the full provenance line;
     `sensitivity_table` the AL ±10% table when the caller has it."""
     meta, frame = result.meta, result.frame
     model = meta.get("model") or {}
