@@ -24,7 +24,6 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from speedplan import __version__

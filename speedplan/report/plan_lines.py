@@ -67,7 +67,7 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
             first = short.sort_values("batch").iloc[0]
             runs_at = sorted({int(x) for x in short["runs_at_batch"]})
             held = (f"it runs {runs_at[0]}, the most that fit" if len(runs_at) == 1 else
-                    f"it runs the most its setting holds" + (" at its context" if several_contexts else "")
+                    "it runs the most its setting holds" + (" at its context" if several_contexts else "")
                     + f" ({', '.join(map(str, runs_at))})")
             tail += (f"; from B={first.batch}" + (f" at context {first.context}" if several_contexts else "")
                      + f" its launch does not hold every sequence: {held}, priced so (the rest wait)")
