@@ -209,3 +209,12 @@ def test_what_speedplan_ships_is_listed_from_python():
     assert "llama-3.1-8b" in set(speedplan.list_models()["model"])
     with pytest.raises(SpeedplanInputError, match="unknown hardware 'nope'"):
         speedplan.list_hardware(["nope"])
+
+
+def test_a_numpy_float32_temperature_is_stored_as_written():
+    """np.float32(0.7) was stored in meta.json as 0.699999988079071."""
+    import numpy as np
+    from speedplan.plan.temperature import check_temperature
+
+    assert check_temperature(np.float32(0.7)) == 0.7 and check_temperature(np.int64(1)) == 1.0
+    assert check_temperature(0.7) == 0.7

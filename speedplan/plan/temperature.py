@@ -75,7 +75,8 @@ def check_temperature(temperature) -> float:
     if not finite(temperature) or not 0 <= float(temperature) <= MAX_TEMPERATURE:
         raise SpeedplanInputError(f"temperature (--temperature) must be a number in 0..{MAX_TEMPERATURE:g} "
                                   f"(0 = greedy), got {temperature!r}")
-    return float(temperature)
+    # a numpy float32 0.7 is 0.699999988 as a Python float: meta.json and the summary print what was meant
+    return float(str(temperature)) if type(temperature).__module__ == "numpy" else float(temperature)
 
 
 def ratio_at(ratio_t1: float, temperature: float) -> float:
