@@ -17,8 +17,8 @@ from urllib.parse import quote
 import pandas as pd
 
 from speedplan.plan.pick import RISE_GAIN, TIE_TOLERANCE
-from speedplan.report.plan_lines import capacity_note, engine_plan_lines, table_plan_note
-from speedplan.report.table_notes import cpu_plans_note, moe_rise_line, placeholder_heads_note
+from speedplan.report.plan_lines import engine_plan_lines
+from speedplan.report.table_notes import moe_rise_line, plan_notes
 from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
                                       not_servable, plain_unfit_cells, setting_text, short_provenance, slo_line,
                                       table_rows, tuples, unplanned_line, waiting_line)
@@ -261,9 +261,7 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
                      for line in not_servable(result.meta, set(result.best["mechanism"])))
     if plans:
         parts.extend(_engine_sections(plans))
-        parts.extend(f'<p class="note">{_e(line)}</p>'
-                     for line in filter(None, [table_plan_note(result, plans), capacity_note(result, plans),
-                                               cpu_plans_note(meta, plans), placeholder_heads_note(meta, plans)]))
+        parts.extend(f'<p class="note">{_e(line)}</p>' for line in plan_notes(result, plans))
     parts.extend(f'<p class="note">skipped: {_e(name)}: {_e(why)}</p>' for name, why in (meta.get("skipped") or {}).items())
     parts.extend(_sensitivity_section(result, sensitivity_table))
     parts.append(f"<h2>SLO pick</h2><p>{_e(slo_line(result))}</p>")

@@ -18,8 +18,8 @@ from speedplan.cost.ops import latency_label, missing_tables
 from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.pick import offered_rate
 from speedplan.errors import SpeedplanInputError
-from speedplan.report.plan_lines import capacity_note, engine_plan_lines, pick_rows, setting_text, table_plan_note
-from speedplan.report.table_notes import cpu_engine_note, cpu_plans_note, moe_rise_line, placeholder_heads_note
+from speedplan.report.plan_lines import engine_plan_lines, pick_rows, setting_text
+from speedplan.report.table_notes import cpu_engine_note, moe_rise_line, plan_notes
 from speedplan.specs.model import attention_label
 
 if TYPE_CHECKING:
@@ -374,8 +374,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         lines.extend(not_servable(meta, {r["mechanism"] for r in shown}))
     if plans:
         lines.extend(engine_plan_lines(plans))
-        lines.extend(filter(None, [table_plan_note(result, plans), capacity_note(result, plans),
-                                   cpu_plans_note(meta, plans), placeholder_heads_note(meta, plans)]))
+        lines.extend(plan_notes(result, plans))
         name = meta.get("engine", "?")
         if name not in {p.engine_profile.split(":")[0] for p in plans.values()}:
             lines.append(f"  (engine profile {name} describes {meta.get('engine_family', '?')!r}, none of the planned "

@@ -51,8 +51,7 @@ def cpu_plans_note(meta: dict, plans: dict) -> str:
     names = [n for n, p in plans.items() if len(p.rows) and str(p.engine_profile).split(":")[0] in shipped]
     if meta.get("platform") != "cpu" or not names:
         return ""
-    said = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-    return (f"note: on a CPU the {said} plan{'s' * (len(names) > 1)} {'are' if len(names) > 1 else 'is'} "
+    return (f"note: on a CPU the {_listed(names)} plan{'s' * (len(names) > 1)} {'are' if len(names) > 1 else 'is'} "
             "priced with the shipped profile of each engine, whose terms describe it on a GPU (CUDA graphs, kernel "
             "launches): indicative, not measured here (speedplan calibrate with your own runs fits them)")
 
@@ -75,7 +74,20 @@ def placeholder_heads_note(meta: dict, plans: dict) -> str:
             missing.append(name)
     if not missing:
         return ""
-    said = " and ".join([", ".join(missing[:-1]), missing[-1]] if len(missing) > 1 else missing)
-    return (f"note: speedplan knows no published head of {model} for {said}: the launch file"
+    return (f"note: speedplan knows no published head of {model} for {_listed(missing)}: the launch file"
             f"{'s hold' if len(missing) > 1 else ' holds'} a placeholder (<path-to-...-head-for-...>) to replace with "
             "yours, and the speedups assume the acceptance named below, not your head's (measure it: --acceptance)")
+
+
+def _listed(names: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
+def plan_notes(result, plans: dict) -> list[str]:
+    """The notes under the engine plans, in the terminal and in report.html alike: where the table
+    and a plan differ (setting, or sequences running), CPU-priced serving engines, placeholder heads."""
+    from speedplan.report.plan_lines import capacity_note, table_plan_note
+
+    return [n for n in (table_plan_note(result, plans), capacity_note(result, plans), cpu_plans_note(result.meta, plans),
+                        placeholder_heads_note(result.meta, plans)) if n]

@@ -97,12 +97,17 @@ def _records(path, f):
             yield start, cells
 
 
+def _plain(name: str) -> str:
+    """A column name as speedplan spells its own: lower case, spaces and dashes as underscores."""
+    return "_".join(name.lower().replace("-", " ").split())
+
+
 def _header(names: list[str]) -> list[str]:
     """The header's names, each that is a column speedplan reads but for its case, spaces or
     dashes ("Mechanism", "Acceptance Length", "TPOT_ms") taken as that column."""
     out = []
     for name in names:
-        plain = "_".join(name.lower().replace("-", " ").split())
+        plain = _plain(name)
         out.append(plain if name not in KNOWN and plain in KNOWN and plain not in names else name)
     return out
 
@@ -138,7 +143,7 @@ def _check_header(path: Path | str, header: list[str]) -> None:
         if name in seen:
             raise SpeedplanInputError(f"{path}: column {shown(name)} appears twice")
         seen.add(name)
-        engine_name = ENGINE_NAMES.get("_".join(name.lower().replace("-", " ").split()))
+        engine_name = ENGINE_NAMES.get(_plain(name))
         if name not in KNOWN and engine_name and engine_name not in names:
             raise SpeedplanInputError(f"{path}: column {name!r}: calibrate reads it as {engine_name!r} "
                                       "(speedplan's name for it, whatever the engine calls it); rename the column")
