@@ -220,4 +220,4 @@ def test_the_all_rows_too_fast_refusal_names_a_file_row_and_field(tmp_path, caps
     assert run(["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements", str(f),
                 "--out", str(tmp_path / "p.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"({f}:2: field 'tpot_ms' 0.0035)" in err[0] and not (tmp_path / "p.json").exists()
+    assert len(err) == 1 and f"{f}:2: field 'tpot_ms' (0.0035 ms)" in err[0] and not (tmp_path / "p.json").exists()

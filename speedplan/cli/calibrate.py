@@ -62,7 +62,7 @@ def calibrate(
                                   "--fit kernel_scale if this machine's kernels are faster than the profile's")
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))
-    args = sweep_arguments(result)
+    args = sweep_arguments(result, model)
     measured = " and acceptance" if "--acceptance" in args else ""
     setting = ["--model", model, "--hardware", hardware] + (["--tp", str(tp)] if tp != 1 else [])
     typer.echo(f"engine profile: {out} (plan with it, on your runs' setting, at their context{measured}: speedplan "

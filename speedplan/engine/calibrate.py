@@ -176,6 +176,7 @@ class Calibration:
     held_out: str = "leave-one-out"  # how loo_error was taken: leave-one-out, or k-fold above LOO_ROWS rows
     notes: list[str] = field(default_factory=list)  # lines the caller adds to the printout (the files' model)
     slowest: np.ndarray | None = None  # each time row as priced with the terms a fit may move at their slowest
+    fastest: np.ndarray | None = None  # ... and with its kernels alone at the lowest kernel_scale (`fastest_timed`)
 
     @property
     def residual(self) -> np.ndarray:
@@ -348,7 +349,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
              "predicted": float(p), "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
              "setting": s.label, **({"temperature": m.temperature} if m.temperature else {})}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
-    from speedplan.engine.calibration_bounds import slow_terms, slowest_timed, too_fast
+    from speedplan.engine.calibration_bounds import fastest_timed, slow_terms, slowest_timed, too_fast
 
     fast = too_fast(fitted, priced)
     default_name = base.name if base.name.endswith("-calibrated") else f"{base.name}-calibrated"
@@ -366,5 +367,6 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
                                    **({"faster_than_kernels": [r["where"] for r, f in zip(rows, fast) if f]}
                                       if fast.any() else {})})
     return Calibration(profile, ok, kept, pred, meas, loo, rows, not_tried, fast, held_out,
-                       slowest=slowest_timed(values, priced, slow_terms(base, candidates)))
+                       slowest=slowest_timed(values, priced, slow_terms(base, candidates)),
+                       fastest=fastest_timed(values, priced))
 

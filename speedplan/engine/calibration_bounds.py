@@ -31,6 +31,21 @@ def too_fast(values: dict, priced: Priced, margin: float = KERNEL_MARGIN) -> np.
     return np.where(q == "tokens_per_s", measured > (1 + margin) * bound, bound > (1 + margin) * measured)
 
 
+def fastest_timed(values: dict, priced: Priced) -> np.ndarray:
+    """Each row's time quantity with its kernels alone at the lowest `kernel_scale` a fit may
+    reach (kernels 4x faster than the profile measured) and no host work or launches: the
+    fastest step any fit of the terms can price; NaN for ratios and parts."""
+    return kernels_alone({**values, "kernel_scale": TERMS["kernel_scale"].low}, priced)
+
+
+def beyond_fastest(measured: np.ndarray, quantity: np.ndarray, bound: np.ndarray,
+                   margin: float = KERNEL_MARGIN) -> np.ndarray:
+    """Rows measured faster than `bound` (`fastest_timed`) by more than `margin`: no fit of any
+    term reaches them (seconds given as ms, a per-user rate given as the batch's; another model
+    or GPU). Rows of a NaN bound are never flagged."""
+    return np.where(quantity == "tokens_per_s", measured > (1 + margin) * bound, measured * (1 + margin) < bound)
+
+
 def slowest(values: dict, terms) -> dict:
     """`values` with each of `terms` where it makes a step slowest: an overlap at 0 (host work
     exposed), any other term at its upper bound."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.engine.calibrate import Calibration, Setting
-from speedplan.engine.calibration_bounds import beyond_slowest, slow_terms
+from speedplan.engine.calibration_bounds import beyond_fastest, beyond_slowest, slow_terms
 from speedplan.engine.readers.measurement import PLAUSIBLE, Measurement, shown
 from speedplan.errors import SpeedplanInputError
 
@@ -104,6 +104,30 @@ def check_not_too_slow(result: Calibration, setting: Setting) -> None:
         f"with {', '.join(tried) or 'the terms tried'} at their slowest; "
         + ("one request's tokens/s, not the batch's," if row["quantity"] == "tokens_per_s" else
            "a unit slip (µs or seconds for ms?),") + " or another model, GPU or TP than given")
+
+
+def check_not_too_fast(result: Calibration, setting: Setting) -> None:
+    """Refuse a row faster than any fit can price it (`calibration_bounds.beyond_fastest`): its
+    kernels alone, 4x faster than the profile measured them, take longer. A step of 0.0205 ms
+    (20.5 ms given in seconds) among rows of 6-12 ms was fitted with every term at 0, a +48,027%
+    residual, and written; the sweep then priced B = 64 at 1.94x where the rows said 1.35x."""
+    if result.fastest is None:
+        return
+    fast = beyond_fastest(result.measured, np.array([r["quantity"] for r in result.rows]), result.fastest)
+    if not fast.any():
+        return
+    i = int(np.flatnonzero(fast)[0])
+    row, bound = result.rows[i], float(result.fastest[i])
+    unit = PLAUSIBLE[row["quantity"]][2]
+    per_second = row["quantity"] == "tokens_per_s"
+    raise SpeedplanInputError(
+        f"{row['where']}: field {row['field']!r} ({row['measured']:.4g} {unit}"
+        + (f" as {row['quantity']}" if row["field"] != row["quantity"] else "") + ") is "
+        + ("more tokens/s than" if per_second else "faster than") + f" any engine term can make it for "
+        f"{setting.label}: {'at most' if per_second else 'at least'} {bound:.4g} {unit} with its kernels alone, "
+        f"4x faster than the profile measured them; "
+        + ("tokens/s of more requests than its batch," if per_second else "a unit slip (seconds for ms?),")
+        + " or another model, GPU or TP than given")
 
 
 def _gpu_family(name: str) -> str | None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, calibrate
-from speedplan.engine.calibration_checks import (check_distinct, check_models, check_not_too_slow, check_setting,
-                                                 check_speedups)
+from speedplan.engine.calibration_checks import (check_distinct, check_models, check_not_too_fast, check_not_too_slow,
+                                                 check_setting, check_speedups)
 from speedplan.engine.calibration_rows import PRINTED_ROWS, read_notes, row_table  # noqa: F401 (PRINTED_ROWS: callers)
 from speedplan.engine.calibration_temperature import sweep_temperature, temperature_note
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
@@ -27,12 +27,25 @@ from speedplan.plan.mechanisms import TREE_MECHANISMS
 SGLANG_DRAFTERS = ("eagle", "eagle3", "mtp")  # what SGLang's EAGLE worker drafts with (mtp: a model's NextN layers)
 
 
+def _fit_terms(free, fit):
+    """The terms to fit, given as `free` or as `fit` (the CLI's --fit); a list or "a,b" text."""
+    if fit is not None and free is not None:
+        raise SpeedplanInputError("calibrate: give the terms to fit once, as free= or fit=")
+    free = fit if fit is not None else free
+    if isinstance(free, str):  # "host_step_us,host_seq_us", as --fit takes them
+        free = [t.strip() for t in free.split(",") if t.strip()]
+    return free
+
+
 def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list, mechanism: str = "eagle3",
-                    free: list[str] | None = None, name: str | None = None) -> Calibration:
+                    free: list[str] | None = None, name: str | None = None, fit: list[str] | str | None = None
+                    ) -> Calibration:
     """Fit `engine`'s terms (a name or a JSON file) to every row of `files` (a list of CSV,
     vllm bench serve JSON, SGLang bench_speculative lines or a vLLM /metrics scrape), all run on
-    (model, hardware, tp GPUs). `mechanism` names the drafter of SGLang bench rows; `free` the
-    terms to fit (None: the base profile's fit order); `name` the fitted profile's name."""
+    (model, hardware, tp GPUs). `mechanism` names the drafter of SGLang bench rows; `free` (or
+    `fit`, as --fit names it) the terms to fit (None: the base profile's fit order); `name` the
+    fitted profile's name."""
+    free = _fit_terms(free, fit)
     head, colon, options = canonical_mechanism(str(mechanism)).partition(":")  # EAGLE-3, NEXTN: as speedplan names them
     if head.lower() not in SGLANG_DRAFTERS:  # named for SGLang bench rows; wrong even where unused
         raise SpeedplanInputError(f"--mechanism {mechanism!r}: names the drafter of SGLang bench_speculative rows, one "
@@ -69,7 +82,8 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
 
 
 def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineProfile = "vllm", rows=(),
-                   free: list[str] | None = None, name: str | None = None, described: str = "") -> Calibration:
+                   free: list[str] | None = None, name: str | None = None, described: str = "",
+                   fit: list[str] | str | None = None) -> Calibration:
     """`speedplan calibrate` from Python: fit `engine`'s terms (a name, a JSON file or a profile)
     to `rows` measured on (model, hardware, tp), with the same checks as the command (the TP the
     model can run, rows that contradict each other). `rows`: Measurement records, dicts keyed
@@ -81,12 +95,11 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
              "acceptance_length": 2.8}], name="my-vllm")
         sweep(engine=cal.profile)
     """
+    free = _fit_terms(free, fit)  # fit=, as the CLI's --fit names it, was a TypeError
     where = lambda i: f"row {i}"
     if rows is None or isinstance(rows, (str, bytes)):
         raise SpeedplanInputError(f"calibrate: rows must be a list of measurements (dicts or Measurement records), "
                                   f"got {rows!r}")
-    if isinstance(free, str):  # "host_step_us,host_seq_us", as --fit takes them
-        free = [t.strip() for t in free.split(",") if t.strip()]
     if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a DataFrame: rows named by its index
         labels = list(rows.index)
         rows = rows.to_dict("records")
@@ -142,6 +155,7 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
     check_speedups(rows)
     result = calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
     check_not_too_slow(result, setting)
+    check_not_too_fast(result, setting)
     result.notes.append(temperature_note(rows, result.profile))
     return result
 
@@ -229,6 +243,7 @@ def render_calibration(result: Calibration) -> str:
                        "profile measured): check --hardware and --tp, and that the quantity is what the column says "
                        "(tokens_per_s counts every request's output tokens)")
     lines.extend(f"  note: {note}" for note in result.notes)
+    lines.extend(f"  note: {note}" for note in filter(None, [_one_sided(result)]))
     resid = np.abs(result.residual)
     loo = result.loo_error[np.isfinite(result.loo_error)]
     if len(loo):
@@ -243,6 +258,27 @@ def render_calibration(result: Calibration) -> str:
         tail = "; leave-one-out: needs more rows than fitted terms"
     lines.append(f"  |residual| median {np.median(resid):.1%}, max {resid.max():.1%}{tail}")
     return "\n".join(lines)
+
+
+def _one_sided(result: Calibration, margin: float = 0.05) -> str | None:
+    """A note where the rows are priced slower (or faster) than measured by more than `margin` at
+    the median while a fitted term sits at its limit: the terms tried cannot go further, and a
+    base value not tried (the launches a build of one's own may not make) holds the rows away.
+    vLLM rows 14-16% slower than priced with host work at 0 said nothing of layer_launches,
+    whose base value (1.45 ms a step on a Llama-3.1-8B) was never tried (2026-12-05)."""
+    r, p = result.residual, result.profile
+    at_limit = [t for t in result.fitted if (p.terms[t].value - TERMS[t].low <= 1e-6 * (TERMS[t].high - TERMS[t].low))
+                or (TERMS[t].high - p.terms[t].value <= 1e-6 * (TERMS[t].high - TERMS[t].low))]
+    untried = [t for t in result.not_tried if t in TERMS and "never fitted" not in result.not_tried[t]
+               and t.endswith("launches")]  # launch_us times them: one of the two is enough
+    if not len(r) or not at_limit or not untried or abs(float(np.median(r))) <= margin:
+        return None
+    slow = float(np.median(r)) > 0
+    return (f"the rows are priced {'slower' if slow else 'faster'} than measured ({np.median(r):+.1%} at the median, "
+            f"{np.mean(r > 0 if slow else r < 0):.0%} of them) with {', '.join(at_limit)} at "
+            f"{'its' if len(at_limit) == 1 else 'their'} limit: the terms tried cannot "
+            f"go further; {', '.join(untried)} kept the base's value{'s' if len(untried) > 1 else ''} "
+            f"(--fit {','.join([*result.fitted, *untried])} tries {'them' if len(untried) > 1 else 'it'} too)")
 
 
 def _shown_value(term: str, value: float) -> float:
@@ -275,7 +311,21 @@ def write_profile(profile: EngineProfile, out: Path) -> Path:
     return write_whole(out, json.dumps(profile.to_json(), indent=1, ensure_ascii=False) + "\n")
 
 
-def sweep_arguments(result: Calibration) -> list[str]:
+def _sweep_label(name: str, model: str | None) -> str:
+    """The label `speedplan sweep --model MODEL` gives mechanism `name` (a bare draft-model becomes
+    its default draft's, a tree's topk variants one tree); `name` itself where it does not parse."""
+    if model is None:
+        return name
+    from speedplan.plan.mechanisms import parse_mechanism
+    from speedplan.specs.model import get_model
+
+    try:
+        return parse_mechanism(name, get_model(model)).label.lower()
+    except SpeedplanInputError:
+        return name
+
+
+def sweep_arguments(result: Calibration, model: str | None = None) -> list[str]:
     """What `speedplan sweep` needs besides --engine to plan for the runs calibrated on: their
     contexts (--context; the median where they span more than three) and each chain mechanism's
     measured acceptance length at the draft length most of its runs used (--acceptance
@@ -286,6 +336,16 @@ def sweep_arguments(result: Calibration) -> list[str]:
     temperature = sweep_temperature(result.rows)
     rows = {(r["mechanism"], r["batch"], r["draft_len"], r["context"], r["acceptance_length"]) for r in result.rows
             if float(r.get("temperature") or 0.0) == temperature}
+    # one name per mechanism the sweep tells apart (given `model`): the one most rows measured;
+    # `draft_model` beside `draft-model:llama-3.2-1b`, or a tree's topk=2 and topk=4, were both
+    # named, and the sweep refused its own calibrate's command ("listed twice")
+    count: dict[str, int] = {}
+    for r in rows:
+        count[r[0]] = count.get(r[0], 0) + 1
+    chosen: dict[str, str] = {}
+    for mech in sorted(count, key=lambda m: (-count[m], m)):
+        chosen.setdefault(_sweep_label(mech, model) if mech != "none" else mech, mech)
+    rows = {r for r in rows if r[0] in chosen.values()}
     contexts = sorted({int(round(c)) for _, _, _, c, _ in rows})
     args = ["--context", ",".join(map(str, contexts)) if len(contexts) <= 3 else str(int(np.median(contexts)))]
     runs: dict[str, dict[int, list[float]]] = {}

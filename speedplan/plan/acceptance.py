@@ -222,6 +222,56 @@ def fit_positions(histogram: np.ndarray, draft_len: int) -> np.ndarray:
     return np.clip(p, 0.0, 0.999)
 
 
+def _non_increasing(values: np.ndarray) -> np.ndarray:
+    """`values` made non-increasing by pooling adjacent ones that rise into their mean (pool
+    adjacent violators): the least-squares non-increasing sequence."""
+    pooled: list[list[float]] = []  # [sum, count]
+    for v in values:
+        pooled.append([float(v), 1])
+        while len(pooled) > 1 and pooled[-1][0] / pooled[-1][1] > pooled[-2][0] / pooled[-2][1]:
+            total, count = pooled.pop()
+            pooled[-1] = [pooled[-1][0] + total, pooled[-1][1] + count]
+    return np.array([t / c for t, c in pooled for _ in range(c)])
+
+
+def fit_runs(histogram: np.ndarray, draft_len: int, positions: int | None = None) -> np.ndarray:
+    """Per-position acceptance for a drafter whose agreement with the target comes in runs (n-gram
+    lookup: it copies earlier text, right until the copy and the target part), from the
+    accepted-length histogram of steps of `draft_len`: the p_i whose chain AL matches, at every
+    D = 1..`positions` (default 2·draft_len), the run model's AL.
+
+    Run model: a step that accepts a < draft_len tokens ends a run of a agreeing tokens; one that
+    accepts all draft_len continues it into the next step. A step of D starting in a run of r
+    accepts min(r, D), so a run of r tokens takes ⌊r/(D+1)⌋ + 1 steps of D and yields r + 1 tokens:
+    AL(D) = E[r + 1] / E[⌊r/(D+1)⌋ + 1] over the runs, which equals the measured AL at D = draft_len.
+    `fit_positions` assumes each step's first draft is accepted alike whatever D; for n-gram
+    lookup a short D leaves the rest of a run to the next step, which then starts inside it, so its
+    small-D AL came out 6-7% low (SmolLM2 on 24 and 16 prompts, D = 7 fitted, 2026-12-05:
+    benchmarks/bench_ngram_runs.py). Worked number: histogram [6, 2, 2, 0] at D = 3 (no step
+    accepted all three) gives AL(3) = 1.6, and at D = 1 a run of 2 takes two steps: AL(1) =
+    1.6 / (0.6 + 0.2 + 0.2·2) = 1.3333, where `fit_positions` gives 1.4.
+
+    Increments of AL in D that rise (the floor's arithmetic) are pooled to keep p_i ≤ 1, those up
+    to draft_len apart from those beyond, so that AL(draft_len) stays the measured one."""
+    d0 = int(draft_len)
+    h = np.zeros(d0 + 1)
+    h[: min(len(histogram), d0 + 1)] = np.asarray(histogram, float)[: d0 + 1]
+    n = int(positions or 2 * d0)
+    if d0 < 1 or h.sum() <= 0 or h[d0] >= h.sum():  # no steps, or every step accepted all: no run seen to end
+        return fit_positions(h, d0) if n <= d0 else np.pad(fit_positions(h, d0), (0, n - d0), mode="edge")
+    share, full = h / h.sum(), h[d0] / h.sum()
+    k = np.arange(int(np.ceil(np.log(1e-12) / np.log(full))) + 1 if full > 0 else 1)  # full steps before the run ends
+    weight = np.outer(full ** k * (1 - full), share[:d0] / (1 - full))  # P(k full steps, then a accepted)
+    run = k[:, None] * (d0 + 1) + np.arange(d0)[None, :]  # agreeing tokens in the run
+    al = np.array([1.0] + [float((weight * (run + 1)).sum() / (weight * (run // (d + 1) + 1)).sum())
+                           for d in range(1, n + 1)])
+    rise = np.maximum(np.diff(al), 0.0)  # P(accepted >= i) of the chain that matches: non-increasing needed
+    inside = _non_increasing(rise[:d0])  # pooled within D <= draft_len and beyond it apart: AL(draft_len) stays
+    reach = np.concatenate([[1.0], inside, np.minimum(_non_increasing(rise[d0:]), inside[-1])])  # the measured one
+    p = np.divide(reach[1:], reach[:-1], out=np.zeros(n), where=reach[:-1] > 0)
+    return np.clip(p, 0.0, 0.999)
+
+
 def fit_ranks(steps: list[dict], depth: int, width: int) -> np.ndarray:
     """Per-rank acceptance (Sequoia) from tree traces' `accepted_ranks`: ranks[r] is the chance
     that the rank-(r+1) child is accepted given its parent was and the tree offered it.

@@ -36,7 +36,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import finite, parse_json
 from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
-                                       fit_positions, fit_ranks)
+                                       fit_positions, fit_ranks, fit_runs)
 
 _FORMS = ("alpha", "positions", "ranks")
 # How the sources below that measured one drafter begin (a vLLM scrape, an SGLang log, a trace): the
@@ -208,12 +208,12 @@ def _from_file(text: str) -> Acceptance:
         raise SpeedplanInputError(f"{path}: neither an SGLang server log ('Decode batch ... accept len' lines), "
                                   f"a vLLM /metrics scrape nor JSON {why}") from None
     forms = [k for k in _FORMS if isinstance(obj, dict) and k in obj]
-    if len(forms) != 1:
-        raise SpeedplanInputError(f"{path}: expected a JSON object with one of alpha, positions or ranks "
-                                  "(or a vLLM /metrics scrape, an SGLang log, a .jsonl trace)")
-    value = obj[forms[0]]
+    unknown = [k for k in obj if k not in (*_FORMS, "match")] if isinstance(obj, dict) else []  # a typo was dropped
+    if len(forms) != 1 or unknown:
+        raise SpeedplanInputError(f"{path}: {f'unknown key {unknown[0]!r}; ' if unknown else ''}expected a JSON object with "
+                                  "one of alpha, positions or ranks, and match or not (or a trace, vLLM scrape or SGLang log)")
     try:
-        numbers = [float(value)] if forms[0] == "alpha" else [float(v) for v in value]
+        numbers = [float(obj[forms[0]])] if forms[0] == "alpha" else [float(v) for v in obj[forms[0]]]
     except (TypeError, ValueError):
         raise SpeedplanInputError(f"{path}: {forms[0]} must be numbers") from None
     try:
@@ -396,5 +396,5 @@ def fit_trace(path: Path) -> Acceptance:
         if ranks.sum() >= 1.0:
             ranks = ranks * 0.999 / ranks.sum()
         return replace(Acceptance.per_rank(ranks, source), measured_at=temperature, measured_by=by)
-    return replace(Acceptance.positional(fit_positions(np.bincount(counts), draft_len), source), measured_at=temperature,
-                   measured_by=by)
+    fit = fit_runs if by[0] == "ngram" else fit_positions  # n-gram lookup's agreement comes in runs of copied text
+    return replace(Acceptance.positional(fit(np.bincount(counts), draft_len), source), measured_at=temperature, measured_by=by)

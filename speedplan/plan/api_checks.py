@@ -29,6 +29,10 @@ def sweep_result(result, where: str):
     if not isinstance(result.meta.get("model"), dict) or "tp" not in result.meta:
         raise SpeedplanInputError(f"{where}: the SweepResult's meta lacks 'model' or 'tp' (keep the meta "
                                   "speedplan.sweep gave it)")
+    frame = result.frame
+    if len(frame) and not (frame["mechanism"] == "none").any():  # every plan said "nothing fits in memory"
+        raise SpeedplanInputError(f"{where}: the SweepResult's frame holds no plain-decoding row (mechanism 'none'); "
+                                  "every speedup and plan is measured against one: keep them when filtering its rows")
     if result.tables_of is not result.frame:  # rows filtered since: frontier, best and SLO pick follow them
         result.read_tables()
     return result

@@ -56,14 +56,30 @@ def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> 
     return out
 
 
-def unsupported(engine: str, labels, meta: dict) -> tuple[str, ...]:
-    """The mechanisms among sweep `labels` that serving engine `engine` cannot run at all (`_runnable`'s test)."""
+def _cannot_run(engine: str, labels, meta: dict) -> tuple[list[str], list[str]]:
+    """(mechanism names serving engine `engine` cannot run at all, labels among sweep `labels` of a
+    draft model at a draft TP it does not run): `_runnable`'s test."""
     from speedplan.plan.mechanisms import MECHANISMS
     from speedplan.serving import engine_module
 
+    module, tp = engine_module(engine), int(meta.get("tp", 1))
     names, layers = sorted({str(lb).split(":")[0] for lb in labels} & set(MECHANISMS)), int(
         (meta.get("model") or {}).get("mtp_layers") or 0)
-    return tuple(n for n in names if engine_module(engine).support(n, layers) is None)
+    names = [n for n in names if module.support(n, layers) is None]
+    drafts = meta.get("draft_models") or {}
+    odd = sorted(str(lb) for lb in labels if str(lb) in drafts and str(lb).split(":")[0] not in names
+                 and drafts[str(lb)]["tp"] not in module.draft_tp_options(str(lb).split(":")[0], tp))
+    return names, odd
+
+
+def unsupported(engine: str, labels, meta: dict) -> tuple[str, ...]:
+    """The mechanisms among sweep `labels` that serving engine `engine` cannot run at all, and the
+    draft models it cannot run at their draft TP ("draft-model:llama-3.2-1b@tp1 (its draft at TP 1
+    beside the target's 4)"): every plan said "off" there without a reason, while the SLO pick chose
+    one of them (2026-12-05)."""
+    names, odd = _cannot_run(engine, labels, meta)
+    tp, drafts = int(meta.get("tp", 1)), meta.get("draft_models") or {}
+    return tuple(names) + tuple(f"{lb} (its draft at TP {drafts[lb]['tp']} beside the target's {tp})" for lb in odd)
 
 
 def serving_engine(meta: dict) -> str | None:
@@ -82,10 +98,11 @@ def runnable_rows(frame, meta: dict):
     engine = serving_engine(meta)
     if engine is None or frame.empty:
         return frame
-    cannot = set(unsupported(engine, set(frame["mechanism"]) - {"none"}, meta))
-    if not cannot:
+    names, odd = _cannot_run(engine, set(frame["mechanism"]) - {"none"}, meta)
+    if not names and not odd:
         return frame
-    return frame[~frame["mechanism"].astype(str).str.split(":").str[0].isin(cannot)]
+    labels = frame["mechanism"].astype(str)
+    return frame[~labels.str.split(":").str[0].isin(names) & ~labels.isin(odd)]
 
 
 def _extras(result, plan: EnginePlan) -> dict:

@@ -79,12 +79,15 @@ def engine_rows() -> list[dict]:
     rows = []
     for name in preset_names():
         e = get_engine(name)
-        fitted = sum(t.source.startswith("fitted") for t in e.terms.values())
         fit = e.fit or {}
+        ever = sum(t.source.startswith("fitted") for t in e.terms.values())
+        # this fit's terms; a calibrated copy's base terms fitted earlier are not "fitted to" its rows
+        fitted = len(fit["fitted"]) if isinstance(fit.get("fitted"), list) else ever
         to = (f" to {len(fit.get('rows', []))} rows{e.fitted_at()} ({fit['described']}), |residual| median "
               f"{fit['median_abs_residual']:.1%}" if fitted and fit.get("described") else "")
+        earlier = f"; {ever - fitted} more fitted earlier" if ever > fitted else ""
         rows.append({"engine": e.name, "describes": f"{e.engine} {e.version}", "memory": e.memory.summary(),
-                     "terms fitted": f"{fitted} of {len(e.terms)}{to}"})
+                     "terms fitted": f"{fitted} of {len(e.terms)}{to}{earlier}"})
     return rows
 
 

@@ -30,9 +30,32 @@ def setting_text(mechanism: str, draft_len: int, verify_tokens: int) -> str:
     return f"{mechanism} D={int(draft_len)}" + (f", {int(verify_tokens) - 1} nodes" if tree else "")
 
 
-def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
+def profile_reach(profile_name: str, batches) -> str:
+    """"; B = 256–1024 beyond its profile's fitted rows (B = 1–64): extrapolated" where a plan covers
+    batch sizes outside the rows its engine profile was fitted to, "; its profile fits no rows ..."
+    where it was fitted to none; "" otherwise, or for a profile not found by name. The SGLang plan
+    at B = 1024 stood on a per-sequence host term fitted up to B = 64 without a word (2026-12-05)."""
+    from speedplan.engine.profile import get_engine
+    from speedplan.errors import SpeedplanInputError
+    from speedplan.report.summary import batch_ranges
+
+    try:
+        span = get_engine(profile_name).fitted_batches()
+    except SpeedplanInputError:
+        return ""
+    if span is None:
+        return "; its profile fits no rows (its terms from documents and stated assumptions)"
+    beyond = [b for b in batches if b < span[0] or b > span[1]]
+    fitted = f"{span[0]:g}" + (f"–{span[1]:g}" if span[1] > span[0] else "")
+    return (f"; B = {batch_ranges(beyond)} beyond its profile's fitted rows (B = {fitted}): extrapolated"
+            if beyond else "")
+
+
+def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None) -> list[str]:
     """One line per engine: its mechanism, how it sets D, D at each planned batch (at most
-    `max_batches` of them, evenly spaced, the whole schedule being in schedule.csv), worst loss."""
+    `max_batches` of them, evenly spaced, the whole schedule being in schedule.csv), worst loss,
+    and how far its engine profile's fitted rows reach (`profile_reach`) unless that profile is
+    `own`, the sweep's, which the engine line describes."""
     rows = [p.rows for p in plans.values() if len(p.rows)]
     if not rows:
         return ["plan per engine: nothing fits in memory"]
@@ -87,6 +110,7 @@ def engine_plan_lines(plans: dict, max_batches: int = 12) -> list[str]:
         tree = p.rows[p.rows["verify_tokens"] > p.rows["draft_len"] + 1]["verify_tokens"].unique()
         ds += f" ({int(tree[0]) - 1} nodes)" if len(tree) == 1 else ""  # a tree plan's size
         profile = p.engine_profile.split(":")[0]
+        tail += profile_reach(profile, sorted(int(b) for b in p.rows["batch"].unique())) if profile != own else ""
         lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}"
                      + (f"  [engine profile {profile}]" if profile != name else ""))
     return lines

@@ -97,16 +97,18 @@ def _other_setting(result: "SweepResult") -> str:
 
 def _beyond_fit(result: "SweepResult") -> str:
     """"; B = 2–64 lie beyond its fitted rows: extrapolated there ..." where the sweep plans
-    batch sizes above the largest its engine profile was fitted at; "" otherwise."""
+    batch sizes outside those its engine profile was fitted at (above or below); "" otherwise."""
     span = result.meta.get("engine_fitted_batches") or []
     frame = result.frame
     if len(span) != 2 or frame is None or frame.empty or "feasible" not in frame:
         return ""
-    batches = sorted({float(b) for b in frame.loc[frame["feasible"], "batch"] if b > span[1]})
-    if not batches:
+    planned = {float(b) for b in frame.loc[frame["feasible"], "batch"]}
+    parts = [sorted(b for b in planned if b < span[0]), sorted(b for b in planned if b > span[1])]
+    parts = [f"{p[0]:g}" + (f"–{p[-1]:g}" if len(p) > 1 else "") for p in parts if p]
+    if not parts:
         return ""
-    beyond = f"{batches[0]:g}" + (f"–{batches[-1]:g}" if len(batches) > 1 else "")
-    return (f"; B = {beyond} {'lie' if len(batches) > 1 else 'lies'} beyond its fitted rows: extrapolated there "
+    many = len(parts) > 1 or "–" in parts[0]
+    return (f"; B = {' and '.join(parts)} {'lie' if many else 'lies'} beyond its fitted rows: extrapolated there "
             "(speedplan calibrate with your own runs at those batch sizes)")
 
 
@@ -194,8 +196,9 @@ def slo_line(result: "SweepResult") -> str:
                f"{offered_rate(pick):.1f} per offered request" if running < int(pick["batch"]) else "")
     return (f"SLO pick ({need}): {pick['mechanism']} D={int(pick['draft_len'])} at B={int(pick['batch'])}, "
             f"context {int(pick['context'])}: {pick['tokens_per_s_per_user']:.1f} tokens/s/user{waiting}, "
-            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU{beyond}; it holds while at most {running} requests "
-            f"run at once: cap the server there (vLLM --max-num-seqs {running}, SGLang --max-running-requests "
+            f"{pick['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU{beyond}; it holds while at most "
+            + (f"{running} requests run" if int(running) != 1 else "1 request runs")
+            + f" at once: cap the server there (vLLM --max-num-seqs {running}, SGLang --max-running-requests "
             f"{running}, TensorRT-LLM max_batch_size {running}); the launch files serve every planned batch size")
 
 
@@ -373,7 +376,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
             lines.append(unplanned)
         lines.extend(not_servable(meta, {r["mechanism"] for r in shown}))
     if plans:
-        lines.extend(engine_plan_lines(plans))
+        lines.extend(engine_plan_lines(plans, own=meta.get("engine")))
         lines.extend(plan_notes(result, plans))
         name = meta.get("engine", "?")
         if name not in {p.engine_profile.split(":")[0] for p in plans.values()}:

@@ -225,8 +225,16 @@ def _check_has_mtp(model: str) -> None:
 
 # ---- shared pieces ---------------------------------------------------------------------------
 def hf_repo(model: str) -> str:
-    """Hugging Face repo id for a speedplan preset; anything else (a path or repo id) as given."""
-    return HF_REPOS.get(str(model).strip().lower(), str(model))
+    """Hugging Face repo id for a speedplan preset (HF_REPOS, else the repo its file's `_source`
+    names: a preset dropped in as one file was served under its bare name); anything else (a path
+    or repo id) as given."""
+    key = str(model).strip().lower()
+    if key in HF_REPOS:
+        return HF_REPOS[key]
+    from speedplan.specs.hub import hf_repo_of
+    from speedplan.specs.model import get_model, preset_names
+
+    return (hf_repo_of(get_model(key).source) if key in preset_names() else None) or str(model)
 
 
 def _preset(model: str) -> str:

@@ -149,10 +149,55 @@ def max_model_len(plan: ServingPlan) -> tuple[list[str], list[str]]:
         "vLLM still refuses, lower it, or pass --max-model-len auto (vLLM 0.33 fits it to the memory left)."))
 
 
+# vLLM's defaults for `vllm serve` (UsageContext.OPENAI_API_SERVER) when --max-num-seqs and
+# --max-num-batched-tokens are not given: vllm/engine/arg_utils.py EngineArgs.get_batch_defaults,
+# 1024 requests and 8192 tokens a step on a GPU of at least 70 GiB that is not an A100 (H100, H200,
+# B200, MI300X), 256 and 2048 on the others (A100, L40S), 128 and 2048 per worker on a CPU (read in
+# copies of arg_utils.py from the code index, not the 0.33.0 wheel). A speculative step schedules
+# 1 + D tokens per request, so the token budget caps it too.
+def default_batch_limits(hardware: str, tp: int) -> tuple[int, int] | None:
+    """(max_num_seqs, max_num_batched_tokens) vLLM takes on `hardware` by default; None where the
+    hardware is not a preset speedplan knows (a file of the user's)."""
+    from speedplan.specs.hardware import get_hardware
+
+    try:
+        hw = get_hardware(hardware)
+    except SpeedplanInputError:
+        return None
+    if hw.platform == "cpu":
+        return 128 * tp, 2048 * tp
+    if hw.memory_bytes >= 70 * 2**30 and "a100" not in hw.name.lower():
+        return 1024, 8192
+    return 256, 2048
+
+
+def batch_limits(plan: ServingPlan) -> tuple[list[str], list[str]]:
+    """`--max-num-seqs N` and `--max-num-batched-tokens T` where the plan runs more requests, or
+    more tokens a step (B·(1+D)), than vLLM's defaults on the plan's hardware take: without them
+    vLLM queues the rest, and the plan's throughput at those batch sizes is not what it serves."""
+    limits = default_batch_limits(plan.hardware, plan.tp)
+    rows = [(int(r[0]), int(r[1])) for r in plan.per_batch if len(r) < 5 or r[4]]
+    if limits is None or not rows:
+        return [], []
+    seqs, tokens = max(b for b, _ in rows), max(b * (1 + d) for b, d in rows)
+    flags, why = [], []
+    if seqs > limits[0]:
+        flags += ["--max-num-seqs", str(seqs)]
+        why.append(f"--max-num-seqs {seqs}: the plan runs up to {seqs} requests at once, above the {limits[0]} vLLM "
+                   f"runs by default on {plan.hardware}")
+    if tokens > limits[1]:
+        flags += ["--max-num-batched-tokens", str(tokens)]
+        why.append(f"--max-num-batched-tokens {tokens}: a step of the plan schedules up to {tokens} tokens (B·(1+D)), "
+                   f"above vLLM's default budget of {limits[1]} on {plan.hardware}")
+    return flags, ([("; ".join(why) + " (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py)")] if why else [])
+
+
 def render(plan: ServingPlan) -> dict[str, str]:
     """`vllm_speculative_config.json` (pure JSON) and `vllm_serve.sh` (command with comments)."""
     check_engine(plan, NAME, f"{NAME} render")
     length, length_notes = max_model_len(plan)
+    limits, limit_notes = batch_limits(plan)
+    length, length_notes = length + limits, length_notes + limit_notes
     serve = ["vllm serve", hf_repo(plan.model), "--tensor-parallel-size", str(plan.tp)] + length
     if plan.mechanism == OFF:
         text = header(plan, VERSION, "no --speculative-config: plain decoding at every batch size.", length_notes)

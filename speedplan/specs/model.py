@@ -18,6 +18,7 @@ from pathlib import Path
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
+from speedplan.specs.hub import hf_repo_of
 from speedplan.specs.labels import attention_label  # noqa: F401  (reports import it from here)
 from speedplan.specs.linear_attention import LinearAttentionSpec
 from speedplan.specs.sparse_attention import SparseIndexSpec
@@ -295,11 +296,14 @@ class ModelSpec:
     def serve_as(self) -> str:
         """What a serving engine loads: a preset's name (the serving files map it to its Hugging
         Face repo), else the folder of the config.json it was read from, absolute (an engine
-        given the folder's bare name looks for a repo of that name)."""
+        given the folder's bare name looks for a repo of that name), else the Hugging Face repo its
+        `_source` names (a config copied from a preset was served as its folder's bare name)."""
         source = Path(self.source) if self.source else None
-        if self.name in preset_names() or source is None or source.name != "config.json" or not source.is_file():
+        if self.name in preset_names():
             return self.name
-        return str(source.parent.resolve())
+        if source is not None and source.name == "config.json" and source.is_file():
+            return str(source.parent.resolve())
+        return hf_repo_of(self.source) or self.name
 
     def summary(self) -> dict:
         return {

@@ -15,7 +15,7 @@ from speedplan.engine.calibrate import Setting, calibrate, price
 from speedplan.engine.profile import get_engine
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.engine.step import step_cost
-from speedplan.plan.acceptance import Acceptance, fit_positions, fit_ranks
+from speedplan.plan.acceptance import Acceptance, fit_positions, fit_ranks, fit_runs
 from speedplan.plan.mechanisms import REGISTRY, Mechanism
 from speedplan.plan.mechanisms.heads import head_spec
 from speedplan.errors import SpeedplanInputError
@@ -33,6 +33,8 @@ def _fit_acceptance(mechanism: str, steps, draft_len: int, topk: int) -> Accepta
         if ranks.sum() >= 1.0:
             ranks = ranks * 0.999 / ranks.sum()
         return Acceptance.per_rank(np.maximum(ranks, 1e-6), source)
+    if mechanism == "ngram":  # copies of earlier text: agreement comes in runs (`fit_runs`)
+        return Acceptance.positional(np.maximum(fit_runs(np.bincount(counts), draft_len), 1e-6), source + ", as runs")
     return Acceptance.positional(np.maximum(fit_positions(np.bincount(counts), draft_len), 1e-6), source)
 
 

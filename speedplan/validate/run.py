@@ -6,8 +6,8 @@ the same machine (DESIGN.md, "Validation protocol").
    cpu --grid quick` measures first into the output folder (`device_profile.measure_this_cpu`,
    the CLI's --measure-cpu), or the preset's roofline when there is none.
 2. Calibration split of the prompts (the drafters were trained on a third, the training
-   split): acceptance is fitted per drafter from its own runs (per-position for chains,
-   per-rank for trees), and the `speedplan-runtime` engine profile is fitted to the step times
+   split): acceptance is fitted per drafter from its own runs (per-position for chains, as runs
+   of copied text for n-gram lookup: `plan.acceptance.fit_runs`; per-rank for trees), and the `speedplan-runtime` engine profile is fitted to the step times
    of plain decoding and every drafter at three batch sizes, and to the parts of those steps
    the runtime times (the target's forward, the drafting), by `speedplan.engine.calibrate` (the
    code `speedplan calibrate` runs).

@@ -37,8 +37,10 @@ def test_another_drafter_or_target_is_said_and_the_numbers_are_kept(tmp_path):
     own = sweep("smollm2-135m", "cpu-local", ["ngram"], [1], [0, 3], acceptance=parse_acceptance(
         str(_trace(tmp_path, "ngram"))))
     assert "measured with" not in own.meta["acceptance"]["ngram"] and "measured on" not in own.meta["acceptance"]["ngram"]
+    same = sweep("smollm2-135m", "cpu-local", ["ngram"], [1], [0, 3], acceptance=parse_acceptance(
+        str(_trace(tmp_path, "truncated"))))  # the same trace priced on its own target: the same numbers
     assert r.frame.query("mechanism == 'ngram'").acceptance_length.tolist() == \
-        own.frame.query("mechanism == 'ngram'").acceptance_length.tolist()  # used as given, not moved
+        same.frame.query("mechanism == 'ngram'").acceptance_length.tolist()  # used as given, not moved
     tree = sweep("smollm2-135m", "cpu-local", ["eagle-tree"], [1], [0, 3], tree_nodes=[8],
                  acceptance=parse_acceptance(str(_trace(tmp_path, "eagle"))))
     assert "measured with" not in tree.meta["acceptance"]["eagle-tree"]  # one head family

@@ -143,6 +143,9 @@ def _check_header(path: Path | str, header: list[str]) -> None:
         if name in seen:
             raise SpeedplanInputError(f"{path}: column {shown(name)} appears twice")
         seen.add(name)
+        if name not in KNOWN and _plain(name) in KNOWN and _plain(name) in names:  # Batch beside batch: one was dropped
+            raise SpeedplanInputError(f"{path}: columns {name!r} and {_plain(name)!r} are one column to calibrate "
+                                      "(case, spaces and dashes aside); keep one")
         engine_name = ENGINE_NAMES.get(_plain(name))
         if name not in KNOWN and engine_name and engine_name not in names:
             raise SpeedplanInputError(f"{path}: column {name!r}: calibrate reads it as {engine_name!r} "
