@@ -219,8 +219,7 @@ def render_calibration(result: Calibration) -> str:
     lines = [f"calibrated {p.name} from base {p.fit.get('base')} on {n} row{'s' * (n != 1)}"]
     for term in result.fitted:
         spec, value = TERMS[term], p.terms[term].value
-        side = 0 if value - spec.low <= 1e-6 * (spec.high - spec.low) else (
-            1 if spec.high - value <= 1e-6 * (spec.high - spec.low) else None)
+        side = _bound_side(term, value)
         edge = None if side is None else (spec.low, spec.high)[side]
         bound = ("" if side is None else f"  (at {edge:g}, its physical limit)" if spec.physical[side] else
                  f"  (at its {('lower', 'upper')[side]} bound {edge:g}: the rows would take it further; check the rows "
@@ -260,6 +259,13 @@ def render_calibration(result: Calibration) -> str:
     return "\n".join(lines)
 
 
+def _bound_side(term: str, value: float) -> int | None:
+    """0 where a fitted `value` sits at its term's lower bound, 1 at its upper one, None between."""
+    spec = TERMS[term]
+    tol = 1e-6 * (spec.high - spec.low)
+    return 0 if value - spec.low <= tol else 1 if spec.high - value <= tol else None
+
+
 def _one_sided(result: Calibration, margin: float = 0.05) -> str | None:
     """A note where the rows are priced slower (or faster) than measured by more than `margin` at
     the median while a fitted term sits at its limit: the terms tried cannot go further, and a
@@ -267,8 +273,7 @@ def _one_sided(result: Calibration, margin: float = 0.05) -> str | None:
     vLLM rows 14-16% slower than priced with host work at 0 said nothing of layer_launches,
     whose base value (1.45 ms a step on a Llama-3.1-8B) was never tried (2026-12-05)."""
     r, p = result.residual, result.profile
-    at_limit = [t for t in result.fitted if (p.terms[t].value - TERMS[t].low <= 1e-6 * (TERMS[t].high - TERMS[t].low))
-                or (TERMS[t].high - p.terms[t].value <= 1e-6 * (TERMS[t].high - TERMS[t].low))]
+    at_limit = [t for t in result.fitted if _bound_side(t, p.terms[t].value) is not None]
     untried = [t for t in result.not_tried if t in TERMS and "never fitted" not in result.not_tried[t]
                and t.endswith("launches")]  # launch_us times them: one of the two is enough
     if not len(r) or not at_limit or not untried or abs(float(np.median(r))) <= margin:
