@@ -84,48 +84,44 @@ def _other_size(reference: str, name: str) -> str | None:
     return None
 
 
-def check_not_too_slow(result: Calibration, setting: Setting) -> None:
-    """Refuse a row slower than any fit of the terms tried can price it (`calibrate.beyond_slowest`):
-    a 9.5 s step (SGLang's step_time given in ms), a TPOT in µs, was fitted with a term at its bound,
-    a -99.7% residual, and written. Rows faster than their kernels are `too_fast`'s."""
-    slow = beyond_slowest(result.measured, np.array([r["quantity"] for r in result.rows]), result.slowest)
-    if not slow.any():
-        return
-    i = int(np.flatnonzero(slow)[0])
-    row, bound = result.rows[i], float(result.slowest[i])
-    unit = PLAUSIBLE[row["quantity"]][2]
-    tried = slow_terms(result.profile, [*result.fitted, *result.kept])
-    raise SpeedplanInputError(
-        f"{row['where']}: field {row['field']!r} ({row['measured']:.4g} {unit}"
-        + (f" as {row['quantity']}" if row["field"] != row["quantity"] else "") + ") is "
-        + ("slower than any engine term can make it" if row["quantity"] != "tokens_per_s" else
-           "fewer tokens/s than any engine term can make it")
-        + f" for {setting.label}: {'at least' if row['quantity'] == 'tokens_per_s' else 'at most'} {bound:.4g} {unit} "
-        f"with {', '.join(tried) or 'the terms tried'} at their slowest; "
-        + ("one request's tokens/s, not the batch's," if row["quantity"] == "tokens_per_s" else
-           "a unit slip (µs or seconds for ms?),") + " or another model, GPU or TP than given")
+def check_reachable(result: Calibration, setting: Setting) -> None:
+    """Refuse a row no fit of the terms can price, on either side:
+
+    - slower than every term tried at its slowest (`calibration_bounds.beyond_slowest`): a 9.5 s
+      step (SGLang's step_time given in ms), a TPOT in µs, was fitted with a term at its bound, a
+      -99.7% residual, and written;
+    - faster than its kernels alone, 4x faster than the profile measured them
+      (`calibration_bounds.beyond_fastest`): a step of 0.0205 ms (20.5 ms given in seconds) among
+      rows of 6-12 ms was fitted with every term at 0, a +48,027% residual, and written; the sweep
+      then priced B = 64 at 1.94x where the rows said 1.35x."""
+    quantity = np.array([r["quantity"] for r in result.rows])
+    _refuse(result, setting, beyond_slowest(result.measured, quantity, result.slowest), result.slowest, slow=True)
+    if result.fastest is not None:
+        _refuse(result, setting, beyond_fastest(result.measured, quantity, result.fastest), result.fastest, slow=False)
 
 
-def check_not_too_fast(result: Calibration, setting: Setting) -> None:
-    """Refuse a row faster than any fit can price it (`calibration_bounds.beyond_fastest`): its
-    kernels alone, 4x faster than the profile measured them, take longer. A step of 0.0205 ms
-    (20.5 ms given in seconds) among rows of 6-12 ms was fitted with every term at 0, a +48,027%
-    residual, and written; the sweep then priced B = 64 at 1.94x where the rows said 1.35x."""
-    if result.fastest is None:
+def _refuse(result: Calibration, setting: Setting, flagged: np.ndarray, bounds: np.ndarray, slow: bool) -> None:
+    """One line naming the first `flagged` row: its file:row, field, value and the bound it passes."""
+    if not flagged.any():
         return
-    fast = beyond_fastest(result.measured, np.array([r["quantity"] for r in result.rows]), result.fastest)
-    if not fast.any():
-        return
-    i = int(np.flatnonzero(fast)[0])
-    row, bound = result.rows[i], float(result.fastest[i])
+    i = int(np.flatnonzero(flagged)[0])
+    row, bound = result.rows[i], float(bounds[i])
     unit = PLAUSIBLE[row["quantity"]][2]
     per_second = row["quantity"] == "tokens_per_s"
+    head = (f"{row['where']}: field {row['field']!r} ({row['measured']:.4g} {unit}"
+            + (f" as {row['quantity']}" if row["field"] != row["quantity"] else "") + ") is ")
+    if slow:
+        tried = slow_terms(result.profile, [*result.fitted, *result.kept])
+        raise SpeedplanInputError(
+            head + ("fewer tokens/s than" if per_second else "slower than") + " any engine term can make it"
+            f" for {setting.label}: {'at least' if per_second else 'at most'} {bound:.4g} {unit} "
+            f"with {', '.join(tried) or 'the terms tried'} at their slowest; "
+            + ("one request's tokens/s, not the batch's," if per_second else "a unit slip (µs or seconds for ms?),")
+            + " or another model, GPU or TP than given")
     raise SpeedplanInputError(
-        f"{row['where']}: field {row['field']!r} ({row['measured']:.4g} {unit}"
-        + (f" as {row['quantity']}" if row["field"] != row["quantity"] else "") + ") is "
-        + ("more tokens/s than" if per_second else "faster than") + f" any engine term can make it for "
+        head + ("more tokens/s than" if per_second else "faster than") + " any engine term can make it for "
         f"{setting.label}: {'at most' if per_second else 'at least'} {bound:.4g} {unit} with its kernels alone, "
-        f"4x faster than the profile measured them; "
+        "4x faster than the profile measured them; "
         + ("tokens/s of more requests than its batch," if per_second else "a unit slip (seconds for ms?),")
         + " or another model, GPU or TP than given")
 

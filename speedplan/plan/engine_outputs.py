@@ -31,12 +31,23 @@ def engine_profile_name(meta: dict) -> str:
     return f"{name} (file {source})" if source else name
 
 
+def launch_ranges(plan: EnginePlan) -> list[tuple[int, int, int]]:
+    """`plan.schedule` as the engine's launch runs it by offered batch size: SGLang's adaptive buckets
+    are keyed by the requests a step runs, capped (`serving.sglang.offered_ranges`); the others as planned."""
+    if plan.engine == "sglang" and plan.mode == "adaptive" and len(plan.rows):
+        from speedplan.serving.sglang import offered_ranges
+
+        per_b = plan.rows.drop_duplicates("batch").sort_values("batch")
+        return offered_ranges(list(zip(per_b["batch"].astype(int), per_b["draft_len"].astype(int))), plan.spec_max_running)
+    return plan.schedule
+
+
 def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> dict[str, dict]:
     """The "engines" object of recommendations.json."""
     out = {}
     for name, plan in plans.items():
         rec = {"mechanism": plan.mechanism, "mode": plan.mode, "how": plan.how, "engine_profile": plan.engine_profile,
-               "schedule": [list(s) for s in plan.schedule],
+               "schedule": [list(s) for s in launch_ranges(plan)],
                "objective": round(plan.objective, 5),
                "tokens_per_s_per_gpu": round(plan.tokens_per_s_per_gpu, 3),
                "batch_weights": {str(b): round(float(w), 6) for b, w in

@@ -21,7 +21,7 @@ import datetime as _dt
 import numbers
 import os
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -37,9 +37,8 @@ from speedplan.plan.mechanisms.heads import Eagle3Head
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pricing import price_grid, priced_frame
 from speedplan.plan.acceptance_notes import measured_elsewhere, planned_name
-from speedplan.plan.engine_outputs import runnable_rows
 from speedplan.plan.grid import drop_pointless, mechanism_grid
-from speedplan.plan.pick import best_per_batch, pareto, slo_pick
+from speedplan.plan.result import SweepResult  # noqa: F401 (the library's name for it)
 from speedplan.plan.temperature import at_temperature, check_temperature
 from speedplan.plan.sweep_inputs import acceptance_arg, axis, check_grid_size, integer, mechanism_specs
 from speedplan.specs.model import ModelSpec, get_model
@@ -48,40 +47,6 @@ from speedplan.specs.fallback import describe_fit
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_DRAFT_LENS = tuple(range(0, 9))
 DEFAULT_TREE_NODES = (8, 16, 32, 64)
-
-
-@dataclass
-class SweepResult:
-    """What `sweep` returns: its tables (units in `pricing.FRAME_COLUMNS`' names), meta and pricing."""
-
-    frame: pd.DataFrame  # every grid point, infeasible ones included (feasible == False)
-    pareto: pd.DataFrame  # feasible Pareto-optimal rows (max tokens/s/user and tokens/s/GPU)
-    best: pd.DataFrame  # per (batch, context): feasible row with the highest tokens/s/GPU
-    slo_pick: pd.Series | None  # best tokens/s/GPU with tokens/s/user >= the SLO, or None
-    meta: dict = field(default_factory=dict)
-    # what `reprice` needs to price the same sweep through another engine: the engine-independent
-    # pricing of each mechanism, the hardware, target and TP (not written to any file)
-    pricing: tuple | None = field(default=None, repr=False, compare=False)
-    engine: EngineProfile | None = field(default=None, repr=False, compare=False)  # the profile that priced it
-    tables_of: object = field(default=None, init=False, repr=False, compare=False)  # the frame pareto/best were read off
-
-    def read_tables(self) -> "SweepResult":
-        """Read the frontier, the best row per batch and the SLO pick off `frame` again: a
-        notebook user who filters `frame` (dataclasses.replace, or assigning it) gets tables,
-        summary, report and plans of the rows kept (the library's entry points call this
-        whenever `frame` is not the one the tables came from). Returns self."""
-        self.pareto, self.best = pareto(self.frame), best_per_batch(self.frame)
-        slo = self.meta.get("min_tokens_per_user")
-        self.slo_pick = None if slo is None else slo_pick(runnable_rows(self.frame, self.meta), slo)
-        self.tables_of = self.frame
-        return self
-
-    def __repr__(self) -> str:
-        m = self.meta
-        feasible = int(self.frame["feasible"].sum()) if "feasible" in self.frame else "?"
-        return (f"SweepResult({(m.get('model') or {}).get('model', '?')} on {m.get('hardware', '?')}, TP {m.get('tp', '?')}, "
-                f"engine profile {m.get('engine', '?')}: {len(self.frame)} rows, {feasible} feasible, "
-                f"{len(self.pareto)} on the Pareto frontier; .frame .pareto .best .meta)")
 
 
 def reprice(result: SweepResult, engine: str | EngineProfile) -> SweepResult:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import json
 
-from speedplan.serving.plan import OFF, Mode, ServingPlan, Support, check_engine, eagle_head, hf_repo, segments
+from speedplan.serving.plan import OFF, OPEN_END_BATCH, Mode, ServingPlan, Support, check_engine, eagle_head, hf_repo, segments
 from speedplan.serving.text import header, shell, unsupported
 from speedplan.serving.context import limit_flag
 
@@ -138,11 +138,15 @@ def buckets(plan: ServingPlan) -> tuple[list[tuple[int, int]], list[tuple[int, i
     of the first, keyed at its running batch; neighbours with equal D merge; the first key is 1.
     Also (B, D, D it gets) of each point that bucket overrides (a hand-made plan with two D at or above
     the cap; a planner's plan gives such points one D: `plan_groups`)."""
-    cap = running_cap(plan)
+    return _buckets(plan.schedule, running_cap(plan))
+
+
+def _buckets(points, cap: int) -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """`buckets` of schedule `points` ((B, D), ascending) for a launch running at most `cap` requests."""
     graphs = graph_batch_sizes(cap)
     groups: list[list[int]] = []  # [padded running batch, key, D]
     lost = []
-    for b, d in plan.schedule:
+    for b, d in points:
         g = padded(min(b, cap), graphs)
         if groups and groups[-1][0] == g:
             if d != groups[-1][2]:
@@ -154,6 +158,20 @@ def buckets(plan: ServingPlan) -> tuple[list[tuple[int, int]], list[tuple[int, i
         if not out or out[-1][1] != d:
             out.append((key, d))
     return [(1, out[0][1])] + out[1:] if out else [], lost
+
+
+def offered_ranges(points, spec_max_running: float) -> list[tuple[int, int, int]]:
+    """For recommendations.json: inclusive (first B, last B, D) ranges of the batch size offered, as the
+    adaptive launch of schedule `points` ((B, D), ascending) runs them: B requests run min(B, cap) a
+    step, which takes the bucket of the largest key at or below it (0.5.23 pads no batch unless
+    --cuda-graph-bs-decode is given). B = 48-63 of a plan with D = 5 at 32 and D = 4 at 64 run the
+    bucket keyed 48, so D = 4: the planned-batch ranges had said 5. `spec_max_running` as `plan_groups`."""
+    if not points:
+        return []
+    cap = int(spec_max_running) if spec_max_running > 0 else int(max(b for b, _ in points))
+    keyed = _buckets(points, cap)[0]
+    ends = [k - 1 for k, _ in keyed[1:]] + [max(OPEN_END_BATCH, int(points[-1][0]))]
+    return [(k, hi, d) for (k, d), hi in zip(keyed, ends)]
 
 
 def adaptive_config(plan: ServingPlan) -> dict:
@@ -233,14 +251,24 @@ def sglang_args(plan: ServingPlan) -> list[str]:
         return args + ["--speculative-num-steps", str(t["depth"]), "--speculative-eagle-topk", str(t["topk"]),
                        "--speculative-num-draft-tokens", str(t["nodes"] + 1)]
     if _adaptive(plan):
-        # --speculative-num-steps must be one of the candidates (speculative_hook.py); the largest
-        # sizes the runtime state first. Each bucket then starts at, and keeps, its one candidate.
-        d = max(x for _, x in buckets(plan)[0])
+        # --speculative-num-steps must be one of the candidates (_init_adaptive_speculative_params); buffers are
+        # sized for the largest candidate whatever it is (spec_info.py, max(candidate_steps) + 1). Each bucket
+        # starts at, and keeps, its one candidate. Where SGLang turns adaptive off with a warning
+        # (_maybe_disable_adaptive), this value runs at every batch size: the reference batch size's D, as
+        # the fixed launch would run, not the longest draft.
+        d = fallback_steps(plan)
         return args + ["--speculative-num-steps", str(d), "--speculative-eagle-topk", "1",
                        "--speculative-num-draft-tokens", str(d + 1), "--speculative-adaptive",
                        "--speculative-adaptive-config", ADAPTIVE_FILE]
     return args + ["--speculative-num-steps", str(d), "--speculative-eagle-topk", "1",
                    "--speculative-num-draft-tokens", str(d + 1)]
+
+
+def fallback_steps(plan: ServingPlan) -> int:
+    """--speculative-num-steps of an adaptive launch: the reference batch size's D where it is one of
+    the buckets' candidates (draft_len is >= 1), else the largest candidate."""
+    candidates = {x for _, x in buckets(plan)[0]}
+    return plan.draft_len if plan.draft_len in candidates else max(candidates)
 
 
 def _expressed(plan: ServingPlan) -> tuple[str, list[str]]:
@@ -256,7 +284,9 @@ def _expressed(plan: ServingPlan) -> tuple[str, list[str]]:
                   "its padded size, so the planned sizes get their D either way, and a batch between planned "
                   "sizes can take the next bucket's D.",
                   "adaptive mode needs topk 1 and no attention DP, multi-layer EAGLE, two-batch overlap or pdmux "
-                  "(adaptive_unsupported_reason)."]
+                  "(adaptive_unsupported_reason); where one of those is on, SGLang only warns (\"speculative_adaptive "
+                  "disabled: ... Falling back to static speculative params\") and runs --speculative-num-steps "
+                  f"{fallback_steps(plan)} (the reference batch size's D) at every batch size."]
         over = [b for b, _ in plan.schedule if b >= cap]
         if any(b > cap for b in over):
             key = route([k for k, _ in keyed], cap, graph_batch_sizes(cap))

@@ -257,9 +257,16 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
                          "(min_runtime_draft_len, also above the largest key), so speedplan plans D >= 1 for it at "
                          "every batch size; where plain decoding without the draft model is faster, the loss "
                          "column says by how much.")
-    if plan.mechanism == "draft-model":
-        notes.append("decoding_type Draft_Target follows llm_args.py's class literal; the docs spell it DraftTarget "
-                     "and no mapping between the two was found, so if your build rejects one, use the other.")
+    older = {"Eagle3": "Eagle", "Draft_Target": "DraftTarget"}.get(DECODING_TYPES.get(plan.mechanism, ""))
+    if older:
+        notes.append(f"decoding_type {DECODING_TYPES[plan.mechanism]}" + (" and draft_len_schedule follow" if
+                     "draft_len_schedule" in cfg else " follows") + " TensorRT-LLM main (the commits above). "
+                     "Releases that read speculative_config through DecodingBaseConfig.from_dict know only MTP, "
+                     "Medusa, Eagle, Lookahead, NGram, DraftTarget, SaveState, UserProvided and AUTO (index copy of "
+                     "llm_args.py, blob 1090804222) and stop with \"Invalid decoding type: "
+                     f"{DECODING_TYPES[plan.mechanism]}\": there write decoding_type {older}"
+                     + (" and, if the build rejects draft_len_schedule, drop it: D is then max_draft_len at every "
+                        "batch size." if "draft_len_schedule" in cfg else "."))
     if plan.mechanism == "mtp":
         notes.append(f"num_nextn_predict_layers = max_draft_len = {cfg['max_draft_len']}: releases before the split "
                      "of the two (PR #12341, 2026) set max_draft_len from num_nextn_predict_layers (default 1), so "

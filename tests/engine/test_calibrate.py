@@ -283,7 +283,7 @@ def test_a_term_fitted_to_its_bound_says_so(tmp_path):
 
     kernels = kernels_alone(base.values(), price([(m, _setting()) for m in probe]))
     # faster than the kernels at the fit's lowest kernel_scale (0.25) allows with the other terms
-    # as they are, yet within what the kernels alone at 0.25 can run (`check_not_too_fast`)
+    # as they are, yet within what the kernels alone at 0.25 can run (`check_reachable`)
     fast = [Measurement("eagle", m.batch, 3, 1024, "step_ms", 0.24 * k, 2.5) for m, k in zip(probe, kernels)]
     text = render_calibration(calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", fast, free=["kernel_scale"]))
     assert "at its lower bound 0.25: the rows would take it further" in text

@@ -44,7 +44,9 @@ def test_trtllm_yaml_schedule_matches_plan(mechanism):
 def test_trtllm_draft_target_spelling_follows_the_code_and_says_so():
     text = render_trtllm(plan("draft-model"))["trtllm_extra_llm_api_options.yaml"]
     assert yaml_config(text)["decoding_type"] == "Draft_Target"
-    assert "the docs spell it DraftTarget" in text
+    assert "there write decoding_type DraftTarget" in text and "Invalid decoding type: Draft_Target" in text
+    eagle = render_trtllm(plan("eagle3"))["trtllm_extra_llm_api_options.yaml"]
+    assert "there write decoding_type Eagle" in eagle and "Invalid decoding type: Eagle3" in eagle
 
 
 def test_trtllm_ngram_is_fixed():

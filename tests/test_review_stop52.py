@@ -1,0 +1,79 @@
+"""Stop 52's fixes, each with the input that showed it."""
+
+import dataclasses
+
+import pytest
+
+import speedplan as sp
+from speedplan.errors import SpeedplanInputError
+
+
+@pytest.fixture(scope="module")
+def result():
+    return sp.sweep(batches=[1, 2, 4, 8, 16], draft_lens=[0, 1, 2, 3])
+
+
+def test_assigning_frame_refreshes_tables(result):
+    # r.best had kept B = 16 after r.frame = r.frame[batch <= 4] until an entry point re-read it
+    r = dataclasses.replace(result)
+    r.frame = r.frame[r.frame["batch"] <= 4]
+    assert r.best["batch"].max() == 4 and r.pareto["batch"].max() <= 4
+    assert r.tables_of is r.frame
+    r2 = dataclasses.replace(r, frame=r.frame[r.frame["batch"] <= 2])  # tables as given, until read again
+    assert r2.read_tables().best["batch"].max() == 2 and r.best["batch"].max() == 4
+
+
+def test_refused_frame_leaves_result_as_it_was(result):
+    r = dataclasses.replace(result)
+    before = r.frame
+    with pytest.raises(SpeedplanInputError, match="no plain-decoding row"):
+        r.frame = r.frame[r.frame["mechanism"] != "none"]
+    assert r.frame is before and r.best["batch"].max() == 16
+
+
+def _adaptive_plan():
+    from speedplan.serving.plan import ServingPlan
+
+    return ServingPlan(model="deepseek-v3", mechanism="mtp", draft_len=3, tp=8, mode="adaptive", engine="sglang",
+                       schedule=((1, 3), (2, 2), (4, 2), (8, 2), (16, 2), (32, 5), (64, 4), (128, 4), (256, 4)))
+
+
+def test_sglang_adaptive_falls_back_to_the_reference_d():
+    # --speculative-num-steps was the largest candidate (5): where SGLang turns adaptive off with only a
+    # warning (attention DP), every batch size ran D = 5, where the plan wanted 3 at B = 1 and 2 at B = 2-16
+    from speedplan.serving.sglang import render
+
+    plan = _adaptive_plan()
+    launch = render(plan)["sglang_launch.sh"]
+    assert "--speculative-num-steps 3 " in launch.replace("\\\n", " ") + " "
+    assert "--speculative-num-draft-tokens 4" in launch and "Falling back to static" in launch
+
+
+def test_sglang_offered_ranges_follow_the_launch():
+    # recommendations.json had said D = 5 at B = 32-63; a step of B >= 48 runs 48 requests, the bucket keyed 48
+    from speedplan.serving.sglang import adaptive_config, offered_ranges, route
+
+    plan = _adaptive_plan()
+    ranges = offered_ranges(plan.schedule, 48)
+    assert ranges == [(1, 1, 3), (2, 31, 2), (32, 47, 5), (48, 65536, 4)]
+    config = adaptive_config(plan)
+    keys = sorted(int(k) for k in config)
+    for lo, hi, d in ranges:
+        for b in {lo, hi, (lo + hi) // 2} if hi < 1000 else {lo, lo + 100}:
+            assert config[str(route(keys, min(b, 48)))]["candidate_steps"] == [d]
+
+
+def test_recommendations_write_the_launch_ranges():
+    from speedplan.plan.engine_outputs import engine_records
+    from speedplan.serving.sglang import adaptive_config, route
+
+    r = sp.sweep(model="deepseek-v3", hardware="h200-sxm", tp=8, mechanisms=["mtp"])
+    plans = sp.plan_engines(r)
+    assert plans["sglang"].mode == "adaptive"
+    ranges = engine_records(r, plans)["sglang"]["schedule"]
+    config = adaptive_config(sp.serving_plans(r, plans)["sglang"])
+    keys = sorted(int(k) for k in config)
+    cap = int(plans["sglang"].spec_max_running)
+    for lo, hi, d in ranges:  # every offered batch size of each range reaches a bucket holding its D
+        for b in range(lo, min(hi, 300) + 1):
+            assert config[str(route(keys, min(b, cap)))]["candidate_steps"] == [d], (b, d)
