@@ -12,7 +12,7 @@ import numpy as np
 
 from . import __version__
 from .grid import AttentionPoint, ElementwisePoint, GemmPoint, Grid, family_of
-from .store import ProfileStore
+from .store import MAX_OTHER_CPU, ProfileStore
 from .timing import Timing
 
 # Rotating input sets together exceed this many bytes, so no timing is a cache hit: 3× the
@@ -20,7 +20,6 @@ from .timing import Timing
 ROTATE_BYTES = {"cpu": 96 * 2**20, "cuda": 256 * 2**20}
 CUPY_M = {1, 8, 16, 64, 65, 256, 1024, 4096}
 MAX_BLOCK = 48  # points measured together (CPU, unless --one-by-one) at most
-MAX_OTHER_CPU = 0.25  # cores' worth of other processes' CPU time above which a CPU timing is retried
 
 
 @dataclass(frozen=True)
@@ -164,12 +163,16 @@ def run(grid: Grid, device: str, out: str | Path, hardware_preset: str, *, min_t
                 deferred.append((block, timings))
             else:
                 keep(block, timings)
-        for block, first in deferred:
+        while deferred:
             if full():
                 break
+            block, first = deferred[0]
             again = measure(block, quiet_tries, wait_s=1.0)
+            deferred.pop(0)
             keep(block, first if _other_cpu(first) <= _other_cpu(again) else again)
     finally:
+        for block, first in deferred if not full() else []:  # stopped (Ctrl-C) before their retry: keep
+            keep(block, first)  # what was measured, its other_cpu saying how busy the machine was
         bar.close()
         if failed:
             print(f"{failed} point(s) skipped for errors (left to do: a rerun tries them again)", file=sys.stderr)

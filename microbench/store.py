@@ -3,7 +3,8 @@ per measured point, `meta.json` with provenance rewritten at start and end.
 
 A run killed at any moment loses at most the block of points (with --one-by-one, the point)
 being measured: rerun with the same arguments and only points without a row are measured. A
-torn last line (killed mid-write) is dropped on reopen.
+torn last line (killed mid-write) is dropped on reopen. One run writes a folder at a time: a
+second is refused while `.bench.lock` names a live process of this machine (`LOCK`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from .grid import KEY_COLUMNS, elementwise_nbytes, family_of, point_key
 from .timing import Timing
 
+MAX_OTHER_CPU = 0.25  # cores' worth of other processes' CPU above which a CPU timing counts as busy (retried)
+LOCK = ".bench.lock"  # pid and host of the run writing the folder
 VALUE_COLUMNS = ["latency_us", "min_us", "p90_us", "repeats", "calls_per_repeat", "other_cpu"]
 EXTRA_COLUMNS = {"elementwise": ["nbytes"]}
 
@@ -36,12 +39,37 @@ def _read_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def _busy(row: dict) -> bool:
+    """A row timed while other processes used more than MAX_OTHER_CPU cores."""
+    try:
+        return float(row.get("other_cpu") or "nan") > MAX_OTHER_CPU
+    except ValueError:
+        return False
+
+
+def lock_holder(out: Path) -> int | None:
+    """The pid of a live process of this machine whose bench run is writing `out`, or None."""
+    try:
+        pid, host = (out / LOCK).read_text().split()[:2]
+        if host != os.uname().nodename or int(pid) == os.getpid():
+            return None
+        os.kill(int(pid), 0)
+        return int(pid)
+    except (OSError, ValueError):  # no lock, a torn one, or its process is gone
+        return None
+
+
 class ProfileStore:
     """Appends measured points to `out/<table>.csv`; knows which points are already there."""
 
     def __init__(self, out: Path, meta: dict):
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
+        holder = lock_holder(self.out)
+        if holder is not None:
+            raise ValueError(f"{self.out}: another speedplan bench (pid {holder}) is writing this folder; wait for it "
+                             "or use another --out folder")
+        (self.out / LOCK).write_text(f"{os.getpid()} {os.uname().nodename}\n")
         meta_path = self.out / "meta.json"
         old = json.loads(meta_path.read_text(encoding="utf-8-sig")) if meta_path.exists() else {}  # BOM: an editor's
         for field in ("device", "device_name", "hardware_preset", "threads"):
@@ -54,11 +82,13 @@ class ProfileStore:
         self._write_meta()
         self.done: dict[str, set[tuple[str, ...]]] = {}
         self.rows: dict[str, int] = {}
+        self.busy = 0  # rows timed while the machine was busy (`_busy`), in every table
         for table in ("gemm", "attention", "elementwise", "floors", "gemm_cupy"):
             family = "gemm" if table == "gemm_cupy" else table
             rows = _read_rows(self.out / f"{table}.csv")
             self.done[table] = {tuple(r[c] for c in KEY_COLUMNS[family]) for r in rows}
             self.rows[table] = len(rows)
+            self.busy += sum(map(_busy, rows))
 
     def _write_meta(self) -> None:
         tmp = self.out / "meta.json.tmp"
@@ -90,11 +120,14 @@ class ProfileStore:
             os.fsync(f.fileno())
         self.done[table].add(point_key(point))
         self.rows[table] = self.rows.get(table, 0) + 1
+        self.busy += timing.other_cpu is not None and timing.other_cpu > MAX_OTHER_CPU
 
     def finish(self, complete: bool, wall_s: float, extra: dict | None = None) -> dict:
         self.meta.update(extra or {})
         self.meta["complete"] = complete
         self.meta["wall_s"] = round(self.meta["wall_s"] + wall_s, 2)
         self.meta["points"] = {t: n for t, n in self.rows.items() if n}
+        self.meta["busy_points"] = int(self.busy)  # timed while other processes used > MAX_OTHER_CPU cores
         self._write_meta()
+        (self.out / LOCK).unlink(missing_ok=True)
         return self.meta

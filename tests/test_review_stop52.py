@@ -77,3 +77,33 @@ def test_recommendations_write_the_launch_ranges():
     for lo, hi, d in ranges:  # every offered batch size of each range reaches a bucket holding its D
         for b in range(lo, min(hi, 300) + 1):
             assert config[str(route(keys, min(b, cap)))]["candidate_steps"] == [d], (b, d)
+
+
+def test_busy_points_are_named_by_check_and_by_the_latency_label(tmp_path):
+    # a profile measured while other processes ran (30 of 39 points) was checked and priced without a word
+    import csv
+    import json
+    import shutil
+
+    from speedplan.cost.ops import PROFILE_DIR
+    from speedplan.profile.load import load_profile
+    from speedplan.profile.tools import busy_points, leave_one_out
+
+    folder = tmp_path / "prof"
+    shutil.copytree(PROFILE_DIR / "cpu-local", folder)
+    with (folder / "gemm.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows[:10]:
+        r["other_cpu"] = "1.4"
+    with (folder / "gemm.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    busy, timed = busy_points(folder)
+    assert busy >= 10 and timed >= len(rows)
+    assert f"{busy} of {timed} points were timed while other processes used" in leave_one_out(folder)["note"]
+    meta = json.loads((folder / "meta.json").read_text())
+    meta.pop("origin_label", None)
+    (folder / "meta.json").write_text(json.dumps({**meta, "busy_points": busy}))
+    total = sum(meta["points"].values())
+    assert f"{busy} of {total} points timed while the CPU was busy" in load_profile(folder).origin_label

@@ -91,7 +91,7 @@ def bench(
     out: str = typer.Option(..., "--out", help="profile folder to write (resumed if it exists: on the same CPU, with "
                             "the same --threads, --min-time-ms, --visits and --interleave/--one-by-one)"),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda"),
-    grid: list[str] = typer.Option([], "--grid", help="repeatable: quick (the CPU default: SmolLM2's GEMM, attention and elementwise shapes plus a generic GEMM and attention sweep; about 1-2 min on 2 cores), generic (a model-free sweep of M, N, K and attention shapes), gpu (the GPU default: model:llama-3.1-8b, model:llama-3.1-70b@8 and generic), tiny (a handful of points: a smoke test), model:NAME[@TP] (one model preset's shapes at TP)"),
+    grid: list[str] = typer.Option([], "--grid", help="repeatable: quick (the CPU default: SmolLM2's GEMM, attention and elementwise shapes plus a generic GEMM and attention sweep; about 1-2 min on 2 idle cores, several times that while other processes run), generic (a model-free sweep of M, N, K and attention shapes), gpu (the GPU default: model:llama-3.1-8b, model:llama-3.1-70b@8 and generic), tiny (a handful of points: a smoke test), model:NAME[@TP] (one model preset's shapes at TP)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel degree for model: grids"),
     dtype: list[str] = typer.Option([], "--dtype", help="fp32 (cpu default), bf16, fp16 (cuda default), fp8"),
     hardware_preset: Optional[str] = typer.Option(None, "--hardware-preset", help="preset this device is (default: detected)"),
@@ -100,7 +100,7 @@ def bench(
     cupy: bool = typer.Option(False, "--cupy", help="also time GEMMs with cupy (cuda cross-check)"),
     stop_after: Optional[int] = typer.Option(None, "--stop-after", help="stop after N new points (resume later)"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
-    quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a point timed while other processes ran"),
+    quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a block of points timed while other processes ran (more than 0.25 cores): 3 (default) retries such blocks at the end of the run and keeps the quieter try; 2 or fewer retry at once, at most that many times, and keep the quietest; either way the folder's busy points are counted and reported"),
     visits: Optional[int] = typer.Option(None, "--visits", help="visits per block of points (fresh buffers each), median of their medians (default 1)"),
     interleave: bool = typer.Option(True, "--interleave/--one-by-one", help="CPU: time the points that share weights / KV cache together, repeats taking turns (default; see speedplan/data/profiles/cpu-local/README.md), or each point on its own"),
 ) -> None:
@@ -121,6 +121,14 @@ def bench(
     state = "complete" if result.remaining == 0 else f"{result.remaining} points missing: rerun to resume"
     typer.echo(f"{result.out}: measured {result.measured} points in {result.wall_s:.1f} s "
                f"(total wall {result.meta['wall_s']:.1f} s); {state}")
+    from microbench.store import MAX_OTHER_CPU
+
+    busy, total = result.meta.get("busy_points", 0), sum(result.meta.get("points", {}).values())
+    if busy:
+        typer.echo(f"warning: {busy} of {total} points were timed while other processes used more than "
+                   f"{MAX_OTHER_CPU:g} cores (column other_cpu; meta.json busy_points): with every core busy such "
+                   "timings run up to several times slow. Measure on an idle machine, into a new --out folder, "
+                   "before pricing with this profile", err=True)
 
 
 @app.command("check")

@@ -279,4 +279,5 @@ def profile_name(cost: "CostModel") -> str | None:
     path = getattr(getattr(cost, "profile", None), "path", None)
     if path is None or not str(path):
         return None
-    return path.name if Path(path).resolve().parent == PROFILE_DIR.resolve() else str(path)
+    resolved = Path(path).resolve()
+    return path.name if resolved.parent == PROFILE_DIR.resolve() else str(resolved)  # ./cpu-local: not the shipped one

@@ -118,6 +118,10 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv", lines
         uneven = np.flatnonzero(a["num_heads"] % a["num_kv_heads"])
         if len(uneven):
             raise SpeedplanInputError(f"{where}: row {sel[uneven[0]][0]}: num_heads must be a multiple of num_kv_heads")
+        longer = np.flatnonzero(a["q_len"] > a["kv_len"])
+        if len(longer):
+            raise SpeedplanInputError(f"{where}: row {sel[longer[0]][0]}: q_len {a['q_len'][longer[0]]:g} is more than "
+                                      f"kv_len {a['kv_len'][longer[0]]:g}, which counts the new tokens too")
         mask = np.array([_cell(r, "mask").lower() for _, r in sel])
         c = cost.attention(a["batch"], a["q_len"], a["kv_len"], a["num_heads"], a["num_kv_heads"], a["head_dim"], mask, dtype)
         for j, (i, _) in enumerate(sel):
@@ -136,8 +140,14 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
     try:
         with in_path.open(newline="", encoding="utf-8-sig") as f:  # -sig: Excel's "CSV UTF-8" starts with a BOM
             reader = csv.DictReader(f)
+            known = {"op", "dtype", "mask", *GEMM_COLUMNS, *ATTENTION_COLUMNS}  # "OP", " dtype": read as ours
+            if reader.fieldnames:
+                reader.fieldnames = [c.strip().lower() if c and c.strip().lower() in known else c
+                                     for c in reader.fieldnames]
             if not reader.fieldnames or "op" not in reader.fieldnames or "dtype" not in reader.fieldnames:
-                raise SpeedplanInputError(f"{in_path}: needs a header with at least the columns 'op' and 'dtype'")
+                found = ", ".join(repr(c) for c in (reader.fieldnames or [])[:8]) or "none"
+                raise SpeedplanInputError(f"{in_path}: needs a header with at least the columns 'op' and 'dtype' "
+                                          f"(found {found})")
             fieldnames = list(reader.fieldnames)
             rows, lines = [], []
             for row in reader:  # the line each row ends on: blank lines and quoted line breaks counted

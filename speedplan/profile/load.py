@@ -19,7 +19,7 @@ from speedplan.profile.attention import AttentionTable, PrefillTable
 from speedplan.profile.dense import ANSWERS, NONE, RepeatedPoint, compact
 from speedplan.profile.lookup import AllreduceTable, ElementwiseTable, GemmTable
 from speedplan.profile.moe import MoeTable
-from speedplan.profile.tables import ORIGINS, TABLES, read_meta, read_tables
+from speedplan.profile.tables import ORIGINS, TABLES, file_line, read_meta, read_tables
 from speedplan.specs.hardware import Hardware, get_hardware
 
 
@@ -62,6 +62,9 @@ def origin_label(meta: dict, origin: str | None = None) -> str:
     bench = not isinstance(meta.get("source"), dict)  # an import records its package in `source` (cli/profile._kind_of)
     if origin == "measured" and bench and (meta.get("device_name") or meta.get("date")):
         who = ", ".join(str(x) for x in ("speedplan bench", meta.get("device_name"), str(meta.get("date") or "")[:10]) if x)
+        busy, points = meta.get("busy_points") or 0, meta.get("points") or {}
+        if isinstance(busy, int) and busy > 0 and isinstance(points, dict):  # speedplan bench says so too
+            who += f"; {busy} of {sum(v for v in points.values() if isinstance(v, int))} points timed while the CPU was busy"
         return f"measured ({who})"
     return origin
 
@@ -125,7 +128,8 @@ class Profile:
         i, a = same.index[0], same.iloc[0]
         j = same.index[same.to_numpy() != a][0]
         point = ", ".join(f"{k}={first[k]:g}" if isinstance(first[k], float) else f"{k}={first[k]}" for k in keys)
-        return (f"{self.path / (family + '.csv')}: lines {i + 2} and {j + 2} measure one point ({point}) with "
+        csv_path = self.path / (family + '.csv')
+        return (f"{csv_path}: lines {file_line(csv_path, i)} and {file_line(csv_path, j)} measure one point ({point}) with "
                 f"different latency_us ({a:g} and {same[j]:g}); keep one")
 
     def check_repeated_points(self) -> None:
@@ -209,8 +213,36 @@ def profile_hardware(meta: dict, tables: Mapping, where: Path) -> Hardware:
                              extra={**hw.extra, "profile": str(where), "measured": measured})
 
 
+# A GEMM row more than this many times its preset's peak FLOP/s is refused: the GPU tables shipped reach
+# at most 0.97x their datasheet peak, the CPU ones 2.1x the presets' estimate of 170 GFLOP/s (not a
+# datasheet figure); a latency in the wrong unit is 1000x off.
+PEAK_MARGIN = 3.0
+
+
+def check_peak(path: Path, tables: Mapping, hw: Hardware) -> None:
+    """Refuse a GEMM row faster than PEAK_MARGIN x the hardware's peak FLOP/s in its dtype, naming
+    file and line (4096x8192x8192 in 0.5 µs, 1,100x an H100's peak, had been priced as measured)."""
+    gemm = tables.get("gemm")
+    if gemm is None:
+        return
+    for dt, peak in hw.peak_flops_per_s.items():
+        sel = np.flatnonzero(gemm["dtype"] == dt)
+        if not len(sel) or not peak:
+            continue
+        rate = 2 * gemm["m"][sel] * gemm["n"][sel] * gemm["k"][sel] / (gemm["latency_us"][sel] * 1e-6)
+        if (rate > PEAK_MARGIN * peak).any():
+            i = int(sel[np.argmax(rate > PEAK_MARGIN * peak)])
+            csv_path = Path(path) / "gemm.csv"
+            raise SpeedplanInputError(
+                f"{csv_path}: column 'latency_us' line {file_line(csv_path, i)}: {gemm['latency_us'][i]:g} µs for "
+                f"M={gemm['m'][i]:g}, N={gemm['n'][i]:g}, K={gemm['k'][i]:g} ({dt}) is "
+                f"{rate[np.argmax(rate > PEAK_MARGIN * peak)] / peak:,.0f}x {hw.name}'s peak of {peak / 1e12:g} "
+                "TFLOP/s: a unit slip (ms or ns for µs?) or another device's table")
+
+
 def build_profile(path: Path, meta: dict, tables: Mapping) -> Profile:
     hw = profile_hardware(meta, tables, path)
+    check_peak(path, tables, hw)
     return Profile(Path(path), meta, hw, meta["origin"], ORIGINS[meta["origin"]], tables)
 
 

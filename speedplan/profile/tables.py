@@ -36,6 +36,22 @@ REQUIRED_TABLES = ("gemm",)
 MAX_POS = 1e15  # no shape, byte count or latency (µs: 30 years) of a real measurement comes near this
 
 
+def file_line(path: Path, i: int) -> int:
+    """The line of `path` (1 = the header) holding data row `i` as pandas read it: blank lines, which
+    pandas skips, are counted (an error had named line 6 for a bad value on line 7 below a blank one)."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            next(f, None)
+            for n, line in enumerate(f, start=2):
+                if line.strip():
+                    if i == 0:
+                        return n
+                    i -= 1
+    except OSError:
+        pass
+    return i + 2
+
+
 def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
     """Columns of a profile CSV as arrays (numbers as float, text as object); any problem
     names the file, column and line."""
@@ -75,18 +91,28 @@ def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
             out[col] = values
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
-            raise SpeedplanInputError(f"{path}: column {col!r} line {i + 2}: {str(frame[col].iloc[i])!r} is not {want}")
+            raise SpeedplanInputError(f"{path}: column {col!r} line {file_line(path, i)}: {str(frame[col].iloc[i])!r} is not {want}")
     if "num_kv_heads" in out:  # grouped-query attention: each KV head serves num_heads / num_kv_heads query heads
         bad = np.flatnonzero(np.mod(out["num_heads"], out["num_kv_heads"]) != 0)
         if len(bad):
             i = int(bad[0])
-            raise SpeedplanInputError(f"{path}: column 'num_kv_heads' line {i + 2}: {out['num_kv_heads'][i]:g} does not "
+            raise SpeedplanInputError(f"{path}: column 'num_kv_heads' line {file_line(path, i)}: {out['num_kv_heads'][i]:g} does not "
                                       f"divide num_heads {out['num_heads'][i]:g} (no attention splits its heads so)")
+    if "q_len" in out:  # kv_len counts the step's own tokens too (docs/profiles.md)
+        bad = np.flatnonzero(out["q_len"] > out["kv_len"])
+        if len(bad):
+            i = int(bad[0])
+            raise SpeedplanInputError(f"{path}: column 'q_len' line {file_line(path, i)}: {out['q_len'][i]:g} is more "
+                                      f"than kv_len {out['kv_len'][i]:g}, which counts the new tokens too")
     return out
 
 
 def read_tables(path: Path) -> dict[str, dict[str, np.ndarray]]:
     """Every family's table present in profile folder `path` (gemm.csv is required)."""
+    for f in path.iterdir():  # "attention.CSV" had been skipped without a word, its family priced by the roofline
+        if (f.name.lower() in {f"{n}.csv" for n in TABLES} and f.name not in {f"{n}.csv" for n in TABLES}
+                and not (path / f.name.lower()).exists()):  # a case-blind file system finds it anyway
+            raise SpeedplanInputError(f"{f}: speedplan reads this table only as {f.name.lower()} (lower case); rename it")
     for name in REQUIRED_TABLES:
         if not (path / f"{name}.csv").exists():
             raise SpeedplanInputError(f"{path / f'{name}.csv'}: missing (incomplete profile)")
@@ -107,7 +133,12 @@ def read_meta(path: Path) -> dict:
     if meta["origin"] not in ORIGINS:
         raise SpeedplanInputError(f"{meta_path}: field 'origin' must be one of {sorted(ORIGINS)}, got {meta['origin']!r}")
     if meta.get("complete") is False:
+        from microbench.store import lock_holder
+
+        holder = lock_holder(meta_path.parent)
         raise SpeedplanInputError(
-            f"{meta_path}: field 'complete' is false: the bench run stopped early; rerun the same "
-            "`speedplan bench` command to measure the missing points")
+            f"{meta_path}: field 'complete' is false: " + (
+                f"a speedplan bench (pid {holder}) is still measuring this folder; wait for it to finish"
+                if holder is not None else "the bench run stopped early; rerun the same `speedplan bench` "
+                "command to measure the missing points"))
     return meta

@@ -79,6 +79,11 @@ def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
     notes = []
     if profile.origin == "datasheet-roofline":
         notes.append("tables are the datasheet roofline itself (not measured): zero error is trivial")
+    busy, timed = busy_points(Path(path))
+    if busy:
+        notes.append(f"{busy} of {timed} points were timed while other processes used more than 0.25 cores "
+                     "(column other_cpu): with every core busy such timings run up to several times slow; "
+                     "measure again on an idle machine")
     if unchecked:  # a table of one point, or none its neighbours can answer: said, not left out in silence
         notes.append(f"not checked: {', '.join(unchecked)} (no point of it can be predicted from the others)")
     if notes:
@@ -87,6 +92,26 @@ def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
     if cross:
         result["cupy_cross_check"] = cross
     return result
+
+
+def busy_points(folder: Path) -> tuple[int, int]:
+    """(points timed while other processes used more than microbench's MAX_OTHER_CPU cores, points
+    with an other_cpu value) over the CSV tables of a bench folder; (0, 0) for tables without the column."""
+    import csv
+
+    from microbench.store import MAX_OTHER_CPU
+
+    busy = timed = 0
+    for table in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
+        with table.open(newline="", encoding="utf-8-sig") as f:
+            for row in csv.DictReader(f):
+                try:
+                    other = float(row.get("other_cpu") or "nan")
+                except ValueError:
+                    continue
+                timed += other == other
+                busy += other > MAX_OTHER_CPU
+    return busy, timed
 
 
 def _cupy_cross_check(path: Path, profile) -> dict | None:

@@ -249,3 +249,49 @@ def test_a_cuda_point_that_fails_is_skipped_and_left_to_do(tmp_path, monkeypatch
     assert result.measured == len(grid.finalize().points()) - 1 and result.remaining == 1
     err = capsys.readouterr().err
     assert "skipped" in err and "1 point(s) skipped for errors" in err
+
+
+def _busy_cpu_run(monkeypatch, interrupt_after: int | None = None):
+    """A CPU run whose every block is timed busy (other_cpu 1.5 cores); with `interrupt_after`, the
+    retry of the deferred blocks raises KeyboardInterrupt (Ctrl-C) after that many retries."""
+    import microbench.runner as runner
+    from microbench.timing import Timing
+
+    calls = {"retries": 0}
+
+    def fake_measure(backend, points, device, tries, wait_s):
+        if tries > 2:  # the end-of-run retry of a deferred block
+            if interrupt_after is not None and calls["retries"] >= interrupt_after:
+                raise KeyboardInterrupt
+            calls["retries"] += 1
+        return [Timing(10.0, 9.0, 11.0, 5, 1, other_cpu=1.5) for _ in points]
+
+    monkeypatch.setattr(runner, "_measure_quietly", fake_measure)
+
+
+def test_busy_points_are_counted_and_a_ctrl_c_keeps_the_deferred_blocks(tmp_path, monkeypatch):
+    # Ctrl-C during the retry of blocks timed busy had lost them (written only after their retry)
+    # while the CLI said "what was measured so far is kept"; the busy points went uncounted
+    grid = tiny_grid()
+    total = len(grid.finalize().points())
+    _busy_cpu_run(monkeypatch, interrupt_after=1)
+    with pytest.raises(KeyboardInterrupt):
+        run(grid, "cpu", tmp_path, "cpu-local", **{**FAST, "quiet_tries": 3})
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert sum(meta["points"].values()) == total and meta["busy_points"] == total and meta["complete"] is True
+    assert not (tmp_path / ".bench.lock").exists()
+
+
+def test_a_second_bench_into_one_folder_is_refused(tmp_path):
+    import os
+
+    from microbench.store import LOCK, ProfileStore, lock_holder
+
+    (tmp_path / LOCK).write_text(f"{os.getppid()} {os.uname().nodename}\n")  # a live process of this machine
+    assert lock_holder(tmp_path) == os.getppid()
+    with pytest.raises(ValueError, match=f"another speedplan bench \\(pid {os.getppid()}\\)"):
+        ProfileStore(tmp_path, {"device": "cpu"})
+    (tmp_path / LOCK).write_text("999999999 " + os.uname().nodename + "\n")  # gone: taken over
+    assert lock_holder(tmp_path) is None
+    ProfileStore(tmp_path, {"device": "cpu"}).finish(True, 0.0)
+    assert not (tmp_path / LOCK).exists()
