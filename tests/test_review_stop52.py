@@ -107,3 +107,71 @@ def test_busy_points_are_named_by_check_and_by_the_latency_label(tmp_path):
     (folder / "meta.json").write_text(json.dumps({**meta, "busy_points": busy}))
     total = sum(meta["points"].values())
     assert f"{busy} of {total} points timed while the CPU was busy" in load_profile(folder).origin_label
+
+
+def _profile_copy(tmp_path, name="cpu-local"):
+    import shutil
+
+    from speedplan.cost.ops import PROFILE_DIR
+
+    folder = tmp_path / "prof"
+    shutil.copytree(PROFILE_DIR / name, folder)
+    return folder
+
+
+def _edit_line(path, line: int, column: str, value: str) -> None:
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[line - 1].split(",")
+    cells[header.index(column)] = value
+    lines[line - 1] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_profile_rows_refused_with_their_file_line(tmp_path):
+    from speedplan.profile.load import load_profile
+
+    folder = _profile_copy(tmp_path)
+    gemm = folder / "gemm.csv"
+    _edit_line(gemm, 5, "latency_us", "0.001")  # 4x576x576 in 1 ns: 15,000x cpu-local's peak
+    with pytest.raises(SpeedplanInputError, match=r"gemm.csv: column 'latency_us' line 5: .*peak"):
+        load_profile(folder)
+    text = gemm.read_text().splitlines()
+    gemm.write_text("\n".join(text[:3] + [""] + text[3:]) + "\n")  # a blank line 4: the bad row is now line 6
+    with pytest.raises(SpeedplanInputError, match="line 6:"):
+        load_profile(folder)
+
+    folder = _profile_copy(tmp_path / "b")
+    _edit_line(folder / "attention.csv", 2, "q_len", "100000")
+    with pytest.raises(SpeedplanInputError, match=r"attention.csv: column 'q_len' line 2: 100000 is more than kv_len"):
+        load_profile(folder)
+
+    folder = _profile_copy(tmp_path / "c")
+    (folder / "attention.csv").rename(folder / "attention.CSV")
+    with pytest.raises(SpeedplanInputError, match="only as attention.csv"):
+        load_profile(folder)
+
+
+def test_predict_reads_loose_headers_and_refuses_q_above_kv(tmp_path):
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.cost.predict import predict_ops_file
+
+    cost = load_cost_model("h100-sxm")
+    ops = tmp_path / "ops.csv"
+    ops.write_text("OP, Dtype ,m,n,k\ngemm,bf16,1,4096,4096\n")
+    assert predict_ops_file(cost, ops, tmp_path / "out.csv") == 1
+    ops.write_text("op,dtype,batch,q_len,kv_len,num_heads,num_kv_heads,head_dim,mask\n"
+                   "attention,bf16,1,1024,4,32,8,128,causal\n")
+    with pytest.raises(SpeedplanInputError, match="row 2: q_len 1024 is more than kv_len 4"):
+        predict_ops_file(cost, ops, tmp_path / "out2.csv")
+    ops.write_text("Op;dtype\ngemm;bf16\n")
+    with pytest.raises(SpeedplanInputError, match=r"found 'Op;dtype'"):
+        predict_ops_file(cost, ops, tmp_path / "out3.csv")
+
+
+def test_a_profile_folder_of_ones_own_is_named_in_the_header(tmp_path, monkeypatch):
+    folder = _profile_copy(tmp_path, "cpu-local-xeon")
+    monkeypatch.chdir(tmp_path)
+    r = sp.sweep(model="smollm2-135m", hardware="prof", batches=[1, 2], draft_lens=[0, 1])
+    assert r.meta["profile"] == str(folder.resolve())
+    assert f"(profile {folder.resolve()})" in sp.render_summary(r).splitlines()[0]
