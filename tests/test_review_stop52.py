@@ -175,3 +175,55 @@ def test_a_profile_folder_of_ones_own_is_named_in_the_header(tmp_path, monkeypat
     r = sp.sweep(model="smollm2-135m", hardware="prof", batches=[1, 2], draft_lens=[0, 1])
     assert r.meta["profile"] == str(folder.resolve())
     assert f"(profile {folder.resolve()})" in sp.render_summary(r).splitlines()[0]
+
+
+def test_validate_warns_of_speedups_above_their_al():
+    # eagle B=2 D=3 measured 3.41x at AL 1.39 (the machine's speed moved) was printed as a result
+    import pandas as pd
+
+    from speedplan.cli.validate import summary_lines
+    from speedplan.validate.run import summarize
+
+    row = dict(mechanism="eagle", batch=2, draft_len=3, pred_t_step=0.1, meas_t_step=0.1, pred_acceptance_length=1.4,
+               meas_acceptance_length=1.39, pred_speedup=1.2, meas_speedup=3.41, pred_tokens_per_s=10.0,
+               meas_tokens_per_s=10.0)
+    plain = {**row, "mechanism": "none", "draft_len": 0, "meas_acceptance_length": 1.0, "meas_speedup": 1.0}
+    fine = {**row, "draft_len": 1, "meas_speedup": 1.3}
+    summary = summarize(pd.DataFrame([plain, row, fine]))
+    assert summary["implausible_points"] == [["eagle", 2, 3, 3.41, 1.39]]
+    summary.update(wall_s=1.0, grid={"rounds": 1}, rounds=1)
+    warning = summary_lines(summary)[-1]
+    assert warning.startswith("warning: 1 point measured a speedup more than 10% above the acceptance length "
+                              "(eagle B=2 D=3: 3.41x at AL 1.39)")
+
+
+def test_run_names_options_its_mechanism_does_not_use():
+    from speedplan.runtime.options import DrafterOptions, RunOptions
+
+    assert RunOptions(("hi",), mechanism="eagle-tree", draft_len=3).unused_note() == (
+        "note: eagle-tree does not use --draft-len (a tree's D is --tree-depth, 4)")
+    assert RunOptions(("hi",), mechanism="ngram", options=DrafterOptions(tree_topk=2, draft_layers=2)).unused_note() == (
+        "note: ngram does not use --tree-topk, --draft-layers")
+    assert RunOptions(("hi",), mechanism="ngram", draft_len=6).unused_note() is None
+
+
+def test_prompt_files_name_the_empty_field_and_the_odd_role(tmp_path):
+    from speedplan.runtime.options import read_prompts
+
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"messages": []}\n')
+    with pytest.raises(SpeedplanInputError, match="field 'messages' is empty"):
+        read_prompts(f)
+    f.write_text('{"messages": [{"role": "wizard", "content": "hi"}]}\n')
+    with pytest.raises(SpeedplanInputError, match="role 'wizard' is not one of system, user, assistant"):
+        read_prompts(f)
+
+
+def test_emitted_per_step_counts_what_was_kept():
+    from types import SimpleNamespace
+
+    from speedplan.runtime.generate import RunResult
+
+    # two steps each accepting 8 drafts (AL 9), but the text ended after 11 tokens
+    r = RunResult(["x"], [[1] * 11], [SimpleNamespace(batch=1, accepted=[8])] * 2, 0.0, 1.0)
+    assert r.acceptance_length == 9.0 and r.emitted_per_step == 5.5

@@ -32,7 +32,9 @@ def render_run(report, as_json: bool) -> None:
     if len(rounds) > 1:
         kept = f"; kept round {report.kept_round + 1}" if report.kept_round is not None else ""
         compared += f" (rounds: {', '.join(f'{x:.2f}x' for x in rounds)}{kept})"
-    typer.echo(f"{data['mechanism']} D={data['draft_len']} B={data['batch']}: AL {data['acceptance_length']:.2f}, "
+    cut = (f" ({data['emitted_per_step']:.2f} a step kept: the last steps accepted past the end of the text or "
+           "--max-new-tokens)" if data["emitted_per_step"] < 0.98 * data["acceptance_length"] else "")
+    typer.echo(f"{data['mechanism']} D={data['draft_len']} B={data['batch']}: AL {data['acceptance_length']:.2f}{cut}, "
                f"{data['tokens_per_s']:.1f} tok/s{compared}, {data['generated_tokens']} tokens in {data['steps']} steps")
     if data["identical_to_plain"] is not None and data["mechanism"] != "none":
         typer.echo("greedy check: same tokens as plain greedy decoding" if data["identical_to_plain"] else
@@ -98,7 +100,7 @@ def run(
     spec = RunOptions(tuple(texts), weights, mechanism, draft_len, batch, max_new_tokens, temperature, top_p, seed,
                    not raw, compare, str(trace) if trace else None, device, options, matmul, rounds)
     spec.check()  # bad input fails here, before torch is imported
-    for note in (batch_note(len(texts), batch), spec.tree_note()):
+    for note in (batch_note(len(texts), batch), spec.tree_note(), spec.unused_note()):
         if note:
             typer.echo(note, err=True)
     if trace:
@@ -111,4 +113,5 @@ def run(
     from speedplan.runtime.api import run
     from speedplan.validate.timing import paired_ratio
 
-    render_run(run(spec, pick=paired_ratio), as_json)  # the rounds read as `speedplan validate` reads its pairs
+    say = lambda line: typer.echo(f"speedplan run: {line}", err=True)  # noqa: E731 (minutes of work: say what runs)
+    render_run(run(spec, pick=paired_ratio, progress=say), as_json)  # the rounds read as `speedplan validate` reads its pairs

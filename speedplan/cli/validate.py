@@ -10,7 +10,7 @@ import typer
 
 def validate(
     device: str = typer.Option("cpu", help="Device the runtime runs on: cpu, the only one validate takes (on a GPU run microbench/campaign.sh instead)."),
-    quick: bool = typer.Option(False, "--quick", help="The small grid CI runs (ngram, eagle; B 1,2; D 0,1,3; one timing round a point): about a minute."),
+    quick: bool = typer.Option(False, "--quick", help="A small grid (ngram, eagle; B 1,2; D 0,1,3; one timing round a point, then two more for each batch size's pick and measured best): a few minutes on 2 idle cores, no machine-noise figure."),
     hardware: Optional[str] = typer.Option(
         None, help="Profile folder or preset the planner prices ops with (default cpu-local: the shipped profile "
                    "measured on this CPU when there is one, e.g. cpu-local-xeon, else on a full run one it measures "
@@ -101,6 +101,13 @@ def summary_lines(summary: dict) -> list[str]:
                      f"{summary['settled_again']} timed again until two rounds agreed within "
                      f"{pct(summary['grid']['settle_tolerance'])}, {pct(summary['settle_spread_median'])} apart after"
                      + again)
+    odd = summary.get("implausible_points") or []
+    if odd:
+        shown = "; ".join(f"{m} B={b} D={d}: {sp:.2f}x at AL {al:.2f}" for m, b, d, sp, al in odd[:4])
+        lines.append(f"warning: {len(odd)} point{'s' * (len(odd) != 1)} measured a speedup more than 10% above "
+                     f"the acceptance length ({shown}{'; ...' if len(odd) > 4 else ''}): no speculative step is "
+                     "faster than a plain one in this runtime, so the machine's speed moved between the paired "
+                     "timings; the errors and regret above carry that noise: run again on an idle machine")
     return lines
 
 

@@ -22,12 +22,11 @@ from speedplan.runtime.drafters.ngram import NgramDrafter
 from speedplan.runtime.drafters.tree import TreeDrafter
 from speedplan.runtime.generate import RunResult, generate
 from speedplan.runtime.transformer import LlamaConfig, Transformer
-from speedplan.runtime.options import MATMULS, MECHANISMS, DrafterOptions, RunOptions, check_prompts, path_text
+from speedplan.runtime.options import IMPLAUSIBLE, MATMULS, MECHANISMS, DrafterOptions, RunOptions, check_prompts, path_text
 from speedplan.runtime.io.tokenizer import BPETokenizer
 from speedplan.runtime.io.trace import TraceMeta, write_trace
 from speedplan.runtime.accept import SamplingParams
 
-IMPLAUSIBLE = 1.10  # a speedup above AL by more than this factor cannot come from speculation: warn
 DISAGREE = 1.10  # rounds whose speedups differ by more than this factor: warn
 
 
@@ -200,8 +199,8 @@ class RunReport:
     def identical_to_plain(self) -> bool | None:
         """Greedy runs: the tokens equal plain decoding's. None when sampling (T > 0: sampled
         text is not meant to match) or without a plain run."""
-        if self.plain is None or self.spec.temperature > 0:
-            return None
+        if self.plain is None or self.plain is self.result or self.spec.temperature > 0:
+            return None  # plain decoding is not compared with itself
         return self.result.token_ids == self.plain.token_ids
 
     @property
@@ -231,7 +230,7 @@ class RunReport:
         return {"model": self.model_name, "mechanism": self.spec.mechanism, "draft_len": self.draft_len,
                 "batch": min(self.spec.batch, len(r.texts)),  # what ran: 3 prompts at --batch 8 decode 3 at once
                 "text": r.texts if len(r.texts) > 1 else r.texts[0],
-                "acceptance_length": r.acceptance_length,
+                "acceptance_length": r.acceptance_length, "emitted_per_step": r.emitted_per_step,
                 "tokens_per_s": r.tokens_per_s, "end_to_end_tokens_per_s": r.end_to_end_tokens_per_s,
                 "plain_tokens_per_s": self.plain.tokens_per_s if self.plain else None,
                 "speedup": self.speedup, "speedup_rounds": self.round_speedups or None,
@@ -261,11 +260,22 @@ def read_rounds(pairs: list[tuple[RunResult, RunResult]], pick=fastest_pair) -> 
     return int(pick(plain_s, spec_s)[1]), [p / s for p, s in zip(plain_s, spec_s)]
 
 
-def run(spec: RunOptions, pick=fastest_pair) -> RunReport:
+def warm_up(model, ids, drafter, draft_len: int, common: dict) -> None:
+    """A short untimed plain and speculative run: first calls allocate, pick kernels and (q4_1)
+    build the C kernel, which the first timed round had paid."""
+    warm = {**common, "max_new_tokens": min(4, common["max_new_tokens"])}
+    generate(model, ids, None, 0, **warm)
+    generate(model, ids, drafter, draft_len, **warm)
+
+
+def run(spec: RunOptions, pick=fastest_pair, progress=None) -> RunReport:
     """Plain decoding (for the speedup) and the chosen mechanism on the same prompts, timed in
     `spec.rounds` rounds of a plain run then a speculative run (the machine's speed drifts: one
-    plain run timed once before one speculative run gave speedups above the AL). The report holds
-    the round `pick` keeps (`read_rounds`); the trace is that round's speculative run."""
+    plain run timed once before one speculative run gave speedups above the AL), after an untimed
+    warm-up of both (the first plain run had taken 121 ms a step against 40 ms after: round 1's
+    speedup came out high in every run). The report holds the round `pick` keeps (`read_rounds`);
+    the trace is that round's speculative run. `progress(line)`, when given, hears each stage."""
+    say = progress or (lambda line: None)
     if not isinstance(spec, RunOptions):
         raise SpeedplanInputError(f"run() takes a RunOptions, got {type(spec).__name__}")
     spec.check()
@@ -297,7 +307,13 @@ def run(spec: RunOptions, pick=fastest_pair) -> RunReport:
                   seed=spec.seed, decode=decode)
     compare = spec.compare_plain and drafter is not None
     pairs = []
-    for _ in range(spec.rounds if compare else 1):
+    say(f"{target.name} loaded on {device}" + ("; warm-up (untimed) ..." if compare else ""))
+    if compare:
+        warm_up(target.model, ids, drafter, draft_len, common)
+    rounds = spec.rounds if compare else 1
+    for i in range(rounds):
+        say(f"round {i + 1}/{rounds}: " + ("plain decoding, then " if compare else "")
+            + f"{spec.mechanism}, {spec.max_new_tokens} new tokens a prompt ...")
         plain = generate(target.model, ids, None, 0, **common) if compare else None
         pairs.append((plain, generate(target.model, ids, drafter, draft_len, **common)))
     kept, round_speedups = read_rounds(pairs, pick) if compare else (0, [])

@@ -53,9 +53,16 @@ class RunResult:
 
     @property
     def acceptance_length(self) -> float:
-        """Mean tokens emitted per sequence-step, bonus included (1.0 for plain decoding)."""
+        """Mean tokens the verifier accepted per sequence-step, bonus included (1.0 for plain
+        decoding): the acceptance statistic the planner prices, counted before a sequence's output
+        is cut at its end of text or max_new_tokens (`emitted_per_step` counts after)."""
         seq_steps = sum(s.batch for s in self.steps)
         return sum(sum(a) + len(a) for a in (s.accepted for s in self.steps)) / max(seq_steps, 1)
+
+    @property
+    def emitted_per_step(self) -> float:
+        """Tokens kept per sequence-step: below `acceptance_length` where the last steps ran past the end."""
+        return self.generated_tokens / max(sum(s.batch for s in self.steps), 1)
 
     @property
     def tokens_per_s(self) -> float:

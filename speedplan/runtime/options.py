@@ -18,6 +18,8 @@ from pathlib import Path
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json, refuse_device
 
+IMPLAUSIBLE = 1.10  # a speedup above AL by more than this factor cannot come from speculation: warn (run, validate)
+
 MECHANISMS = ("none", "ngram", "draft-model", "eagle", "eagle-tree", "truncated", "truncated-tree")
 MAX_NEW_TOKENS = 65536  # the longest context of a model the runtime loads is checked once it is loaded
 MIN_SAMPLING = 1e-6  # the smallest non-zero --temperature and --top-p (float32 logits and probabilities)
@@ -105,12 +107,18 @@ def check_prompts(prompts) -> None:
             raise SpeedplanInputError("--prompt: an empty prompt (give it some text)")
 
 
+ROLES = ("system", "user", "assistant")  # the roles SmolLM2's chat template was trained on
+
+
 def check_messages(messages: list, where: str) -> None:
     bad = [m for m in messages if not (isinstance(m, dict) and isinstance(m.get("role"), str)
                                        and isinstance(m.get("content"), str))]
     if bad or not messages:
         raise SpeedplanInputError(f"{where}: each message needs a \"role\" and a \"content\" text, "
                                   f"got {bad[0] if bad else messages!r}")
+    odd = [m["role"] for m in messages if m["role"] not in ROLES]
+    if odd:  # the chat template would print any role; a typo ("assistent") is not one the model learned
+        raise SpeedplanInputError(f"{where}: role {odd[0]!r} is not one of {', '.join(ROLES)}")
 
 
 @dataclass(frozen=True)
@@ -132,10 +140,12 @@ class DrafterOptions:
         return min(self.tree_nodes, tree_capacity(self.tree_topk, self.tree_depth))
 
     def check(self) -> None:
-        for name, flag in (("tree_topk", "--tree-topk"), ("tree_depth", "--tree-depth"), ("tree_nodes", "--tree-nodes"),
-                           ("draft_layers", "--draft-layers"), ("ngram_max", "--ngram-max"),
-                           ("ngram_min", "n-gram minimum")):
-            _whole(getattr(self, name), name, flag, 1)
+        # a top-k above the drafter's vocabulary ended in torch's "selected index k out of range" traceback, and a
+        # tree of 8,100 nodes ran for minutes without a line: the same kind of caps as --draft-len 16, --batch 64
+        for name, flag, high in (("tree_topk", "--tree-topk", 64), ("tree_depth", "--tree-depth", 16),
+                                 ("tree_nodes", "--tree-nodes", 256), ("draft_layers", "--draft-layers", None),
+                                 ("ngram_max", "--ngram-max", None), ("ngram_min", "n-gram minimum", None)):
+            _whole(getattr(self, name), name, flag, 1, *([high] if high else []))
         if self.ngram_min > self.ngram_max:
             raise SpeedplanInputError(f"--ngram-max {self.ngram_max} is below the n-gram minimum {self.ngram_min}")
         path_text(self.drafter_weights, "drafter_weights", "trained drafter weights", optional=True)
@@ -208,6 +218,22 @@ class RunOptions:
         if self.matmul == "q4_1" and self.device == "cuda":
             raise SpeedplanInputError("--matmul q4_1 is a CPU kernel; use --device cpu")
 
+    def unused_note(self) -> str | None:
+        """A line for stderr naming options set away from their defaults that this mechanism does not read
+        (--mechanism eagle-tree --draft-len 3 ran D = 4, the tree's depth, without a word)."""
+        default, o, tree = DrafterOptions(), self.options, self.mechanism.endswith("-tree")
+        unused = []
+        if self.draft_len != 4 and (tree or self.mechanism == "none"):
+            unused.append("--draft-len" + (f" (a tree's D is --tree-depth, {o.tree_depth})" if tree else ""))
+        if not tree:
+            unused += [flag for name, flag in (("tree_topk", "--tree-topk"), ("tree_depth", "--tree-depth"),
+                                               ("tree_nodes", "--tree-nodes")) if getattr(o, name) != getattr(default, name)]
+        if self.mechanism != "ngram" and o.ngram_max != default.ngram_max:
+            unused.append("--ngram-max")
+        if not self.mechanism.startswith("truncated") and o.draft_layers != default.draft_layers:
+            unused.append("--draft-layers")
+        return f"note: {self.mechanism} does not use {', '.join(unused)}" if unused else None
+
     def tree_note(self) -> str | None:
         """A line for stderr when --tree-nodes asks for more nodes than the tree can hold."""
         o = self.options
@@ -233,9 +259,12 @@ def read_prompts(path: str | Path) -> list[str | list[dict]]:
         if not line.strip():
             continue
         obj = parse_json(line, f"{path}:{i}")
-        value = obj.get("messages") or obj.get("prompt") or obj.get("text") if isinstance(obj, dict) else None
-        if not value:
+        key = next((k for k in ("messages", "prompt", "text") if isinstance(obj, dict) and k in obj), None)
+        if key is None:
             raise SpeedplanInputError(f"{path}:{i}: needs a \"prompt\", \"text\" or \"messages\" field")
+        value = obj[key]
+        if not value:  # {"messages": []} had been told its field was missing
+            raise SpeedplanInputError(f"{path}:{i}: field {key!r} is empty")
         if isinstance(value, list):
             check_messages(value, f"{path}:{i}")
         elif not isinstance(value, str) or not value.strip():

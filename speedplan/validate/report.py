@@ -21,8 +21,18 @@ def _figure(w: float, h: float):
     return Figure(figsize=(w, h), dpi=90)
 
 
+def _caption(fig, caption: str, width_in: float) -> float:
+    """The provenance caption, wrapped to the figure's width (it had been cut off at "measured: spe");
+    returns the share of the figure's height it takes, for the axes to start above it."""
+    import textwrap
+
+    lines = textwrap.wrap(caption, width=int(width_in * 17)) or [""]
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="#555555", va="bottom")
+    return min(0.5, (0.35 + 0.13 * len(lines)) / fig.get_figheight())
+
+
 def _parity(table: pd.DataFrame, out: Path, caption: str) -> None:
-    fig = _figure(12, 4)
+    fig = _figure(12, 4.5)
     panels = [("t_step", "step time (ms)", 1e3, table), ("acceptance_length", "AL (tokens/step)", 1, table[table.draft_len > 0]),
               ("speedup", "speedup", 1, table[table.draft_len > 0])]
     for i, (col, label, scale, rows) in enumerate(panels):
@@ -40,13 +50,14 @@ def _parity(table: pd.DataFrame, out: Path, caption: str) -> None:
         ax.set_ylabel(f"predicted {label}")
         if i == 0:
             ax.legend(fontsize=7)
-    fig.text(0.01, 0.01, caption, fontsize=7, color="#555555")
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.2, wspace=0.3)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=_caption(fig, caption, 12) + 0.08, wspace=0.3)
     fig.savefig(out)
 
 
 def _best_d(table: pd.DataFrame, out: Path, caption: str) -> None:
-    fig = _figure(7, 4)
+    from matplotlib.ticker import MaxNLocator
+
+    fig = _figure(9, 4.5)
     ax = fig.add_subplot(1, 1, 1)
     for mech in [m for m in table.mechanism.unique() if m != "none"]:
         g = table[table.mechanism.isin([mech, "none"])]
@@ -57,16 +68,21 @@ def _best_d(table: pd.DataFrame, out: Path, caption: str) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch size B")
     ax.set_ylabel("best D")
-    ax.legend(fontsize=7, ncol=2)
-    fig.text(0.01, 0.01, caption, fontsize=7, color="#555555")
-    fig.subplots_adjust(bottom=0.2)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # D is a whole number of tokens
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines, not over them
+    fig.subplots_adjust(left=0.08, right=0.66, bottom=_caption(fig, caption, 9) + 0.1)
     fig.savefig(out)
+
+
+def _shown(value: float) -> str:
+    """A term's value as the table prints it: a fit that ended at its bound of 0 reads 0, not 1.156e-09."""
+    return "0" if abs(value) < 1e-6 else f"{value:.4g}"
 
 
 def _engine_table(summary: dict) -> str:
     """The speedplan-runtime engine profile validation fitted: each term, its value and source."""
     engine = summary.get("engine") or {}
-    rows = "".join(f"<tr><td style='text-align:left'>{html.escape(n)}</td><td>{t['value']:.4g}</td>"
+    rows = "".join(f"<tr><td style='text-align:left'>{html.escape(n)}</td><td>{_shown(t['value'])}</td>"
                    f"<td style='text-align:left'>{html.escape(t.get('unit', ''))}</td>"
                    f"<td style='text-align:left'>{html.escape(t['source'])}</td></tr>"
                    for n, t in (engine.get("terms") or {}).items())

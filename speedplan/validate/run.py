@@ -54,6 +54,7 @@ import pandas as pd
 from speedplan.cost.ops import load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import TREE_MECHANISMS
+from speedplan.runtime.options import IMPLAUSIBLE
 from speedplan.specs.model import get_model
 from speedplan.plan.sweep import sweep
 from speedplan.engine.calibrate import Setting
@@ -308,6 +309,11 @@ def summarize(table: pd.DataFrame) -> dict:
         "max_regret": max(regret.values()) if regret else float("nan"),
         "regret_per_batch": regret,
         "regret_per_batch_unpaired": regret_tps,  # the same from measured tokens/s (points timed apart)
+        # speedups above the AL by more than runtime.api.IMPLAUSIBLE: no speculative step here is faster than a
+        # plain one, so the machine's speed moved between the paired timings ([mechanism, B, D, speedup, AL])
+        "implausible_points": [[str(r.mechanism), int(r.batch), int(r.draft_len), round(float(r.meas_speedup), 3),
+                                round(float(r.meas_acceptance_length), 3)] for r in spec.itertuples()
+                               if r.meas_speedup > IMPLAUSIBLE * r.meas_acceptance_length],
     }
 
 

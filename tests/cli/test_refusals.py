@@ -67,8 +67,8 @@ def test_run_refuses_bad_prompts_and_a_trace_over_its_prompts(tmp_path, capsys):
     _refused(["run", "--prompt", "hi", "--max-new-tokens", "1000000000"], capsys, "--max-new-tokens must be in 1..")
     _refused(["run", "--prompt", "hi", "--temperature", "inf"], capsys, "--temperature must be a finite number")
     # a tree deeper than its nodes: 50 head forwards a step for 16 nodes (it ran, at a tenth of plain decoding's speed)
-    _refused(["run", "--prompt", "hi", "--mechanism", "eagle-tree", "--tree-depth", "50"], capsys,
-             "--tree-depth 50 is more than --tree-nodes 16")
+    _refused(["run", "--prompt", "hi", "--mechanism", "eagle-tree", "--tree-nodes", "8", "--tree-depth", "12"], capsys,
+             "--tree-depth 12 is more than --tree-nodes 8")
     _refused(["run", "--prompt", "hi", "--mechanism", "eagle-tree", "--tree-nodes", "2", "--tree-depth", "3"], capsys,
              "--tree-depth 3 is more than --tree-nodes 2")  # without --tree-depth its default fits: min(4, nodes)
     prompts.write_text(json.dumps({"messages": [{"role": "user"}]}) + "\n")
@@ -199,7 +199,10 @@ def test_sweep_options_that_would_be_ignored_or_are_empty_are_refused(tmp_path, 
 def test_run_names_the_option_and_the_memory_random_weights_need(capsys):
     _refused(["run", "--prompt", "x", "--ngram-max", "0"], capsys, "--ngram-max must be >= 1, got 0")
     _refused(["run", "--prompt", "x", "--tree-topk", "0", "--mechanism", "eagle-tree"], capsys,
-             "--tree-topk must be >= 1, got 0")
+             "--tree-topk must be in 1..64, got 0")
+    # a top-k above the drafter's vocabulary: torch's "selected index k out of range" traceback (stop 52)
+    _refused(["run", "--prompt", "x", "--tree-topk", "9000", "--mechanism", "eagle-tree"], capsys,
+             "--tree-topk must be in 1..64, got 9000")
     _refused(["run", "--prompt", "x", "--weights", "random:llama-3.1-405b"], capsys, "405.9B parameters need")
 
 

@@ -42,7 +42,7 @@ BAD = [
     (dict(device=["cpu"]), "--device must be auto, cpu or cuda"),
     (dict(rounds=0), "--rounds must be in 1..20"),
     (dict(options={"tree_topk": 2}), "options must be a DrafterOptions, e.g. DrafterOptions(tree_topk=2), got dict"),
-    (dict(options=DrafterOptions(tree_nodes=1.5)), "tree_nodes (--tree-nodes) must be an integer >= 1, got 1.5"),
+    (dict(options=DrafterOptions(tree_nodes=1.5)), "tree_nodes (--tree-nodes) must be an integer in 1..256, got 1.5"),
     (dict(options=DrafterOptions(drafter_weights=3)), "drafter_weights (trained drafter weights) must be a path"),
 ]
 
@@ -120,6 +120,7 @@ def stub_timer(monkeypatch, decode_s: list[float]):
         return dataclasses.replace(real(*args, **kwargs), decode_s=next(times))
 
     monkeypatch.setattr(api, "generate", generate)
+    monkeypatch.setattr(api, "warm_up", lambda *args: None)  # untimed: not one of the timed runs
 
 
 def tiny_run(folder, pick=None, **change):
@@ -212,7 +213,7 @@ def test_the_tree_nodes_note_names_the_nodes_run(monkeypatch, capsys):
 
     assert TreeDrafter(None, 4, 4, 64).nodes == 52  # what the note says is what the drafter verifies
 
-    def stop(spec, pick):
+    def stop(spec, pick, progress=None):
         from speedplan.validate.timing import paired_ratio
 
         assert pick is paired_ratio  # the CLI reads its rounds as `speedplan validate` does
