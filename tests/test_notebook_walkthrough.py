@@ -24,10 +24,10 @@ def test_every_export_is_described_in_the_module_docstring():
     (["--model", "llama-3.1-8b", "--mechanism", "eagle3", "--batch", "1,8,64"],
      dict(args=("llama-3.1-8b", "h100-sxm", ["eagle3"]), sweep=dict(batches=[1, 8, 64]), plan={})),
     (["--engine", "trtllm", "--plan-for", "trtllm", "--model", "deepseek-v3", "--hardware", "h200-sxm", "--tp", "8",
-      "--mechanism", "mtp", "--batch", "1,16,256", "--batch-weights", "1=4,256=1", "--acceptance", "mtp:al=2.4@3"],
+      "--mechanism", "mtp", "--batch", "1,16,128", "--batch-weights", "1=4,128=1", "--acceptance", "mtp:al=2.4@3"],
      dict(args=("deepseek-v3", "h200-sxm", ["mtp"]),
-          sweep=dict(batches=[1, 16, 256], tp=8, engine="trtllm", acceptance={"mtp": "al=2.4@3"}),
-          plan=dict(batch_weights={1: 4, 256: 1}, engines=["trtllm"]))),
+          sweep=dict(batches=[1, 16, 128], tp=8, engine="trtllm", acceptance={"mtp": "al=2.4@3"}),
+          plan=dict(batch_weights={1: 4, 128: 1}, engines=["trtllm"]))),
 ])
 def test_library_walk_matches_the_cli(tmp_path, cli_args, call):
     cli_out, lib_out = tmp_path / "cli", tmp_path / "lib"

@@ -250,6 +250,8 @@ def forward_cost(
     b = model.dtype_bytes
     wide = model.embed_bits > 8 * b  # an FP8 checkpoint's lm_head stays at its 16 bits (vLLM does not quantise it)
     head_dtype, head_b = (_head_dtype(cost, model.embed_bits, dtype), model.embed_bits / 8) if wide else (dtype, b)
+    # attention reads the KV cache in the engines' default dtype: an FP8 checkpoint's is bf16 (ModelSpec.kv_dtype)
+    kv_dtype = _head_dtype(cost, 16, dtype) if model.kv_dtype != dtype else dtype
 
     gemm_us = np.zeros_like(tokens)
     profile_us = np.zeros_like(tokens)
@@ -322,13 +324,13 @@ def forward_cost(
         if model.sparse:  # each query reads its own top-k latents
             attn = _sparse_attention(cost, batch, q_len, group_kv, heads, head_dim, model.sparse.topk, dtype)
         else:
-            attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", dtype)
+            attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", kv_dtype)
         group_us = layers_in_group * attn.latency_us
         attention_us = attention_us + group_us
         profile_us += group_us * attn.from_profile
         outside_us += group_us * attn.out_of_range
         if mask == "tree" and not model.sparse:  # (a sparse query's gather list holds its tree mask: no extra)
-            tree = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "tree", dtype)
+            tree = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "tree", kv_dtype)
             group_tree_us = layers_in_group * np.maximum(tree.latency_us - attn.latency_us, 0.0)
             tree_us = tree_us + group_tree_us
             profile_us += group_tree_us * tree.from_profile

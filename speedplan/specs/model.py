@@ -1,10 +1,9 @@
 """Model architecture, and the shipped presets (`speedplan.specs.hf_config` reads a Hugging
 Face config.json into one).
 
-`ModelSpec` holds what the cost model needs: layer shapes (dense GQA, MoE, MLA, sliding or
-chunked windows, linear and sparse attention), vocabulary, MTP layers. Parameter counts are computed from the shapes (tests hold them within 1% of the
-published totals), so weight bytes and KV bytes follow from the same numbers the op list uses.
-"""
+`ModelSpec` holds what the cost model needs: layer shapes (dense GQA, MoE, MLA, sliding or chunked
+windows, linear and sparse attention), vocabulary, MTP layers. Parameter counts follow from the shapes
+(within 1% of the published totals), and weight and KV bytes from the same numbers the op list uses."""
 
 from __future__ import annotations
 
@@ -111,9 +110,6 @@ class ModelSpec:
         """G: query heads per KV head (for MLA: all heads share one latent)."""
         return self.heads if self.mla else self.heads // self.kv_heads
 
-    def is_moe_layer(self, layer: int) -> bool:
-        return self.moe is not None and layer >= self.moe.first_dense_layers
-
     @property
     def moe_layers(self) -> int:
         return 0 if self.moe is None else self.layers - self.moe.first_dense_layers
@@ -201,9 +197,13 @@ class ModelSpec:
         routed = self.moe_layers * self.moe.num_experts * 3 * self.hidden * self.moe.expert_intermediate
         return self.param_count() * b - routed * (b - self.moe.expert_bits / 8) + wide
 
+    @property
+    def kv_dtype(self) -> str:  # engines' --kv-cache-dtype auto: the compute dtype, bf16 for FP8 weights
+        return "bf16" if self.dtype == "fp8" else self.dtype
+
     def kv_bytes_per_token(self, dtype_bytes: int | None = None) -> float:
-        """KV-cache bytes one token occupies over all layers (MLA: the compressed latent)."""
-        b = dtype_bytes or self.dtype_bytes
+        """KV-cache bytes one token occupies over all layers (MLA: the compressed latent), in `kv_dtype`."""
+        b = dtype_bytes or DTYPE_BYTES[self.kv_dtype]
         if self.mla:
             index_keys = self.indexer_layers * self.sparse.key_bytes if self.sparse else 0
             return self.attention_layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b + index_keys

@@ -246,7 +246,7 @@ def test_the_plan_line_says_when_sglangs_cap_makes_speculation_lose():
     plans = plan_engines(r, engines="sglang")
     line = next(x for x in engine_plan_lines(plans) if x.lstrip().startswith("sglang"))
     slow = sorted(plans["sglang"].rows.query("speedup < 1 and batch > 48")["batch"].unique())
-    assert slow and slow[-1] == 256
+    assert slow and slow[-1] == 128  # B = 256's bf16 KV cache does not fit on 8 H200s (ModelSpec.kv_dtype)
     assert (f"; at B = {', '.join(map(str, slow))} that cap makes it slower than plain decoding: set "
             "--max-running-requests to run more (not priced)") in line
     default = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64, 128], range(0, 5), engine="sglang")

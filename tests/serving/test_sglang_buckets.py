@@ -148,10 +148,10 @@ def test_the_cap_note_appears_exactly_where_the_cap_loses_to_plain_decoding(walk
     plans, files = mtp
     rows = plans["sglang"].rows
     slow = sorted(int(b) for b, sp in zip(rows["batch"], rows["speedup"]) if b > 48 and sp < 0.9995)
-    assert slow == [128, 256]  # 0.74x and 0.43x of plain decoding: a speculative step runs 48 of B
+    assert slow == [128]  # below plain decoding: a speculative step runs 48 of B (B = 256's bf16 KV cache does not fit)
     launch = files["sglang_launch.sh"]
     note = plans["sglang"].cap_note
-    assert note.startswith("at B = 128, 256 " + SLOWER) and note in " ".join(launch.replace("# ", "").split("\n"))
+    assert note.startswith("at B = 128 " + SLOWER) and note in " ".join(launch.replace("# ", "").split("\n"))
     assert "--max-running-requests N" in note and "without speculation" in note
     plans, files = walkthrough  # faster than plain decoding at every B, 64 and 128 included
     assert (plans["sglang"].rows["speedup"] >= 1).all()
