@@ -227,3 +227,57 @@ def test_emitted_per_step_counts_what_was_kept():
     # two steps each accepting 8 drafts (AL 9), but the text ended after 11 tokens
     r = RunResult(["x"], [[1] * 11], [SimpleNamespace(batch=1, accepted=[8])] * 2, 0.0, 1.0)
     assert r.acceptance_length == 9.0 and r.emitted_per_step == 5.5
+
+
+def test_hardware_lists_a_file_of_a_new_name(tmp_path):
+    # `speedplan hardware FILE.json` had said "unknown hardware 'h100-pcie-like'" (sweep --hardware took the file)
+    import json
+
+    from speedplan.report.catalog import hardware_rows
+    from speedplan.specs.hardware import PRESET_DIR as HW_DIR
+
+    data = json.loads((HW_DIR / "h100-sxm.json").read_text())
+    data["name"] = "h100-pcie-like"
+    data["hbm_bytes_per_s"]["value"] = 2.0e12
+    f = tmp_path / "h100-pcie-like.json"
+    f.write_text(json.dumps(data))
+    (row,) = hardware_rows([str(f)])
+    assert row["hardware"] == str(f) and row["mem_tb_s"] == 2.0 and row["latency"] == "datasheet"
+
+
+def test_a_config_named_like_a_preset_but_of_another_model_is_refused(tmp_path):
+    import json
+    import shutil
+
+    from speedplan.specs.model import PRESET_DIR, get_model
+
+    folder = tmp_path / "llama-3.1-8b"
+    folder.mkdir()
+    cfg = json.loads((PRESET_DIR / "qwen3-8b.json").read_text())
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(SpeedplanInputError, match="named like the preset llama-3.1-8b .* but another model"):
+        get_model(str(folder))
+    shutil.copy(PRESET_DIR / "llama-3.1-8b.json", folder / "config.json")  # the preset's own config: the preset
+    assert get_model(str(folder)).name == "llama-3.1-8b"
+
+
+def test_engine_profiles_refuse_unknown_keys_and_edited_units(tmp_path):
+    import json
+
+    from speedplan.engine.profile import get_engine
+
+    data = get_engine("vllm").to_json()
+    for change, message in ((lambda d: d.update(memmory={"share": 0.5}), "unknown field 'memmory'"),
+                            (lambda d: d["terms"]["host_step_us"].update(unit="ms per step"),
+                             "terms.host_step_us.unit is 'ms per step'"),
+                            (lambda d: d["terms"]["host_step_us"].update(vlaue=3), "unknown field 'vlaue'")):
+        d = json.loads(json.dumps(data))
+        change(d)
+        f = tmp_path / "e.json"
+        f.write_text(json.dumps(d))
+        with pytest.raises(SpeedplanInputError, match=message):
+            get_engine(str(f))
+    d = json.loads(json.dumps(data))
+    d["_comment"] = "mine"
+    f.write_text(json.dumps(d))
+    assert get_engine(str(f)).name == "vllm"

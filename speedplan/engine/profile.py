@@ -5,12 +5,10 @@ gives): the engine, the version it describes, and for every term of `TERMS` its 
 where that came from (a fit with its rows and residuals, a document, a measurement, or a stated
 assumption). `speedplan calibrate` writes the same format. Adding an engine is one JSON file.
 
-    {"name": "vllm", "engine": "vLLM", "version": "...", "description": "...",
-     "terms": {"host_step_us": {"value": 950, "source": "fitted: ..."}, ...},
-     "fit": {...}}                       # optional: what `speedplan calibrate` fitted
+    {"name": "vllm", "engine": "vLLM", "version": "...", "description": "...", "fit": {...},
+     "terms": {"host_step_us": {"value": 950, "source": "fitted: ..."}, ...}}   # fit: calibrate's
 
-Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in B.
-"""
+Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in B."""
 
 from __future__ import annotations
 
@@ -22,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.engine.fit_record import fit_record
+from speedplan.engine.profile_keys import check_profile_keys
 from speedplan.engine.memory_rule import DEFAULT_MEMORY, MemoryRule, memory_rule
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import finite, read_json
@@ -347,6 +346,7 @@ def engine_from_json(data, where: str) -> EngineProfile:
     if "memory" in data and data["memory"] is None:
         raise SpeedplanInputError(f"{where}: 'memory' is null; leave it out for the default (0.9 of the device) "
                                   "or give {\"share\", \"of\", \"source\"}")
+    check_profile_keys(data, where, TERMS)
     fit = fit_record({} if data.get("fit") is None else data["fit"], where, tuple(TERMS))
     if not isinstance(data["terms"], dict):
         raise SpeedplanInputError(f"{where}: 'terms' must be an object of {{name: {{value, source}}}}")

@@ -30,14 +30,16 @@ def model_rows(configs=None) -> list[dict]:
             for m in models]
 
 
-def _hardware_row(h) -> dict:
+def _hardware_row(h, latency: str | None = None) -> dict:
+    """A hardware's row; `latency` (a file's or folder's cost origin) instead of the preset's, which a
+    hardware file of a name no preset has cannot look up (it had ended in "unknown hardware")."""
     from speedplan.cost.ops import latency_origin
 
     peak = lambda dtype: round(h.peak_flops_per_s[dtype] / 1e12, 2) if h.peak_flops_per_s.get(dtype) else "-"  # noqa: E731
     return {"hardware": h.name, "bf16_tflops": peak("bf16"), "fp8_tflops": peak("fp8"),
             "mem_tb_s": round(h.hbm_bytes_per_s / 1e12, 3), "mem_gb": round(h.memory_bytes / 1e9, 1),
             "link_gb_s": round(h.link_bytes_per_s / 1e9, 1), "sms": str(h.sm_count or "-"),
-            "latency": latency_origin(h.name), "source": h.source}
+            "latency": latency if latency is not None else latency_origin(h.name), "source": h.source}
 
 
 def hardware_rows(names=None) -> list[dict]:
@@ -66,7 +68,7 @@ def hardware_rows(names=None) -> list[dict]:
     for name in names:  # a listed row by name, else a hardware file or profile folder (unknown: an input error)
         if name not in known:
             cost = load_cost_model(name)
-            known[name] = {**_hardware_row(cost.hardware), "hardware": str(name), "latency": cost.origin}
+            known[name] = {**_hardware_row(cost.hardware, cost.origin), "hardware": str(name)}
         out.append(known[name])
     return out
 

@@ -342,3 +342,23 @@ def _max_context(cfg: dict, where: str) -> int:
         raise SpeedplanInputError(f"{where}: rope_scaling extends the context to {base:,} × {factor:g} = "
                                   f"{base * factor:,.0f} tokens, above the {MAX_POSITIONS:,} a sequence may hold")
     return max(most, int(base * factor))
+
+
+def check_preset_name(spec, where: str) -> None:
+    """Refuse a config.json whose folder (or file stem) is a preset's name but which describes
+    another model: it was planned and served as that preset (a Qwen2-7B config in a folder named
+    llama-3.1-8b got Llama's published acceptance, EAGLE-3 head and launch line). A copy of the
+    preset's own config is taken as the preset."""
+    from speedplan.specs.model import _preset_model, preset_names
+
+    if spec.name not in preset_names():
+        return
+    preset = _preset_model(spec.name)
+    keys = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab")
+    differ = [k for k in keys if getattr(spec, k) != getattr(preset, k)]
+    if differ or round(spec.param_count() / 1e9, 2) != round(preset.param_count() / 1e9, 2):
+        k = differ[0] if differ else None
+        what = (f"{k} {getattr(spec, k)} where the preset has {getattr(preset, k)}" if k else
+                f"{spec.param_count() / 1e9:.2f}B parameters where the preset has {preset.param_count() / 1e9:.2f}B")
+        raise SpeedplanInputError(f"{where}: named like the preset {spec.name} (its folder or file name) but "
+                                  f"another model ({what}): rename the folder or file so it is not taken for the preset")

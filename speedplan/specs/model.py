@@ -355,7 +355,7 @@ def get_model(name_or_path: str) -> ModelSpec:
         raise SpeedplanInputError(f"model: empty name; presets: {', '.join(preset_names())} (or a config.json path)")
     if (PRESET_DIR / f"{key.lower()}.json").exists():
         return _preset_model(key.lower())
-    from speedplan.specs.hf_config import from_hf_config
+    from speedplan.specs.hf_config import check_preset_name, from_hf_config
 
     path = Path(key)
     if path.is_dir():
@@ -366,7 +366,9 @@ def get_model(name_or_path: str) -> ModelSpec:
         if not path.exists():
             raise SpeedplanInputError(f"{key}: no such file")
         name = path.parent.name if path.name == "config.json" else path.stem
-        return from_hf_config(read_json(path), name=name or "custom", where=str(path))
+        spec = from_hf_config(read_json(path), name=name or "custom", where=str(path))
+        check_preset_name(spec, str(path))
+        return spec
     preset = _preset_of_repo(key)
     if preset:  # a Hugging Face repo id whose architecture a preset holds (its config.json's source)
         raise SpeedplanInputError(f"unknown model {key!r}: its architecture is the preset {preset} (--model {preset}); "
@@ -392,7 +394,7 @@ def _preset_of_repo(repo: str) -> str | None:
 def __getattr__(name: str):
     """`speedplan.specs.model.from_hf_config`, where it lived before `speedplan.specs.hf_config`."""
     if name == "from_hf_config":
-        from speedplan.specs.hf_config import from_hf_config
+        from speedplan.specs.hf_config import check_preset_name, from_hf_config
 
         return from_hf_config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
