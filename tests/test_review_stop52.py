@@ -281,3 +281,53 @@ def test_engine_profiles_refuse_unknown_keys_and_edited_units(tmp_path):
     d["_comment"] = "mine"
     f.write_text(json.dumps(d))
     assert get_engine(str(f)).name == "vllm"
+
+
+def _config(name: str, **change) -> dict:
+    import json
+
+    from speedplan.specs.model import PRESET_DIR
+
+    cfg = json.loads((PRESET_DIR / f"{name}.json").read_text())
+    cfg.update(change)
+    return cfg
+
+
+def test_moe_layer_spacing_and_qwen_window_layers_are_read():
+    from speedplan.specs.hf_config import from_hf_config
+
+    every = from_hf_config(_config("qwen3-30b-a3b"), "a")
+    half = from_hf_config(_config("qwen3-30b-a3b", decoder_sparse_step=2), "b")  # MoE on layers 1, 3, 5, ...
+    assert (every.moe_layers, half.moe_layers) == (48, 24) and half.param_count() < 0.6 * every.param_count()
+    dsv3 = from_hf_config(_config("deepseek-v3"), "c")
+    freq = from_hf_config(_config("deepseek-v3", moe_layer_freq=2), "d")  # i >= 3 and i % 2 == 0
+    assert freq.moe_layers == len([i for i in range(61) if i >= 3 and i % 2 == 0]) < dsv3.moe_layers == 58
+    swa = from_hf_config(_config("qwen3-8b", use_sliding_window=True, sliding_window=4096, max_window_layers=14), "e")
+    assert (swa.window, swa.window_layers) == (4096, 36 - 14)  # layers 14.. attend within the window
+
+
+def test_config_errors_name_the_file(tmp_path):
+    import json
+
+    from speedplan.specs.model import get_model
+
+    for change, message in ((dict(num_key_value_heads=5), r"config.json: model .*kv_heads \(5\).*num_key_value_heads"),
+                            (dict(hidden_size=4097, head_dim=None), "'hidden_size' 4097 is not a multiple of "
+                                                                    "'num_attention_heads' 32")):
+        folder = tmp_path / f"m{len(message)}"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(_config("qwen3-8b", **change)))
+        with pytest.raises(SpeedplanInputError, match=message):
+            get_model(str(folder))
+
+
+def test_a_json_of_another_name_is_served_as_a_placeholder(tmp_path):
+    import json
+
+    from speedplan.specs.model import get_model
+
+    cfg = _config("qwen3-8b")
+    cfg.pop("_source")
+    f = tmp_path / "fp8q.json"
+    f.write_text(json.dumps(cfg))
+    assert get_model(str(f)).serve_as() == "<checkpoint folder of fp8q.json>"  # was "fp8q", a bare repo id

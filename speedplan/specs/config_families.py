@@ -199,6 +199,9 @@ def sliding_window(cfg: dict, layers: int, where: str) -> tuple[int, int, bool]:
         return (window, local, False) if local else (0, 0, False)
     if cfg.get("use_sliding_window") is False:
         return 0, 0, False
+    full = cfg.get("max_window_layers")  # Qwen2/Qwen3 with use_sliding_window: layers from this index on are local
+    if cfg.get("use_sliding_window") is True and isinstance(full, int) and not isinstance(full, bool) and full >= 0:
+        return (window, layers - full, False) if full < layers else (0, 0, False)
     if family == "olmo3":
         return window, layers - layers // 4, False
     if family == "gemma2":

@@ -162,15 +162,27 @@ def _dense_mlp_layers(cfg: dict, layers: int, where: str) -> int:
         raise SpeedplanInputError(f"{where}: 'first_k_dense_replace' {first} leaves no MoE layer of the {layers} "
                                   "(num_hidden_layers)")
     listed = cfg.get("mlp_only_layers")
+    # Qwen-MoE's decoder_sparse_step: layer i is MoE where (i + 1) % step == 0; DeepSeek-V2's moe_layer_freq:
+    # where i >= first_k_dense_replace and i % freq == 0 (transformers' Qwen2MoeDecoderLayer, DeepseekV2DecoderLayer);
+    # both had been read as MoE on every layer (decoder_sparse_step 2 gave 14.3B, not about 8.3B)
+    deepseek = any(str(n).lower().startswith("deepseek") for n in [cfg.get("model_type", "")]  # whose moe_layer_freq
+                   + (cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []))  # this reads
+    step, freq = _int(cfg, "decoder_sparse_step", where, 1), _int(cfg, "moe_layer_freq", where, 1) if deepseek else 1
+    if step < 1 or freq < 1:
+        raise SpeedplanInputError(f"{where}: '{'decoder_sparse_step' if step < 1 else 'moe_layer_freq'}' must be >= 1")
+    dense = {i for i in range(layers) if (i + 1) % step or i < first or i % freq}
     if listed is None or listed == []:
-        return first
+        if len(dense) == layers:
+            raise SpeedplanInputError(f"{where}: 'decoder_sparse_step' {step} / 'moe_layer_freq' {freq} leave no MoE "
+                                      f"layer of the {layers}")
+        return len(dense)
     if not isinstance(listed, list) or len(set(map(repr, listed))) != len(listed) or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in listed):
         raise SpeedplanInputError(f"{where}: 'mlp_only_layers' must list distinct layer indices in 0..{layers - 1} "
                                   f"(num_hidden_layers {layers}), got {_short(listed)}")
-    if len(listed) == layers:
+    if len(dense | set(listed)) == layers:
         raise SpeedplanInputError(f"{where}: 'mlp_only_layers' lists all {layers} layers: no MoE layer is left")
-    return len(listed)
+    return len(dense | set(listed))
 
 
 def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) -> ModelSpec:
@@ -186,6 +198,9 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     if hidden == 0 or heads == 0:
         raise SpeedplanInputError(f"{where}: hidden_size and num_attention_heads must be > 0")
     kv_heads = _int(cfg, "num_key_value_heads", where, heads)
+    if cfg.get("head_dim") is None and heads and hidden % heads and not cfg.get("kv_lora_rank"):  # as transformers
+        raise SpeedplanInputError(f"{where}: 'hidden_size' {hidden} is not a multiple of 'num_attention_heads' {heads} "
+                                  "and no 'head_dim' is given")
     head_dim = hidden // heads if cfg.get("head_dim") is None else cfg["head_dim"]  # null: the default; 0 is refused
     head_dim = _int({"head_dim": head_dim}, "head_dim", where)
     layers = _int(cfg, "num_hidden_layers", where)
@@ -264,34 +279,38 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     if window and max_context and window >= max_context:  # Phi-3.5-MoE's 131,072 at 131,072 positions: full attention
         window, window_layers, chunked = 0, 0, False
     linear = linear_attention(cfg, layers, where)
-    return ModelSpec(
-        name=name,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        intermediate=intermediate,
-        vocab=vocab,
-        tie_embeddings=tied_embeddings(cfg, where),
-        qk_norm="Qwen3" in arch,
-        moe=moe,
-        mla=mla,
-        mtp_layers=(_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
-                    or int(str(cfg.get("model_type", "")) == "qwen3_next")),  # its checkpoints ship one, unstated
-        dtype=dtype,
-        embed_bits=8 * DTYPE_BYTES[stored] if dtype == "fp8" and stored != "fp8" else 0,  # FP8: embeddings stay
-        window=window,
-        window_layers=window_layers,
-        chunked=chunked,
-        linear=linear,
-        sparse=sparse_index(cfg, layers, where) if mla else None,
-        attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),
-        source=str(cfg.get("_source", where)),
-        published_params=_published(cfg.get("_published_params")),
-        max_context=max_context,
-        tp_gathers=tp_gathers(cfg, heads, kv_heads, head_dim),
-    )
+    try:
+        return ModelSpec(
+            name=name,
+            hidden=hidden,
+            layers=layers,
+            heads=heads,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            intermediate=intermediate,
+            vocab=vocab,
+            tie_embeddings=tied_embeddings(cfg, where),
+            qk_norm="Qwen3" in arch,
+            moe=moe,
+            mla=mla,
+            mtp_layers=(_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
+                        or int(str(cfg.get("model_type", "")) == "qwen3_next")),  # its checkpoints ship one, unstated
+            dtype=dtype,
+            embed_bits=8 * DTYPE_BYTES[stored] if dtype == "fp8" and stored != "fp8" else 0,  # FP8: embeddings stay
+            window=window,
+            window_layers=window_layers,
+            chunked=chunked,
+            linear=linear,
+            sparse=sparse_index(cfg, layers, where) if mla else None,
+            attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),
+            source=str(cfg.get("_source", where)),
+            published_params=_published(cfg.get("_published_params")),
+            max_context=max_context,
+            tp_gathers=tp_gathers(cfg, heads, kv_heads, head_dim),
+        )
+    except SpeedplanInputError as e:  # the spec's own checks ("heads (28) not a multiple of kv_heads (5)")
+        raise SpeedplanInputError(f"{where}: {e} (config.json keys: hidden_size, num_attention_heads, "
+                                  "num_key_value_heads, intermediate_size, ...)" if where not in str(e) else str(e)) from None
 
 
 def _max_context(cfg: dict, where: str) -> int:

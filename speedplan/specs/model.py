@@ -294,16 +294,16 @@ class ModelSpec:
                                       "extends it prices longer contexts)")
 
     def serve_as(self) -> str:
-        """What a serving engine loads: a preset's name (the serving files map it to its Hugging
-        Face repo), else the folder of the config.json it was read from, absolute (an engine
-        given the folder's bare name looks for a repo of that name), else the Hugging Face repo its
-        `_source` names (a config copied from a preset was served as its folder's bare name)."""
+        """What a serving engine loads: a preset's name (mapped to its Hugging Face repo), else the
+        config.json's folder, absolute (a bare name is looked up as a repo), else the repo its `_source`
+        names, else a placeholder for a JSON of another name (an engine reads config.json only)."""
         source = Path(self.source) if self.source else None
         if self.name in preset_names():
             return self.name
         if source is not None and source.name == "config.json" and source.is_file():
             return str(source.parent.resolve())
-        return hf_repo_of(self.source) or self.name
+        return hf_repo_of(self.source) or (f"<checkpoint folder of {source.name}>" if source is not None and source.suffix
+                                           == ".json" and source.is_file() else self.name)  # "fp8q" was a bare repo id
 
     def summary(self) -> dict:
         return {
