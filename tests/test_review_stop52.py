@@ -331,3 +331,20 @@ def test_a_json_of_another_name_is_served_as_a_placeholder(tmp_path):
     f = tmp_path / "fp8q.json"
     f.write_text(json.dumps(cfg))
     assert get_model(str(f)).serve_as() == "<checkpoint folder of fp8q.json>"  # was "fp8q", a bare repo id
+
+
+def test_memory_typed_in_gb_is_refused_and_new_mechanisms_get_a_colour(tmp_path):
+    import json
+
+    from speedplan.report.figures import MECHANISM_COLORS, color as mechanism_color
+    from speedplan.cost.ops import load_cost_model
+    from speedplan.specs.hardware import PRESET_DIR as HW_DIR
+
+    data = json.loads((HW_DIR / "h100-sxm.json").read_text())
+    data["name"], data["memory_bytes"]["value"] = "mine", 80  # GB typed where bytes are meant
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(SpeedplanInputError, match="memory_bytes must be at least 1e8 bytes .*not GB"):
+        load_cost_model(str(f))
+    colour = mechanism_color("lookahead:alpha=0.7")  # a mechanism added as one file had been drawn black
+    assert colour != "#000000" and colour not in MECHANISM_COLORS.values() and colour == mechanism_color("lookahead")

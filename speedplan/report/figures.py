@@ -37,6 +37,8 @@ MECHANISM_COLORS = {
     "medusa": "#d62728",
 }
 
+EXTRA_COLORS = ("#8c564b", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d")
+
 # Stacked step-time components: (label, frame columns summed, colour).
 BREAKDOWN = (
     ("GEMM", ("t_gemm_s",), "#1f77b4"),
@@ -59,7 +61,12 @@ FIGURES = {
 
 def color(mechanism: str) -> str:
     """Colour of a mechanism label ("draft-model:llama-3.2-1b" takes draft-model's)."""
-    return MECHANISM_COLORS.get(str(mechanism).split(":")[0], "#000000")
+    name = str(mechanism).split(":")[0]
+    if name in MECHANISM_COLORS:
+        return MECHANISM_COLORS[name]
+    import zlib  # a mechanism added as one file: a colour of its own, the same in every figure (it was black)
+
+    return EXTRA_COLORS[zlib.crc32(name.encode()) % len(EXTRA_COLORS)]
 
 
 @dataclass

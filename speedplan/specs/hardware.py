@@ -187,7 +187,7 @@ class _Bound:
 _LIMITS = {
     "peak_flops_per_s": _Bound(0, False, 1e18, False, "FLOP/s", 1e6),
     "hbm_bytes_per_s": _Bound(0, False, 1e15, False, "B/s", 1e6),
-    "memory_bytes": _Bound(0, False, 1e14, False, "bytes"),
+    "memory_bytes": _Bound(0, False, 1e14, False, "bytes", 1e8),  # 80 (GB typed for bytes) had planned "0.0 GB usable"
     "link_bytes_per_s": _Bound(0, False, 1e15, False, "B/s", 1e6),
     "link_latency_us": _Bound(0, False, 1e6, False, "us"),
     "kernel_floor_us": _Bound(0, False, 1e6, False, "us"),
@@ -213,8 +213,9 @@ def _number(entry, where: str, bound: _Bound | None) -> tuple[float, str]:
         raise SpeedplanInputError(f"{where} must be {'an integer' if b.count else 'a number'} {'>=' if b.low_ok else '>'} "
                                   f"{shown(b.low)} and below {shown(b.high)} {b.unit}, got {_short(value)}")
     if value < b.floor:
-        raise SpeedplanInputError(f"{where} must be at least {shown(b.floor)} {b.unit} (no device is slower; the unit is "
-                                  f"per second), got {_short(value)}")
+        why = ("no device holds less; the unit is bytes, not GB" if b.unit == "bytes" else
+               "no device is slower; the unit is per second")
+        raise SpeedplanInputError(f"{where} must be at least {shown(b.floor)} {b.unit} ({why}), got {_short(value)}")
     return value, entry["source"]
 
 
