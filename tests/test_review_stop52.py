@@ -348,3 +348,13 @@ def test_memory_typed_in_gb_is_refused_and_new_mechanisms_get_a_colour(tmp_path)
         load_cost_model(str(f))
     colour = mechanism_color("lookahead:alpha=0.7")  # a mechanism added as one file had been drawn black
     assert colour != "#000000" and colour not in MECHANISM_COLORS.values() and colour == mechanism_color("lookahead")
+
+
+def test_profile_check_names_gemm_spikes():
+    from speedplan.cost.ops import PROFILE_DIR
+    from speedplan.profile.load import load_profile
+    from speedplan.profile.tools import gemm_spikes
+
+    spikes = gemm_spikes(load_profile(PROFILE_DIR / "h100-sxm").tables["gemm"])
+    assert spikes[0][:4] == (17.0, 2048.0, 768.0, "fp8") and spikes[0][4] > 2 * spikes[0][5]
+    assert gemm_spikes(load_profile(PROFILE_DIR / "cpu-local").tables["gemm"]) == []
