@@ -358,3 +358,16 @@ def test_profile_check_names_gemm_spikes():
     spikes = gemm_spikes(load_profile(PROFILE_DIR / "h100-sxm").tables["gemm"])
     assert spikes[0][:4] == (17.0, 2048.0, 768.0, "fp8") and spikes[0][4] > 2 * spikes[0][5]
     assert gemm_spikes(load_profile(PROFILE_DIR / "cpu-local").tables["gemm"]) == []
+
+
+def test_a_step_priced_faster_than_plain_decoding_is_noted():
+    # DeepSeek-V3 on B200 (TRT-LLM): the fp8 GEMM table is faster at M = 3 than at M = 1, so verifying
+    # was priced cheaper than a plain step and the speedup above the AL, without a word (1,452 such rows)
+    from speedplan.report.table_notes import cheaper_than_plain_line
+
+    r = sp.sweep(model="deepseek-v3", hardware="b200", tp=8, engine="trtllm", batches=[1, 2, 64])
+    odd = r.best[(r.best["mechanism"] != "none") & (r.best["t_step_s"] < 0.999 * r.best["t_plain_s"])]
+    assert len(odd) and (odd["speedup"] > odd["acceptance_length"]).all()
+    line = cheaper_than_plain_line(r.best)
+    assert line.startswith(f"note: at B = {int(odd['batch'].min())}") and line in sp.render_summary(r)
+    assert cheaper_than_plain_line(sp.sweep(batches=[1, 8], draft_lens=[0, 2]).best) is None

@@ -91,3 +91,22 @@ def plan_notes(result, plans: dict) -> list[str]:
 
     return [n for n in (table_plan_note(result, plans), capacity_note(result, plans), cpu_plans_note(result.meta, plans),
                         placeholder_heads_note(result.meta, plans)) if n]
+
+
+def cheaper_than_plain_line(best: pd.DataFrame) -> str | None:
+    """A note where the table's speculative pick is priced faster a step than plain decoding at its
+    batch (t_step < t_plain, so its speedup exceeds its AL): verifying more tokens cannot cost less,
+    but measured kernel tables are not monotone in M (B200's fp8 GEMM N=4096 K=7168: 26.8 µs at
+    M = 1, 12.8 µs from M = 3; `speedplan profile check` counts such points). The rows are priced as
+    measured; the note says to read those speedups as an upper bound. None where no row is so."""
+    if best is None or best.empty or "t_plain_s" not in best:
+        return None
+    odd = best[(best["mechanism"] != "none") & (best["t_step_s"] < 0.999 * best["t_plain_s"])]
+    if odd.empty:
+        return None
+    from speedplan.report.summary import batch_ranges
+
+    return (f"note: at B = {batch_ranges(sorted(odd['batch'].unique()))} the speculative step is priced faster than "
+            "plain decoding's (the profile's measured kernel times fall as the tokens a step grow there), so its "
+            "speedup exceeds its AL: read it as an upper bound (speedplan profile check names the GEMM points)")
+
