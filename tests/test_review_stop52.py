@@ -371,3 +371,18 @@ def test_a_step_priced_faster_than_plain_decoding_is_noted():
     line = cheaper_than_plain_line(r.best)
     assert line.startswith(f"note: at B = {int(odd['batch'].min())}") and line in sp.render_summary(r)
     assert cheaper_than_plain_line(sp.sweep(batches=[1, 8], draft_lens=[0, 2]).best) is None
+
+
+def test_a_plan_slower_than_plain_decoding_says_so_and_why():
+    # SGLang's fixed eagle3-tree plan for GLM-4.7-Flash ran 0.80x of plain decoding at B = 1 with only "worst loss"
+    from speedplan.report.plan_lines import engine_plan_lines
+
+    r = sp.sweep(model="glm-4.7-flash", hardware="h100-sxm", engine="sglang", batches=[1, 2, 4, 32])
+    plans = sp.plan_engines(r, engines=["sglang"])
+    rows = plans["sglang"].rows
+    slow = sorted(int(b) for b, d, s in zip(rows["batch"], rows["draft_len"], rows["speedup"]) if d > 0 and s < 0.9995)
+    line = next(x for x in engine_plan_lines(plans) if x.lstrip().startswith("sglang"))
+    if not slow:
+        pytest.skip("no slow batch in this plan")
+    assert f"at B = {', '.join(map(str, slow))} it is slower than plain decoding" in line
+    assert "speculation cannot be turned off for some" in line

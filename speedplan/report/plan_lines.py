@@ -102,6 +102,7 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
             if slow and p.cap_note:  # the launch file's note says why and what to do
                 tail += (f"; at B = {', '.join(map(str, slow))} that cap makes it slower than plain decoding: set "
                          "--max-running-requests to run more (not priced) or serve those loads without speculation")
+        tail += _slower_than_plain(p, capped)
         ds = " ".join(str(int(per_b["d"][b])) if b in per_b.index else "-" for b in shown)
         unheld = sorted(cells - set(zip(p.rows["batch"], p.rows["context"])))
         if unheld:  # cells the sweep's profile serves where this engine's memory rule holds no sequence
@@ -114,6 +115,21 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
         lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}"
                      + (f"  [engine profile {profile}]" if profile != name else ""))
     return lines
+
+
+def _slower_than_plain(p, capped) -> str:
+    """"; at B = 1 it is slower than plain decoding (0.80x): ..." where the plan drafts and its speedup is
+    below 1 for a reason other than the engine's cap (said above): plans had set D > 0 at 0.74x without a word."""
+    rows = p.rows[(p.rows["draft_len"] > 0) & (p.rows["speedup"] < 0.9995) & ~p.rows.index.isin(capped.index)]
+    if p.mechanism == "none" or rows.empty:
+        return ""
+    at = rows.sort_values("speedup").iloc[0]
+    why = ("its launch holds fewer sequences with the drafter loaded" if (rows["runs_at_batch"] < rows["batch"]).any()
+           else "one setting serves every batch size and speculation cannot be turned off for some" if p.mode == "fixed"
+           else "its schedule keeps drafting there (turning it off and on again costs more over the weighted batches)")
+    batches = sorted({int(b) for b in rows["batch"]})
+    return (f"; at B = {', '.join(map(str, batches))} it is slower than plain decoding "
+            f"({at.speedup:.2f}x at B={int(at.batch)}): {why}")
 
 
 def table_plan_note(result: "SweepResult", plans: dict) -> str | None:
