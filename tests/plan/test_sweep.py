@@ -136,7 +136,7 @@ def test_recommendations_schema():
 @pytest.mark.parametrize("kwargs, word", [
     (dict(batches=[0, 1]), "--batch"), (dict(draft_lens=[-1, 2]), "--draft-len"), (dict(tp=0), "--tp"),
     (dict(mechanisms=["warp-drive"]), "unknown mechanism"), (dict(model="nope"), "unknown model"),
-    (dict(hardware="tpu-v9"), "unknown hardware"), (dict(mechanisms=["draft-model:qwen3-8b"]), "tokenizer"),
+    (dict(hardware="tpu-v9"), "unknown hardware"), (dict(mechanisms=["draft-model:qwen3-8b"]), "same vocab_size only"),
     (dict(min_tokens_per_user=-5), "min-tokens"), (dict(mechanisms=["mtp"]), "no MTP layers"),
 ])
 def test_bad_input(kwargs, word):

@@ -91,8 +91,9 @@ class DraftModel(ChainDrafting, Mechanism):
         draft = get_model(name)
         if draft.vocab != target.vocab:
             raise SpeedplanInputError(
-                f"draft {draft.name} has vocab {draft.vocab}, target {target.name} has {target.vocab}: "
-                "a draft model must share the target's tokenizer"
+                f"draft {draft.name} has vocab_size {draft.vocab}, target {target.name} has {target.vocab}: the engines "
+                "run a draft model of the same vocab_size only (vLLM 0.33: SpeculativeConfig."
+                "verify_equal_vocab_size_if_draft_model; padded sizes of one tokenizer differ too)"
             )
         if draft.param_count() >= target.param_count():
             raise SpeedplanInputError(
