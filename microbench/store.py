@@ -39,11 +39,12 @@ def _read_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _busy(row: dict) -> bool:
-    """A row timed while other processes used more than MAX_OTHER_CPU cores."""
+def is_busy(other_cpu) -> bool:
+    """Whether a point was timed while other processes used more than MAX_OTHER_CPU cores: its
+    `other_cpu` as a CSV cell or a Timing gives it (blank, None or text: not known, not busy)."""
     try:
-        return float(row.get("other_cpu") or "nan") > MAX_OTHER_CPU
-    except ValueError:
+        return float(other_cpu if other_cpu not in (None, "") else "nan") > MAX_OTHER_CPU
+    except (TypeError, ValueError):
         return False
 
 
@@ -69,26 +70,26 @@ class ProfileStore:
         if holder is not None:
             raise ValueError(f"{self.out}: another speedplan bench (pid {holder}) is writing this folder; wait for it "
                              "or use another --out folder")
-        (self.out / LOCK).write_text(f"{os.getpid()} {os.uname().nodename}\n")
         meta_path = self.out / "meta.json"
         old = json.loads(meta_path.read_text(encoding="utf-8-sig")) if meta_path.exists() else {}  # BOM: an editor's
         for field in ("device", "device_name", "hardware_preset", "threads"):
             if old and old.get(field) != meta.get(field):
                 raise ValueError(f"{meta_path}: holds a profile of {field}={old.get(field)!r}, "
                                  f"not {meta.get(field)!r}; use another --out folder")
+        (self.out / LOCK).write_text(f"{os.getpid()} {os.uname().nodename}\n")
         self.meta = {**old, **meta, "complete": False}
         self.meta["wall_s"] = float(old.get("wall_s", 0.0))
         self.meta["grid"] = sorted(set(old.get("grid", [])) | set(meta.get("grid", [])))
         self._write_meta()
         self.done: dict[str, set[tuple[str, ...]]] = {}
         self.rows: dict[str, int] = {}
-        self.busy = 0  # rows timed while the machine was busy (`_busy`), in every table
+        self.busy = 0  # rows timed while the machine was busy (`is_busy`), in every table
         for table in ("gemm", "attention", "elementwise", "floors", "gemm_cupy"):
             family = "gemm" if table == "gemm_cupy" else table
             rows = _read_rows(self.out / f"{table}.csv")
             self.done[table] = {tuple(r[c] for c in KEY_COLUMNS[family]) for r in rows}
             self.rows[table] = len(rows)
-            self.busy += sum(map(_busy, rows))
+            self.busy += sum(is_busy(r.get("other_cpu")) for r in rows)
 
     def _write_meta(self) -> None:
         tmp = self.out / "meta.json.tmp"
@@ -120,7 +121,7 @@ class ProfileStore:
             os.fsync(f.fileno())
         self.done[table].add(point_key(point))
         self.rows[table] = self.rows.get(table, 0) + 1
-        self.busy += timing.other_cpu is not None and timing.other_cpu > MAX_OTHER_CPU
+        self.busy += is_busy(timing.other_cpu)
 
     def finish(self, complete: bool, wall_s: float, extra: dict | None = None) -> dict:
         self.meta.update(extra or {})

@@ -51,10 +51,10 @@ def test_sglang_adaptive_falls_back_to_the_reference_d():
 
 def test_sglang_offered_ranges_follow_the_launch():
     # recommendations.json had said D = 5 at B = 32-63; a step of B >= 48 runs 48 requests, the bucket keyed 48
-    from speedplan.serving.sglang import adaptive_config, offered_ranges, route
+    from speedplan.serving.sglang import adaptive_config, launch_ranges, route
 
     plan = _adaptive_plan()
-    ranges = offered_ranges(plan.schedule, 48)
+    ranges = launch_ranges(plan.schedule, "adaptive", 48)
     assert ranges == [(1, 1, 3), (2, 31, 2), (32, 47, 5), (48, 65536, 4)]
     config = adaptive_config(plan)
     keys = sorted(int(k) for k in config)

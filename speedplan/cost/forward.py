@@ -322,7 +322,7 @@ def forward_cost(
     attention_us, tree_us = np.zeros_like(tokens), np.zeros_like(tokens)
     for layers_in_group, group_kv in groups:
         if model.sparse:  # each query reads its own top-k latents
-            attn = _sparse_attention(cost, batch, q_len, group_kv, heads, head_dim, model.sparse.topk, dtype)
+            attn = _sparse_attention(cost, batch, q_len, group_kv, heads, head_dim, model.sparse.topk, kv_dtype)
         else:
             attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", kv_dtype)
         group_us = layers_in_group * attn.latency_us

@@ -32,14 +32,17 @@ def engine_profile_name(meta: dict) -> str:
 
 
 def launch_ranges(plan: EnginePlan) -> list[tuple[int, int, int]]:
-    """`plan.schedule` as the engine's launch runs it by offered batch size: SGLang's adaptive buckets
-    are keyed by the requests a step runs, capped (`serving.sglang.offered_ranges`); the others as planned."""
-    if plan.engine == "sglang" and plan.mode == "adaptive" and len(plan.rows):
-        from speedplan.serving.sglang import offered_ranges
+    """`plan.schedule` as the engine's launch runs it by offered batch size, where its serving module
+    says otherwise (`launch_ranges`: SGLang's adaptive buckets are keyed by the requests a step runs,
+    capped); else as planned."""
+    from speedplan.serving import engine_module
 
-        per_b = plan.rows.drop_duplicates("batch").sort_values("batch")
-        return offered_ranges(list(zip(per_b["batch"].astype(int), per_b["draft_len"].astype(int))), plan.spec_max_running)
-    return plan.schedule
+    routed = getattr(engine_module(plan.engine), "launch_ranges", None) if plan.engine and len(plan.rows) else None
+    if routed is None:
+        return plan.schedule
+    per_b = plan.rows.drop_duplicates("batch").sort_values("batch")
+    points = list(zip(per_b["batch"].astype(int), per_b["draft_len"].astype(int)))
+    return routed(points, plan.mode, plan.spec_max_running) or plan.schedule
 
 
 def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> dict[str, dict]:

@@ -230,14 +230,14 @@ def check_peak(path: Path, tables: Mapping, hw: Hardware) -> None:
         if not len(sel) or not peak:
             continue
         rate = 2 * gemm["m"][sel] * gemm["n"][sel] * gemm["k"][sel] / (gemm["latency_us"][sel] * 1e-6)
-        if (rate > PEAK_MARGIN * peak).any():
-            i = int(sel[np.argmax(rate > PEAK_MARGIN * peak)])
-            csv_path = Path(path) / "gemm.csv"
+        over = np.flatnonzero(rate > PEAK_MARGIN * peak)
+        if len(over):
+            j, csv_path = over[0], Path(path) / "gemm.csv"
+            i = int(sel[j])
             raise SpeedplanInputError(
                 f"{csv_path}: column 'latency_us' line {file_line(csv_path, i)}: {gemm['latency_us'][i]:g} µs for "
-                f"M={gemm['m'][i]:g}, N={gemm['n'][i]:g}, K={gemm['k'][i]:g} ({dt}) is "
-                f"{rate[np.argmax(rate > PEAK_MARGIN * peak)] / peak:,.0f}x {hw.name}'s peak of {peak / 1e12:g} "
-                "TFLOP/s: a unit slip (ms or ns for µs?) or another device's table")
+                f"M={gemm['m'][i]:g}, N={gemm['n'][i]:g}, K={gemm['k'][i]:g} ({dt}) is {rate[j] / peak:,.0f}x "
+                f"{hw.name}'s peak of {peak / 1e12:g} TFLOP/s: a unit slip (ms or ns for µs?) or another device's table")
 
 
 def build_profile(path: Path, meta: dict, tables: Mapping) -> Profile:

@@ -122,18 +122,14 @@ def busy_points(folder: Path) -> tuple[int, int]:
     with an other_cpu value) over the CSV tables of a bench folder; (0, 0) for tables without the column."""
     import csv
 
-    from microbench.store import MAX_OTHER_CPU
+    from microbench.store import is_busy
 
     busy = timed = 0
     for table in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
         with table.open(newline="", encoding="utf-8-sig") as f:
-            for row in csv.DictReader(f):
-                try:
-                    other = float(row.get("other_cpu") or "nan")
-                except ValueError:
-                    continue
-                timed += other == other
-                busy += other > MAX_OTHER_CPU
+            cells = [row.get("other_cpu") for row in csv.DictReader(f)]
+        timed += sum(c not in (None, "") for c in cells)
+        busy += sum(map(is_busy, cells))
     return busy, timed
 
 

@@ -120,11 +120,12 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
 def _slower_than_plain(p, capped) -> str:
     """"; at B = 1 it is slower than plain decoding (0.80x): ..." where the plan drafts and its speedup is
     below 1 for a reason other than the engine's cap (said above): plans had set D > 0 at 0.74x without a word."""
-    rows = p.rows[(p.rows["draft_len"] > 0) & (p.rows["speedup"] < 0.9995) & ~p.rows.index.isin(capped.index)]
+    said = capped.index if p.cap_note else []  # the cap's own note covers those
+    rows = p.rows[(p.rows["draft_len"] > 0) & (p.rows["speedup"] < 0.9995) & ~p.rows.index.isin(said)]
     if p.mechanism == "none" or rows.empty:
         return ""
     at = rows.sort_values("speedup").iloc[0]
-    why = ("its launch holds fewer sequences with the drafter loaded" if (rows["runs_at_batch"] < rows["batch"]).any()
+    why = ("its launch holds fewer sequences with the drafter loaded" if at.runs_at_batch < at.batch
            else "one setting serves every batch size and speculation cannot be turned off for some" if p.mode == "fixed"
            else "its schedule keeps drafting there (turning it off and on again costs more over the weighted batches)")
     batches = sorted({int(b) for b in rows["batch"]})

@@ -126,7 +126,7 @@ def plan_groups(batches, spec_max_running: float) -> list[int]:
     reaches whatever the keys: batches whose running batches min(B, cap) SGLang pads to one graph batch
     size, every B at or above the cap among them, share one bucket, so one D. `spec_max_running` 0 (no
     cap): the launch sets --max-running-requests to the largest planned batch (`max_running_flag`)."""
-    cap = int(spec_max_running) if spec_max_running > 0 else int(max(batches))  # as max_running_flag
+    cap = _planned_cap(spec_max_running, batches)
     graphs = graph_batch_sizes(cap)
     pads = [padded(min(int(b), cap), graphs) for b in batches]
     return [sorted(set(pads)).index(g) for g in pads]
@@ -160,16 +160,22 @@ def _buckets(points, cap: int) -> tuple[list[tuple[int, int]], list[tuple[int, i
     return [(1, out[0][1])] + out[1:] if out else [], lost
 
 
-def offered_ranges(points, spec_max_running: float) -> list[tuple[int, int, int]]:
-    """For recommendations.json: inclusive (first B, last B, D) ranges of the batch size offered, as the
-    adaptive launch of schedule `points` ((B, D), ascending) runs them: B requests run min(B, cap) a
+def _planned_cap(spec_max_running: float, batches) -> int:
+    """The running cap a plan's launch gets: the profile's spec_max_running, or for 0 (no cap) the
+    largest planned batch, which `max_running_flag` writes as --max-running-requests."""
+    return int(spec_max_running) if spec_max_running > 0 else int(max(batches))
+
+
+def launch_ranges(points, mode: str, spec_max_running: float) -> list[tuple[int, int, int]] | None:
+    """For recommendations.json (engine_outputs asks each engine module): inclusive (first B, last B,
+    D) ranges of the batch size offered as an adaptive launch of schedule `points` ((B, D), ascending)
+    runs them; None for a fixed launch (the planned ranges stand). B requests run min(B, cap) a
     step, which takes the bucket of the largest key at or below it (0.5.23 pads no batch unless
     --cuda-graph-bs-decode is given). B = 48-63 of a plan with D = 5 at 32 and D = 4 at 64 run the
-    bucket keyed 48, so D = 4: the planned-batch ranges had said 5. `spec_max_running` as `plan_groups`."""
-    if not points:
-        return []
-    cap = int(spec_max_running) if spec_max_running > 0 else int(max(b for b, _ in points))
-    keyed = _buckets(points, cap)[0]
+    bucket keyed 48, so D = 4: the planned-batch ranges had said 5."""
+    if mode != "adaptive" or not points:
+        return None
+    keyed = _buckets(points, _planned_cap(spec_max_running, [b for b, _ in points]))[0]
     ends = [k - 1 for k, _ in keyed[1:]] + [max(OPEN_END_BATCH, int(points[-1][0]))]
     return [(k, hi, d) for (k, d), hi in zip(keyed, ends)]
 

@@ -295,3 +295,13 @@ def test_a_second_bench_into_one_folder_is_refused(tmp_path):
     assert lock_holder(tmp_path) is None
     ProfileStore(tmp_path, {"device": "cpu"}).finish(True, 0.0)
     assert not (tmp_path / LOCK).exists()
+
+
+def test_a_refused_resume_leaves_no_lock(tmp_path):
+    from microbench.store import LOCK, ProfileStore, is_busy
+
+    ProfileStore(tmp_path, {"device": "cpu"}).finish(True, 0.0)
+    with pytest.raises(ValueError, match="holds a profile of device='cpu'"):
+        ProfileStore(tmp_path, {"device": "cuda"})
+    assert not (tmp_path / LOCK).exists()
+    assert [is_busy(x) for x in ("1.4", 1.4, "0.1", "", None, "n/a")] == [True, True, False, False, False, False]

@@ -45,7 +45,7 @@ def test_sparse_attention_reads_top_k_latents_per_query():
     for batch, q_len, context in [(4, 4, 1024), (4, 4, 32768)]:
         kv_len = context + q_len
         index_us = float(_indexer(cost, m, batch, q_len, kv_len).latency_us)
-        mla_us = float(cost.attention(batch * q_len, 1, min(kv_len, 2048), heads, kv, dim, "causal", "fp8").latency_us)
+        mla_us = float(cost.attention(batch * q_len, 1, min(kv_len, 2048), heads, kv, dim, "causal", "bf16").latency_us)  # the cache as kept: bf16 (ModelSpec.kv_dtype)
         priced = forward_cost(cost, m, batch, q_len, context, tp=8).attention_s
         assert priced == pytest.approx(61 * (mla_us + index_us) * 1e-6)
     long_v32 = forward_cost(cost, m, 16, 4, 65536, tp=8).attention_s
