@@ -37,8 +37,9 @@ context = tokens of KV per sequence, times in seconds, rates in tokens/s, memory
   `Calibration` (`.profile` the fitted EngineProfile, per-row `.residual`, `.loo_error` fractions);
   rows give `tpot_ms` / `step_ms` in milliseconds, `tokens_per_s`, or `speedup`.
 - `get_engine(name or file)` -> `EngineProfile`; `get_model(name or config.json)` -> `ModelSpec`.
-- `list_models(configs=None)`, `list_hardware(names=None)`, `list_engines()` -> DataFrames of what
-  `speedplan models`, `speedplan hardware` and `speedplan engines` list (presets, shipped profiles).
+- `list_models(configs=None)`, `list_hardware(names=None)`, `list_engines()`,
+  `list_mechanisms(model=None, tp=1)` -> DataFrames of what `speedplan models`, `hardware`,
+  `engines` and `mechanisms` list (presets, shipped profiles, registered mechanisms).
 - `Acceptance.iid(alpha)`, `.positional([p1, p2, ...])`, `.per_rank([r1, r2, ...])` -> an
   `Acceptance` (probabilities in [0, 1)), for `sweep(acceptance=...)` or {mechanism: Acceptance}.
 """
@@ -57,6 +58,7 @@ _EXPORTS = {
     "get_engine": "engine.profile", "get_model": "specs.model", "Acceptance": "plan.acceptance",
     "SpeedplanInputError": "errors",
     "list_models": "report.catalog", "list_hardware": "report.catalog", "list_engines": "report.catalog",
+    "list_mechanisms": "report.catalog",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

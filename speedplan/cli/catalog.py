@@ -47,6 +47,26 @@ def engines(profile: Optional[List[str]] = typer.Argument(
     typer.echo(table([{**r, "describes": _cut(r["describes"], 60)} for r in engine_rows()]))
 
 
+def mechanisms(
+        model: Optional[str] = typer.Option(None, help="A model preset or config.json: show which mechanisms a sweep of it "
+                                            "prices by default, why the others are left out, and their default acceptance."),
+        tp: int = typer.Option(1, help="Tensor-parallel size of the target (with --model)."),
+        draft_len: int = typer.Option(3, help="Draft length D at which the acceptance length is shown (with --model; "
+                                      "trees: 16 verified nodes)."),
+) -> None:
+    """List speculative-decoding mechanisms: the spec --mechanism reads, what the target verifies and
+    how each drafts: speedplan mechanisms. With --model, which a sweep prices and their published
+    default acceptance with its source: speedplan mechanisms --model llama-3.1-8b"""
+    from speedplan.errors import SpeedplanInputError
+    from speedplan.report.catalog import mechanism_rows
+
+    if not 1 <= draft_len <= 16:
+        raise SpeedplanInputError(f"--draft-len {draft_len}: must be in 1..16")
+    rows = mechanism_rows(model, tp, draft_len)
+    width = {"drafting": 100, "swept": 70, "acceptance source": 90}
+    typer.echo(table([{k: _cut(v, width[k]) if k in width else v for k, v in r.items()} for r in rows]))
+
+
 def _engine_detail(e) -> str:
     """One engine profile in full: what it describes, its memory rule, how its terms were set, and
     each term's value, unit and source."""

@@ -21,7 +21,7 @@ def sweep(
     hardware: str = typer.Option("h100-sxm", help="Hardware preset (speedplan hardware lists them), a profile folder (profiles/NAME) or a hardware JSON file of one's own (docs/extending.md)."),
     tp: int = typer.Option(1, help="Tensor-parallel size (GPUs per replica)."),
     engine: str = typer.Option("vllm", help=f"Engine profile that prices every step: {', '.join(_ENGINES)}, or a JSON file from speedplan calibrate."),
-    mechanism: Optional[List[str]] = typer.Option(None, help="Repeatable: ngram, draft-model[:MODEL][,tp=N], eagle[:vocab=N], eagle-tree[:topk=K], eagle3[:config=PATH], eagle3-tree[:topk=K], mtp, medusa; the engines' names are read too (EAGLE-3, draft_model, STANDALONE, NEXTN, deepseek_mtp). Default: every mechanism that applies to the model."),
+    mechanism: Optional[List[str]] = typer.Option(None, help="Repeatable (speedplan mechanisms lists them with their options): ngram, draft-model[:MODEL][,tp=N], eagle[:vocab=N], eagle-tree[:topk=K], eagle3[:config=PATH], eagle3-tree[:topk=K], mtp, medusa; the engines' names are read too (EAGLE-3, draft_model, STANDALONE, NEXTN, deepseek_mtp). Default: every mechanism that applies to the model."),
     batch: str = typer.Option("1,2,4,8,16,32,64,128,256", help="Batch sizes B, the requests in flight per replica (concurrent sequences decoding): a range like 1-256 or a list like 1,2,4."),
     draft_len: str = typer.Option("0-8", help="Draft lengths D, tokens drafted per step (tree depth for trees): a range like 0-8 or a list like 0,2,4 (D = 0, plain decoding, is always priced)."),
     context: str = typer.Option("4096", help="Context (KV) lengths in tokens per sequence: 4096, a list like 1024,8192 or a range."),

@@ -49,6 +49,12 @@ def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> 
     """The "engines" object of recommendations.json."""
     out = {}
     for name, plan in plans.items():
+        if not len(plan.rows):  # not planned (runs not on this hardware, or its memory rule holds no sequence):
+            # not "off", which a script would read as "launch it without speculation"; no serving files either
+            out[name] = {"mechanism": None, "mode": NOT_RUN, "how": plan.how,
+                         "engine_profile": None if plan.not_run else plan.engine_profile, "schedule": [],
+                         "per_batch": []}
+            continue
         rec = {"mechanism": plan.mechanism, "mode": plan.mode, "how": plan.how, "engine_profile": plan.engine_profile,
                "schedule": [list(s) for s in launch_ranges(plan)],
                "objective": round(plan.objective, 5),
@@ -156,8 +162,8 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
     latency = latency_text(meta)
     out = {}
     for name, plan in plans.items():
-        if plan.not_run:  # the engine does not run on this hardware: no files
-            continue
+        if plan.not_run or not len(plan.rows):  # runs not on this hardware, or its memory rule holds no sequence
+            continue  # at any planned batch size: no files (recommendations.json and the plan line say why)
         rows = plan.rows
         acceptance = (meta.get("acceptance") or {}).get(plan.mechanism)  # whole: a comment has room for it
         sources = f"latency {latency}" + (f"; acceptance {acceptance}" if acceptance else "")

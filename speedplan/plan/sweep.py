@@ -95,6 +95,12 @@ def _one_drafter(acceptance) -> bool:
     return acceptance.source.startswith(ONE_DRAFTER_SOURCES)
 
 
+def default_mechanisms(target: ModelSpec, tp: int = 1) -> tuple[list[Mechanism], dict[str, str]]:
+    """What a sweep of `target` at `tp` that names no mechanism prices, each with its published
+    default acceptance, and those it leaves out with the reason (`speedplan mechanisms --model`)."""
+    return _mechanisms(None, target, None, tp)
+
+
 def _mechanisms(specs, target: ModelSpec, acceptance, tp: int = 1) -> tuple[list[Mechanism], dict[str, str]]:
     """The mechanisms to sweep and, when none were named, those skipped with the reason. A
     mechanism named explicitly that cannot run is an error (its `build` says why).

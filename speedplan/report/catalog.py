@@ -93,6 +93,49 @@ def engine_rows() -> list[dict]:
     return rows
 
 
+def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, nodes: int = 16) -> list[dict]:
+    """One row per registered mechanism: the spec `speedplan sweep --mechanism` reads, what the
+    target verifies and how it drafts (its module's first sentence). With `model`: whether a sweep
+    of it that names no mechanism prices it (else why not), the acceptance length its published
+    default gives at `draft_len` (trees: `nodes` verified nodes), and where that default comes from."""
+    import sys
+
+    from speedplan.plan.mechanisms import REGISTRY
+
+    rows = []
+    for name, cls in REGISTRY.items():
+        doc = " ".join((sys.modules[cls.__module__].__doc__ or "").split())
+        rows.append({"mechanism": name, "spec": cls.usage or name,
+                     "verifies": "tree of N nodes" if cls.is_tree else "chain of 1+D",
+                     "drafting": doc.split(". ")[0].rstrip(".")})
+    if model is None:
+        return rows
+    from speedplan.plan.sweep import default_mechanisms
+    from speedplan.specs.model import get_model
+
+    target = get_model(model)
+    target.check_tp(tp)
+    built, skipped = default_mechanisms(target, tp)
+    by_name: dict[str, list] = {}
+    for mech in built:
+        by_name.setdefault(mech.name, []).append(mech)
+    out = []
+    for row in rows:
+        for mech in by_name.get(row["mechanism"], [None]):
+            al = None if mech is None else float(mech.acceptance_length(draft_len, nodes))
+            out.append({"mechanism": mech.label if mech else row["mechanism"], "spec": row["spec"],
+                        "verifies": row["verifies"],
+                        "swept": "yes" if mech else f"no: {skipped.get(row['mechanism'], 'not swept by default')}",
+                        f"AL at D={draft_len}": "-" if al is None else round(al, 2),
+                        "acceptance source": mech.acceptance_source if mech else "-"})
+    return out
+
+
+def list_mechanisms(model: str | None = None, tp: int = 1) -> pd.DataFrame:
+    """`mechanism_rows` as a DataFrame."""
+    return pd.DataFrame(mechanism_rows(model, tp))
+
+
 def list_models(configs=None) -> pd.DataFrame:
     """`model_rows` as a DataFrame."""
     return pd.DataFrame(model_rows(configs))

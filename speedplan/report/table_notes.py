@@ -35,8 +35,16 @@ def moe_rise_line(meta: dict, best: pd.DataFrame) -> str | None:
 def cpu_engine_note(meta: dict) -> str:
     """On a CPU, where a serving engine's profile priced the steps: that its terms describe the
     engine on a GPU (CUDA graphs, kernel launches) and speedplan's own runtime, validated on
-    CPUs, has a profile of its own; "" elsewhere."""
-    if meta.get("platform") != "cpu" or str(meta.get("engine_family") or "").startswith("speedplan"):
+    CPUs, has a profile of its own; on a GPU, where the runtime's profile priced them: that its
+    terms are eager PyTorch's on a CPU; "" elsewhere."""
+    from speedplan.engine.profile import SHIPPED
+
+    runtime = str(meta.get("engine_family") or "").startswith("speedplan")
+    shipped = str(meta.get("engine_source") or "").endswith(SHIPPED)  # not a copy validate or calibrate fitted
+    if runtime and shipped and meta.get("platform") not in (None, "cpu"):  # its shipped terms are a CPU's
+        return ("; its terms describe speedplan's own runtime, eager PyTorch without CUDA graphs, fitted on CPUs: "
+                "not a serving engine on this GPU (--engine vllm, sglang or trtllm price those)")
+    if meta.get("platform") != "cpu" or runtime:
         return ""
     return ("; on a CPU its terms describe the engine on a GPU (CUDA graphs, kernel launches), not measured here: "
             "speedplan's own runtime, validated on CPUs, is --engine speedplan-runtime")
@@ -95,13 +103,15 @@ def plan_notes(result, plans: dict) -> list[str]:
 
 def cheaper_than_plain_line(best: pd.DataFrame) -> str | None:
     """A note where the table's speculative pick is priced faster a step than plain decoding at its
-    batch (t_step < t_plain, so its speedup exceeds its AL): verifying more tokens cannot cost less,
+    batch, per sequence the step runs (so its speedup exceeds its AL): verifying more tokens cannot cost less,
     but measured kernel tables are not monotone in M (B200's fp8 GEMM N=4096 K=7168: 26.8 µs at
     M = 1, 12.8 µs from M = 3; `speedplan profile check` counts such points). The rows are priced as
     measured; the note says to read those speedups as an upper bound. None where no row is so."""
-    if best is None or best.empty or "t_plain_s" not in best:
+    if best is None or best.empty or "speedup" not in best:
         return None
-    odd = best[(best["mechanism"] != "none") & (best["t_step_s"] < 0.999 * best["t_plain_s"])]
+    # speedup > AL: a step priced cheaper per sequence it runs than plain decoding's (a step that runs
+    # fewer sequences than plain decoding, under an engine's cap, is not cheaper for being shorter)
+    odd = best[(best["mechanism"] != "none") & (best["speedup"] > 1.001 * best["acceptance_length"])]
     if odd.empty:
         return None
     from speedplan.report.summary import batch_ranges

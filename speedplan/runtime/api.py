@@ -227,7 +227,8 @@ class RunReport:
 
     def to_json(self) -> dict:
         r = self.result
-        return {"model": self.model_name, "mechanism": self.spec.mechanism, "draft_len": self.draft_len,
+        # the model by its weights' name (a GGUF's stem says ".Q4_1"), and the matmul path that ran
+        return {"model": self.model_name, "matmul": self.spec.matmul, "mechanism": self.spec.mechanism, "draft_len": self.draft_len,
                 "batch": min(self.spec.batch, len(r.texts)),  # what ran: 3 prompts at --batch 8 decode 3 at once
                 "text": r.texts if len(r.texts) > 1 else r.texts[0],
                 "acceptance_length": r.acceptance_length, "emitted_per_step": r.emitted_per_step,

@@ -131,11 +131,18 @@ def test_a_user_ngram_rate_that_states_match_1_gets_no_note():
 
 def test_no_preset_draft_names_presets_that_would_serve():
     """Without a preset draft the refusal lists presets `draft-model:MODEL` accepts (same vocabulary,
-    fewer parameters) that also run fewer active parameters than the target, and each one works."""
-    with pytest.raises(SpeedplanInputError, match=r"no preset draft for qwen3-next-80b-a3b; pass draft-model:MODEL "
-                       r"\(presets with its 151,936-token vocabulary, at most half its parameters and fewer active: qwen3-30b-a3b\)$"):
+    fewer parameters) with at most half the target's parameters and of its active ones, and each one works."""
+    import dataclasses
+
+    mine = dataclasses.replace(get_model("qwen3-235b-a22b"), name="my-qwen3-235b")  # a config of one's own: no default
+    with pytest.raises(SpeedplanInputError, match=r"no preset draft for my-qwen3-235b; pass draft-model:MODEL "
+                       r"\(presets with its 151,936-token vocabulary and at most half its parameters, active ones too: "
+                       r"qwen3-30b-a3b, qwen3-next-80b-a3b, qwen3-8b\)$"):
+        parse_mechanism("draft-model", mine, None)
+    parse_mechanism("draft-model:qwen3-8b", mine, None)  # the suggestion builds
+    # qwen3-30b-a3b runs 3.3B active parameters to qwen3-next-80b-a3b's 3.9B: nearly a target step per drafted token
+    with pytest.raises(SpeedplanInputError, match=r"no preset draft for qwen3-next-80b-a3b; pass draft-model:MODEL$"):
         parse_mechanism("draft-model", get_model("qwen3-next-80b-a3b"), None)
-    parse_mechanism("draft-model:qwen3-30b-a3b", get_model("qwen3-next-80b-a3b"), None)  # the suggestion builds
     # none qualifies: qwen3-30b-a3b has fewer active parameters than qwen3-8b but more in all, so build refuses it
     with pytest.raises(SpeedplanInputError, match=r"no preset draft for qwen3-8b; pass draft-model:MODEL$"):
         parse_mechanism("draft-model", get_model("qwen3-8b"), None)

@@ -231,3 +231,12 @@ def test_the_batch_reported_is_the_one_that_ran(tiny_folder, monkeypatch):
     stub_timer(monkeypatch, [1.0] * 4)
     report = tiny_run(tiny_folder, prompts=["a b c", "d e f", "g h i"], batch=8)
     assert report.to_json()["batch"] == 3
+
+
+def test_json_names_the_matmul_that_ran():
+    # the model is named by its GGUF file ("SmolLM2-135M-Instruct.Q4_1") while fp32 matmuls ran
+    pytest.importorskip("torch")
+    report = fake_report(2.0, 1.0, 0.5, [2.0])
+    assert report.to_json()["matmul"] == "fp32"
+    q4 = dataclasses.replace(report, spec=dataclasses.replace(report.spec, matmul="q4_1"))
+    assert q4.to_json()["matmul"] == "q4_1"

@@ -130,8 +130,14 @@ def test_an_unknown_architecture_is_refused_naming_it_and_the_way_on():
     cfg = {**_preset("llama-3.1-8b"), "architectures": ["FooForCausalLM"], "model_type": "foo"}
     with pytest.raises(SpeedplanInputError, match=r"'FooForCausalLM' is not a family .*\"LlamaForCausalLM\""):
         from_hf_config(cfg)
-    del cfg["architectures"]  # the standard keys alone still read
-    assert from_hf_config(cfg).param_count() == get_model("llama-3.1-8b").param_count()
+    del cfg["architectures"]  # a model_type of no priced family is refused as its architecture is
+    with pytest.raises(SpeedplanInputError, match=r"model_type 'foo' is not a family .*\"LlamaForCausalLM\""):
+        from_hf_config(cfg)
+    del cfg["model_type"]  # neither (a hand-written config): read as a Llama-style decoder, and its source says so
+    assert "read as a Llama-style decoder" in from_hf_config(cfg).source
+    llama = from_hf_config({**cfg, "model_type": "llama"})  # the family from model_type alone
+    assert llama.param_count() == get_model("llama-3.1-8b").param_count()
+    cfg["model_type"] = "foo"
     for arch in ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Qwen3_5MoeForConditionalGeneration",
                  "Gemma3ForConditionalGeneration", "Phi3ForCausalLM"):
         from_hf_config({**cfg, "architectures": [arch]})

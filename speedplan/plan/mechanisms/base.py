@@ -37,6 +37,8 @@ class Mechanism:
     # Mechanisms of one head share one acceptance vector: a tree and its chain (eagle-tree's
     # family is "eagle"); an `--acceptance FAMILY:...` reaches every member.
     family: ClassVar[str] = ""
+    # The spec `speedplan sweep --mechanism` reads, options in brackets ("" : the name alone).
+    usage: ClassVar[str] = ""
 
     acceptance: Acceptance
     acceptance_source: str

@@ -28,6 +28,7 @@ DEFAULT_DRAFT_FOR = {"llama-3.1-8b": "llama-3.2-1b", "llama-3.1-70b": "llama-3.2
 @dataclass(frozen=True)
 class DraftModel(ChainDrafting, Mechanism):
     name = "draft-model"
+    usage = "draft-model[:MODEL][,tp=N]"  # the spec `speedplan sweep --mechanism` reads
     draft: ModelSpec | None = None
     draft_tp: int | None = None  # GPUs the draft is sharded over; None = the target's TP
 
@@ -112,17 +113,18 @@ MAX_SUGGESTED_SHARE = 0.5
 def _candidates(target: ModelSpec, most: int = 3) -> str:
     """" (presets with its vocabulary, ...: a, b)", smallest first, or "" where no preset
     qualifies: drafts `build` accepts (the same vocabulary, fewer parameters) with at most
-    MAX_SUGGESTED_SHARE of the target's parameters and fewer active ones (a 32B dense draft for a
-    3B-active MoE, or DeepSeek-V3 for DeepSeek-V3.2, would not pay)."""
+    MAX_SUGGESTED_SHARE of the target's parameters and of its active ones (a 32B dense draft for a
+    3B-active MoE, DeepSeek-V3 for DeepSeek-V3.2, or Qwen3-30B-A3B (3.3B active) for Qwen3-Next-80B-A3B
+    (3.9B) would cost nearly a target step per drafted token)."""
     from speedplan.specs.model import preset_names
 
     active, total = target.param_count(active=True), target.param_count()
     fits = sorted((m.param_count(active=True), m.name) for m in map(get_model, preset_names())
-                  if m.vocab == target.vocab and m.param_count(active=True) < active
+                  if m.vocab == target.vocab and m.param_count(active=True) <= MAX_SUGGESTED_SHARE * active
                   and m.param_count() <= MAX_SUGGESTED_SHARE * total)
     if not fits:
         return ""
-    return (f" (presets with its {target.vocab:,}-token vocabulary, at most half its parameters and fewer active: "
+    return (f" (presets with its {target.vocab:,}-token vocabulary and at most half its parameters, active ones too: "
             f"{', '.join(name for _, name in fits[:most])})")
 
 

@@ -16,6 +16,7 @@ from speedplan.plan.mechanisms.heads import eagle3_pass
 @dataclass(frozen=True)
 class Eagle3Tree(TopkTree, Eagle3):
     name = "eagle3-tree"
+    usage = "eagle3-tree[:topk=K][,vocab=N][,config=PATH]"  # the spec `speedplan sweep --mechanism` reads
     family = "eagle3"
     topk: int = 8  # children kept per tree level (the frontier)
 

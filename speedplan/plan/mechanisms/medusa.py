@@ -17,6 +17,7 @@ MAX_HEADS = 8  # heads whose weights are kept in memory
 @dataclass(frozen=True)
 class Medusa(Mechanism):
     name = "medusa"
+    usage = "medusa[:topk=K]"  # the spec `speedplan sweep --mechanism` reads
     is_tree = True
     topk: int = 8
     vocab: int = 0  # the target's vocabulary, which every head scores

@@ -15,6 +15,7 @@ from speedplan.plan.mechanisms.eagle import Eagle
 @dataclass(frozen=True)
 class Mtp(Eagle):
     name = "mtp"
+    usage = "mtp"  # no options (an Eagle's are not read)
     options = ()
     text_options = ()
 
