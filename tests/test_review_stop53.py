@@ -99,3 +99,101 @@ def test_the_runtime_profile_on_a_gpu_says_what_it_describes():
     cpu = sp.render_summary(sp.sweep(model="smollm2-135m", hardware="cpu-local", engine="speedplan-runtime",
                                      batches=[1, 8]))
     assert "fitted on CPUs" not in cpu and "on a CPU its terms describe" not in cpu
+
+
+def test_replicated_layers_are_held_whole_on_every_rank():
+    # DeepSeek-V3's q_a / kv_a projections and router are ReplicatedLinear in vLLM and SGLang (and priced unsplit
+    # by linear_shapes): memory divided them by TP, 0.9 GB short per rank at TP 8, and planned it on 8 H100s
+    from speedplan.cost.forward import linear_shapes
+    from speedplan.cost.weights import replicated_params, weight_bytes_per_rank
+
+    v3 = get_model("deepseek-v3")
+    h, m = v3.hidden, v3.mla
+    by_hand = v3.layers * h * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim) + v3.moe_layers * h * v3.moe.num_experts
+    assert replicated_params(v3) == by_hand
+    assert weight_bytes_per_rank(v3, 8) == pytest.approx((v3.weight_bytes() - by_hand) / 8 + by_hand)  # fp8: 1 byte
+    split = {s.name: s.n * s.k for s in linear_shapes(v3, 8)}
+    assert split["q_a"] == m.q_lora_rank * h and split["kv_a"] == (m.kv_lora_rank + m.qk_rope_head_dim) * h
+    dense = get_model("llama-3.1-70b")  # nothing replicated: weights / TP as before
+    assert weight_bytes_per_rank(dense, 8) == dense.weight_bytes() / 8
+    r = sp.sweep(model="deepseek-v3", hardware="h100-sxm", tp=8, engine="trtllm", batches=[1, 2], draft_lens=[0, 1])
+    assert r.meta["weight_bytes_per_gpu"] == weight_bytes_per_rank(v3, 8)
+    assert not r.frame.loc[r.frame["batch"] == 2, "fits_memory"].any()
+
+
+def test_a_head_keeps_its_kv_per_rank_as_the_target_does():
+    # the MTP head's MLA latent (one per rank, as the target's) was divided by TP: 0.30 GB where 2.4 GB are held
+    from speedplan.plan.mechanisms.heads import head_memory_bytes
+
+    v3 = get_model("deepseek-v3")
+    mtp = parse_mechanism("mtp", v3)
+    kv8 = head_memory_bytes(mtp.draft, v3, None, 256, 8192, 8) - head_memory_bytes(mtp.draft, v3, None, 0, 8192, 8)
+    assert kv8 == pytest.approx(256 * 8192 * mtp.draft.kv_bytes_per_token())  # whole on each of the 8 ranks
+    llama = get_model("llama-3.1-8b")  # 8 KV heads split over 8 ranks: an eighth each
+    head = parse_mechanism("eagle3", llama).head
+    from speedplan.plan.mechanisms.heads import eagle3_memory_bytes
+
+    kv = eagle3_memory_bytes(head, 64, 4096, 8) - eagle3_memory_bytes(head, 0, 4096, 8)
+    assert kv == pytest.approx(64 * 4096 * head.layer.kv_bytes_per_token() / 8)
+
+
+
+def test_a_profile_meta_that_is_no_object_is_one_line_by_absolute_path_too(tmp_path, cli):
+    # an absolute --hardware path was looked up as a shipped profile (PROFILE_DIR / "/abs") and its
+    # meta.json read with .get(): a 55-line traceback for meta.json = []
+    import shutil
+
+    from speedplan.cost.ops import PROFILE_DIR
+
+    folder = tmp_path / "metalist"
+    shutil.copytree(PROFILE_DIR / "h100-sxm", folder)
+    (folder / "meta.json").write_text("[]")
+    for args in (("sweep", "--hardware", str(folder), "--batch", "1", "--out", str(tmp_path / "o")),
+                 ("hardware", str(folder))):
+        out = cli(*args)
+        assert out.returncode == 2 and out.stderr.strip().endswith("meta.json: expected a JSON object"), out.stderr
+        assert "Traceback" not in out.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_fp8_checkpoint_priced_as_bf16_says_so(tmp_path):
+    # an fp8 Llama-3.1-8B on an A100 (no fp8 peak) was priced at bf16, 16.1 GB of weights where 9.1 GB, in silence
+    import json
+
+    from speedplan.specs.model import PRESET_DIR
+
+    cfg = {k: v for k, v in json.loads((PRESET_DIR / "llama-3.1-8b.json").read_text()).items() if k != "_source"}
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "quantization_config": {"quant_method": "fp8"}}))
+    r = sp.sweep(model=str(tmp_path), hardware="a100-80gb", batches=[1], draft_lens=[0, 1])
+    assert r.meta["dtype"] == "bf16" and "fp8 checkpoint priced as bf16" in r.meta["dtype_note"]
+    assert r.meta["dtype_note"] in sp.render_summary(r).splitlines()[0]
+    assert sp.sweep(model=str(tmp_path), hardware="h100-sxm", batches=[1], draft_lens=[0, 1]).meta["dtype_note"] == ""
+
+
+def test_a_mistyped_name_gets_the_closest_one(cli):
+    for args, said in ((("--model", "llama-3.1-8"), "(did you mean 'llama-3.1-8b'?)"),
+                       (("--hardware", "h100sxm"), "(did you mean 'h100-sxm'?)"),
+                       (("--mechanism", "eagel3"), "(did you mean 'eagle3'?)")):
+        out = cli("sweep", *args, "--batch", "1")
+        assert out.returncode == 2 and said in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    out = cli("sweep", "--model", "zzz", "--batch", "1")
+    assert out.returncode == 2 and "did you mean" not in out.stderr
+
+
+def test_a_trace_of_another_schema_or_without_meta_is_refused(tmp_path):
+    # the sweep's reader took schema "speedplan.trace/9" and a trace with no meta line; the runtime's refuses both
+    import json
+
+    from speedplan.plan.acceptance_sources import read_trace
+
+    step = {"type": "step", "batch": 1, "accepted": [2]}
+    meta = {"type": "meta", "schema": "speedplan.trace/1", "mechanism": "ngram", "draft_len": 3, "batch": 1}
+    for name, lines, said in (("other", [{**meta, "schema": "speedplan.trace/9"}, step], "its schema: 'speedplan.trace/9'"),
+                              ("nometa", [step], "no speedplan.trace/1 meta line")):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+        with pytest.raises(SpeedplanInputError, match=re.escape(said)):
+            read_trace(path)
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(json.dumps(x) for x in (meta, step)) + "\n")
+    assert read_trace(good)[0]["draft_len"] == 3

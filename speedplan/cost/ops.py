@@ -185,14 +185,19 @@ def _measured(meta_path: Path) -> bool:
     import json
 
     try:
-        return json.loads(meta_path.read_text()).get("origin") != "datasheet-roofline"
+        meta = json.loads(meta_path.read_text())
     except (OSError, ValueError):
         return True  # let load_profile report what is wrong with it
+    return not isinstance(meta, dict) or meta.get("origin") != "datasheet-roofline"  # (not an object: load_profile says so)
 
 
 def shipped_profile(name: str) -> Path | None:
-    """The shipped profile folder for a preset name, if it holds measurements."""
-    meta = PROFILE_DIR / name.strip().lower() / "meta.json"
+    """The shipped profile folder for a preset name, if it holds measurements (a path is no
+    preset name: PROFILE_DIR / "/abs/folder" had been the user's folder)."""
+    key = name.strip().lower()
+    if not key or Path(key).is_absolute() or "/" in key or "\\" in key or key in (".", ".."):
+        return None
+    meta = PROFILE_DIR / key / "meta.json"
     return meta.parent if meta.exists() and _measured(meta) else None
 
 

@@ -322,8 +322,8 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
                     raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
                                               "(docs/trace.md)")
             steps.append((i, rec))
-    if not steps:
-        raise SpeedplanInputError(f"{path}: trace has no step records")
+    if meta.get("schema") != "speedplan.trace/1" or not steps:  # (a meta line of another schema: the runtime refuses it)
+        raise SpeedplanInputError(f"{path}: " + (f"no speedplan.trace/1 meta line (its schema: {meta.get('schema')!r}; docs/trace.md)" if steps else "trace has no step records"))
     for i, rec in steps:
         _check_step(rec, meta, f"{path}:{i}")
     return meta, [rec for _, rec in steps]

@@ -29,6 +29,7 @@ import pandas as pd
 from speedplan import __version__
 from speedplan.plan.acceptance import MAX_DRAFT, Acceptance
 from speedplan.cost.ops import CostModel, load_cost_model, profile_name
+from speedplan.cost.weights import weight_bytes_per_rank
 from speedplan.errors import SpeedplanInputError
 from speedplan.engine.profile import DEFAULT_ENGINE, EngineProfile, get_engine
 from speedplan.plan.mechanisms import REGISTRY, Mechanism, parse_mechanism
@@ -93,6 +94,17 @@ def _one_drafter(acceptance) -> bool:
     from speedplan.plan.acceptance_sources import ONE_DRAFTER_SOURCES
 
     return acceptance.source.startswith(ONE_DRAFTER_SOURCES)
+
+
+def _narrower_checkpoint(checkpoint: str, priced: str, hardware: str) -> str:
+    """"" or, where a checkpoint is priced in a wider dtype than its own (fp8 on an A100, which has
+    no fp8 peak), what that does to the figures."""
+    from speedplan.specs.hardware import DTYPE_BYTES
+
+    if DTYPE_BYTES[checkpoint] >= DTYPE_BYTES[priced]:
+        return ""
+    return (f"its {checkpoint} checkpoint priced as {priced}: {hardware} has no {checkpoint} peak; engines may keep {checkpoint} "
+            f"weights there (vLLM's weight-only Marlin kernels), so weight memory and memory-bound steps are priced high")
 
 
 def default_mechanisms(target: ModelSpec, tp: int = 1) -> tuple[list[Mechanism], dict[str, str]]:
@@ -308,6 +320,7 @@ def sweep(
     mechs, skipped = _mechanisms(specs, target, acceptance, tp)
     mechs = [measured_elsewhere(at_temperature(m, target, temperature), target)  # published defaults are greedy rows
              for m in mechs]
+    checkpoint = target.dtype
     target = target.priced_on(hw)  # e.g. a bf16 checkpoint priced on an fp32-only CPU
     mechs = [m if getattr(m, "draft", None) is None else replace(m, draft=m.draft.priced_on(hw)) for m in mechs]
     labels = [m.label for m in mechs]
@@ -340,6 +353,7 @@ def sweep(
         **engine.meta(),
         "tp": tp,
         "dtype": target.dtype,
+        "dtype_note": _narrower_checkpoint(checkpoint, target.dtype, hw.name),
         "temperature": temperature,  # sampling temperature served (0: greedy); the defaults moved to it
         "acceptance": {m.label: m.acceptance_source for m in mechs},
         "ridge_flops_per_byte": hw.ridge_flops_per_byte(target.dtype),
@@ -347,7 +361,7 @@ def sweep(
         "peak_flops_per_s": hw.flops_per_s(target.dtype),
         "bytes_per_s": hw.bytes_per_s,
         "memory_bytes": hw.memory_bytes,  # per GPU; how much weights + KV may use: engine_memory (the profile's rule)
-        "weight_bytes_per_gpu": target.weight_bytes() / tp,
+        "weight_bytes_per_gpu": weight_bytes_per_rank(target, tp),
         "min_tokens_per_user": min_tokens_per_user,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "sweep_id": uuid.uuid4().hex,  # what a plan records of the sweep it was planned on (plan.api_checks)

@@ -352,7 +352,8 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     if not where and "/" in str(meta.get("profile") or ""):  # a profile folder of one's own (profile_name: its path)
         where = f" (profile {meta['profile']})"
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}{where}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
-             + (" (experts mxfp4)" if narrow else "") + (f", attention {attention}" if attention else "")
+             + (" (experts mxfp4)" if narrow else "") + (f" ({meta['dtype_note']})" if meta.get("dtype_note") else "")
+             + (f", attention {attention}" if attention else "")
              + f", engine profile {meta.get('engine', '?')}"
              + (f", temperature {meta['temperature']:g}" if meta.get("temperature") else "")]
     rows = table_rows(result.best, plain_unfit_cells(result.frame))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, did_you_mean
 from speedplan.specs.files import finite, read_json
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -318,6 +318,6 @@ def get_hardware(name: str, folders: bool = True) -> Hardware:
         raise SpeedplanInputError(f"hardware: expected a preset name ({', '.join(sorted(PRESETS))}), got {name!r}")
     key = name.strip().lower()
     if key not in PRESETS:
-        raise SpeedplanInputError(f"unknown hardware {name!r}; presets: {', '.join(sorted(PRESETS))} "
+        raise SpeedplanInputError(f"unknown hardware {name!r}{did_you_mean(key, PRESETS)}; presets: {', '.join(sorted(PRESETS))} "
                                   + ("(or a profile folder)" if folders else "(a preset name, not a folder or file)"))
     return PRESETS[key]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, did_you_mean
 from speedplan.specs.files import read_json
 from speedplan.specs.hardware import DTYPE_BYTES
 from speedplan.specs.hub import hf_repo_of
@@ -215,8 +215,9 @@ class ModelSpec:
         return min(self.window_layers, self.attention_layers) if self.window else 0
 
     def memory_per_rank(self, batch, tokens, tp: int, states=1, window_pool=None):
-        """Bytes one of `tp` ranks holds for the weights and `batch` sequences' KV of `tokens` each."""
-        return self.weight_bytes() / tp + batch * self.kv_bytes_per_rank(tokens, tp, states, window_pool)
+        """Bytes one of `tp` ranks holds for the weights (cost.weights) and `batch` sequences' KV of `tokens` each."""
+        from speedplan.cost.weights import weight_bytes_per_rank
+        return weight_bytes_per_rank(self, tp) + batch * self.kv_bytes_per_rank(tokens, tp, states, window_pool)
 
     def priced_on(self, hw) -> "ModelSpec":
         """This model at the dtype `hw` prices: its own, or the hardware's default where `hw` has
@@ -289,9 +290,8 @@ class ModelSpec:
         """Refuse a context above what the model's config says it holds (`max_context`)."""
         over = [int(c) for c in contexts if self.max_context and c > self.max_context]
         if over:
-            raise SpeedplanInputError(f"{option} {over[0]}: above {self.name}'s {self.max_context:,}-token context "
-                                      "(max_position_embeddings in its config; a config.json whose rope_scaling "
-                                      "extends it prices longer contexts)")
+            raise SpeedplanInputError(f"{option} {over[0]}: above {self.name}'s {self.max_context:,}-token context (max_"
+                                      "position_embeddings in its config; a config.json whose rope_scaling extends it prices longer contexts)")
 
     def serve_as(self) -> str:
         """What a serving engine loads: a preset's name (mapped to its Hugging Face repo), else the
@@ -373,7 +373,7 @@ def get_model(name_or_path: str) -> ModelSpec:
     if preset:  # a Hugging Face repo id whose architecture a preset holds (its config.json's source)
         raise SpeedplanInputError(f"unknown model {key!r}: its architecture is the preset {preset} (--model {preset}); "
                                   "a config.json path prices any other checkpoint")
-    raise SpeedplanInputError(f"unknown model {key!r}; presets: {', '.join(preset_names())} (or a config.json path)")
+    raise SpeedplanInputError(f"unknown model {key!r}{did_you_mean(key, preset_names())}; presets: {', '.join(preset_names())} (or a config.json path)")
 
 
 def _preset_of_repo(repo: str) -> str | None:

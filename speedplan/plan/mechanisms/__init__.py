@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, did_you_mean
 from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.mechanisms.base import Mechanism
@@ -58,7 +58,7 @@ def mechanism_class(name: str) -> type[Mechanism]:
         if len(parts) > 1 and all(part in REGISTRY for part in parts):  # "eagle3,ngram": commas hold a mechanism's options
             raise SpeedplanInputError(f"mechanism {name!r}: one mechanism per --mechanism (a comma starts a mechanism's "
                                       f"options): {' '.join('--mechanism ' + part for part in parts)}")
-        raise SpeedplanInputError(f"unknown mechanism {name!r}; use one of {', '.join(MECHANISMS)}")
+        raise SpeedplanInputError(f"unknown mechanism {name!r}{did_you_mean(key, MECHANISMS)}; use one of {', '.join(MECHANISMS)}")
     return REGISTRY[key]
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.cost.forward import forward_cost
+from speedplan.cost.weights import weight_bytes_per_rank
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.defaults import draft_model_default
 from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism
@@ -60,7 +61,7 @@ class DraftModel(ChainDrafting, Mechanism):
         batch, context = np.broadcast_arrays(np.asarray(batch, float), np.asarray(context, float))
         dtp = self._tp(tp)
         kv = self.draft.kv_bytes_per_rank(context, dtp, window_pool=window_pool)
-        return self.draft.weight_bytes() / dtp + batch * kv
+        return weight_bytes_per_rank(self.draft, dtp) + batch * kv
 
     @classmethod
     def cannot_run(cls, target):

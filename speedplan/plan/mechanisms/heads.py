@@ -74,7 +74,8 @@ def head_memory_bytes(head: ModelSpec, target: ModelSpec, draft_vocab: int | Non
     weights = head.layer_params(head.moe is not None) + 2 * target.hidden**2
     if draft_vocab:
         weights += draft_vocab * target.hidden
-    return weights * target.dtype_bytes / tp + batch * context * head.kv_bytes_per_token() / tp
+    # KV per rank as the target's: an MLA latent, or KV heads fewer than ranks, held whole on each
+    return weights * target.dtype_bytes / tp + batch * context * head.kv_bytes_per_token_per_rank(tp)
 
 
 def chain_passes(step, batch, draft_len, context) -> ForwardCost:
@@ -182,4 +183,4 @@ def eagle3_memory_bytes(head: Eagle3Head, batch, context, tp: int):
     extra_qkv = (l.heads + 2 * l.kv_heads) * l.head_dim * l.hidden
     weights = l.layers * l.layer_params(False) + extra_qkv + head.aux_states * head.target_hidden * l.hidden
     weights += l.vocab * l.hidden
-    return weights * l.dtype_bytes / tp + batch * context * l.kv_bytes_per_token() / tp
+    return weights * l.dtype_bytes / tp + batch * context * l.kv_bytes_per_token_per_rank(tp)

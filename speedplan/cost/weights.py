@@ -1,0 +1,27 @@
+"""The weight bytes one tensor-parallel rank holds.
+
+Most linear layers are split over the TP ranks (column- or row-parallel); a few are kept whole
+on every rank, and `speedplan.cost.forward.linear_shapes` prices them unsplit: MLA's
+down-projections q_a and kv_a (vLLM and SGLang: ReplicatedLinear, or the fused qkv_a projection
+with TP disabled, in deepseek_v2.py), DeepSeek-V3.2's indexer projections and the MoE router
+(ReplicatedLinear gate). DeepSeek-V3 at TP 8: 0.92B such parameters, 0.81 GB more per rank
+in fp8 than weights / TP (a review of 2026-12-06)."""
+
+from __future__ import annotations
+
+from speedplan.cost.forward import linear_shapes
+from speedplan.specs.model import ModelSpec
+
+# linear_shapes' names of the layers every rank holds whole
+REPLICATED = ("q_a", "kv_a", "router", "index_q", "index_k_w")
+
+
+def replicated_params(model: ModelSpec) -> int:
+    """Parameters every TP rank holds whole (the `REPLICATED` layers over all their layers)."""
+    return sum(s.n * s.k * s.count for s in linear_shapes(model, 1) if s.name in REPLICATED)
+
+
+def weight_bytes_per_rank(model: ModelSpec, tp: int) -> float:
+    """Bytes of weights on one of `tp` ranks: the replicated layers whole, the rest split."""
+    whole = replicated_params(model) * model.dtype_bytes if tp > 1 else 0.0
+    return (model.weight_bytes() - whole) / tp + whole
