@@ -197,3 +197,16 @@ def test_a_trace_of_another_schema_or_without_meta_is_refused(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text("\n".join(json.dumps(x) for x in (meta, step)) + "\n")
     assert read_trace(good)[0]["draft_len"] == 3
+
+
+def test_a_one_panel_heatmap_is_as_wide_as_its_caption(tmp_path):
+    # with one mechanism the heatmap was 4.6 in wide: its title and the caption's engine profile were cut off
+    import struct
+
+    from speedplan.report.axes import CAPTION_WIDTH_IN, DPI
+
+    r = sp.sweep(mechanisms=["eagle3"], batches=[1, 8], draft_lens=[0, 1, 2])
+    sp.write_outputs(r, tmp_path / "o")
+    head = (tmp_path / "o" / "speedup_heatmap.png").read_bytes()[16:24]
+    width, _ = struct.unpack(">II", head)
+    assert width >= CAPTION_WIDTH_IN * DPI

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from speedplan.report.axes import (DPI, FONT, NO_FEASIBLE, axis_titles, canvas, caption_pixels, empty_note,
+from speedplan.report.axes import (CAPTION_WIDTH_IN, DPI, FONT, NO_FEASIBLE, axis_titles, canvas, caption_pixels, empty_note,
                           figure_with_axes, linear_ticks, log_axes, nice_step, rows_of, save_png, set_title,
                           side_key, take_rows, thin, tick_labels)
 
@@ -134,7 +134,9 @@ def heatmap_figure(grids: dict, stars: dict, tolerance: float, path: Path, capti
     ncols = 2 if len(mechanisms) == 4 else min(3, max(1, len(mechanisms)))
     nrows = max(1, -(-len(mechanisms) // ncols))
     panel_w, panel_h = 3.3, 2.45  # inches per panel slot, labels included
-    w, h = panel_w * ncols + 1.3, panel_h * nrows + 1.1
+    natural = panel_w * ncols + 1.3
+    w, h = max(natural, CAPTION_WIDTH_IN + 0.2), panel_h * nrows + 1.1  # one panel: as wide as the caption and title
+    x0 = (w - natural) / 2  # the panels and the colour bar centred in the extra width
     fig = canvas(w, h, caption)
     bottom_in = caption_pixels(caption).shape[0] / DPI + 0.35
     board = fig.add_axes((0, 0, 1, 1))
@@ -165,7 +167,7 @@ def heatmap_figure(grids: dict, stars: dict, tolerance: float, path: Path, capti
         # the same batches, D only where no panel to the left has the same draft lengths
         label_b = i + ncols >= len(panels) or list(panels[i + ncols][0]) != list(batches)
         label_d = c == 0 or list(panels[i - 1][1]) != list(drafts)
-        x, y = 0.6 + c * panel_w, bottom_in + (nrows - 1 - r) * panel_h + 0.3
+        x, y = x0 + 0.6 + c * panel_w, bottom_in + (nrows - 1 - r) * panel_h + 0.3
         cw, ch = pw / len(batches), ph / len(drafts)
         board.imshow(np.ma.masked_invalid(values), extent=(x, x + pw, y, y + ph), aspect="auto", origin="lower",
                      cmap=cmap, norm=norm, interpolation="nearest")
@@ -184,7 +186,7 @@ def heatmap_figure(grids: dict, stars: dict, tolerance: float, path: Path, capti
         board.scatter(*zip(*marks), marker="*", s=45, color="black", linewidths=0, zorder=3)
     # colour bar, linear in speedup, with ticks at round values and at 1 (plain decoding)
     lo, hi = float(norm.vmin), float(norm.vmax)
-    bx, by0, by1 = w - 0.95, bottom_in + 0.3, h - 0.75
+    bx, by0, by1 = x0 + natural - 0.95, bottom_in + 0.3, h - 0.75
     board.imshow(norm(np.linspace(lo, hi, 256))[:, None], extent=(bx, bx + 0.15, by0, by1), aspect="auto",
                  origin="lower", cmap=cmap, vmin=0, vmax=1)
     frames.append([(bx, by0), (bx + 0.15, by0), (bx + 0.15, by1), (bx, by1), (bx, by0)])
