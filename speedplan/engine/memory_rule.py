@@ -160,7 +160,8 @@ def sglang_0_5_23_scale(platform: str, context_len: int, tp: int = 1, model=None
     context that does not fit (`serving.context`), keeps it."""
     if platform != "rocm" or not context_len > 8192 or sglang_0_5_23_rocm_backend(model, tp) != "aiter":
         return 1.0, ""
-    return 0.85, "for aiter attention at a context above 8,192 tokens"
+    return 0.85, (f"for aiter attention where the model's context length ({context_len:,} tokens, its config's, which a "
+                  "launch's --context-length of 8,192 or fewer would lift) is above 8,192")
 
 
 @dataclass(frozen=True)
