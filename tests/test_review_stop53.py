@@ -210,3 +210,12 @@ def test_a_one_panel_heatmap_is_as_wide_as_its_caption(tmp_path):
     head = (tmp_path / "o" / "speedup_heatmap.png").read_bytes()[16:24]
     width, _ = struct.unpack(">II", head)
     assert width >= CAPTION_WIDTH_IN * DPI
+
+
+def test_options_a_run_would_ignore_are_refused(cli, tmp_path):
+    for args, said in ((("bench", "--tp", "2", "--grid", "tiny"), "--tp 2: it shapes model: grids only"),
+                       (("bench", "--cupy", "--device", "cpu", "--grid", "tiny"), "--cupy cross-checks GEMMs on a CUDA"),
+                       (("validate", "--device", "tpu"), "--device 'tpu': unknown device")):
+        out = cli(*args, "--out", str(tmp_path / "o"))
+        assert out.returncode == 2 and said in out.stderr and out.stderr.count("\n") == 1, out.stderr
+        assert not (tmp_path / "o").exists()

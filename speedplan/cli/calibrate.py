@@ -19,6 +19,9 @@ def calibrate(
                                             "max_running_requests, and tp, gpu, model, which must match --tp, --hardware, "
                                             "--model), a vllm bench serve --save-result JSON (its mean_tpot_ms; "
                                             "output_throughput where it has none), "
+                                            "SGLang bench_serving --output-file JSON lines (the same fields, its "
+                                            "accept_length; mechanism and draft length from server_info or "
+                                            "--tag \"mechanism=eagle3 draft_len=3\"), "
                                             "SGLang bench_speculative.py output, or a vLLM /metrics scrape (text) giving the "
                                             "acceptance of rows of one mechanism that state none. At most 10,000 rows "
                                             "in all; above 100, 10-fold cross-validation stands for leave-one-out."),
@@ -38,6 +41,7 @@ def calibrate(
     from speedplan.cli.options import check_output
     from speedplan.engine.profile import preset_names
     from speedplan.errors import SpeedplanInputError
+    from speedplan.engine.calibration_notes import tree_acceptance
     from speedplan.engine.run_calibration import (calibrate_files, check_out, render_calibration, sweep_arguments,
                                                   write_profile)
 
@@ -63,6 +67,8 @@ def calibrate(
     write_profile(result.profile, out)
     typer.echo(render_calibration(result))
     args = sweep_arguments(result, model)
+    for note in tree_acceptance(result, args):  # a tree's measured AL, which no --acceptance form takes
+        typer.echo(f"  note: {note}")
     measured = " and acceptance" if "--acceptance" in args else ""
     setting = ["--model", model, "--hardware", hardware] + (["--tp", str(tp)] if tp != 1 else [])
     typer.echo(f"engine profile: {out} (plan with it, on your runs' setting, at their context{measured}: speedplan "

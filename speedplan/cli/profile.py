@@ -112,6 +112,12 @@ def bench(
     """
     from speedplan.profile.grid import run_bench
 
+    # options the run would ignore are refused, as the sweep refuses --tree-nodes without a tree
+    if tp != 1 and not any(g.strip().startswith("model:") or g.strip() == "gpu" for g in grid):
+        raise SpeedplanInputError(f"--tp {tp}: it shapes model: grids only (--grid model:NAME), and none is named; "
+                                  "it would be ignored")
+    if cupy and device != "cuda":
+        raise SpeedplanInputError(f"--cupy cross-checks GEMMs on a CUDA device; --device is {device}: it would be ignored")
     check_out(out, "bench", also=("roofline",))  # a datasheet placeholder gives way to measurements
     from speedplan.cli.app import keep_on_stop
 

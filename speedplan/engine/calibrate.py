@@ -280,6 +280,14 @@ def _select(base: dict, ok: list[str], most: int, priced: Priced) -> tuple[list[
     return chosen, {t: why for t in ok if t not in chosen}
 
 
+def _at_bound(term: str, value: float) -> float:
+    """A fitted `value` (in its term's unit), or the term's bound where it is within 1e-9 of the
+    term's range of it: a fit at its lower bound of 0 µs left 2.016e-23, written as such."""
+    spec = TERMS[term]
+    tol = 1e-9 * (spec.high - spec.low)
+    return spec.low if abs(value - spec.low) <= tol else spec.high if abs(spec.high - value) <= tol else value
+
+
 def _origin(source: str) -> str:
     """The kind of a term's source, in a word or two: document, assumption, fitted before, ..."""
     kind = source_kind(source)
@@ -324,7 +332,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         ok, dropped = _select(values, ok, most, priced)
         kept.update(dropped)
     kept = _confounded(kept, ok)
-    fitted = _fit_values(values, ok, priced) if ok else values
+    fitted = {t: _at_bound(t, v) if t in ok else v for t, v in (_fit_values(values, ok, priced) if ok else values).items()}
     for t in _unmoved(values, fitted, ok, priced):
         ok.remove(t)
         kept[t] = "the rows do not move with it near its value (any value near it fits them as well)"
@@ -347,7 +355,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
              "context": m.context, "acceptance_length": m.acceptance_length if m.mechanism != "none" else 1.0,
              "quantity": m.quantity, "field": dict(m.names).get(m.quantity, m.quantity), "measured": float(v),
              "predicted": float(p), "residual": float(p / v - 1.0), "loo_error": None if not np.isfinite(e) else float(e),
-             "setting": s.label, **({"temperature": m.temperature} if m.temperature else {})}
+             "setting": s.label, **({"temperature": m.temperature} if m.temperature else {}),
+             **({"tree_nodes": m.tree_nodes} if m.tree_nodes else {})}
             for m, s, v, p, e in zip(priced.rows, priced.settings, meas, pred, loo)]
     from speedplan.engine.calibration_bounds import fastest_timed, slow_terms, slowest_timed, too_fast
 

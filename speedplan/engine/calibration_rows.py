@@ -14,28 +14,52 @@ PRINTED_ROWS = 40  # rows with the largest |residual| printed, where a file hold
 LABEL = 27
 
 
+# quantities priced with the row's acceptance length (tpot_ms = step / AL, tokens_per_s = R·AL / step,
+# speedup = R·AL / step over plain decoding's R / step): the table shows the AL they were priced at
+WITH_AL = ("tpot_ms", "tokens_per_s", "speedup")
+
+
+def _order(row: dict) -> tuple:
+    """Where a row stands in the table: plain decoding first, then by mechanism, batch, draft length,
+    context and temperature, numerically (files given in glob order put B = 1, 32, 64, 8)."""
+    return (row["mechanism"] != "none", row["mechanism"], float(row["batch"]), float(row["draft_len"]),
+            float(row["context"]), float(row.get("temperature") or 0.0))
+
+
 def row_table(rows: list[dict], held_out: str) -> list[str]:
-    """One line per row (`Calibration.rows`; above PRINTED_ROWS the worst by |residual|): its
-    configuration (T=: the temperature a row sampled at, above 0), context (tokens), quantity, the file's field it was read from (where some
-    row's file names it otherwise: mean_tpot_ms, output_throughput, step_time), measured,
-    predicted, residual and held-out error."""
+    """One line per row (`Calibration.rows`; above PRINTED_ROWS the worst by |residual|), in
+    `_order`: its configuration (T=: the temperature a row sampled at, above 0), context (tokens),
+    quantity, the file's field it was read from (where some row's file names it otherwise:
+    mean_tpot_ms, output_throughput, step_time), the acceptance length it was priced at (AL, where
+    its quantity takes one), measured, predicted, residual (predicted / measured − 1 of the
+    quantity) and held-out error, under a line saying what the residual's sign means."""
     shown = rows
     if len(rows) > PRINTED_ROWS:  # the worst ones; every row is in the profile's fit.rows
         worst = sorted(range(len(rows)), key=lambda i: -abs(rows[i]["residual"]))[:PRINTED_ROWS]
-        shown = [rows[i] for i in sorted(worst)]
+        shown = [rows[i] for i in worst]
+    shown = sorted(shown, key=_order)  # stable: repeats keep the order they were read in
     labels = [f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" + (f" T={r['temperature']:g}" if r.get("temperature")
                                                                        else "") for r in shown]  # T: sampled at
     fields = [_FIELD_SHOWN.get(r.get("field"), r.get("field")) or r["quantity"] for r in shown]
     named = any(f != r["quantity"] for f, r in zip(fields, shown))  # a file's own name: say which field
+    als = [f"{r['acceptance_length']:.3g}" if r["quantity"] in WITH_AL and r["mechanism"] != "none" else ""
+           for r in shown]
+    al_width = max(2, *map(len, als)) if any(als) else 0  # 0: no row's quantity takes its AL
     width = max([LABEL, *map(len, labels)])
     field_width = max(len("read from"), *map(len, fields))
-    lines = [f"  {'row':<{width}} {'context':>7}  {'quantity':<12}" + (f"  {'read from':<{field_width}}" if named else "")
-             + f" {'measured':>10} {'predicted':>11} {'residual':>9}  {held_out}"]
-    for r, label, field in zip(shown, labels, fields):
+    rates = any(r["quantity"] in ("tokens_per_s", "speedup") for r in shown)
+    sign = ("  residual = predicted / measured − 1 of the row's quantity: + is priced slower for a time"
+            + (", faster for tokens_per_s and speedup" if rates else "")
+            + ("; AL: the acceptance length the row is priced at (tpot_ms = step / AL)" if al_width else ""))
+    lines = [sign,
+             f"  {'row':<{width}} {'context':>7}  {'quantity':<12}" + (f" {'read from':<{field_width}}" if named else "")
+             + (f" {'AL':>{al_width}}" if al_width else "")
+             + f" {'measured':>9} {'predicted':>10} {'residual':>8} {held_out}"]
+    for r, label, field, al in zip(shown, labels, fields, als):
         loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
         lines.append(f"  {label:<{width}} {r['context']:>7}  {r['quantity']:<12}"
-                     + (f"  {field:<{field_width}}" if named else "")
-                     + f" {r['measured']:>10.4g} {r['predicted']:>11.4g} {r['residual']:>+9.1%}  {loo}".rstrip())
+                     + (f" {field:<{field_width}}" if named else "") + (f" {al:>{al_width}}" if al_width else "")
+                     + f" {r['measured']:>9.4g} {r['predicted']:>10.4g} {r['residual']:>+8.1%} {loo}".rstrip())
     if len(shown) < len(rows):
         lines.append(f"  ({len(rows) - len(shown):,} more rows, each |residual| below those above: every "
                      "row's residual is in the profile's fit.rows)")
@@ -45,17 +69,22 @@ def row_table(rows: list[dict], held_out: str) -> list[str]:
 def read_notes(rows: list[Measurement]) -> list[str]:
     """The readers' notes on rows of benchmark files (`Measurement.notes`: where a context came from
     when the file did not state it, a vLLM run whose output_throughput disagrees with its
-    mean_tpot_ms), each said once per file with the runs or lines it holds for ("PATH runs 1-6: ...")."""
-    said: dict[tuple[str, str], list[str]] = {}  # (file, note) -> the runs or lines it was said of
+    mean_tpot_ms), each said once with the files and the runs or lines it holds for ("PATH runs
+    1-6: ...", "A.json, B.json run 1 each: ..." where files of one run each share it)."""
+    said: dict[str, dict[str, list[str]]] = {}  # note -> file -> the runs or lines it was said of
     for m in rows:
         path, _, tag = m.where.rpartition(":")  # PATH:run I (vLLM), PATH:I (SGLang lines)
         for note in m.notes:
-            said.setdefault((path or m.where, note), []).append(tag)
+            said.setdefault(note, {}).setdefault(path or m.where, []).append(tag)
     out = []
-    for (path, note), tags in said.items():
-        word = "run" if all(t.startswith("run ") for t in tags) else "line"
-        numbers = [t.removeprefix("run ") for t in tags]
-        out.append(f"{path} {word}{'s' if len(set(numbers)) > 1 else ''} {_spans(numbers)}: {note}")
+    for note, files in said.items():
+        groups: dict[str, list[str]] = {}  # "runs 1-6" -> the files it is said of
+        for path, tags in files.items():
+            word = "run" if all(t.startswith("run ") for t in tags) else "line"
+            numbers = [t.removeprefix("run ") for t in tags]
+            groups.setdefault(f"{word}{'s' if len(set(numbers)) > 1 else ''} {_spans(numbers)}", []).append(path)
+        out.append("; ".join(f"{', '.join(paths)} {which}" + (" each" if len(paths) > 1 else "")
+                             for which, paths in groups.items()) + f": {note}")
     return out
 
 

@@ -4,11 +4,10 @@ A profile is a JSON file (`speedplan/specs/presets/engines/NAME.json`, or any pa
 gives): the engine, the version it describes, and for every term of `TERMS` its value and
 where that came from (a fit with its rows and residuals, a document, a measurement, or a stated
 assumption). `speedplan calibrate` writes the same format. Adding an engine is one JSON file.
+Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in B.
 
     {"name": "vllm", "engine": "vLLM", "version": "...", "description": "...", "fit": {...},
-     "terms": {"host_step_us": {"value": 950, "source": "fitted: ..."}, ...}}   # fit: calibrate's
-
-Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in B."""
+     "terms": {"host_step_us": {"value": 950, "source": "fitted: ..."}, ...}}   # fit: calibrate's"""
 
 from __future__ import annotations
 
@@ -271,8 +270,7 @@ class EngineProfile:
         return (min(batches), max(batches)) if batches else None
 
     def fitted_settings(self) -> list[str]:
-        """What the fitted rows ran on, as calibrate labels them ("llama-3.1-8b on h100-sxm, TP=1"),
-        each once; [] without rows or labels."""
+        """What the fitted rows ran on, as calibrate labels them ("llama-3.1-8b on h100-sxm, TP=1"), each once."""
         labels = [row.get("setting") for row in (self.fit or {}).get("rows") or []]
         return sorted({label for label in labels if isinstance(label, str) and label})
 
@@ -293,8 +291,7 @@ class EngineProfile:
     def edited(self) -> dict[str, float]:
         """{term: the value its fit gave} for each term marked fitted whose value is another one."""
         recorded = (self.fit or {}).get("values") or {}
-        return {n: float(v) for n, v in recorded.items()
-                if n in self.terms and source_kind(self.terms[n].source) == "fitted"
+        return {n: float(v) for n, v in recorded.items() if n in self.terms and source_kind(self.terms[n].source) == "fitted"
                 and not np.isclose(self.terms[n].value, float(v), rtol=1e-9, atol=0.0)}
 
     def running(self, batch, speculative) -> np.ndarray:
@@ -359,8 +356,7 @@ def engine_from_json(data, where: str) -> EngineProfile:
     for name, (value, source) in OPTIONAL_TERMS.items():
         terms.setdefault(name, Term(value, source))
     order = data.get("fit_order") or []
-    if not isinstance(order, list) or any(not isinstance(t, str) or t not in TERMS for t in order) or len(
-            set(order)) < len(order):
+    if not isinstance(order, list) or any(not isinstance(t, str) or t not in TERMS for t in order) or len(set(order)) < len(order):
         raise SpeedplanInputError(f"{where}: 'fit_order' must list terms of {', '.join(TERMS)}, each once")
     memory = memory_rule(data.get("memory"), where)
     try:
@@ -391,10 +387,14 @@ def get_engine(name_or_path: str | Path | EngineProfile) -> EngineProfile:
         if not (path.suffix == ".json" or "/" in key):
             raise SpeedplanInputError(f"unknown engine {key!r}; engine profiles: {', '.join(preset_names())} "
                                       "(or a JSON file from speedplan calibrate)")
+        why = "is a folder; give the engine profile's JSON file" if path.is_dir() else "no such engine profile file"
         if not path.is_file():
-            raise SpeedplanInputError(f"{key}: " + ("is a folder; give the engine profile's JSON file" if path.is_dir()
-                                                    else "no such engine profile file"))
-        return engine_from_json(read_json(path), str(path))
+            raise SpeedplanInputError(f"--engine {key}: {why}")
+        try:  # "runs.csv: malformed JSON" did not say that the file was given as the engine profile
+            return engine_from_json(read_json(path), str(path))
+        except SpeedplanInputError as e:
+            raise SpeedplanInputError(f"--engine {key}: not an engine profile ({str(e).removeprefix(f'{path}: ')}); give "
+                                      "a shipped profile's name or a JSON file speedplan calibrate wrote") from None
     # a shipped profile is named by its place in the package, not this machine's install path
     return engine_from_json(read_json(path), f"speedplan/specs/presets/engines/{path.name}{SHIPPED}")
 

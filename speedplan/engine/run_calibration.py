@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy as np
 from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, calibrate
 from speedplan.engine.calibration_checks import (check_distinct, check_models, check_reachable,
                                                  check_setting, check_speedups)
+from speedplan.engine.calibration_notes import bound_side, one_sided, outliers
 from speedplan.engine.calibration_rows import PRINTED_ROWS, read_notes, row_table  # noqa: F401 (PRINTED_ROWS: callers)
 from speedplan.engine.calibration_temperature import sweep_temperature, temperature_note
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
@@ -72,7 +74,7 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     named = [(m.where, m.model) for m in rows if m.model] + [(c.path, c.models[0]) for c in counters if c.models]
     check_models(named, setting.target.name, model)
     unused = [] if getattr(acceptance, "users", None) else scrapes  # a scrape no row took its acceptance from
-    described = f"{', '.join(Path(f).name for f in files if Path(f) not in unused)}; {setting.label}"
+    described = f"{', '.join(str(Path(f).absolute()) for f in files if Path(f) not in unused)}; {setting.label}"
     result = _fit(engine, rows, setting, free, name, described)
     result.notes += [f"{f}: not used: every run states its own acceptance length" for f in unused] + read_notes(rows)
     names = sorted({n for _, n in named})
@@ -151,11 +153,18 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
 
     check_runs_on(base, setting.cost.hardware)  # TensorRT-LLM's terms fitted on an MI300X: no sweep could use them
     check_setting(rows, setting)
-    check_consistent(rows, base.spec_max_running)
+    repeats = check_consistent(rows, base.spec_max_running)  # notes on repeats far apart but kept
     check_speedups(rows)
     result = calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
     check_reachable(result, setting)
     result.notes.append(temperature_note(rows, result.profile))
+    result.notes += repeats
+    # the base's version and description are of the rows it was fitted to, not of these: said as the base's
+    p = result.profile
+    result.profile = replace(p, version=f"as measured (calibrated {p.fit['created'][:10]} from base {base.name})",
+                             description=f"Calibrated by speedplan calibrate to {len(rows)} row{'s' * (len(rows) != 1)} ({described}) from "
+                             f"base profile {base.name} ({base.engine} {base.version}).",
+                             fit={**p.fit, "base_version": base.version, "base_description": base.description})
     return result
 
 
@@ -218,7 +227,7 @@ def render_calibration(result: Calibration) -> str:
     lines = [f"calibrated {p.name} from base {p.fit.get('base')} on {n} row{'s' * (n != 1)}"]
     for term in result.fitted:
         spec, value = TERMS[term], p.terms[term].value
-        side = _bound_side(term, value)
+        side = bound_side(term, value)
         edge = None if side is None else (spec.low, spec.high)[side]
         bound = ("" if side is None else f"  (at {edge:g}, its physical limit)" if spec.physical[side] else
                  f"  (at its {('lower', 'upper')[side]} bound {edge:g}: the rows would take it further; check the rows "
@@ -241,7 +250,7 @@ def render_calibration(result: Calibration) -> str:
                        "profile measured): check --hardware and --tp, and that the quantity is what the column says "
                        "(tokens_per_s counts every request's output tokens)")
     lines.extend(f"  note: {note}" for note in result.notes)
-    lines.extend(f"  note: {note}" for note in filter(None, [_one_sided(result)]))
+    lines.extend(f"  note: {note}" for note in filter(None, [one_sided(result), outliers(result)]))
     resid = np.abs(result.residual)
     loo = result.loo_error[np.isfinite(result.loo_error)]
     if len(loo):
@@ -256,33 +265,6 @@ def render_calibration(result: Calibration) -> str:
         tail = "; leave-one-out: needs more rows than fitted terms"
     lines.append(f"  |residual| median {np.median(resid):.1%}, max {resid.max():.1%}{tail}")
     return "\n".join(lines)
-
-
-def _bound_side(term: str, value: float) -> int | None:
-    """0 where a fitted `value` sits at its term's lower bound, 1 at its upper one, None between."""
-    spec = TERMS[term]
-    tol = 1e-6 * (spec.high - spec.low)
-    return 0 if value - spec.low <= tol else 1 if spec.high - value <= tol else None
-
-
-def _one_sided(result: Calibration, margin: float = 0.05) -> str | None:
-    """A note where the rows are priced slower (or faster) than measured by more than `margin` at
-    the median while a fitted term sits at its limit: the terms tried cannot go further, and a
-    base value not tried (the launches a build of one's own may not make) holds the rows away.
-    vLLM rows 14-16% slower than priced with host work at 0 said nothing of layer_launches,
-    whose base value (1.45 ms a step on a Llama-3.1-8B) was never tried (2026-12-05)."""
-    r, p = result.residual, result.profile
-    at_limit = [t for t in result.fitted if _bound_side(t, p.terms[t].value) is not None]
-    untried = [t for t in result.not_tried if t in TERMS and "never fitted" not in result.not_tried[t]
-               and t.endswith("launches")]  # launch_us times them: one of the two is enough
-    if not len(r) or not at_limit or not untried or abs(float(np.median(r))) <= margin:
-        return None
-    slow = float(np.median(r)) > 0
-    return (f"the rows are priced {'slower' if slow else 'faster'} than measured ({np.median(r):+.1%} at the median, "
-            f"{np.mean(r > 0 if slow else r < 0):.0%} of them) with {', '.join(at_limit)} at "
-            f"{'its' if len(at_limit) == 1 else 'their'} limit: the terms tried cannot "
-            f"go further; {', '.join(untried)} kept the base's value{'s' if len(untried) > 1 else ''} "
-            f"(--fit {','.join([*result.fitted, *untried])} tries {'them' if len(untried) > 1 else 'it'} too)")
 
 
 def _shown_value(term: str, value: float) -> float:

@@ -87,8 +87,8 @@ def test_the_printed_table_shows_each_rows_context_and_the_field_it_was_read_fro
     text = render_calibration(result)
     lines = text.splitlines()
     header = next(line for line in lines if line.startswith("  row "))
-    assert header.split() == ["row", "context", "quantity", "read", "from", "measured", "predicted", "residual",
-                              "leave-one-out"]
+    assert header.split() == ["row", "context", "quantity", "read", "from", "AL", "measured", "predicted", "residual",
+                              "leave-one-out"]  # AL: the acceptance length a tpot_ms row's step is priced with
     table = {line.split()[0] + " " + line.split()[1]: line.split()[3:6] for line in lines
              if line.startswith(("  none B=", "  eagle3 B="))}
     assert table["none B=16"] == ["1536", "tpot_ms", "mean_tpot_ms"]

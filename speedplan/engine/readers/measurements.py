@@ -212,6 +212,7 @@ def _measurement(row: dict, quantity: str, acceptance, where: str) -> Measuremen
 
 
 REPEAT_SPREAD = 1.5  # repeated runs of one configuration further apart than this factor contradict each other
+REPEAT_NOTE = 1.2  # ... and further apart than this are kept, each a row of the fit, with a note
 
 
 def implied_step_ms(m: Measurement, spec_cap: float = 0.0) -> float | None:
@@ -228,7 +229,7 @@ def implied_step_ms(m: Measurement, spec_cap: float = 0.0) -> float | None:
     return None
 
 
-def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
+def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> list[str]:
     """Refuse rows that contradict each other: the same configuration (mechanism, batch,
     draft_len, context, tree_nodes, requests a step ran, temperature) measured twice more than `REPEAT_SPREAD`
     apart as an engine step (`_compared`): step_ms, tpot_ms × AL, R·AL / tokens_per_s, a speedup
@@ -238,7 +239,8 @@ def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
     n-gram's (a step without a match verifies one token: the match rate sets both).
     Repeated runs of an engine differ by a few percent; 1.5x is a mislabelled row (a unit, a
     batch, another model), which a fit would split the difference of. `spec_cap`: the base
-    profile's spec_max_running."""
+    profile's spec_max_running. Returns a note for each configuration whose rows are more than
+    REPEAT_NOTE apart but kept: the fit meets them between."""
     plains: dict[tuple, tuple[Measurement, float]] = {}
     for m in rows:  # the plain step a speedup row of the same batch and context is over
         step = implied_step_ms(m, spec_cap) if m.mechanism == "none" else None
@@ -260,6 +262,12 @@ def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> None:
                     _contradiction(m, first, value, other, kind, plain or first_plain)
         spread[key] = (min(low, value), max(high, value))
         seen.setdefault(key, []).append((m, value, plain))
+    shown_as = {"step": "engine steps of {:.3g} to {:.3g} ms", "speedup": "steps {:.3g}x to {:.3g}x plain decoding's"}
+    return [f"{', '.join(m.where for m, _, _ in seen[key])}: one configuration ({key[0]}, batch {key[1]}, draft_len "
+            f"{key[2]}, context {key[3]}) measured {high / low:.2f}x apart, as "
+            + shown_as.get(key[7], key[7] + " {:.3g} to {:.3g}").format(low, high) + "; kept (a repeat more than "
+            f"{REPEAT_SPREAD:g}x apart is refused): the fit takes them together, in effect their mean; check the runs"
+            for key, (low, high) in spread.items() if high > REPEAT_NOTE * low]
 
 
 def _compared(m: Measurement, spec_cap: float, plains: dict) -> tuple[str, float, Measurement | None]:

@@ -50,10 +50,14 @@ from speedplan.engine.readers.measurement import (MAX_TREE_NODES, Measurement, c
 from speedplan.errors import SpeedplanInputError
 
 # Result keys only one of the two benchmarks writes (not arguments a user might repeat in --metadata).
+# Both write `request_goodput`: vLLM always (null without --goodput), SGLang 0.5.23 with --goodput
+# (`GoodputMetrics` of sglang/benchmark/goodput.py, merged into the result in benchmark/serving.py),
+# beside its goodput_slos_ms, slo_attainment and slo_attainment_by_metric, which only SGLang writes.
 SGLANG_ONLY = ("accept_length", "total_output_tokens_retokenized", "concurrency", "mean_e2e_latency_ms",
-               "input_throughput", "total_throughput", "server_info", "sharegpt_output_len", "random_range_ratio")
+               "input_throughput", "total_throughput", "server_info", "sharegpt_output_len", "random_range_ratio",
+               "goodput_slos_ms", "slo_attainment", "slo_attainment_by_metric")
 VLLM_ONLY = ("date", "endpoint_type", "model_id", "tokenizer_id", "num_prompts", "burstiness", "failed",
-             "request_goodput", "total_token_throughput", "mean_e2el_ms", "rtfx")
+             "total_token_throughput", "mean_e2el_ms", "rtfx")
 # What a user states of a run, on the line or in its tag (the names of a vLLM result's --metadata).
 STATED = ("mechanism", "draft_len", "context", "max_running_requests", "tree_nodes", "acceptance_length",
           "temperature")
