@@ -24,7 +24,9 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
     elif plan.mechanism == OFF:
         what = "Mechanism: none: speculation loses at every planned batch size, so it is off."
     else:
-        what = (f"Mechanism: {plan.mechanism}; draft length D = {plan.draft_len} at the reference batch size"
+        what = (f"Mechanism: {plan.mechanism}; draft length D = {plan.draft_len} at the reference batch size (the "
+                "smallest planned batch size, or the longest D where speculation is off there; the schedule below "
+                "gives D per batch size)"
                 + (f"; tree {json.dumps(plan.tree, sort_keys=True)}" if plan.tree else "")
                 + (f"; draft tensor parallel {plan.draft_tp}" if plan.draft_tp else "") + ".")
     lines = [
