@@ -219,3 +219,24 @@ def test_options_a_run_would_ignore_are_refused(cli, tmp_path):
         out = cli(*args, "--out", str(tmp_path / "o"))
         assert out.returncode == 2 and said in out.stderr and out.stderr.count("\n") == 1, out.stderr
         assert not (tmp_path / "o").exists()
+
+
+def test_vllm_async_is_the_vllm_fit_with_speculative_host_work_hidden():
+    # vLLM 0.33.0 schedules asynchronously with EAGLE by default (since v0.14), where the vllm profile's rows
+    # (2025) did not: the vllm-async profile prices that, every other term the vllm fit's
+    import math
+
+    import numpy as np
+
+    from speedplan.engine.profile import get_engine
+
+    vllm, fast = get_engine("vllm"), get_engine("vllm-async")
+    differ = {n for n in vllm.terms if not math.isclose(vllm.terms[n].value, fast.terms[n].value, rel_tol=1e-5)}
+    assert differ == {"overlap_spec"}  # (to the refit's tolerance: benchmarks/fit_engine_profiles.py TERM_RTOL)
+    assert fast.terms["overlap_spec"].value == 1.0 and "async_scheduling" in fast.terms["overlap_spec"].source
+    assert fast.engine == vllm.engine and "v0.14" in fast.version and fast.fit["loo_median_error"] is None
+    a, b = (sp.sweep(engine=e, mechanisms=["eagle3"], batches=[1, 64], draft_lens=[0, 3]).frame for e in ("vllm", "vllm-async"))
+    key = ["mechanism", "batch", "draft_len"]
+    a, b = a.set_index(key), b.set_index(key)
+    assert np.allclose(a["t_plain_s"], b["t_plain_s"], rtol=1e-4)  # plain steps hid their host work already
+    assert (b.loc[("eagle3", 64, 3), "speedup"] > 1.1 * a.loc[("eagle3", 64, 3), "speedup"])
