@@ -78,15 +78,16 @@ def same_terms(shipped: dict, fitted: dict) -> bool:
 
 # Shipped profiles derived from a fitted one: name -> (the fitted profile, {term: value}, the terms' source,
 # version, description). vLLM schedules speculative steps asynchronously by default since v0.14 (PR #31998,
-# January 2026; 0.33.0: vllm/config/vllm.py, async_scheduling None -> True unless a method, pipeline
-# parallelism or disable_padded_drafter_batch rules it out), which the fitted rows (April-May 2025) predate.
+# January 2026; 0.33.0: vllm/config/vllm.py, async_scheduling None -> True; with the V1 model runner not for
+# CPU ngram, pipeline parallelism or disable_padded_drafter_batch), which the fitted rows (April-May 2025) predate.
 DERIVED = {
     "vllm-async": ("vllm", {"overlap_spec": 1.0},
-                   "document: vLLM 0.33.0 schedules the next step while the GPU runs this one with EAGLE/EAGLE-3/MTP, "
-                   "n-gram (GPU) and draft-model speculation too (vllm/config/vllm.py: async_scheduling unset becomes True "
-                   "unless the method, pipeline parallelism or disable_padded_drafter_batch rules it out; PR #31998, "
-                   "v0.14); taken as hiding a speculative step's host work as a plain step's (overlap_plain); not "
-                   "fitted: no row of shared/cases ran it",
+                   "document: vLLM 0.33.0 schedules the next step while the GPU runs this one with speculation too "
+                   "(vllm/config/vllm.py: async_scheduling unset becomes True; under its default Model Runner V2 for "
+                   "every method it runs (n-gram, EAGLE/EAGLE-3/MTP, draft models), under the V1 runner for "
+                   "EAGLE/MTP, ngram_gpu and draft models, not CPU ngram; PR #31998, v0.14); taken as hiding a "
+                   "speculative step's host work as a plain step's (overlap_plain); not fitted: no row of shared/cases "
+                   "ran it",
                    "V1 engine, v0.14 and later (0.33.0 checked): async scheduling with speculation",
                    "The vllm profile (its fitted terms, fitted to 2025 rows without async scheduling) with a speculative "
                    "step's host work hidden behind the GPU as a plain step's, as vLLM's default async scheduling does "

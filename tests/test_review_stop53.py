@@ -11,21 +11,21 @@ from speedplan.specs.model import get_model
 
 
 def test_mechanisms_lists_every_registered_one_with_a_spec_that_parses():
-    # sweep --help's --mechanism list was hand-written: an added mechanism was not listed anywhere
+    # sweep --help's --mechanism list was hand-written: an added mechanism was not listed anywhere. Each usage
+    # NAME[:OPTION,...] must parse as written, its options together after one colon (a review: "eagle3-tree
+    # [:topk=K][,vocab=N]" had read as if "eagle3-tree,vocab=N" were a spec)
     rows = sp.list_mechanisms()
     assert sorted(rows["mechanism"]) == sorted(REGISTRY)
     target = get_model("llama-3.1-8b")
-    values = {"vocab": "32000", "topk": "4", "tp": "1"}
+    values = {"vocab": "32000", "topk": "4", "tp": "1", "MODEL": "llama-3.2-1b"}
     for name, spec in zip(rows["mechanism"], rows["spec"]):
-        assert spec.startswith(name)
-        options = re.findall(r"[:,](\w+)=(?:N|K|PATH)\]", spec)
-        for key in options:
-            if key == "config":
-                continue
-            arg = f"llama-3.2-1b,tp=1" if key == "tp" else f"{key}={values[key]}"
-            if REGISTRY[name].cannot_run(target) is None:
-                parse_mechanism(f"{name}:{arg}", target)  # each option the spec names is one the parser reads
-        if "[" not in spec and name != "ngram":  # a spec without options: the parser refuses one
+        m = re.fullmatch(re.escape(name) + r"(?:\[:(.*)\])?", spec)
+        assert m, spec
+        options = re.findall(r"(\w+)=(?:N|K|PATH)|\b(MODEL)\b", m.group(1) or "")
+        given = [f"{key}={values[key]}" if key else values[model] for key, model in options if key != "config"]
+        if REGISTRY[name].cannot_run(target) is None:
+            parse_mechanism(f"{name}:{','.join(given)}" if given else name, target)  # every option at once, as written
+        if not m.group(1) and name != "ngram":  # a spec without options: the parser refuses one
             with pytest.raises(SpeedplanInputError):
                 parse_mechanism(f"{name}:vocab=32000", get_model("deepseek-v3"))
 
@@ -47,7 +47,7 @@ def test_mechanisms_for_a_model_match_what_its_sweep_prices():
 
 def test_mechanisms_command(cli):
     out = cli("mechanisms")
-    assert out.returncode == 0 and "eagle3-tree[:topk=K]" in out.stdout
+    assert out.returncode == 0 and "eagle3-tree[:topk=K,vocab=N" in out.stdout
     out = cli("mechanisms", "--model", "deepseek-v3", "--tp", "8")
     assert out.returncode == 0 and re.search(r"^mtp .* yes ", out.stdout, re.M)
     for args, says in ((("--model", "nope"), "unknown model 'nope'"),
@@ -95,10 +95,10 @@ def test_recommendations_say_not_planned_not_off(tmp_path):
 def test_the_runtime_profile_on_a_gpu_says_what_it_describes():
     # --engine speedplan-runtime on an H100 gave a 4.48x headline priced with eager PyTorch's CPU terms, unflagged
     line = sp.render_summary(sp.sweep(engine="speedplan-runtime", batches=[1, 8]))
-    assert "eager PyTorch without CUDA graphs, fitted on CPUs" in line
+    assert "eager PyTorch without CUDA graphs on a CPU" in line
     cpu = sp.render_summary(sp.sweep(model="smollm2-135m", hardware="cpu-local", engine="speedplan-runtime",
                                      batches=[1, 8]))
-    assert "fitted on CPUs" not in cpu and "on a CPU its terms describe" not in cpu
+    assert "not a serving engine on this GPU" not in cpu and "on a CPU its terms describe" not in cpu
 
 
 def test_replicated_layers_are_held_whole_on_every_rank():
@@ -213,7 +213,7 @@ def test_a_one_panel_heatmap_is_as_wide_as_its_caption(tmp_path):
 
 
 def test_options_a_run_would_ignore_are_refused(cli, tmp_path):
-    for args, said in ((("bench", "--tp", "2", "--grid", "tiny"), "--tp 2: it shapes model: grids only"),
+    for args, said in ((("bench", "--tp", "2", "--grid", "tiny"), "--tp 2: it shapes model: grids without their own @TP only"),
                        (("bench", "--cupy", "--device", "cpu", "--grid", "tiny"), "--cupy cross-checks GEMMs on a CUDA"),
                        (("validate", "--device", "tpu"), "--device 'tpu': unknown device")):
         out = cli(*args, "--out", str(tmp_path / "o"))
@@ -240,3 +240,37 @@ def test_vllm_async_is_the_vllm_fit_with_speculative_host_work_hidden():
     a, b = a.set_index(key), b.set_index(key)
     assert np.allclose(a["t_plain_s"], b["t_plain_s"], rtol=1e-4)  # plain steps hid their host work already
     assert (b.loc[("eagle3", 64, 3), "speedup"] > 1.1 * a.loc[("eagle3", 64, 3), "speedup"])
+
+
+def test_a_config_naming_no_family_is_served_from_its_folder(tmp_path):
+    # a note appended to the source of a config naming neither architectures nor model_type made serve_as
+    # write `vllm serve noarch` instead of the folder (a review of the stop's diff)
+    import json
+
+    from speedplan.specs.model import PRESET_DIR
+
+    cfg = json.loads((PRESET_DIR / "llama-3.1-8b.json").read_text())
+    cfg = {k: v for k, v in cfg.items() if k not in ("_source", "architectures", "model_type")}
+    folder = tmp_path / "noarch"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    assert get_model(str(folder)).serve_as() == str(folder.resolve())
+
+
+def test_the_dtype_note_is_a_gpus_and_follows_a_refusal(tmp_path):
+    # a CPU sweep said "its bf16 checkpoint priced as fp32 ... Marlin kernels" (the runtime runs fp32), and an fp8
+    # 70B refused on an A100 for 141 GB of weights did not say they were priced at 2 bytes
+    import json
+
+    from speedplan.specs.model import PRESET_DIR
+
+    assert sp.sweep(model="smollm2-135m", hardware="cpu-local", batches=[1], draft_lens=[0, 1]).meta["dtype_note"] == ""
+    cfg = {k: v for k, v in json.loads((PRESET_DIR / "llama-3.1-70b.json").read_text()).items() if k != "_source"}
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "quantization_config": {"quant_method": "fp8"}}))
+    r = sp.sweep(model=str(tmp_path), hardware="a100-80gb", batches=[1], draft_lens=[0, 1])
+    assert "fp8 checkpoint priced as bf16" in sp.memory_shortfall(r)
+
+
+def test_mechanisms_options_without_a_model_are_refused(cli):
+    out = cli("mechanisms", "--draft-len", "5")
+    assert out.returncode == 2 and "apply with --model" in out.stderr

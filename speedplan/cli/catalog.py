@@ -62,6 +62,9 @@ def mechanisms(
 
     if not 1 <= draft_len <= 16:
         raise SpeedplanInputError(f"--draft-len {draft_len}: must be in 1..16")
+    if model is None and (tp != 1 or draft_len != 3):
+        raise SpeedplanInputError("--tp and --draft-len apply with --model (which mechanisms a sweep of it prices, and "
+                                  "their acceptance length): give --model, or leave them out")
     rows = mechanism_rows(model, tp, draft_len)
     width = {"drafting": 100, "swept": 70, "acceptance source": 90}
     typer.echo(table([{k: _cut(v, width[k]) if k in width else v for k, v in r.items()} for r in rows]))

@@ -194,7 +194,7 @@ def _measured(meta_path: Path) -> bool:
 def shipped_profile(name: str) -> Path | None:
     """The shipped profile folder for a preset name, if it holds measurements (a path is no
     preset name: PROFILE_DIR / "/abs/folder" had been the user's folder)."""
-    key = name.strip().lower()
+    key = name.strip().lower().rstrip("/\\")  # "h100-sxm/", as a shell completes a folder's name
     if not key or Path(key).is_absolute() or "/" in key or "\\" in key or key in (".", ".."):
         return None
     meta = PROFILE_DIR / key / "meta.json"

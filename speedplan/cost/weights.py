@@ -4,8 +4,9 @@ Most linear layers are split over the TP ranks (column- or row-parallel); a few 
 on every rank, and `speedplan.cost.forward.linear_shapes` prices them unsplit: MLA's
 down-projections q_a and kv_a (vLLM and SGLang: ReplicatedLinear, or the fused qkv_a projection
 with TP disabled, in deepseek_v2.py), DeepSeek-V3.2's indexer projections and the MoE router
-(ReplicatedLinear gate). DeepSeek-V3 at TP 8: 0.92B such parameters, 0.81 GB more per rank
-in fp8 than weights / TP (a review of 2026-12-06)."""
+(ReplicatedLinear gate). DeepSeek-V3 at TP 8: 1.03B such parameters (0.92B of them q_a and kv_a),
+0.90 GB more per rank than weights / TP (a review of 2026-12-06). They are priced in the model's
+dtype: an fp8 checkpoint's router, which vLLM keeps in bf16 (quant_config None), is 0.1 GB short."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import numpy as np
 from speedplan.engine.fit_record import fit_record
 from speedplan.engine.profile_keys import check_profile_keys
 from speedplan.engine.memory_rule import DEFAULT_MEMORY, MemoryRule, memory_rule
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, did_you_mean
 from speedplan.specs.files import finite, read_json
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "specs" / "presets" / "engines"
@@ -385,16 +385,16 @@ def get_engine(name_or_path: str | Path | EngineProfile) -> EngineProfile:
     if not path.exists():
         path = Path(key)
         if not (path.suffix == ".json" or "/" in key):
-            raise SpeedplanInputError(f"unknown engine {key!r}; engine profiles: {', '.join(preset_names())} "
-                                      "(or a JSON file from speedplan calibrate)")
+            raise SpeedplanInputError(f"unknown engine {key!r}{did_you_mean(key, preset_names())}; engine profiles: "
+                                      f"{', '.join(preset_names())} (or a JSON file from speedplan calibrate)")
         why = "is a folder; give the engine profile's JSON file" if path.is_dir() else "no such engine profile file"
         if not path.is_file():
-            raise SpeedplanInputError(f"--engine {key}: {why}")
+            raise SpeedplanInputError(f"engine profile {key}: {why}")
         try:  # "runs.csv: malformed JSON" did not say that the file was given as the engine profile
             return engine_from_json(read_json(path), str(path))
         except SpeedplanInputError as e:
-            raise SpeedplanInputError(f"--engine {key}: not an engine profile ({str(e).removeprefix(f'{path}: ')}); give "
-                                      "a shipped profile's name or a JSON file speedplan calibrate wrote") from None
+            raise SpeedplanInputError(f"engine profile {key}: {str(e).removeprefix(f'{path}: ')} (give a shipped "
+                                      "profile's name or a JSON file speedplan calibrate wrote)") from None
     # a shipped profile is named by its place in the package, not this machine's install path
     return engine_from_json(read_json(path), f"speedplan/specs/presets/engines/{path.name}{SHIPPED}")
 

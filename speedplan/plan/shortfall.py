@@ -58,7 +58,8 @@ def memory_shortfall(result: SweepResult) -> str | None:
     return (f"{meta['model']['model']} on {meta['hardware']} at TP {meta['tp']} fits in memory at no swept batch "
             f"and context: {plain_memory_need(result)}; "
             + (f"the weights alone do not fit: try {more}" if weights >= usable
-               else f"try smaller --batch, a shorter --context or {more}"))
+               else f"try smaller --batch, a shorter --context or {more}")
+            + (f" ({meta['dtype_note']})" if meta.get("dtype_note") else ""))  # an fp8 checkpoint priced as bf16
 
 
 def _more_memory(result: SweepResult) -> str:

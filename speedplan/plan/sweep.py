@@ -96,13 +96,14 @@ def _one_drafter(acceptance) -> bool:
     return acceptance.source.startswith(ONE_DRAFTER_SOURCES)
 
 
-def _narrower_checkpoint(checkpoint: str, priced: str, hardware: str) -> str:
-    """"" or, where a checkpoint is priced in a wider dtype than its own (fp8 on an A100, which has
-    no fp8 peak), what that does to the figures."""
+def _narrower_checkpoint(checkpoint: str, priced: str, hw) -> str:
+    """"" or, where a GPU prices a checkpoint in a wider dtype than its own (fp8 on an A100, which has
+    no fp8 peak), what that does to the figures. (A CPU prices bf16 as fp32: the runtime runs fp32.)"""
     from speedplan.specs.hardware import DTYPE_BYTES
 
-    if DTYPE_BYTES[checkpoint] >= DTYPE_BYTES[priced]:
+    if DTYPE_BYTES[checkpoint] >= DTYPE_BYTES[priced] or hw.platform == "cpu":
         return ""
+    hardware = hw.name
     return (f"its {checkpoint} checkpoint priced as {priced}: {hardware} has no {checkpoint} peak; engines may keep {checkpoint} "
             f"weights there (vLLM's weight-only Marlin kernels), so weight memory and memory-bound steps are priced high")
 
@@ -353,7 +354,7 @@ def sweep(
         **engine.meta(),
         "tp": tp,
         "dtype": target.dtype,
-        "dtype_note": _narrower_checkpoint(checkpoint, target.dtype, hw.name),
+        "dtype_note": _narrower_checkpoint(checkpoint, target.dtype, hw),
         "temperature": temperature,  # sampling temperature served (0: greedy); the defaults moved to it
         "acceptance": {m.label: m.acceptance_source for m in mechs},
         "ridge_flops_per_byte": hw.ridge_flops_per_byte(target.dtype),

@@ -97,7 +97,8 @@ def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, no
     """One row per registered mechanism: the spec `speedplan sweep --mechanism` reads, what the
     target verifies and how it drafts (its module's first sentence). With `model`: whether a sweep
     of it that names no mechanism prices it (else why not), the acceptance length its published
-    default gives at `draft_len` (trees: `nodes` verified nodes), and where that default comes from."""
+    default gives at `draft_len` (trees: `nodes` verified nodes, or the topk·D a shallower tree holds:
+    the "nodes" column), and where that default comes from."""
     import sys
 
     from speedplan.plan.mechanisms import REGISTRY
@@ -122,11 +123,14 @@ def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, no
     out = []
     for row in rows:
         for mech in by_name.get(row["mechanism"], [None]):
-            al = None if mech is None else float(mech.acceptance_length(draft_len, nodes))
+            # a tree verifies D to topk·D nodes (plan.grid): `nodes` where the depth holds them, else the most it holds
+            held = min(nodes, mech.topk * draft_len) if mech is not None and mech.is_tree else nodes
+            al = None if mech is None else float(mech.acceptance_length(draft_len, held))
             out.append({"mechanism": mech.label if mech else row["mechanism"], "spec": row["spec"],
                         "verifies": row["verifies"],
                         "swept": "yes" if mech else f"no: {skipped.get(row['mechanism'], 'not swept by default')}",
                         f"AL at D={draft_len}": "-" if al is None else round(al, 2),
+                        "nodes": held if mech is not None and mech.is_tree else "-",
                         "acceptance source": mech.acceptance_source if mech else "-"})
     return out
 

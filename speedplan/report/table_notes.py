@@ -42,8 +42,8 @@ def cpu_engine_note(meta: dict) -> str:
     runtime = str(meta.get("engine_family") or "").startswith("speedplan")
     shipped = str(meta.get("engine_source") or "").endswith(SHIPPED)  # not a copy validate or calibrate fitted
     if runtime and shipped and meta.get("platform") not in (None, "cpu"):  # its shipped terms are a CPU's
-        return ("; its terms describe speedplan's own runtime, eager PyTorch without CUDA graphs, fitted on CPUs: "
-                "not a serving engine on this GPU (--engine vllm, sglang or trtllm price those)")
+        return ("; its terms describe speedplan's own runtime, eager PyTorch without CUDA graphs on a CPU (speedplan "
+                "validate fits them there): not a serving engine on this GPU (--engine vllm, sglang or trtllm price those)")
     if meta.get("platform") != "cpu" or runtime:
         return ""
     return ("; on a CPU its terms describe the engine on a GPU (CUDA graphs, kernel launches), not measured here: "

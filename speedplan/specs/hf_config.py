@@ -79,7 +79,7 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
     wrong = [a for a in arch if a.endswith(_NOT_CAUSAL_LM)]
     if wrong:
         raise SpeedplanInputError(f"{where}: architecture {wrong[0]!r} is not a causal language model")
-    if not arch and not family:  # a hand-written config of the standard keys: a Llama-style decoder (`_source_of`)
+    if not arch and not family:  # a hand-written config of the standard keys: read as a Llama-style decoder
         return
     # without architectures, the model_type names the family ("gemma3_text", "llama4_text": a text-only config)
     named = arch or [family.removesuffix("_text")]
@@ -90,15 +90,6 @@ def _check_family(cfg: dict, arch: list[str], where: str) -> None:
             "Qwen-MoE, Qwen3-Next, Gemma, Phi-3, Phi-3.5-MoE, DeepSeek-V2/V3, GLM-4 MoE, Llama-4, gpt-oss, Granite, "
             "Granite-MoE, Granite-MoE-Shared, OLMo, OLMo-2, OLMo-3, OLMoE, InternLM2, InternLM3); to price it as a "
             "Llama-style decoder from its standard keys, set \"architectures\": [\"LlamaForCausalLM\"] in a copy")
-
-
-def _source_of(cfg: dict, where: str) -> str:
-    """Where the spec was read from; a config naming neither its architectures nor its model_type
-    says it was read as a Llama-style decoder from its standard keys (the sweep prints the source)."""
-    source = str(cfg.get("_source", where))
-    if not cfg.get("architectures") and not cfg.get("model_type"):
-        source += " (names neither architectures nor model_type: read as a Llama-style decoder from its standard keys)"
-    return source
 
 
 def _dtype(cfg: dict, where: str) -> str:
@@ -317,7 +308,7 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
             linear=linear,
             sparse=sparse_index(cfg, layers, where) if mla else None,
             attn_gate=cfg.get("attn_output_gate") is True or str(cfg.get("model_type", "")).startswith("qwen3_next"),
-            source=_source_of(cfg, where),
+            source=str(cfg.get("_source", where)),
             published_params=_published(cfg.get("_published_params")),
             max_context=max_context,
             tp_gathers=tp_gathers(cfg, heads, kv_heads, head_dim),

@@ -290,8 +290,8 @@ class ModelSpec:
         """Refuse a context above what the model's config says it holds (`max_context`)."""
         over = [int(c) for c in contexts if self.max_context and c > self.max_context]
         if over:
-            raise SpeedplanInputError(f"{option} {over[0]}: above {self.name}'s {self.max_context:,}-token context (max_"
-                                      "position_embeddings in its config; a config.json whose rope_scaling extends it prices longer contexts)")
+            raise SpeedplanInputError(f"{option} {over[0]}: above {self.name}'s {self.max_context:,}-token context "
+                                      "(max_position_embeddings; a config.json whose rope_scaling extends it prices more)")
 
     def serve_as(self) -> str:
         """What a serving engine loads: a preset's name (mapped to its Hugging Face repo), else the

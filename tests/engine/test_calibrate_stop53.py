@@ -138,7 +138,7 @@ def test_an_engine_file_that_is_no_profile_names_the_option(tmp_path, capsys, co
                 if command == "calibrate" else ["sweep", "--out", str(tmp_path / "rep")])
         assert cli([*args, "--engine", str(engine)]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and err.startswith(f"speedplan: error: --engine {engine}: not an engine profile (")
+        assert err.count("\n") == 1 and err.startswith(f"speedplan: error: engine profile {engine}: ")
         assert why in err
 
 

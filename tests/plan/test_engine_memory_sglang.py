@@ -112,7 +112,7 @@ def test_the_cli_refuses_an_unknown_reserve(tmp_path, cli):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     proc = cli("sweep", "--engine", str(path), "--batch", "1", "--out", str(tmp_path / "rep"))
-    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and f"{path}: not an engine profile (memory.reserve" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and f"{path}: memory.reserve" in proc.stderr
     assert not (tmp_path / "rep").exists()
 
 

@@ -133,8 +133,8 @@ def test_an_unknown_architecture_is_refused_naming_it_and_the_way_on():
     del cfg["architectures"]  # a model_type of no priced family is refused as its architecture is
     with pytest.raises(SpeedplanInputError, match=r"model_type 'foo' is not a family .*\"LlamaForCausalLM\""):
         from_hf_config(cfg)
-    del cfg["model_type"]  # neither (a hand-written config): read as a Llama-style decoder, and its source says so
-    assert "read as a Llama-style decoder" in from_hf_config(cfg).source
+    del cfg["model_type"]  # neither (a hand-written config): read as a Llama-style decoder, its source its path
+    assert from_hf_config({k: v for k, v in cfg.items() if k != "_source"}, where="x/config.json").source == "x/config.json"
     llama = from_hf_config({**cfg, "model_type": "llama"})  # the family from model_type alone
     assert llama.param_count() == get_model("llama-3.1-8b").param_count()
     cfg["model_type"] = "foo"

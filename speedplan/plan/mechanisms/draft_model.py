@@ -29,7 +29,7 @@ DEFAULT_DRAFT_FOR = {"llama-3.1-8b": "llama-3.2-1b", "llama-3.1-70b": "llama-3.2
 @dataclass(frozen=True)
 class DraftModel(ChainDrafting, Mechanism):
     name = "draft-model"
-    usage = "draft-model[:MODEL][,tp=N]"  # the spec `speedplan sweep --mechanism` reads
+    usage = "draft-model[:MODEL[,tp=N]]"  # the spec --mechanism reads: any of the options, comma-separated after one colon
     draft: ModelSpec | None = None
     draft_tp: int | None = None  # GPUs the draft is sharded over; None = the target's TP
 

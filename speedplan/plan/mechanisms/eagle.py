@@ -19,7 +19,7 @@ from speedplan.specs.model import ModelSpec, get_model
 @dataclass(frozen=True)
 class Eagle(ChainDrafting, Mechanism):
     name = "eagle"
-    usage = "eagle[:vocab=N][,config=PATH]"  # the spec `speedplan sweep --mechanism` reads
+    usage = "eagle[:vocab=N,config=PATH]"  # the spec --mechanism reads: any of the options, comma-separated after one colon
     options = ("vocab",)
     text_options = ("config",)
     draft: ModelSpec | None = None  # the head, as a one-layer model of the target's dimensions

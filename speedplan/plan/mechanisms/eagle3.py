@@ -21,7 +21,7 @@ from speedplan.plan.mechanisms.heads import Eagle3Head, chain_passes, eagle3_hea
 @dataclass(frozen=True)
 class Eagle3(ChainDrafting, Mechanism):
     name = "eagle3"
-    usage = "eagle3[:vocab=N][,config=PATH]"  # the spec `speedplan sweep --mechanism` reads
+    usage = "eagle3[:vocab=N,config=PATH]"  # the spec --mechanism reads: any of the options, comma-separated after one colon
     options = ("vocab",)
     head: Eagle3Head | None = None
 

@@ -16,7 +16,7 @@ from speedplan.plan.mechanisms.heads import eagle3_pass
 @dataclass(frozen=True)
 class Eagle3Tree(TopkTree, Eagle3):
     name = "eagle3-tree"
-    usage = "eagle3-tree[:topk=K][,vocab=N][,config=PATH]"  # the spec `speedplan sweep --mechanism` reads
+    usage = "eagle3-tree[:topk=K,vocab=N,config=PATH]"  # the spec --mechanism reads: any of the options, comma-separated after one colon
     family = "eagle3"
     topk: int = 8  # children kept per tree level (the frontier)
 

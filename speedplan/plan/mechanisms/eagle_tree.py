@@ -16,7 +16,7 @@ from speedplan.plan.mechanisms.heads import head_pass
 @dataclass(frozen=True)
 class EagleTree(TopkTree, Eagle):
     name = "eagle-tree"
-    usage = "eagle-tree[:topk=K][,vocab=N][,config=PATH]"  # the spec `speedplan sweep --mechanism` reads
+    usage = "eagle-tree[:topk=K,vocab=N,config=PATH]"  # the spec --mechanism reads: any of the options, comma-separated after one colon
     family = "eagle"
     topk: int = 8  # children kept per tree level (the frontier)
 
