@@ -274,3 +274,12 @@ def test_the_dtype_note_is_a_gpus_and_follows_a_refusal(tmp_path):
 def test_mechanisms_options_without_a_model_are_refused(cli):
     out = cli("mechanisms", "--draft-len", "5")
     assert out.returncode == 2 and "apply with --model" in out.stderr
+
+
+def test_the_vllm_launch_names_vllm_async_where_the_2025_profile_priced_it(tmp_path):
+    r = sp.sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=[0, 2, 3])
+    sp.write_outputs(r, tmp_path / "a")
+    assert "--engine vllm-async" in (tmp_path / "a" / "vllm_serve.sh").read_text()
+    r = sp.sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=[0, 2, 3], engine="vllm-async")
+    sp.write_outputs(r, tmp_path / "b")
+    assert "--engine vllm-async" not in (tmp_path / "b" / "vllm_serve.sh").read_text()

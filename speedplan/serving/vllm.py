@@ -98,7 +98,8 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
                      "host work with the GPU (overlap_spec 0); async scheduling with EAGLE/MTP speculation arrived in "
                      "v0.14 (vLLM PR #31998), so on the release this file is for, speculation may lose less at large "
                      "batch sizes than priced above and the planned D may fall or switch off earlier than it needs "
-                     "to: calibrate on your own runs (speedplan calibrate --engine vllm ...) and sweep with the result.")
+                     "to: sweep with --engine vllm-async (that overlap assumed, not measured) to see the other side, "
+                     "and calibrate on your own runs (speedplan calibrate --engine vllm ...) and sweep with the result.")
     notes.append("the schedule is by batch size only: vLLM 0.33 accepts [start, end, K] entries; context-aware "
                  "[bs_lo, bs_hi, ctx_lo, ctx_hi, K] entries exist only in open RFC #48627 / PR #48944, so they are "
                  "not emitted" + (f" (this plan's D per batch size serves contexts {', '.join(map(str, plan.contexts))})."
