@@ -205,7 +205,7 @@ def test_what_speedplan_ships_is_listed_from_python():
     hw = speedplan.list_hardware()
     assert {"h100-sxm", "cpu-local", "cpu-local-epyc-zen3"} <= set(hw["hardware"])
     assert hw.set_index("hardware").loc["h100-sxm", "bf16_tflops"] == 989.4
-    assert set(speedplan.list_engines()["engine"]) == {"vllm", "sglang", "trtllm", "speedplan-runtime"}
+    assert set(speedplan.list_engines()["engine"]) == {"vllm", "vllm-async", "sglang", "trtllm", "speedplan-runtime"}
     assert "llama-3.1-8b" in set(speedplan.list_models()["model"])
     with pytest.raises(SpeedplanInputError, match="unknown hardware 'nope'"):
         speedplan.list_hardware(["nope"])
