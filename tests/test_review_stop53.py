@@ -283,3 +283,11 @@ def test_the_vllm_launch_names_vllm_async_where_the_2025_profile_priced_it(tmp_p
     r = sp.sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=[0, 2, 3], engine="vllm-async")
     sp.write_outputs(r, tmp_path / "b")
     assert "--engine vllm-async" not in (tmp_path / "b" / "vllm_serve.sh").read_text()
+
+
+def test_a_name_that_begins_one_choice_suggests_it():
+    from speedplan.errors import did_you_mean
+
+    assert did_you_mean("h100", ["a100-80gb", "h100-sxm", "h200-sxm"]) == " (did you mean 'h100-sxm'?)"
+    assert did_you_mean("llama", ["llama-3.1-8b", "llama-3.1-70b"]) == ""  # two begin with it: no guess
+    assert did_you_mean("zz", ["zzz-1"]) == ""  # too short to guess from
