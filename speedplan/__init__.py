@@ -38,7 +38,7 @@ context = tokens of KV per sequence, times in seconds, rates in tokens/s, memory
   rows give `tpot_ms` / `step_ms` in milliseconds, `tokens_per_s`, or `speedup`.
 - `get_engine(name or file)` -> `EngineProfile`; `get_model(name or config.json)` -> `ModelSpec`.
 - `list_models(configs=None)`, `list_hardware(names=None)`, `list_engines()`,
-  `list_mechanisms(model=None, tp=1)` -> DataFrames of what `speedplan models`, `hardware`,
+  `list_mechanisms(model=None, tp=1, draft_len=3)` -> DataFrames of what `speedplan models`, `hardware`,
   `engines` and `mechanisms` list (presets, shipped profiles, registered mechanisms).
 - `Acceptance.iid(alpha)`, `.positional([p1, p2, ...])`, `.per_rank([r1, r2, ...])` -> an
   `Acceptance` (probabilities in [0, 1)), for `sweep(acceptance=...)` or {mechanism: Acceptance}.

@@ -112,13 +112,6 @@ def bench(
     """
     from speedplan.profile.grid import run_bench
 
-    # options the run would ignore are refused, as the sweep refuses --tree-nodes without a tree
-    names = [g.strip() for g in grid] or (["gpu"] if device == "cuda" else ["quick"])  # the device's default grid
-    if tp > 1 and not any(g == "gpu" or (g.startswith("model:") and "@" not in g) for g in names):
-        raise SpeedplanInputError(f"--tp {tp}: it shapes model: grids without their own @TP only (--grid model:NAME), "
-                                  "and none is named; it would be ignored")
-    if cupy and device != "cuda":
-        raise SpeedplanInputError(f"--cupy cross-checks GEMMs on a CUDA device; --device is {device}: it would be ignored")
     check_out(out, "bench", also=("roofline",))  # a datasheet placeholder gives way to measurements
     from speedplan.cli.app import keep_on_stop
 

@@ -1,4 +1,4 @@
-"""The weight bytes one tensor-parallel rank holds.
+"""The weight bytes one tensor-parallel rank holds, and with the KV cache its memory.
 
 Most linear layers are split over the TP ranks (column- or row-parallel); a few are kept whole
 on every rank, and `speedplan.cost.forward.linear_shapes` prices them unsplit: MLA's
@@ -26,3 +26,9 @@ def weight_bytes_per_rank(model: ModelSpec, tp: int) -> float:
     """Bytes of weights on one of `tp` ranks: the replicated layers whole, the rest split."""
     whole = replicated_params(model) * model.dtype_bytes if tp > 1 else 0.0
     return (model.weight_bytes() - whole) / tp + whole
+
+
+def memory_per_rank(model: ModelSpec, batch, tokens, tp: int, states=1, window_pool=None):
+    """Bytes one of `tp` ranks holds for the weights and `batch` sequences' KV of `tokens` each
+    (`ModelSpec.kv_bytes_per_rank` for `states` and `window_pool`)."""
+    return weight_bytes_per_rank(model, tp) + batch * model.kv_bytes_per_rank(tokens, tp, states, window_pool)

@@ -280,12 +280,19 @@ def _select(base: dict, ok: list[str], most: int, priced: Priced) -> tuple[list[
     return chosen, {t: why for t in ok if t not in chosen}
 
 
-def _at_bound(term: str, value: float) -> float:
-    """A fitted `value` (in its term's unit), or the term's bound where it is within 1e-9 of the
-    term's range of it: a fit at its lower bound of 0 µs left 2.016e-23, written as such."""
+def bound_side(term: str, value: float, tol: float = 1e-6) -> int | None:
+    """0 where a fitted `value` sits at its term's lower bound, 1 at its upper one (within `tol` of
+    the term's range), None between."""
     spec = TERMS[term]
-    tol = 1e-9 * (spec.high - spec.low)
-    return spec.low if abs(value - spec.low) <= tol else spec.high if abs(spec.high - value) <= tol else value
+    tol = tol * (spec.high - spec.low)
+    return 0 if value - spec.low <= tol else 1 if spec.high - value <= tol else None
+
+
+def _at_bound(term: str, value: float) -> float:
+    """A fitted `value`, or the term's bound where it is within 1e-9 of the term's range of it: a fit
+    at its lower bound of 0 µs left 2.016e-23, written as such."""
+    side = bound_side(term, value, 1e-9)
+    return value if side is None else (TERMS[term].low, TERMS[term].high)[side]
 
 
 def _origin(source: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from speedplan.engine.calibrate import Calibration
+from speedplan.engine.calibrate import Calibration, bound_side
 from speedplan.engine.profile import TERMS
 from speedplan.plan.mechanisms import TREE_MECHANISMS
 
@@ -28,13 +28,6 @@ def time_residual(result: Calibration) -> np.ndarray:
     r = np.asarray(result.residual, dtype=float)
     rate = np.array([row["quantity"] in RATES for row in result.rows], dtype=bool)
     return np.where(rate, 1.0 / (1.0 + r) - 1.0, r)
-
-
-def bound_side(term: str, value: float) -> int | None:
-    """0 where a fitted `value` sits at its term's lower bound, 1 at its upper one, None between."""
-    spec = TERMS[term]
-    tol = 1e-6 * (spec.high - spec.low)
-    return 0 if value - spec.low <= tol else 1 if spec.high - value <= tol else None
 
 
 def one_sided(result: Calibration, margin: float = 0.05) -> str | None:

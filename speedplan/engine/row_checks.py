@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from speedplan.cost.weights import memory_per_rank
 from speedplan.engine.readers.measurement import Measurement
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms.base import TopkTree
@@ -15,7 +16,7 @@ def check_runnable(m: Measurement, s, spec_max_running: float) -> None:
     if s.cost.hardware.is_cpu:  # its preset's memory is not this machine's RAM
         return
     requests = m.running(spec_max_running)
-    need = float(s.target.memory_per_rank(requests, m.context + m.draft_len + 1, s.tp))
+    need = float(memory_per_rank(s.target, requests, m.context + m.draft_len + 1, s.tp))
     have = s.cost.hardware.memory_bytes
     if need > have:
         raise SpeedplanInputError(

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, calibrate
+from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, bound_side, calibrate
 from speedplan.engine.calibration_checks import (check_distinct, check_models, check_reachable,
                                                  check_setting, check_speedups)
-from speedplan.engine.calibration_notes import bound_side, one_sided, outliers
+from speedplan.engine.calibration_notes import one_sided, outliers
 from speedplan.engine.calibration_rows import PRINTED_ROWS, read_notes, row_table  # noqa: F401 (PRINTED_ROWS: callers)
 from speedplan.engine.calibration_temperature import sweep_temperature, temperature_note
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine

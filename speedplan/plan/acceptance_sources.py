@@ -1,6 +1,5 @@
-"""Where acceptance comes from besides the published defaults: the user's numbers, JSON
-files, runtime traces, and what serving engines report (a vLLM `/metrics` scrape, an SGLang
-log). Each becomes one `Acceptance` whose `source` says where it came from.
+"""Where acceptance comes from besides the published defaults: the user's numbers, JSON files, runtime
+traces, what serving engines report (a vLLM `/metrics` scrape, an SGLang log). Each is an `Acceptance`.
 
 `--acceptance` forms (repeatable; `MECH:` in front applies one to a mechanism, and a head
 family's name, `eagle` or `eagle3`, also reaches its tree):
@@ -322,8 +321,9 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
                     raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
                                               "(docs/trace.md)")
             steps.append((i, rec))
-    if meta.get("schema") != "speedplan.trace/1" or not steps:  # (a meta line of another schema: the runtime refuses it)
-        raise SpeedplanInputError(f"{path}: " + (f"no speedplan.trace/1 meta line (its schema: {meta.get('schema')!r}; docs/trace.md)" if steps else "trace has no step records"))
+    if not steps or meta.get("schema") != "speedplan.trace/1":  # another schema's meta: the runtime's reader refuses it too
+        raise SpeedplanInputError(f"{path}: no speedplan.trace/1 meta line (its schema: {meta.get('schema')!r}; "
+                                  "docs/trace.md)" if steps else f"{path}: trace has no step records")
     for i, rec in steps:
         _check_step(rec, meta, f"{path}:{i}")
     return meta, [rec for _, rec in steps]

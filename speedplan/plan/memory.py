@@ -10,6 +10,7 @@ import functools
 
 import numpy as np
 
+from speedplan.cost.weights import memory_per_rank
 from speedplan.engine.memory_rule import usable_bytes
 from speedplan.plan.mechanisms import Mechanism
 from speedplan.specs.model import ModelSpec
@@ -23,12 +24,12 @@ def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, 
     rule's (what a sliding-window layer holds, `ModelSpec.kv_bytes_per_rank`)."""
     if mech is None:
         q = np.ones(np.shape(running))
-        return target.memory_per_rank(running, context + q, tp, states=q, window_pool=window_pool)
+        return memory_per_rank(target, running, context + q, tp, states=q, window_pool=window_pool)
     q = mech.verify_tokens(draft_len, nodes)
     # a drafter with sliding-window layers holds them as the engine's pool does (`DraftModel`); a
     # mechanism written before window_pool (a user's subclass) is called as it was
     pool = {"window_pool": window_pool} if window_pool is not None and _takes_pool(mech) else {}
-    return (target.memory_per_rank(running, context + q, tp, states=q, window_pool=window_pool)
+    return (memory_per_rank(target, running, context + q, tp, states=q, window_pool=window_pool)
             + mech.extra_memory_bytes(target, running, context + q, tp, **pool))
 
 

@@ -103,8 +103,7 @@ def _narrower_checkpoint(checkpoint: str, priced: str, hw) -> str:
 
     if DTYPE_BYTES[checkpoint] >= DTYPE_BYTES[priced] or hw.platform == "cpu":
         return ""
-    hardware = hw.name
-    return (f"its {checkpoint} checkpoint priced as {priced}: {hardware} has no {checkpoint} peak; engines may keep {checkpoint} "
+    return (f"its {checkpoint} checkpoint priced as {priced}: {hw.name} has no {checkpoint} peak; engines may keep {checkpoint} "
             f"weights there (vLLM's weight-only Marlin kernels), so weight memory and memory-bound steps are priced high")
 
 

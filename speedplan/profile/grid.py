@@ -87,6 +87,21 @@ def _check_device(device: str) -> None:
         raise SpeedplanInputError(f"--device must be cpu or cuda, got {device!r}")
 
 
+def grid_names(names: list[str], device: str) -> list[str]:
+    """The grids a bench measures: those named, else the device's default."""
+    return [n.strip() for n in names] if names else (["quick"] if device == "cpu" else GPU_DEFAULT)
+
+
+def _check_used(names: list[str], tp: int, cupy: bool, device: str) -> None:
+    """Refuse options the run would ignore, as the sweep refuses --tree-nodes without a tree: --tp
+    shapes model grids without their own @TP only (the gpu grid holds one), --cupy runs on CUDA only."""
+    if tp > 1 and not any(n == "gpu" or (n.startswith("model:") and "@" not in n) for n in grid_names(names, device)):
+        raise SpeedplanInputError(f"--tp {tp}: it shapes model: grids without their own @TP only (--grid model:NAME), "
+                                  "and none is named; it would be ignored")
+    if cupy and device != "cuda":
+        raise SpeedplanInputError(f"--cupy cross-checks GEMMs on a CUDA device; --device is {device}: it would be ignored")
+
+
 def build_grid(names: list[str], device: str, tp: int = 1, dtypes: list[str] | None = None, fp8: bool = False):
     """A microbench Grid from grid names (see module docstring)."""
     from microbench.grid import Grid, floor_points, generic_grid, tiny_grid
@@ -94,7 +109,7 @@ def build_grid(names: list[str], device: str, tp: int = 1, dtypes: list[str] | N
     _check_device(device)
     dtypes = dtypes or default_dtypes(device)
     grid = Grid()
-    for name in names or (["quick"] if device == "cpu" else GPU_DEFAULT):
+    for name in grid_names(names, device):
         if name == "quick":
             grid.extend(model_grid("smollm2-135m", 1, device, dtypes))
             generic = generic_grid(device, dtypes[:1])
@@ -215,6 +230,7 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
                                ("--stop-after", stop_after, 1)):
         if value is not None and value < low:
             raise SpeedplanInputError(f"{option} must be >= {low}, got {value}")
+    _check_used(grids, tp, cupy, device)
     if device == "cpu" and threads > max_threads():  # --threads 100000 ended in a segmentation fault
         raise SpeedplanInputError(f"--threads must be at most {max_threads()} (this machine has {usable_cores()} "
                                   f"CPU cores), got {threads}")

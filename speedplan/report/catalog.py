@@ -135,9 +135,9 @@ def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, no
     return out
 
 
-def list_mechanisms(model: str | None = None, tp: int = 1) -> pd.DataFrame:
+def list_mechanisms(model: str | None = None, tp: int = 1, draft_len: int = 3) -> pd.DataFrame:
     """`mechanism_rows` as a DataFrame."""
-    return pd.DataFrame(mechanism_rows(model, tp))
+    return pd.DataFrame(mechanism_rows(model, tp, draft_len))
 
 
 def list_models(configs=None) -> pd.DataFrame:

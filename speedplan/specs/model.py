@@ -214,11 +214,6 @@ class ModelSpec:
         """Layers that attend within the sliding window (a spec cut to fewer layers keeps at most its own)."""
         return min(self.window_layers, self.attention_layers) if self.window else 0
 
-    def memory_per_rank(self, batch, tokens, tp: int, states=1, window_pool=None):
-        """Bytes one of `tp` ranks holds for the weights (cost.weights) and `batch` sequences' KV of `tokens` each."""
-        from speedplan.cost.weights import weight_bytes_per_rank
-        return weight_bytes_per_rank(self, tp) + batch * self.kv_bytes_per_rank(tokens, tp, states, window_pool)
-
     def priced_on(self, hw) -> "ModelSpec":
         """This model at the dtype `hw` prices: its own, or the hardware's default where `hw` has
         no peak for it (a bf16 checkpoint on an fp32-only CPU), as the sweep and calibrate price it."""
