@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from speedplan.cost.attention_shape import attention_qo_head_dim, attention_shape, split as _split
 from speedplan.cost.ops import OpCost
 from speedplan.specs.model import ModelSpec
 
@@ -26,10 +27,6 @@ class LinearShape:
     k: int
     count: int  # how many such layers per forward pass (e.g. the number of decoder layers)
     moe: bool = False  # routed-expert GEMM: M is tokens per touched expert, count per expert
-
-
-def _split(x: int, tp: int) -> int:
-    return max(1, -(-x // tp))
 
 
 def linear_shapes(model: ModelSpec, tp: int = 1) -> list[LinearShape]:
@@ -80,21 +77,6 @@ def linear_shapes(model: ModelSpec, tp: int = 1) -> list[LinearShape]:
             shapes.append(LinearShape("shared_down", h, _split(si, tp), model.moe_layers))
     shapes.append(LinearShape("lm_head", _split(model.vocab, tp), h, 1))
     return shapes
-
-
-def attention_shape(model: ModelSpec, tp: int = 1) -> tuple[int, int, int]:
-    """(num_heads, num_kv_heads, head_dim) of the attention kernel on one TP rank.
-
-    MLA in absorbed form is multi-query attention over the compressed latent: one KV "head"
-    of kv_lora_rank + rope dims shared by all query heads, read once for K and V together. It
-    is priced as one KV head of half that width (the kernel reads K and V separately), which
-    gives the same bytes per token."""
-    if model.mla:
-        latent = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
-        return _split(model.heads, tp), 1, latent // 2
-    kv = _split(model.kv_heads, tp)
-    heads = _split(model.heads, tp)
-    return heads, kv, model.head_dim
 
 
 @dataclass(frozen=True)
@@ -193,11 +175,11 @@ def _narrow_weight_gemm(cost, m, n, k, dtype: str, ratio: float):
                   pick(full.out_of_range, narrow.out_of_range))
 
 
-def _sparse_attention(cost, batch, q_len, kv_len, heads, head_dim, topk: int, dtype: str) -> OpCost:
+def _sparse_attention(cost, batch, q_len, kv_len, heads, head_dim, topk: int, dtype: str, qo: dict) -> OpCost:
     """MLA attention under DeepSeek sparse attention: each of the batch · q_len queries gathers
     its own min(cached, `topk`) latents (FlashMLA's sparse decode; the q_len verified tokens of a
     sequence do not share their reads as dense attention's do)."""
-    return cost.attention(batch * q_len, 1, np.minimum(kv_len, topk), heads, 1, head_dim, "causal", dtype)
+    return cost.attention(batch * q_len, 1, np.minimum(kv_len, topk), heads, 1, head_dim, "causal", dtype, **qo)
 
 
 def _indexer(cost, model: ModelSpec, batch, q_len, kv_len) -> OpCost:
@@ -316,21 +298,22 @@ def forward_cost(
         compute_bound_us += moe_us * experts["compute"] / np.maximum(experts["random"], 1e-30)
 
     heads, kv_heads, head_dim = attention_shape(model, tp)
+    qo = {"qo_head_dim": attention_qo_head_dim(model)} if model.mla else {}  # (a user's cost model may not take it)
     kv_len = context + q_len
     local = model.local_layers  # sliding-window layers: q_len queries read at most window + q_len - 1 keys
     groups = [(model.attention_layers - local, kv_len)] + ([(local, np.minimum(kv_len, model.window + q_len - 1))] if local else [])
     attention_us, tree_us = np.zeros_like(tokens), np.zeros_like(tokens)
     for layers_in_group, group_kv in groups:
         if model.sparse:  # each query reads its own top-k latents
-            attn = _sparse_attention(cost, batch, q_len, group_kv, heads, head_dim, model.sparse.topk, kv_dtype)
+            attn = _sparse_attention(cost, batch, q_len, group_kv, heads, head_dim, model.sparse.topk, kv_dtype, qo)
         else:
-            attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", kv_dtype)
+            attn = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "causal", kv_dtype, **qo)
         group_us = layers_in_group * attn.latency_us
         attention_us = attention_us + group_us
         profile_us += group_us * attn.from_profile
         outside_us += group_us * attn.out_of_range
         if mask == "tree" and not model.sparse:  # (a sparse query's gather list holds its tree mask: no extra)
-            tree = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "tree", kv_dtype)
+            tree = cost.attention(batch, q_len, group_kv, heads, kv_heads, head_dim, "tree", kv_dtype, **qo)
             group_tree_us = layers_in_group * np.maximum(tree.latency_us - attn.latency_us, 0.0)
             tree_us = tree_us + group_tree_us
             profile_us += group_tree_us * tree.from_profile

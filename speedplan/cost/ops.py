@@ -18,7 +18,8 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.hardware import Hardware, get_hardware
-from speedplan.cost.roofline import allreduce_us, attention_roofline, elementwise_roofline, gemm_roofline
+from speedplan.cost.roofline import (allreduce_us, attention_roofline, attention_sol_us, elementwise_roofline,
+                                     gemm_roofline)
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "data" / "profiles"  # shipped, package data
 
@@ -133,13 +134,24 @@ class CostModel:
         measured, code = _ask(self.profile, "gemm", m, n, k, dtype)
         return _merge(measured, code, roof, self._label, _bound(compute_bound))
 
-    def attention(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str) -> OpCost:
+    def attention(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str,
+                  qo_head_dim=None) -> OpCost:
+        """Decode/verify attention (`speedplan.cost.roofline.attention_roofline`). `qo_head_dim`
+        (absorbed MLA: `speedplan.cost.attention_shape.attention_qo_head_dim`; None: `head_dim`) is the
+        query/output width per head where it differs from the cached K/V width. A profile is
+        asked the shape of (heads, KV heads, head_dim), its measured kernels' (their
+        utilisation of the speed of light, transferred), and its answer is scaled by the
+        speed of light of the query's real rows over that shape's: a memory-bound op is
+        unchanged, a compute-bound one pays for the FLOPs the shape left out."""
         arrays = [np.asarray(x, float) for x in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim)]
         mask = np.asarray(mask)
         shape = np.broadcast_shapes(*(a.shape for a in arrays), mask.shape)
-        roof, compute_bound = attention_roofline(self.hardware, *arrays, mask, dtype)
+        roof, compute_bound = attention_roofline(self.hardware, *arrays, mask, dtype, qo_head_dim)
         roof, compute_bound = np.broadcast_to(roof, shape), np.broadcast_to(compute_bound, shape)
         measured, code = _ask(self.profile, "attention", *arrays, mask, dtype)
+        if measured is not None and qo_head_dim is not None:
+            measured = np.asarray(measured, float) * (attention_sol_us(self.hardware, *arrays, dtype, qo_head_dim)
+                                                      / attention_sol_us(self.hardware, *arrays, dtype))
         return _merge(measured, code, roof, self._label, _bound(compute_bound))
 
     def elementwise(self, nbytes, dtype: str) -> OpCost:

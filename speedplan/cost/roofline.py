@@ -27,6 +27,11 @@ from speedplan.specs.fallback import get_fit
 from speedplan.specs.hardware import DTYPE_BYTES, Hardware
 
 
+# Query rows (G · q_len per KV head) per block of absorbed-MLA decode: FlashMLA's BLOCK_SIZE_M
+# (deepseek-ai/FlashMLA csrc/kernels/config.h; TensorRT-LLM's copy, getFlashMlaNumSmParts, the same).
+MLA_TILE_M = 64
+
+
 def _ceil_to(x: np.ndarray, tile: int) -> np.ndarray:
     return np.ceil(x / tile) * tile if tile > 1 else x
 
@@ -56,25 +61,37 @@ def gemm_sol_us(hw: Hardware, m, n, k, dtype: str) -> np.ndarray:
     return np.maximum(t_c, t_m) * 1e6
 
 
-def _attention_terms(hw: Hardware, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, dtype: str):
+def _attention_terms(hw: Hardware, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, dtype: str,
+                     qo_head_dim=None):
     """(t_compute_us, t_memory_us, bytes, CTAs) of decode/verify attention at datasheet speed:
-    G·q rows per (sequence, KV head) padded to the tile, the KV cache read once."""
+    G·q rows per (sequence, KV head) padded to the tile, the KV cache read once.
+
+    `head_dim`: the width of a cached K and of a cached V per KV head (bytes read per token:
+    2 · head_dim elements per KV head). `qo_head_dim` (None: `head_dim`): half the width of
+    one query row's work per key, (d_qk + d_v) / 2: a row does 2 · d_qk FLOPs for its score and
+    2 · d_v for its output, 4 · qo_head_dim in all, and reads a query of d_qk and writes an
+    output of d_v, 2 · qo_head_dim elements. They differ for absorbed MLA, whose one latent
+    is K and V at once (`speedplan.cost.attention_shape.attention_qo_head_dim`); its decode
+    kernel packs the G·q rows into blocks of `MLA_TILE_M` (or the preset's tile, if smaller)."""
     batch, q_len, kv_len, num_kv_heads = (np.asarray(v, dtype=float) for v in (batch, q_len, kv_len, num_kv_heads))
+    head_dim = np.asarray(head_dim, dtype=float)
+    qo = head_dim if qo_head_dim is None else np.asarray(qo_head_dim, dtype=float)
     group = np.asarray(num_heads, dtype=float) / num_kv_heads
-    tile = hw.attention_tile_m
+    tile = hw.attention_tile_m if qo_head_dim is None else min(hw.attention_tile_m, MLA_TILE_M)
     tiles = np.ceil(group * q_len / tile) if tile > 1 else group * q_len
     padded_rows = tiles * tile if tile > 1 else group * q_len
     b = DTYPE_BYTES[dtype]
-    nbytes = batch * num_kv_heads * head_dim * b * (2.0 * kv_len + 2.0 * group * q_len)  # K, V once; Q, O
-    flops = 4.0 * batch * num_kv_heads * padded_rows * kv_len * head_dim
+    nbytes = batch * num_kv_heads * b * (2.0 * kv_len * head_dim + 2.0 * group * q_len * qo)  # K, V once; Q, O
+    flops = 4.0 * batch * num_kv_heads * padded_rows * kv_len * qo
     t_c = flops / _peak(hw, _attention_compute_dtype(hw, dtype)) * 1e6
     t_m = nbytes / hw.hbm_bytes_per_s * 1e6
     ctas = batch * num_kv_heads * (tiles if tile > 1 else 1.0)
     return t_c, t_m, nbytes, ctas
 
 
-def attention_sol_us(hw: Hardware, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, dtype: str) -> np.ndarray:
-    t_c, t_m, _, _ = _attention_terms(hw, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, dtype)
+def attention_sol_us(hw: Hardware, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, dtype: str,
+                     qo_head_dim=None) -> np.ndarray:
+    t_c, t_m, _, _ = _attention_terms(hw, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, dtype, qo_head_dim)
     return np.maximum(t_c, t_m)
 
 
@@ -130,17 +147,18 @@ def gemm_roofline(hw: Hardware, m, n, k, dtype: str) -> tuple[np.ndarray, np.nda
     return np.broadcast_to(g.floor_us + np.maximum(t_c, t_m), shape), np.broadcast_to(t_c > t_m, shape)
 
 
-def tree_block_us(hw: Hardware, batch, q_len, num_heads, num_kv_heads, head_dim, dtype: str) -> np.ndarray:
+def tree_block_us(hw: Hardware, batch, q_len, num_heads, num_kv_heads, head_dim, dtype: str,
+                  qo_head_dim=None) -> np.ndarray:
     """Extra time of a tree mask: (tree_mask_penalty − 1) × the compute of the N × N block
     (the q_len new tokens attending each other), whatever the prefix length."""
-    t_c, _, _, _ = _attention_terms(hw, batch, q_len, q_len, num_heads, num_kv_heads, head_dim, dtype)
+    t_c, _, _, _ = _attention_terms(hw, batch, q_len, q_len, num_heads, num_kv_heads, head_dim, dtype, qo_head_dim)
     fit = fit_of(hw)
     eff = fit.attention.compute_eff if fit is not None else hw.compute_efficiency
     return (hw.tree_mask_penalty - 1.0) * t_c / eff
 
 
 def attention_roofline(
-    hw: Hardware, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str
+    hw: Hardware, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str, qo_head_dim=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Latency (µs) and compute-bound flag of decode/verify attention: `q_len` new tokens per
     sequence attend to `kv_len` cached ones (the new tokens included); `mask` "causal" (a
@@ -148,8 +166,10 @@ def attention_roofline(
 
     Fitted: floor + max(t_compute / e_c, t_memory / e_m[bytes bin]) + ⌈CTAs / SMs⌉ · (a fixed
     amount of work per wave at one SM's tensor rate).
-    Plain (no fit): max(t_compute / compute_efficiency, t_memory / bandwidth_efficiency, floor)."""
-    t_c, t_m, nbytes, ctas = _attention_terms(hw, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, dtype)
+    Plain (no fit): max(t_compute / compute_efficiency, t_memory / bandwidth_efficiency, floor).
+    `qo_head_dim`: `_attention_terms`'."""
+    t_c, t_m, nbytes, ctas = _attention_terms(hw, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, dtype,
+                                              qo_head_dim)
     fit = fit_of(hw)
     if fit is None:
         t_c, t_m = t_c / hw.compute_efficiency, t_m / hw.bandwidth_efficiency
@@ -162,7 +182,8 @@ def attention_roofline(
         latency = a.floor_us + np.maximum(t_c, t_m) + waves * wave_us
     tree = np.asarray(mask) == "tree"
     if tree.any():
-        latency = latency + np.where(tree, tree_block_us(hw, batch, q_len, num_heads, num_kv_heads, head_dim, dtype), 0.0)
+        block = tree_block_us(hw, batch, q_len, num_heads, num_kv_heads, head_dim, dtype, qo_head_dim)
+        latency = latency + np.where(tree, block, 0.0)
     return latency, t_c > t_m
 
 

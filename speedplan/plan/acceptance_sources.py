@@ -8,10 +8,9 @@ family's name, `eagle` or `eagle3`, also reaches its tree):
     positions=0.9,0.8,0.7         conditional per-position rates (last one repeats)
     ranks=0.6,0.2,0.05            per-rank rates of one head (Sequoia); its chain uses ranks[0]
     alpha=0.6,match=0.5           ... with a chance `match` that a step proposes anything (n-gram)
-    al=3.2@4                      a chain's acceptance length measured at D = 4 (an engine's mean
-                                  accept length): the i.i.d. rate that gives it
+    al=3.2@4                      a chain's AL measured at D = 4 (an engine's mean accept length): its i.i.d. rate
     al=2.2@4,match=0.5            ... over the steps that drafted, and the share that did (n-gram)
-    FILE.jsonl                    a runtime trace (docs/trace.md)
+    FILE.jsonl                    a runtime trace (docs/trace.md); a short one's source names its widest rate interval
     FILE (vLLM /metrics scrape)   per-position accepted counts over drafts
     FILE[@D] (SGLang server log)  mean `accept len` of one chain launch; D from its server_args
                                   line (an @D it contradicts is refused), else @D, else `accept rate`
@@ -36,6 +35,7 @@ from speedplan.specs.files import finite, parse_json
 from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
                                        fit_positions, fit_ranks, fit_runs)
+from speedplan.plan.acceptance_notes import small_sample_note
 
 _FORMS = ("alpha", "positions", "ranks")
 # How the sources below that measured one drafter begin (a vLLM scrape, an SGLang log, a trace): the
@@ -368,14 +368,6 @@ def _nested_ints(value, depth: int, length: int | None = None) -> bool:
     return all(_nested_ints(v, depth - 1) for v in value)
 
 
-def accepted_histogram(path: Path) -> tuple[np.ndarray, dict]:
-    """Counts of accepted draft tokens per sequence-step (index = accepted count) and the
-    trace's meta line."""
-    meta, steps = read_trace(path)
-    counts = np.array([a for s in steps for a in s["accepted"]], dtype=int)
-    return np.bincount(counts), meta
-
-
 def fit_trace(path: Path) -> Acceptance:
     """Fit acceptance from a runtime trace (speedplan.trace/1): per-rank for tree traces that
     carry `accepted_ranks`, per-position otherwise."""
@@ -388,7 +380,8 @@ def fit_trace(path: Path) -> Acceptance:
     by = (str(meta.get("mechanism") or ""), str(meta.get("model") or ""))
     temperature = float(meta["temperature"]) if finite(meta.get("temperature")) and meta["temperature"] >= 0 else None
     at = f"T={temperature:g}, " if temperature is not None else ""
-    source = f"trace: {path} ({ran + ', ' if ran else ''}{at}{len(counts)} sequence-steps, D={draft_len})"
+    few = small_sample_note(np.bincount(counts), draft_len)  # a short trace, or one that saw no draft rejected
+    source = f"trace: {path} ({ran + ', ' if ran else ''}{at}{len(counts)} sequence-steps, D={draft_len}{'; ' + few if few else ''})"
     tree = meta.get("tree")
     if tree and any("accepted_ranks" in s for s in steps):
         ranks = fit_ranks(steps, int(tree.get("depth") or draft_len), int(tree.get("topk") or 8))

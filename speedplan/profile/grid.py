@@ -16,7 +16,8 @@ import shutil
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.cost.forward import attention_shape, linear_shapes
+from speedplan.cost.attention_shape import attention_shape
+from speedplan.cost.forward import linear_shapes
 from speedplan.specs.model import get_model
 
 CPU_BATCHES = [1, 2, 4, 8, 16]

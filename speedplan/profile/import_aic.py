@@ -67,7 +67,7 @@ def origin_label(package_version: str, backend: str, backend_version: str) -> st
 
 def model_heads() -> set[tuple[int, int, int]]:
     """(num_heads, num_kv_heads, head_dim) on one GPU of every model preset at TP 1, 2, 4, 8."""
-    from speedplan.cost.forward import attention_shape
+    from speedplan.cost.attention_shape import attention_shape
     from speedplan.specs.model import get_model, preset_names
 
     heads = set()

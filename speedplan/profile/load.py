@@ -252,6 +252,8 @@ def load_profile(path: str | Path) -> Profile:
     any problem."""
     path = Path(path)
     if not path.is_dir():
-        raise SpeedplanInputError(f"{path}: no such profile folder")
+        what = (f"a file, not a profile folder (give the folder that holds it: {path.parent})" if path.is_file()
+                else "no such profile folder")
+        raise SpeedplanInputError(f"{path}: {what}")
     meta = read_meta(path)
     return build_profile(path, meta, read_tables(path))

@@ -354,7 +354,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}{where}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
              + (" (experts mxfp4)" if narrow else "") + (f" ({meta['dtype_note']})" if meta.get("dtype_note") else "")
              + (f", attention {attention}" if attention else "")
-             + f", engine profile {meta.get('engine', '?')}"
+             + f", engine profile {engine_profile_name(meta)}"
              + (f", temperature {meta['temperature']:g}" if meta.get("temperature") else "")]
     rows = table_rows(result.best, plain_unfit_cells(result.frame))
     if not rows:

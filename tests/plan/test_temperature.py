@@ -167,7 +167,7 @@ def test_a_trace_says_the_temperature_it_ran_at_and_a_sweep_at_another_says_so(t
     steps = [{"type": "step", "batch": 1, "accepted": [a]} for a in (3, 1, 0, 2)]
     path.write_text("\n".join(json.dumps(x) for x in (meta, *steps)) + "\n")
     acc = parse_acceptance(str(path))
-    assert acc.measured_at == 0.0 and "(ngram, T=0, 4 sequence-steps, D=3)" in acc.source
+    assert acc.measured_at == 0.0 and "(ngram, T=0, 4 sequence-steps, D=3; few samples" in acc.source
     same = sweep("llama-3.1-8b", "h100-sxm", ["ngram"], [1], [0, 3], acceptance=acc, temperature=0)
     hot = sweep("llama-3.1-8b", "h100-sxm", ["ngram"], [1], [0, 3], acceptance=acc, temperature=0.7)
     assert "measured at temperature" not in same.meta["acceptance"]["ngram"]

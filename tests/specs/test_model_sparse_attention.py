@@ -35,6 +35,7 @@ def test_sparse_attention_reads_top_k_latents_per_query():
     """Each verified query gathers its own min(cached, 2048) latents (so a pass of q tokens reads
     q times what one decode token reads, where dense MLA shares the reads), and the indexer
     reads every cached index key."""
+    from speedplan.cost.attention_shape import attention_qo_head_dim
     from speedplan.cost.forward import _indexer, attention_shape, forward_cost
     from speedplan.cost.ops import CostModel
     from speedplan.specs.hardware import get_hardware
@@ -45,7 +46,8 @@ def test_sparse_attention_reads_top_k_latents_per_query():
     for batch, q_len, context in [(4, 4, 1024), (4, 4, 32768)]:
         kv_len = context + q_len
         index_us = float(_indexer(cost, m, batch, q_len, kv_len).latency_us)
-        mla_us = float(cost.attention(batch * q_len, 1, min(kv_len, 2048), heads, kv, dim, "causal", "bf16").latency_us)  # the cache as kept: bf16 (ModelSpec.kv_dtype)
+        mla_us = float(cost.attention(batch * q_len, 1, min(kv_len, 2048), heads, kv, dim, "causal", "bf16",  # the cache as kept: bf16 (ModelSpec.kv_dtype)
+                                      qo_head_dim=attention_qo_head_dim(m)).latency_us)  # MLA's queries: 576 in, 512 out
         priced = forward_cost(cost, m, batch, q_len, context, tp=8).attention_s
         assert priced == pytest.approx(61 * (mla_us + index_us) * 1e-6)
     long_v32 = forward_cost(cost, m, 16, 4, 65536, tp=8).attention_s
