@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from speedplan.cli.app import run
 from speedplan.plan.acceptance_notes import small_sample_note
@@ -60,3 +61,104 @@ def test_a_trace_that_never_saw_a_rejection_says_its_rates_are_clipped(tmp_path)
     assert acc.source.count("(") == acc.source.count(")")
     many = parse_acceptance(str(_trace(tmp_path, [0, 1, 2, 3] * 100)))
     assert "few samples" not in many.source and "clipped" not in many.source and many.source.endswith("D=3)")
+
+
+# ---- a notebook user's walkthrough (library calls) -----------------------------------------------------------
+def test_list_mechanisms_refuses_what_the_cli_refuses():
+    import speedplan
+
+    for kw, words in [({"draft_len": 1000}, "draft_len 1000: must be in 1..16"), ({"draft_len": 2.5}, "must be an integer"),
+                      ({"draft_len": True}, "must be an integer"), ({"draft_len": "3"}, "must be an integer"),
+                      ({"tp": 0}, "tp 0: must be >= 1")]:
+        with pytest.raises(speedplan.SpeedplanInputError, match=words):
+            speedplan.list_mechanisms("llama-3.1-8b", **kw)
+    with pytest.raises(speedplan.SpeedplanInputError, match="tp and draft_len apply with model"):
+        speedplan.list_mechanisms(None, tp=2)
+    assert len(speedplan.list_mechanisms("llama-3.1-8b", draft_len=5)) > 0
+
+
+def test_list_models_and_hardware_take_one_name_as_a_list_of_one():
+    import speedplan
+
+    assert speedplan.list_hardware("h100-sxm")["bf16_tflops"].tolist() == [989.4]
+    assert len(speedplan.list_models("llama-3.1-8b")) == 1
+    for bad in (5, ["h100-sxm", 3]):
+        with pytest.raises(speedplan.SpeedplanInputError, match="list_hardware: give a name, a file, or a list"):
+            speedplan.list_hardware(bad)
+
+
+def test_rendering_the_plans_of_a_sweep_where_nothing_fits_says_why():
+    import speedplan
+
+    r = speedplan.sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=[1, 8], draft_lens=[0, 2], tp=1)
+    plans = speedplan.plan_engines(r)
+    assert speedplan.serving_plans(r, plans) == {}
+    with pytest.raises(speedplan.SpeedplanInputError, match=r"no engine plan to render \(.*memory_shortfall"):
+        speedplan.render_serving_configs(speedplan.serving_plans(r, plans))
+    # each engine's plan names its own profile, not the sweep's (which was trtllm's)
+    r = speedplan.sweep("llama-3.1-70b", "h100-sxm", ["eagle3"], batches=[1, 8], draft_lens=[0, 2], tp=1, engine="trtllm")
+    assert {e: p.profile_name for e, p in speedplan.plan_engines(r).items()} == {e: e for e in ("sglang", "trtllm", "vllm")}
+    r = speedplan.sweep("llama-3.1-8b", "mi300x", ["eagle3"], batches=[1, 8], draft_lens=[0, 2], engine="sglang")
+    trt = speedplan.plan_engines(r)["trtllm"]
+    assert trt.not_run and trt.profile_name == "trtllm" and trt.engine_profile.startswith("trtllm")
+
+
+def test_results_compare_by_identity_without_raising():
+    import pickle
+
+    import speedplan
+
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8], draft_lens=[0, 2])
+    plan = speedplan.plan_engines(r)["vllm"]
+    assert (r == pickle.loads(pickle.dumps(r))) is False and r == r and isinstance(hash(r), int)
+    assert (plan == pickle.loads(pickle.dumps(plan))) is False and plan == plan and {plan: 1}[plan] == 1
+
+
+def test_an_acceptance_built_in_python_says_its_numbers_as_the_cli_does():
+    import speedplan
+    from speedplan import Acceptance
+
+    assert Acceptance.iid(0.7).source == "user: alpha=0.7"
+    assert Acceptance.positional([0.85, 0.75]).source == "user: positions=0.85,0.75"
+    assert Acceptance.per_rank([0.6, 0.2], match=0.5).source == "user: ranks=0.6,0.2,match=0.5"
+    assert Acceptance.iid(0.7, "mine").source == "mine"
+    a = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1], draft_lens=[3], acceptance=Acceptance.iid(0.7))
+    b = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1], draft_lens=[3], acceptance="alpha=0.7")
+    assert a.frame.acceptance_source.tolist() == b.frame.acceptance_source.tolist()
+
+
+# ---- serving files against the engines' sources ---------------------------------------------------------------
+def test_vllm_default_budget_follows_its_160_gib_tier():
+    """vLLM 0.33.0 EngineArgs.get_batch_defaults: 16384 tokens a step from 160 GiB (B200, MI300X)."""
+    from speedplan.serving.vllm import default_batch_limits
+
+    assert default_batch_limits("b200", 1) == (1024, 16384) and default_batch_limits("mi300x", 8) == (1024, 16384)
+    assert default_batch_limits("h200-sxm", 1) == (1024, 8192) and default_batch_limits("h100-sxm", 1) == (1024, 8192)
+
+
+def _big_plan(**kw):
+    from speedplan.serving import ServingPlan
+
+    rows = ((1, 4, 2.0, 0.0, 1), (4095, 4, 1.1, 0.0, 4095), (4096, 2, 1.1, 0.0, 4096))
+    return ServingPlan(**{"model": "llama-3.1-8b", "mechanism": "eagle3", "draft_len": 4, "schedule": ((1, 4), (4096, 2)),
+                          "hardware": "b200", "per_batch": rows, **kw})
+
+
+def test_trtllm_sets_max_num_tokens_where_a_step_schedules_more_than_8192():
+    from speedplan.serving import render_serving_configs
+
+    files = render_serving_configs(_big_plan())
+    yaml_text = files["trtllm_extra_llm_api_options.yaml"]
+    assert "\nmax_num_tokens: 20475\n" in yaml_text  # 4095 requests of 1 + 4 tokens
+    assert "--max-num-batched-tokens 20475" in files["vllm_serve.sh"].replace(" \\\n  ", " ")
+    small = render_serving_configs(_big_plan(per_batch=((1, 4, 2.0, 0.0, 1), (64, 4, 1.5, 0.0, 64))))
+    assert "max_num_tokens" not in small["trtllm_extra_llm_api_options.yaml"]
+
+
+def test_sglang_ngram_launch_says_nothing_of_a_draft_tp():
+    from speedplan.serving import ServingPlan, render_serving_configs
+
+    ngram = ServingPlan(model="llama-3.1-8b", mechanism="ngram", draft_len=3, schedule=((1, 3),), hardware="h100-sxm")
+    eagle = ServingPlan(model="llama-3.1-8b", mechanism="eagle3", draft_len=3, schedule=((1, 3),), hardware="h100-sxm")
+    assert "draft runs with the target's tensor parallel size" not in render_serving_configs(ngram)["sglang_launch.sh"]
+    assert "draft runs with the target's tensor parallel size" in render_serving_configs(eagle)["sglang_launch.sh"]

@@ -57,15 +57,9 @@ def mechanisms(
     """List speculative-decoding mechanisms: the spec --mechanism reads, what the target verifies and
     how each drafts: speedplan mechanisms. With --model, which a sweep prices and their published
     default acceptance with its source: speedplan mechanisms --model llama-3.1-8b"""
-    from speedplan.errors import SpeedplanInputError
     from speedplan.report.catalog import mechanism_rows
 
-    if not 1 <= draft_len <= 16:
-        raise SpeedplanInputError(f"--draft-len {draft_len}: must be in 1..16")
-    if model is None and (tp != 1 or draft_len != 3):
-        raise SpeedplanInputError("--tp and --draft-len apply with --model (which mechanisms a sweep of it prices, and "
-                                  "their acceptance length): give --model, or leave them out")
-    rows = mechanism_rows(model, tp, draft_len)
+    rows = mechanism_rows(model, tp, draft_len, names=("--tp", "--draft-len", "--model"))
     width = {"drafting": 100, "swept": 70, "acceptance source": 90}
     typer.echo(table([{k: _cut(v, width[k]) if k in width else v for k, v in r.items()} for r in rows]))
 

@@ -160,7 +160,7 @@ def predict(values: dict, priced: Priced) -> np.ndarray:
                      _timed(step, priced))
 
 
-@dataclass
+@dataclass(eq=False)  # holds arrays: compared by identity
 class Calibration:
     """A fitted profile and the evidence: per-row residuals, leave-one-out errors, kept terms."""
 

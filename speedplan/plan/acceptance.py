@@ -48,14 +48,14 @@ class Acceptance:
 
     positions: tuple[float, ...]
     ranks: tuple[float, ...]
-    source: str
+    source: str | None  # None: "user: " and the numbers (`describe`)
     kind: str  # "iid", "positions" or "ranks"
     match: float = 1.0  # chance a step proposes any draft (n-gram lookup); 1 for model drafters
     measured_at: float | None = None  # sampling temperature it was measured at, where known (a runtime trace)
     measured_by: tuple[str, str] | None = None  # (drafter, model) that ran, where known (a runtime trace's meta)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.source, str):  # every report appends to it
+        if not isinstance(self.source, str) and self.source is not None:  # every report appends to it
             raise SpeedplanInputError(f"acceptance source must be text saying where the numbers came from, "
                                       f"got {self.source!r}")
         _number(self.match, "match")
@@ -75,16 +75,20 @@ class Acceptance:
                     raise SpeedplanInputError(f"acceptance probabilities must be in [0, 1), got {v}")
         if sum(self.ranks) >= 1.0 + 1e-9:
             raise SpeedplanInputError(f"per-rank acceptance must sum to < 1, got {sum(self.ranks):.3f}")
+        if self.source is None:  # the user's numbers, said as the CLI's --acceptance alpha=0.7 says them
+            object.__setattr__(self, "source", f"user: {self.describe()}")
 
     @classmethod
-    def iid(cls, alpha: float, source: str = "user", match: float = 1.0) -> "Acceptance":
+    def iid(cls, alpha: float, source: str | None = None, match: float = 1.0) -> "Acceptance":
         """Every draft accepted with the same chance `alpha` in [0, 1) (Leviathan et al.);
-        `match` is the chance a step proposes any draft at all (n-gram lookup; 1 otherwise)."""
+        `match` is the chance a step proposes any draft at all (n-gram lookup; 1 otherwise).
+        `source` (here and in `positional`, `per_rank`): where the numbers came from; None:
+        "user: " and the numbers (`describe`), as the CLI's --acceptance alpha=0.7 says."""
         alpha, match = _number(alpha, "alpha"), _number(match, "match")
         return cls((alpha,), _geometric_ranks(alpha), source, "iid", match)
 
     @classmethod
-    def positional(cls, probs, source: str = "user", match: float = 1.0) -> "Acceptance":
+    def positional(cls, probs, source: str | None = None, match: float = 1.0) -> "Acceptance":
         """`probs[i]`: the chance draft i+1 is accepted given drafts 1..i were; positions past
         the last given repeat its rate. Trees take the geometric ranks of probs[0]."""
         probs = _numbers(probs, "positions")
@@ -93,7 +97,7 @@ class Acceptance:
         return cls(probs, _geometric_ranks(probs[0]), source, "positions", _number(match, "match"))
 
     @classmethod
-    def per_rank(cls, ranks, source: str = "user", match: float = 1.0) -> "Acceptance":
+    def per_rank(cls, ranks, source: str | None = None, match: float = 1.0) -> "Acceptance":
         """`ranks[r]`: the chance the rank-(r+1) child of an accepted node is accepted (Sequoia);
         they sum to < 1. Chains use ranks[0] at every depth."""
         ranks = _numbers(ranks, "ranks")

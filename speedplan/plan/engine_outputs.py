@@ -195,7 +195,7 @@ def _context_fit(result, name: str, plan: EnginePlan):
     """`serving.context.ContextFit` of engine `name`'s launch of `plan` (its drafter loaded, the widest
     setting it plans) under the memory rule of the profile that priced it (`engine_profile_for`); None
     without rows or pricing."""
-    from speedplan.plan.engine_plan import engine_profile_for
+    from speedplan.plan.engine_pricing import engine_profile_for
     from speedplan.serving.context import context_fit
 
     rows = plan.rows

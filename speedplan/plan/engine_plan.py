@@ -10,26 +10,27 @@ the ways its `serving.<engine>.support()` lists (`Mode.shape`):
   (TensorRT-LLM's draft_len_schedule);
 - "fixed": one setting (D, or a tree's depth and nodes) at every batch size.
 
-The plan maximises throughput over a batch-size distribution w (the share of serving time at
-each batch size; uniform over the swept batches that fit in memory with plain decoding unless
-`--batch-weights` says otherwise), each batch size's tokens/s/GPU counted against the best
-that engine reaches there, so that a batch size counts by its weight and not by its raw
-tokens/s (B = 64 makes 10-20x the tokens of B = 1):
+The plan maximises throughput over a batch-size distribution w (the share of serving time at each
+batch size; uniform over the swept batches that fit in memory with plain decoding unless
+`--batch-weights` says otherwise), each batch size's tokens/s/GPU counted against the best that
+engine reaches there, so that a batch size counts by its weight and not by its raw tokens/s (B = 64
+makes 10-20x the tokens of B = 1):
 
     J = Σ_(B, L) w(B, L) · tokens/s/GPU(B, L, D_B) / best tokens/s/GPU of this engine at (B, L)
 
-J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of
-the candidates. A plan that loads a drafter keeps its weights and cache at every batch size, D = 0
-included: where the drafter does not fit beside the KV cache of B sequences, the engine runs as
-many as fit and the rest wait, so such a plan gets there what it gets with that many sequences
-(`capacity.Capacity`, `plan_table.PlanTable.with_drafter`; `runs_at_batch` in its rows). A schedule ("any", "first-max") maximises J less a cost for each rise (a longer
-draft at the next batch size; falls are free; `pick.few_rises`): settings within 1% of a batch's
-best count as its best, so near-ties fall with B as the best-D figure draws them, and each rise
-costs RISE_GAIN (3%) of one batch's share, so the profile's tile-grid steps of 1-3% at single
-batch sizes do not make the schedule zigzag (smaller gains over several batch sizes can still
-add up to a rise). Batch sizes count by their weights. Among settings within 1% of
-each other the one with fewer verified tokens wins (as in `best_per_batch`); among whole plans
-within 0.5% of the best J, the simplest (off, then fixed, then a schedule).
+J = 1 means the engine's best at every batch size. "Off" (plain decoding everywhere) is one of the
+candidates. A plan that loads a drafter keeps its weights and cache at every batch size, D = 0
+included: where the drafter does not fit beside the KV cache of B sequences, the engine runs as many
+as fit and the rest wait, so such a plan gets there what it gets with that many sequences
+(`capacity.Capacity`, `plan_table.PlanTable.with_drafter`; `runs_at_batch` in its rows). A schedule
+("any", "first-max") maximises J less a cost for each rise (a longer draft at the next batch size;
+falls are free; `pick.few_rises`): settings within 1% of a batch's best count as its best, so
+near-ties fall with B as the best-D figure draws them, and each rise costs RISE_GAIN (3%) of one
+batch's share, so the profile's tile-grid steps of 1-3% at single batch sizes do not make the
+schedule zigzag (smaller gains over several batch sizes can still add up to a rise). Batch sizes
+count by their weights. Among settings within 1% of each other the one with fewer verified tokens
+wins (as in `best_per_batch`); among whole plans within 0.5% of the best J, the simplest (off, then
+fixed, then a schedule).
 
 Each plan's rows give, per (batch, context), its D, speedup and `loss_vs_best`: 1 − its
 tokens/s/GPU over the best any setting of that engine reaches at that batch and context (a
@@ -38,9 +39,9 @@ of the whole sweep, whatever engine could run it, under the same engine profile.
 
 Each engine's plan is priced through its own engine profile (`engine_pricing`): the sweep's
 `--engine` prices the engine it describes, and the others are the same kernels repriced through
-their shipped profiles (`plan.sweep.reprice`), so the SGLang plan pays SGLang's host work,
-and holds what SGLang's memory rule lets it hold (`engine.memory_rule`): where a cell the sweep
-serves holds fewer sequences under an engine's rule, that engine runs the most that fit there.
+their shipped profiles (`plan.sweep.reprice`), so the SGLang plan pays SGLang's host work, and holds
+what SGLang's memory rule lets it hold (`engine.memory_rule`): where a cell the sweep serves holds
+fewer sequences under an engine's rule, that engine runs the most that fit there.
 
 Worked example of "first-max" (batches 1, 8, 64; D ≤ 8): for D_1 = 6, B = 8 takes its best of
 D ∈ {0..6} and B = 64 its best of D ∈ {0..6}; J(D_1 = 6) = S[6, 1] + best_8 + best_64; the plan is
@@ -64,6 +65,8 @@ from speedplan.plan.pick import TIE_TOLERANCE, falling_schedule
 from speedplan.plan.capacity import Capacity
 from speedplan.plan.plan_table import OFF_KEY, PlanTable
 from speedplan.plan.zero_draft import ZeroDraft
+# which engine profile prices each engine's plan; importable from here, where they were first written
+from speedplan.plan.engine_pricing import _own_meta, _profile_text, engine_pricing, engine_profile_for  # noqa: F401
 # what a plan becomes in the output files; importable from here, where they were first written
 from speedplan.plan.engine_outputs import (NOT_RUN, engine_profile_name, engine_records, latency_text,  # noqa: F401
                                            read_from_file, schedule_frame, serving_plans, unsupported)
@@ -72,7 +75,7 @@ PLAN_TIE = 0.005  # whole plans within this fraction of the best J count as ties
 _SIMPLE = {"off": 0, "fixed": 1}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds a DataFrame: compared and hashed by identity
 class EnginePlan:
     engine: str
     mechanism: str  # frame label ("eagle3", "draft-model:llama-3.2-1b") or "none"
@@ -187,41 +190,6 @@ def _runnable(engine, labels: list[str], meta: dict) -> dict:
     return out
 
 
-def engine_pricing(result, name: str):
-    """The sweep priced for serving engine `name`: the sweep itself when its engine profile
-    describes that engine (a calibrated vLLM profile prices the vLLM plan), else the same
-    sweep repriced through the shipped profile of that name (`plan.sweep.reprice`)."""
-    from speedplan.engine.profile import get_engine
-    from speedplan.plan.sweep import reprice
-
-    return result if _priced_as(result, name) else reprice(result, get_engine(name))
-
-
-def engine_profile_for(result, name: str):
-    """The engine profile that prices serving engine `name`'s plan of this sweep (`engine_pricing`):
-    the sweep's own where it describes that engine, else the shipped profile of that name."""
-    from speedplan.engine.profile import get_engine
-
-    return result.engine if _priced_as(result, name) and result.engine is not None else get_engine(name)
-
-
-def _priced_as(result, name: str) -> bool:
-    """The sweep's own pricing serves engine `name`: its profile describes that engine, or it has no
-    pricing to reprice."""
-    from speedplan.engine.profile import get_engine
-
-    return result.meta.get("engine_family", result.meta.get("engine")) in (get_engine(name).engine, name) \
-        or result.pricing is None
-
-
-def _profile_text(meta: dict) -> str:
-    """"NAME: how its terms were set", with the file it was read from unless it is a shipped one (a
-    calibrated or edited copy keeps its base's name and must not read as the shipped profile)."""
-    source = read_from_file(meta)
-    where = f"file {source}; " if source else ""
-    return f"{meta.get('engine', '?')}: {where}{meta.get('engine_fit', '')}".rstrip(": ")
-
-
 def plan_engines(result, batch_weights: dict[int, float] | str | None = None, engines=None) -> dict[str, EnginePlan]:
     """The plan of every serving engine (or of the `engines` named: a list or "vllm,sglang") for
     this sweep, each priced through its own engine profile (`engine_pricing`). `batch_weights`:
@@ -260,8 +228,9 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     if servable.empty:
         if batch_weights:
             serving_weights(frame[plain][["batch", "context"]].drop_duplicates(), batch_weights)
-        return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame(), _profile_text(result.meta),
-                              profile_name=engine_profile_name(result.meta)) for n in names}
+        own = {n: _own_meta(result, n) for n in names}
+        return {n: EnginePlan(n, "none", "off", "nothing fits in memory", 0.0, 0.0, pd.DataFrame(), _profile_text(own[n]),
+                              profile_name=engine_profile_name(own[n])) for n in names}
     # the cells the sweep's own profile serves; an engine whose memory rule holds fewer sequences there runs
     # the most that fit (_plain_held, capacity.Capacity)
     weights = serving_weights(servable, batch_weights)
@@ -276,7 +245,8 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     for name, engine in modules.items():
         if why := cannot.get(name):
             plans[name] = EnginePlan(name, "none", "off", f"{NOT_RUN}: {why}", 0.0, 0.0, pd.DataFrame(),
-                                     _profile_text(result.meta), profile_name=engine_profile_name(result.meta),
+                                     _profile_text(_own_meta(result, name)),
+                                     profile_name=engine_profile_name(_own_meta(result, name)),
                                      not_run=why)
             continue
         priced = engine_pricing(result, name)

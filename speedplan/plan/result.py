@@ -14,7 +14,7 @@ from speedplan.plan.engine_outputs import runnable_rows
 from speedplan.plan.pick import best_per_batch, pareto, slo_pick
 
 
-@dataclass
+@dataclass(eq=False)  # tables of arrays: compared by identity (== on DataFrames has no single truth value)
 class SweepResult:
     """What `sweep` returns: its tables (units in `pricing.FRAME_COLUMNS`' names), meta and pricing."""
 

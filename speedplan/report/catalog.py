@@ -13,8 +13,12 @@ long ones); a name it does not know is a SpeedplanInputError.
 from __future__ import annotations
 
 import json
+import numbers
+from pathlib import Path
 
 import pandas as pd
+
+from speedplan.errors import SpeedplanInputError
 
 
 def model_rows(configs=None) -> list[dict]:
@@ -93,15 +97,20 @@ def engine_rows() -> list[dict]:
     return rows
 
 
-def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, nodes: int = 16) -> list[dict]:
+def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, nodes: int = 16,
+                   names: tuple[str, str, str] = ("tp", "draft_len", "model")) -> list[dict]:
     """One row per registered mechanism: the spec `speedplan sweep --mechanism` reads, what the
-    target verifies and how it drafts (its module's first sentence). With `model`: whether a sweep
-    of it that names no mechanism prices it (else why not), the acceptance length its published
-    default gives at `draft_len` (trees: `nodes` verified nodes, or the topk·D a shallower tree holds:
-    the "nodes" column), and where that default comes from."""
+    target verifies and how it drafts (its module's first sentence). With `model` (a preset's name
+    or a config.json): whether a sweep of it at TP `tp` that names no mechanism prices it (else
+    why not), the acceptance length its published default gives at `draft_len` (an integer in
+    1..16; trees: `nodes` verified nodes, or the topk·D a shallower tree holds: the "nodes"
+    column), and where that default comes from. `tp` and `draft_len` are refused without a model;
+    `names`: what errors call tp, draft_len and model (the CLI's --tp, --draft-len, --model)."""
     import sys
 
     from speedplan.plan.mechanisms import REGISTRY
+
+    _check_mechanism_args(model, tp, draft_len, *names)
 
     rows = []
     for name, cls in REGISTRY.items():
@@ -135,19 +144,46 @@ def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, no
     return out
 
 
+def _check_mechanism_args(model, tp, draft_len, tp_name: str, draft_len_name: str, model_name: str) -> None:
+    """`mechanism_rows`' refusals: a draft length that is no integer in 1..16, a TP that is no
+    integer >= 1, either given without a model."""
+    for value, name, top in ((draft_len, draft_len_name, 16), (tp, tp_name, None)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise SpeedplanInputError(f"{name} {value!r}: must be an integer")
+        if value < 1 or (top is not None and value > top):
+            raise SpeedplanInputError(f"{name} {value}: must be in 1..{top}" if top else f"{name} {value}: must be >= 1")
+    if model is None and (tp != 1 or draft_len != 3):
+        raise SpeedplanInputError(f"{tp_name} and {draft_len_name} apply with {model_name} (which mechanisms a sweep of "
+                                  f"it prices, and their acceptance length): give {model_name}, or leave them out")
+
+
+def _names(given, what: str) -> list | None:
+    """A list of names or files from one name, a list of them, or None (every shipped one)."""
+    if given is None or isinstance(given, (str, Path)):
+        return None if given is None else [given]
+    if isinstance(given, (list, tuple)) and all(isinstance(g, (str, Path)) for g in given):
+        return list(given)
+    raise SpeedplanInputError(f"{what}: give a name, a file, or a list of them (or nothing: every shipped one), "
+                              f"got {given!r}")
+
+
 def list_mechanisms(model: str | None = None, tp: int = 1, draft_len: int = 3) -> pd.DataFrame:
-    """`mechanism_rows` as a DataFrame."""
+    """`mechanism_rows` as a DataFrame: every registered mechanism, and with `model` (a preset's
+    name or a config.json) which a sweep of it at TP `tp` prices and their acceptance length at
+    D = `draft_len` (1..16)."""
     return pd.DataFrame(mechanism_rows(model, tp, draft_len))
 
 
 def list_models(configs=None) -> pd.DataFrame:
-    """`model_rows` as a DataFrame."""
-    return pd.DataFrame(model_rows(configs))
+    """`model_rows` as a DataFrame: every model preset, or the models `configs` names (a preset's
+    name, a config.json file or folder, or a list of them)."""
+    return pd.DataFrame(model_rows(_names(configs, "list_models")))
 
 
 def list_hardware(names=None) -> pd.DataFrame:
-    """`hardware_rows` as a DataFrame."""
-    return pd.DataFrame(hardware_rows(names))
+    """`hardware_rows` as a DataFrame: every hardware preset and shipped profile, or those `names`
+    names (a preset, a shipped profile, a hardware JSON file or a profile folder, or a list of them)."""
+    return pd.DataFrame(hardware_rows(_names(names, "list_hardware")))
 
 
 def list_engines() -> pd.DataFrame:

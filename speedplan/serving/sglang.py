@@ -49,8 +49,9 @@ _ADAPTIVE = Mode("adaptive", "any", off=True, how="--speculative-adaptive with -
 # Chains SGLang's adaptive mode runs: adaptive_unsupported_reason (speculative/adaptive_spec_params.py,
 # 0.5.23 wheel) takes EAGLE and EAGLE3 with topk 1, and handle_speculative_decoding
 # (arg_groups/speculative_hook.py, _resolve_speculative_algorithm_alias) has already turned NEXTN into
-# EAGLE by then, so MTP chains qualify too (multi-layer EAGLE, which adaptive refuses, is turned on for
-# Step3p5 only: arg_groups/overrides.py _step3p_overrides).
+# EAGLE by then, so MTP chains qualify too (multi-layer EAGLE, which adaptive refuses, is turned on only
+# for Step3p5, MiMoV2 and GigaChat3.5: arg_groups/overrides.py _step3p_overrides,
+# model_overrides/mimo_v2.py, model_overrides/gigachat35.py; none of them a preset).
 ADAPTIVE_CHAINS = ("eagle", "eagle3", "mtp")
 
 
@@ -335,7 +336,8 @@ def render(plan: ServingPlan) -> dict[str, str]:
             "SGLang has no Medusa: its speculative algorithms are EAGLE, EAGLE3, NEXTN, STANDALONE, "
             "NGRAM, DFLASH, DSPARK, UNO (--speculative-algorithm help text)."))}
     expressed, notes = _expressed(plan)
-    notes.append("the draft runs with the target's tensor parallel size (SGLang has no draft TP option).")
+    if plan.mechanism != "ngram":  # n-gram lookup loads no draft model
+        notes.append("the draft runs with the target's tensor parallel size (SGLang has no draft TP option).")
     if plan.mechanism == "mtp":
         notes.append("NEXTN reads the MTP layers from the target checkpoint (no draft path) and reuses the last "
                      "one past the model's MTP layers.")

@@ -175,6 +175,10 @@ def trtllm_speculative_config(plan: ServingPlan) -> tuple[dict, list[str]]:
 # TorchLlmArgs defaults (llm_args.py @ 0004396, see above): CUDA graphs up to batch 128, at most 2048 requests.
 CUDA_GRAPH_MAX_BATCH = 128
 MAX_BATCH = 2048
+# BaseLlmArgs.max_num_tokens (llm_args.py, GitHub index copies; trtllm-serve's --max_num_tokens defaults to
+# BuildConfig's 8192): tokens a step schedules, each generation request charged 1 + its draft tokens
+# (_torch/pyexecutor/scheduler, beam_width + get_draft_token_length(req)).
+MAX_NUM_TOKENS = 8192
 
 
 def _largest_batch(plan: ServingPlan) -> int:
@@ -188,11 +192,20 @@ def _largest_batch(plan: ServingPlan) -> int:
     return int(max(listed)) if listed else 1
 
 
+def _largest_step_tokens(plan: ServingPlan) -> int:
+    """The most tokens one step of the plan schedules: each running request's 1 + its draft tokens
+    (a chain's D at that batch size; a tree's nodes wherever it drafts), over the planner's rows."""
+    nodes = int((plan.tree or {}).get("nodes") or 0)
+    steps = [min(row[0], row[4]) * (1 + (nodes if nodes and row[1] else row[1])) if len(row) > 4 else row[0] * (1 + row[1])
+             for row in plan.per_batch]
+    return int(max(steps, default=0))
+
+
 def launch_options(plan: ServingPlan) -> tuple[dict, list[str]]:
     """Top-level LLM API options beside speculative_config that the plan's pricing needs, and notes:
     CUDA graphs up to the largest batch planned (the trtllm engine profile prices every decode step
-    as a graph replay, layer_launches 0; TensorRT-LLM captures none above batch 128 by default), and
-    max_batch_size above TensorRT-LLM's 2048."""
+    as a graph replay, layer_launches 0; TensorRT-LLM captures none above batch 128 by default),
+    max_batch_size above TensorRT-LLM's 2048 and max_num_tokens above its 8192 tokens a step."""
     largest, options, notes = _largest_batch(plan), {}, []
     if largest > CUDA_GRAPH_MAX_BATCH:
         options["cuda_graph_config"] = {"max_batch_size": largest}
@@ -203,6 +216,11 @@ def launch_options(plan: ServingPlan) -> tuple[dict, list[str]]:
     if largest > MAX_BATCH:
         options["max_batch_size"] = largest
         notes.append(f"max_batch_size = {largest}: TensorRT-LLM schedules at most {MAX_BATCH} requests by default.")
+    tokens = _largest_step_tokens(plan)
+    if tokens > MAX_NUM_TOKENS:
+        options["max_num_tokens"] = tokens
+        notes.append(f"max_num_tokens = {tokens}: a step of the plan schedules up to {tokens} tokens (each request 1 + "
+                     f"its draft tokens), above TensorRT-LLM's default budget of {MAX_NUM_TOKENS} a step.")
     if any(len(row) > 4 and row[4] < row[0] for row in plan.per_batch):
         notes.append("where fewer sequences run than offered, the count follows the pricing engine profile's memory rule (the "
                      "shipped trtllm profile: the weights plus kv_cache_config.free_gpu_memory_fraction, 0.9, of the memory "
@@ -293,8 +311,9 @@ def render(plan: ServingPlan) -> dict[str, str]:
                       launch_notes + max_seq_len_note(plan))
         return _with_options(text, command, options) if options else {"trtllm_serve.sh": "#!/bin/sh\n" + text + shell(command)}
     if plan.mechanism not in DECODING_TYPES:
-        reason = ("TensorRT-LLM's PyTorch backend (the trtllm-serve default) has no Medusa: MedusaDecodingConfig "
-                  "supports only the TensorRT-engine backend." if plan.mechanism == "medusa" else
+        reason = ("TensorRT-LLM's PyTorch backend (the trtllm-serve default) has no Medusa: releases that had "
+                  "MedusaDecodingConfig ran it on the TensorRT-engine backend only, and main (llm_args.py @ 0004396) "
+                  "has no Medusa config in its SpeculativeConfig union." if plan.mechanism == "medusa" else
                   "TensorRT-LLM's PyTorch backend runs EAGLE-3 heads only: decoding_type Eagle is read as Eagle3 "
                   "and EAGLE-1/2 checkpoints do not load; plan eagle3 instead.")
         return {"trtllm_serve.sh": unsupported(plan, NAME, VERSION, reason)}

@@ -151,11 +151,11 @@ def max_model_len(plan: ServingPlan) -> tuple[list[str], list[str]]:
 
 
 # vLLM's defaults for `vllm serve` (UsageContext.OPENAI_API_SERVER) when --max-num-seqs and
-# --max-num-batched-tokens are not given: vllm/engine/arg_utils.py EngineArgs.get_batch_defaults,
-# 1024 requests and 8192 tokens a step on a GPU of at least 70 GiB that is not an A100 (H100, H200,
-# B200, MI300X), 256 and 2048 on the others (A100, L40S), 128 and 2048 per worker on a CPU (read in
-# copies of arg_utils.py from the code index, not the 0.33.0 wheel). A speculative step schedules
-# 1 + D tokens per request, so the token budget caps it too.
+# --max-num-batched-tokens are not given: vllm/engine/arg_utils.py EngineArgs.get_batch_defaults
+# (the 0.33.0 wheel, lines 2973-3037): 1024 requests and 16384 tokens a step on a GPU of at least
+# 160 GiB (B200, MI300X), 1024 and 8192 on one of at least 70 GiB that is not an A100 (H100, H200),
+# 256 and 2048 on the others (A100, L40S), 128 and 2048 per worker on a CPU. A speculative step
+# schedules 1 + D tokens per request, so the token budget caps it too.
 def default_batch_limits(hardware: str, tp: int) -> tuple[int, int] | None:
     """(max_num_seqs, max_num_batched_tokens) vLLM takes on `hardware` by default; None where the
     hardware is not a preset speedplan knows (a file of the user's)."""
@@ -167,6 +167,8 @@ def default_batch_limits(hardware: str, tp: int) -> tuple[int, int] | None:
         return None
     if hw.platform == "cpu":
         return 128 * tp, 2048 * tp
+    if hw.memory_bytes >= 160 * 2**30:
+        return 1024, 16384
     if hw.memory_bytes >= 70 * 2**30 and "a100" not in hw.name.lower():
         return 1024, 8192
     return 256, 2048
