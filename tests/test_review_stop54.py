@@ -162,3 +162,24 @@ def test_sglang_ngram_launch_says_nothing_of_a_draft_tp():
     eagle = ServingPlan(model="llama-3.1-8b", mechanism="eagle3", draft_len=3, schedule=((1, 3),), hardware="h100-sxm")
     assert "draft runs with the target's tensor parallel size" not in render_serving_configs(ngram)["sglang_launch.sh"]
     assert "draft runs with the target's tensor parallel size" in render_serving_configs(eagle)["sglang_launch.sh"]
+
+
+def test_a_utf16_file_is_named_as_such_wherever_it_is_read(tmp_path, capsys):
+    """Windows tools save "Unicode" text as UTF-16: the error said "can't decode byte 0xff in
+    position 0" (calibrate) or "neither an SGLang server log ... nor JSON" (--acceptance)."""
+    wide = tmp_path / "m.csv"
+    wide.write_bytes("mechanism,batch\n".encode("utf-16"))
+    out = tmp_path / "o.json"
+    assert run(["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm",
+                "--measurements", str(wide), "--out", str(out)]) == 2
+    assert f"{wide}: cannot read (UTF-16 text, byte-order mark FF FE: save it as UTF-8)" in capsys.readouterr().err
+    assert run(["sweep", "--acceptance", f"eagle3:{wide}", "--out", str(tmp_path / "rep")]) == 2
+    assert "UTF-16 text, byte-order mark FF FE" in capsys.readouterr().err
+    assert run(["sweep", "--batch-weights", str(wide), "--out", str(tmp_path / "rep")]) == 2
+    assert "UTF-16 text" in capsys.readouterr().err
+    latin = tmp_path / "l.csv"
+    latin.write_bytes(b"mechanism\xe9,batch\n")
+    assert run(["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm",
+                "--measurements", str(latin), "--out", str(out)]) == 2
+    assert "cannot read (not UTF-8 text: byte 0xe9 at offset 9)" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "rep").exists()

@@ -22,7 +22,7 @@ import numpy as np
 from speedplan.cost.ops import CostModel
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import write_whole
-from speedplan.specs.files import refuse_device
+from speedplan.specs.files import read_problem, refuse_device
 from speedplan.specs.hardware import DTYPE_BYTES
 
 GEMM_COLUMNS = ("m", "n", "k")
@@ -154,7 +154,7 @@ def predict_ops_file(cost: CostModel, in_path: Path, out_path: Path) -> int:
                 rows.append(row)
                 lines.append(reader.line_num)
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise SpeedplanInputError(f"{in_path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+        raise SpeedplanInputError(f"{in_path}: cannot read ({read_problem(e)})") from None
     twice = [c for i, c in enumerate(fieldnames) if c in fieldnames[:i]]
     if twice:
         raise SpeedplanInputError(f"{in_path}: column {twice[0]!r} appears twice")

@@ -27,8 +27,15 @@ from speedplan.specs.fallback import get_fit
 from speedplan.specs.hardware import DTYPE_BYTES, Hardware
 
 
-# Query rows (G · q_len per KV head) per block of absorbed-MLA decode: FlashMLA's BLOCK_SIZE_M
-# (deepseek-ai/FlashMLA csrc/kernels/config.h; TensorRT-LLM's copy, getFlashMlaNumSmParts, the same).
+# Query rows (G · q_len per KV head, the q_len tokens folded into rows) per block of absorbed-MLA
+# decode on Hopper: FlashMLA's BLOCK_SIZE_M (deepseek-ai/FlashMLA csrc/sm90/decode/dense/config.h) and
+# the FA3 MLA kernel vLLM 0.33 and SGLang 0.5.23 pick there (hopper/tile_size.h: 64 rows for 64/512
+# heads, PackGQA). Other GPUs' default kernels tile otherwise (the 0.33.0 / 0.5.23 wheels, flashinfer
+# 0.7.2.post1): B200's trtllm-gen runs one CTA per query token with G padded to 8, 16 or 64 (rows =
+# q · padded G), MI300X's AITER 16-head groups with q rounded up to 1, 4 or 8. At DeepSeek-V3's
+# G = 16 (TP 8) and q <= 8 those differ from 64-row folding only where the kernel is memory-bound;
+# GLM-4.7-Flash's G = 20 on a B200 pads to 32 rows a token, which 64-row folding undercounts by up
+# to 1.4x in compute-bound trees. One number for all, not a rule per kernel (not done).
 MLA_TILE_M = 64
 
 

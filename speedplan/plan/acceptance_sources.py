@@ -31,7 +31,7 @@ from speedplan.engine.readers.measurement import drafts_ran_short
 from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, check_totals, looks_like_vllm_metrics,
                                                    plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import finite, parse_json
+from speedplan.specs.files import finite, parse_json, read_problem, refuse_wide_text
 from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
                                        fit_positions, fit_ranks, fit_runs)
@@ -185,6 +185,7 @@ def _from_file(text: str) -> Acceptance:
                                   f"accept rate; {path.name} is not one")
     if path.suffix == ".jsonl":
         return fit_trace(path)
+    refuse_wide_text(path)
     try:
         body = path.read_text(errors="replace")
     except OSError as e:
@@ -296,7 +297,7 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
     try:
         lines = Path(path).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read trace ({e})") from None
+        raise SpeedplanInputError(f"{path}: cannot read trace ({read_problem(e)})") from None
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue

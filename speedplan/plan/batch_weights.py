@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import parse_json
+from speedplan.specs.files import parse_json, read_problem
 
 
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?", re.ASCII)  # 8, 8.0 or 8.
@@ -28,7 +28,7 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
         try:
             body = path.read_text(encoding="utf-8-sig")  # Excel's "CSV UTF-8" starts with a BOM
         except (OSError, UnicodeDecodeError) as e:
-            raise SpeedplanInputError(f"--batch-weights {path}: cannot read ({e})") from None
+            raise SpeedplanInputError(f"--batch-weights {path}: cannot read ({read_problem(e)})") from None
         if path.suffix == ".json":
             obj = parse_json(body, f"--batch-weights {path}")
             if not isinstance(obj, dict):

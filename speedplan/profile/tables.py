@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import read_json
+from speedplan.specs.files import read_json, read_problem
 from speedplan.specs.hardware import DTYPE_BYTES
 
 ORIGINS = {"measured": "profile", "derived": "profile", "datasheet-roofline": "roofline"}
@@ -63,7 +63,7 @@ def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
     except pd.errors.EmptyDataError:
         raise SpeedplanInputError(f"{path}: empty file (no header)") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or str(e).splitlines()[0]})") from None
+        raise SpeedplanInputError(f"{path}: cannot read ({read_problem(e)})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
     for col in spec:
         if col not in frame.columns:

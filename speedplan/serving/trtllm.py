@@ -220,7 +220,9 @@ def launch_options(plan: ServingPlan) -> tuple[dict, list[str]]:
     if tokens > MAX_NUM_TOKENS:
         options["max_num_tokens"] = tokens
         notes.append(f"max_num_tokens = {tokens}: a step of the plan schedules up to {tokens} tokens (each request 1 + "
-                     f"its draft tokens), above TensorRT-LLM's default budget of {MAX_NUM_TOKENS} a step.")
+                     f"its draft tokens), above TensorRT-LLM's default budget of {MAX_NUM_TOKENS} a step; new requests' "
+                     "context chunks share that budget and get only what the running requests leave of it: raise it for "
+                     "that headroom.")
     if any(len(row) > 4 and row[4] < row[0] for row in plan.per_batch):
         notes.append("where fewer sequences run than offered, the count follows the pricing engine profile's memory rule (the "
                      "shipped trtllm profile: the weights plus kv_cache_config.free_gpu_memory_fraction, 0.9, of the memory "

@@ -191,7 +191,8 @@ def batch_limits(plan: ServingPlan) -> tuple[list[str], list[str]]:
     if tokens > limits[1]:
         flags += ["--max-num-batched-tokens", str(tokens)]
         why.append(f"--max-num-batched-tokens {tokens}: a step of the plan schedules up to {tokens} tokens (B·(1+D)), "
-                   f"above vLLM's default budget of {limits[1]} on {plan.hardware}")
+                   f"above vLLM's default budget of {limits[1]} on {plan.hardware}; new requests' prefill chunks "
+                   "share that budget and get only what the running requests leave of it: raise it for that headroom")
     return flags, ([("; ".join(why) + " (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py)")] if why else [])
 
 

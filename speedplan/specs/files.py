@@ -23,6 +23,35 @@ def refuse_device(path: str | Path) -> None:
         raise SpeedplanInputError(f"{path}: is a device, not a file")
 
 
+def read_problem(e: Exception) -> str:
+    """Why a file could not be read, for a one-line error: an OSError's reason, or for text that is
+    not UTF-8 the encoding it is in where its byte-order mark says (UTF-16 from Windows tools,
+    which a "cannot decode byte 0xff" leaves unsaid), else where the first bad byte is."""
+    if isinstance(e, UnicodeDecodeError):
+        head = bytes(e.object[:4]) if isinstance(e.object, (bytes, bytearray)) else b""
+        for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                          (b"\xfe\xff", "UTF-16")):
+            if head.startswith(bom):
+                return f"{name} text, byte-order mark {bom.hex(' ').upper()}: save it as UTF-8"
+        return f"not UTF-8 text: byte 0x{bytes(e.object[e.start:e.start + 1]).hex()} at offset {e.start}"
+    return str(getattr(e, "strerror", None) or str(e).splitlines()[0])
+
+
+def refuse_wide_text(path: str | Path) -> None:
+    """Refuse a UTF-16 or UTF-32 file (its byte-order mark) where text is read leniently (logs,
+    whose stray bytes are replaced): it would read as no text at all."""
+    try:
+        with Path(path).open("rb") as f:
+            head = f.read(4)
+        head.decode("utf-8")
+    except OSError:
+        return  # the reader says so
+    except UnicodeDecodeError as e:
+        why = read_problem(e)
+        if "byte-order mark" in why:
+            raise SpeedplanInputError(f"{path}: cannot read ({why})") from None
+
+
 def read_json(path: str | Path):
     """The parsed contents of a JSON file; a missing, unreadable or malformed file, or a device,
     is a SpeedplanInputError naming the file (and the line of a syntax error)."""
@@ -31,7 +60,7 @@ def read_json(path: str | Path):
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+        raise SpeedplanInputError(f"{path}: cannot read ({read_problem(e)})") from None
     return parse_json(text, str(path))
 
 

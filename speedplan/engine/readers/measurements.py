@@ -25,7 +25,7 @@ from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_ROWS, MAX
                                                   QUANTITIES, SETTING_COLUMNS, Measurement, canonical_mechanism,
                                                   no_acceptance, number_field, scraped, shown)
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import parse_json
+from speedplan.specs.files import parse_json, read_problem
 
 
 def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
@@ -43,7 +43,7 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
         with Path(path).open(newline="", encoding="utf-8-sig") as f:  # -sig: Excel's "CSV UTF-8" starts with a BOM
             records = list(itertools.islice(_records(path, f), MAX_ROWS + 2))  # the header, MAX_ROWS + 1 rows
     except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+        raise SpeedplanInputError(f"{path}: cannot read ({read_problem(e)})") from None
     if not records:
         raise SpeedplanInputError(f"{path}: empty file")
     header = _header([h.strip() for h in records[0][1]])
@@ -328,7 +328,7 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
     try:
         text = path.read_text().removeprefix("\ufeff")
     except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read ({e})") from None
+        raise SpeedplanInputError(f"{path}: cannot read ({read_problem(e)})") from None
     stripped = text.strip()
     if not stripped:
         raise SpeedplanInputError(f"{path}: empty file")

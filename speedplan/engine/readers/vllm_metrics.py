@@ -24,6 +24,7 @@ from pathlib import Path
 
 from speedplan.engine.readers.measurement import parse_number, shown
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.files import read_problem
 
 PREFIX = "vllm:spec_decode_"
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -77,7 +78,7 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()  # a leading BOM is not part of the first name
     except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read vLLM metrics ({e})") from None
+        raise SpeedplanInputError(f"{path}: cannot read vLLM metrics ({read_problem(e)})") from None
     totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0}
     seen: set[str] = set()
     per_pos: dict[int, float] = {}
