@@ -271,7 +271,7 @@ def test_more_wrong_arguments_are_one_line_and_leave_nothing_behind(tmp_path):
         "min_tokens_per_user (--min-tokens-per-user) must be a finite number > 0, got True": lambda: speedplan.sweep(min_tokens_per_user=True),
         "keys 'EAGLE3' and 'eagle3' name one mechanism":
             lambda: speedplan.sweep(mechanisms=["eagle3"], acceptance={"EAGLE3": "alpha=0.6", "eagle3": "alpha=0.7"}),
-        "acceptance source must be text": lambda: speedplan.sweep(mechanisms=["eagle3"], acceptance=Acceptance.iid(0.7, None)),
+        "acceptance source must be text": lambda: speedplan.sweep(mechanisms=["eagle3"], acceptance=Acceptance.iid(0.7, 5)),
         "acceptance match must be a number": lambda: Acceptance((0.5,), (0.5,), "x", "iid", None),
         "engines: expected names like 'vllm'": lambda: speedplan.plan_engines(r, engines=5),
         "recommendations: plans must be": lambda: recommendations(r, plans=[1]),

@@ -67,7 +67,7 @@ def test_recommendations_write_the_launch_ranges():
     from speedplan.plan.engine_outputs import engine_records
     from speedplan.serving.sglang import adaptive_config, route
 
-    r = sp.sweep(model="deepseek-v3", hardware="h200-sxm", tp=8, mechanisms=["mtp"])
+    r = sp.sweep(model="deepseek-v3", hardware="h200-sxm", tp=8, mechanisms=["mtp"], contexts=[2048])  # adaptive there
     plans = sp.plan_engines(r)
     assert plans["sglang"].mode == "adaptive"
     ranges = engine_records(r, plans)["sglang"]["schedule"]

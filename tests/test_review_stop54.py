@@ -12,6 +12,7 @@ import pytest
 from speedplan.cli.app import run
 from speedplan.plan.acceptance_notes import small_sample_note
 from speedplan.plan.acceptance_sources import parse_acceptance
+from speedplan.specs.model import get_model
 
 ENGINES = Path(__file__).resolve().parents[1] / "speedplan" / "specs" / "presets" / "engines"
 META = {"type": "meta", "schema": "speedplan.trace/1", "mechanism": "eagle", "draft_len": 3, "tree": None, "batch": 1}
@@ -181,5 +182,62 @@ def test_a_utf16_file_is_named_as_such_wherever_it_is_read(tmp_path, capsys):
     latin.write_bytes(b"mechanism\xe9,batch\n")
     assert run(["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "vllm",
                 "--measurements", str(latin), "--out", str(out)]) == 2
-    assert "cannot read (not UTF-8 text: byte 0xe9 at offset 9)" in capsys.readouterr().err
+    assert "cannot read (not UTF-8 text: byte 0xe9; save it as UTF-8)" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "rep").exists()
+
+
+# ---- the re-read of the stop's diff ---------------------------------------------------------------------------
+def test_a_cost_model_of_ones_own_without_the_query_width_still_prices_mla():
+    """sweep takes "a CostModel, or one like it": one written to the eight-argument attention
+    prices MLA by the stand-in shape, as before, instead of a TypeError."""
+    from speedplan.cost.ops import CostModel
+    from speedplan.plan.sweep import sweep
+    from speedplan.specs.hardware import get_hardware
+
+    class Mine:
+        def __init__(self):
+            self.inner = CostModel(get_hardware("h100-sxm"))
+            self.hardware, self.origin = self.inner.hardware, "mine"
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def attention(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype):
+            return self.inner.attention(batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype)
+
+    r = sweep("deepseek-v3", Mine(), ["mtp"], [1, 8], [0, 2], tp=8)
+    assert r.frame["t_attention_s"].gt(0).all()
+
+
+def test_batch_zero_through_a_profile_is_zero_not_nan():
+    import warnings
+
+    from speedplan.cost.attention_shape import attention_qo_head_dim, attention_shape
+    from speedplan.cost.ops import load_cost_model
+
+    cost = load_cost_model("h200-sxm")
+    heads, kvh, hd = attention_shape(get_model("deepseek-v3"), 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = cost.attention(np.array([0.0, 1.0]), 2.0, 4096.0, heads, kvh, hd, "causal", "bf16",
+                            qo_head_dim=attention_qo_head_dim(get_model("deepseek-v3")))
+    assert np.isfinite(op.latency_us).all() and (op.source == "profile").all()
+
+
+def test_trtllm_token_budget_counts_tree_nodes_and_a_bare_schedule():
+    from speedplan.serving import ServingPlan
+    from speedplan.serving.trtllm import launch_options
+
+    tree = {"topk": 8, "depth": 6, "nodes": 40}
+    for row in ((256, 6, 1.5, 0.0, 256), (256, 6, 1.5, 0.0)):  # runs_at_batch is optional in per_batch
+        plan = ServingPlan(model="llama-3.1-8b", mechanism="eagle3-tree", draft_len=6, schedule=((1, 6),), tree=tree,
+                           hardware="h100-sxm", per_batch=(row,))
+        assert launch_options(plan)[0]["max_num_tokens"] == 256 * 41
+    bare = ServingPlan(model="llama-3.1-8b", mechanism="eagle3", draft_len=4, schedule=((1, 4), (4096, 2)), hardware="b200")
+    assert launch_options(bare)[0]["max_num_tokens"] == 4096 * 3
+
+
+def test_an_acceptance_built_in_python_keeps_its_digits():
+    from speedplan import Acceptance
+
+    assert Acceptance.iid(0.7123456).source == "user: alpha=0.7123456"

@@ -136,13 +136,15 @@ class CostModel:
 
     def attention(self, batch, q_len, kv_len, num_heads, num_kv_heads, head_dim, mask, dtype: str,
                   qo_head_dim=None) -> OpCost:
-        """Decode/verify attention (`speedplan.cost.roofline.attention_roofline`). `qo_head_dim`
-        (absorbed MLA: `speedplan.cost.attention_shape.attention_qo_head_dim`; None: `head_dim`) is the
-        query/output width per head where it differs from the cached K/V width. A profile is
-        asked the shape of (heads, KV heads, head_dim), its measured kernels' (their
-        utilisation of the speed of light, transferred), and its answer is scaled by the
-        speed of light of the query's real rows over that shape's: a memory-bound op is
-        unchanged, a compute-bound one pays for the FLOPs the shape left out."""
+        """Decode/verify attention (`speedplan.cost.roofline.attention_roofline`). `qo_head_dim`:
+        absorbed MLA's query/output width per head (`speedplan.cost.attention_shape.
+        attention_qo_head_dim`), which also selects MLA's 64-row blocks (`roofline.MLA_TILE_M`);
+        None for every other attention (the cached K/V width and the preset's tile). A profile is
+        asked the stand-in shape (heads, KV heads, head_dim) of its measured kernels (their
+        utilisation of the speed of light, transferred), and its answer is scaled by the speed
+        of light of the real rows over the stand-in's: memory-bound, about 1; compute-bound, the
+        FLOPs the stand-in left out, less any padding its 128-row tiles counted that 64-row
+        blocks do not."""
         arrays = [np.asarray(x, float) for x in (batch, q_len, kv_len, num_heads, num_kv_heads, head_dim)]
         mask = np.asarray(mask)
         shape = np.broadcast_shapes(*(a.shape for a in arrays), mask.shape)
@@ -150,8 +152,9 @@ class CostModel:
         roof, compute_bound = np.broadcast_to(roof, shape), np.broadcast_to(compute_bound, shape)
         measured, code = _ask(self.profile, "attention", *arrays, mask, dtype)
         if measured is not None and qo_head_dim is not None:
-            measured = np.asarray(measured, float) * (attention_sol_us(self.hardware, *arrays, dtype, qo_head_dim)
-                                                      / attention_sol_us(self.hardware, *arrays, dtype))
+            real, stand_in = (attention_sol_us(self.hardware, *arrays, dtype, qo) for qo in (qo_head_dim, None))
+            measured = np.asarray(measured, float) * np.divide(real, stand_in, out=np.ones(np.shape(real)),
+                                                               where=stand_in > 0)  # batch 0: nothing to scale
         return _merge(measured, code, roof, self._label, _bound(compute_bound))
 
     def elementwise(self, nbytes, dtype: str) -> OpCost:

@@ -13,8 +13,8 @@ Two things live here:
   preset's floor and peak fractions.
 
 Attention during decode/verify packs the G = heads / kv_heads query heads that share a KV head
-into one tile's rows (G · q_len rows, 128-row tiles), as FlashAttention/FlashInfer decode
-kernels do. The KV cache is read once per (sequence, KV head) whatever the number of tiles;
+into one tile's rows (G · q_len rows, 128-row tiles; absorbed MLA's in 64-row blocks, `MLA_TILE_M`),
+as FlashAttention/FlashInfer decode kernels do. The KV cache is read once per (sequence, KV head) whatever the number of tiles;
 padded rows cost compute, not another read. A tree mask costs extra only on the N × N block
 of the new tokens, not on the prefix.
 """
@@ -31,11 +31,12 @@ from speedplan.specs.hardware import DTYPE_BYTES, Hardware
 # decode on Hopper: FlashMLA's BLOCK_SIZE_M (deepseek-ai/FlashMLA csrc/sm90/decode/dense/config.h) and
 # the FA3 MLA kernel vLLM 0.33 and SGLang 0.5.23 pick there (hopper/tile_size.h: 64 rows for 64/512
 # heads, PackGQA). Other GPUs' default kernels tile otherwise (the 0.33.0 / 0.5.23 wheels, flashinfer
-# 0.7.2.post1): B200's trtllm-gen runs one CTA per query token with G padded to 8, 16 or 64 (rows =
-# q · padded G), MI300X's AITER 16-head groups with q rounded up to 1, 4 or 8. At DeepSeek-V3's
-# G = 16 (TP 8) and q <= 8 those differ from 64-row folding only where the kernel is memory-bound;
-# GLM-4.7-Flash's G = 20 on a B200 pads to 32 rows a token, which 64-row folding undercounts by up
-# to 1.4x in compute-bound trees. One number for all, not a rule per kernel (not done).
+# 0.7.2.post1): B200's trtllm-gen runs one CTA per query token with G padded to a tile of 8, 16 or 64
+# rows, a G below 64 that is no power of two first rounded up to one (rows = q · padded G), and
+# MI300X's AITER 16-head groups with q rounded up to 1, 4 or 8. At DeepSeek-V3's G = 16 (TP 8) and
+# q <= 8 those differ from 64-row folding only where the kernel is memory-bound; GLM-4.7-Flash's
+# G = 20 on a B200 runs 32 rows a token, which 64-row folding undercounts by up to 1.6x (1.33x at
+# q = 8, 1.42x at q = 17, compute-bound). One number for all, not a rule per kernel (not done).
 MLA_TILE_M = 64
 
 

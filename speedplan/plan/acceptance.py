@@ -76,7 +76,7 @@ class Acceptance:
         if sum(self.ranks) >= 1.0 + 1e-9:
             raise SpeedplanInputError(f"per-rank acceptance must sum to < 1, got {sum(self.ranks):.3f}")
         if self.source is None:  # the user's numbers, said as the CLI's --acceptance alpha=0.7 says them
-            object.__setattr__(self, "source", f"user: {self.describe()}")
+            object.__setattr__(self, "source", f"user: {self.describe(digits=12)}")
 
     @classmethod
     def iid(cls, alpha: float, source: str | None = None, match: float = 1.0) -> "Acceptance":
@@ -165,14 +165,16 @@ class Acceptance:
             return f"a chain accepts the rank-1 rate {self.positions[0]:.3g} at every depth (assumed)"
         return ""
 
-    def describe(self) -> str:
+    def describe(self, digits: int = 3) -> str:
+        """The numbers as `--acceptance` spells them ("alpha=0.7,match=0.5"), to `digits` significant digits."""
+        f = f".{digits}g"
         if self.kind == "iid":
-            text = f"alpha={self.positions[0]:.3g}"
+            text = f"alpha={self.positions[0]:{f}}"
         elif self.kind == "positions":
-            text = "positions=" + ",".join(f"{p:.3g}" for p in self.positions)
+            text = "positions=" + ",".join(f"{p:{f}}" for p in self.positions)
         else:
-            text = "ranks=" + ",".join(f"{p:.3g}" for p in self.ranks)
-        return text + (f",match={self.match:.3g}" if self.match < 1.0 else "")
+            text = "ranks=" + ",".join(f"{p:{f}}" for p in self.ranks)
+        return text + (f",match={self.match:{f}}" if self.match < 1.0 else "")
 
 
 def al_iid(alpha: float, draft_len: int) -> float:
@@ -216,12 +218,18 @@ def _sequoia_table(ranks: tuple[float, ...], max_nodes: int, max_depth: int) -> 
     return best
 
 
+def reached(histogram, draft_len: int) -> np.ndarray:
+    """at_least[i]: the sequence-steps of an accepted-length histogram that accepted i drafts or
+    more, i = 0..max(draft_len, the histogram's last count)."""
+    h = np.zeros(max(int(draft_len) + 1, len(histogram)))
+    h[: len(histogram)] = histogram
+    return h[::-1].cumsum()[::-1]
+
+
 def fit_positions(histogram: np.ndarray, draft_len: int) -> np.ndarray:
     """Per-position conditional acceptance from an accepted-length histogram:
     p_i = P(accepted ≥ i) / P(accepted ≥ i − 1), for i = 1..draft_len (0 where unseen)."""
-    h = np.zeros(max(draft_len + 1, len(histogram)))
-    h[: len(histogram)] = histogram
-    at_least = h[::-1].cumsum()[::-1]  # at_least[i] = #(accepted >= i)
+    at_least = reached(histogram, draft_len)
     p = np.divide(at_least[1 : draft_len + 1], at_least[:draft_len], out=np.zeros(draft_len), where=at_least[:draft_len] > 0)
     return np.clip(p, 0.0, 0.999)
 

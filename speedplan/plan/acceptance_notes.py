@@ -42,20 +42,22 @@ def measured_elsewhere(mech, target):
 
 
 
+
 def small_sample_note(histogram, draft_len: int, z: float = 1.96) -> str:
-    """What an acceptance fitted from an accepted-length `histogram` (sequence-steps per accepted
-    count, draft length `draft_len`) cannot tell, for its source text ("" where nothing):
+    """What a chain's acceptance fitted from an accepted-length `histogram` (sequence-steps per
+    accepted count, draft length `draft_len`) cannot tell, for its source text ("" where nothing):
 
     - a position's rate p = k / n rests on the n sequence-steps that reached it; where its 95%
-      Wilson interval (z = 1.96) is wider than 0.2 (under about 100 such steps at p = 0.5, 25 at
+      Wilson interval (z = 1.96) is wider than 0.2 (under about 93 such steps at p = 0.5, 37 at
       p = 0.9) the widest is named;
-    - where every draft was accepted the rates are clipped to 0.999 (`fit_positions`): a D
-      beyond the measured one is priced on a rate no step saw fail."""
+    - where every draft was accepted the rates are clipped to 0.999 (`fit_positions`, which
+      `fit_runs` falls back to there): a D beyond the measured one is priced on a rate no step
+      saw fail."""
     import numpy as np
 
-    h = np.zeros(max(int(draft_len) + 1, len(histogram)))
-    h[: len(histogram)] = histogram
-    at_least = h[::-1].cumsum()[::-1]  # at_least[i]: sequence-steps that accepted i drafts or more
+    from speedplan.plan.acceptance import reached
+
+    at_least = reached(histogram, draft_len)
     n, k = at_least[:draft_len], at_least[1: draft_len + 1]
     notes = []
     if (n > 0).any():
@@ -69,7 +71,7 @@ def small_sample_note(histogram, draft_len: int, z: float = 1.96) -> str:
         if width[i] > 0.2:
             notes.append(f"few samples: position {i + 1}'s rate {p[i]:.3g} rests on {int(n[i])} sequence-steps "
                          f"(95% interval {lo[i]:.2f}-{hi[i]:.2f})")
-    if h.sum() > 0 and h[draft_len] >= h.sum():
-        notes.append(f"every draft of its {int(h.sum())} sequence-steps was accepted: the rates are clipped to "
+    if at_least[0] > 0 and at_least[draft_len] >= at_least[0]:
+        notes.append(f"every draft of its {int(at_least[0])} sequence-steps was accepted: the rates are clipped to "
                      "0.999, and a longer D is priced on a rate no step saw fail")
     return "; ".join(notes)

@@ -381,14 +381,15 @@ def fit_trace(path: Path) -> Acceptance:
     by = (str(meta.get("mechanism") or ""), str(meta.get("model") or ""))
     temperature = float(meta["temperature"]) if finite(meta.get("temperature")) and meta["temperature"] >= 0 else None
     at = f"T={temperature:g}, " if temperature is not None else ""
-    few = small_sample_note(np.bincount(counts), draft_len)  # a short trace, or one that saw no draft rejected
-    source = f"trace: {path} ({ran + ', ' if ran else ''}{at}{len(counts)} sequence-steps, D={draft_len}{'; ' + few if few else ''})"
+    source = f"trace: {path} ({ran + ', ' if ran else ''}{at}{len(counts)} sequence-steps, D={draft_len}"
     tree = meta.get("tree")
     if tree and any("accepted_ranks" in s for s in steps):
         ranks = fit_ranks(steps, int(tree.get("depth") or draft_len), int(tree.get("topk") or 8))
         ranks = ranks[: max(1, int(np.nonzero(ranks)[0].max(initial=0)) + 1)]
         if ranks.sum() >= 1.0:
             ranks = ranks * 0.999 / ranks.sum()
-        return replace(Acceptance.per_rank(ranks, source), measured_at=temperature, measured_by=by)
+        return replace(Acceptance.per_rank(ranks, source + ")"), measured_at=temperature, measured_by=by)
     fit = fit_runs if by[0] == "ngram" else fit_positions  # n-gram lookup's agreement comes in runs of copied text
+    few = small_sample_note(np.bincount(counts), draft_len)  # a short trace, or one that saw no draft rejected
+    source += f"; {few})" if few else ")"
     return replace(Acceptance.positional(fit(np.bincount(counts), draft_len), source), measured_at=temperature, measured_by=by)

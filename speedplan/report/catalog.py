@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import numbers
-from pathlib import Path
+import os
 
 import pandas as pd
 
@@ -158,13 +158,18 @@ def _check_mechanism_args(model, tp, draft_len, tp_name: str, draft_len_name: st
 
 
 def _names(given, what: str) -> list | None:
-    """A list of names or files from one name, a list of them, or None (every shipped one)."""
-    if given is None or isinstance(given, (str, Path)):
+    """A list of names or files from one name or path, any iterable of them (a list, a set, a
+    numpy array, a Series), or None (every shipped one)."""
+    if given is None or isinstance(given, (str, os.PathLike)):
         return None if given is None else [given]
-    if isinstance(given, (list, tuple)) and all(isinstance(g, (str, Path)) for g in given):
-        return list(given)
-    raise SpeedplanInputError(f"{what}: give a name, a file, or a list of them (or nothing: every shipped one), "
-                              f"got {given!r}")
+    try:
+        names = [g.item() if hasattr(g, "item") and not isinstance(g, str) else g for g in given]
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(g, (str, os.PathLike)) for g in names):
+        raise SpeedplanInputError(f"{what}: give a name, a file, or a list of them (or nothing: every shipped one), "
+                                  f"got {given!r}")
+    return names
 
 
 def list_mechanisms(model: str | None = None, tp: int = 1, draft_len: int = 3) -> pd.DataFrame:

@@ -93,12 +93,12 @@ def _render(plan: ServingPlan | dict[str, ServingPlan], where: str) -> dict[str,
     else:
         plans = plan if isinstance(plan, dict) else {name: plan for name in ENGINES}
     wrong = [p for p in plans.values() if not isinstance(p, ServingPlan)]
-    if not wrong and not plans and isinstance(plan, dict):  # what serving_plans returns where no engine plan has a row
+    if not plans:  # an empty dict: what serving_plans returns where no engine plan has a row
         raise SpeedplanInputError(f"{where}: no engine plan to render (serving_plans gives none for an engine that does not "
                                   "run on this hardware or fits no sequence in memory at any planned batch size: "
                                   "speedplan.memory_shortfall(result) says why, and plan_engines' plans hold the reasons)")
-    if wrong or not plans:
-        got = type(wrong[0]).__name__ if wrong else "an empty dict"
+    if wrong:
+        got = type(wrong[0]).__name__
         hint = ": serving_plans(result, plans) makes them from plan_engines' EnginePlans" if got == "EnginePlan" else ""
         raise SpeedplanInputError(f"{where}: expected a ServingPlan or {{engine: ServingPlan}}, got {got}{hint}")
     files: dict[str, str] = {}

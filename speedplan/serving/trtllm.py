@@ -194,11 +194,12 @@ def _largest_batch(plan: ServingPlan) -> int:
 
 def _largest_step_tokens(plan: ServingPlan) -> int:
     """The most tokens one step of the plan schedules: each running request's 1 + its draft tokens
-    (a chain's D at that batch size; a tree's nodes wherever it drafts), over the planner's rows."""
+    (a chain's D at that batch size; a tree's nodes wherever it drafts), over the planner's rows
+    (the requests each holds, runs_at_batch, where given), else a hand-made schedule's listed batches."""
     nodes = int((plan.tree or {}).get("nodes") or 0)
-    steps = [min(row[0], row[4]) * (1 + (nodes if nodes and row[1] else row[1])) if len(row) > 4 else row[0] * (1 + row[1])
-             for row in plan.per_batch]
-    return int(max(steps, default=0))
+    rows = ([(min(row[0], row[4]) if len(row) > 4 else row[0], row[1]) for row in plan.per_batch] if plan.per_batch
+            else [(b, d) for b, d in plan.schedule if b < OPEN_END_BATCH])
+    return int(max((b * (1 + (nodes if nodes and d else d)) for b, d in rows), default=0))
 
 
 def launch_options(plan: ServingPlan) -> tuple[dict, list[str]]:

@@ -26,14 +26,15 @@ def refuse_device(path: str | Path) -> None:
 def read_problem(e: Exception) -> str:
     """Why a file could not be read, for a one-line error: an OSError's reason, or for text that is
     not UTF-8 the encoding it is in where its byte-order mark says (UTF-16 from Windows tools,
-    which a "cannot decode byte 0xff" leaves unsaid), else where the first bad byte is."""
+    which a "cannot decode byte 0xff" leaves unsaid), else the first bad byte."""
     if isinstance(e, UnicodeDecodeError):
         head = bytes(e.object[:4]) if isinstance(e.object, (bytes, bytearray)) else b""
         for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
                           (b"\xfe\xff", "UTF-16")):
             if head.startswith(bom):
                 return f"{name} text, byte-order mark {bom.hex(' ').upper()}: save it as UTF-8"
-        return f"not UTF-8 text: byte 0x{bytes(e.object[e.start:e.start + 1]).hex()} at offset {e.start}"
+        # (no offset: e.start counts in the reader's chunk of the file, not in the file)
+        return f"not UTF-8 text: byte 0x{bytes(e.object[e.start:e.start + 1]).hex()}; save it as UTF-8"
     return str(getattr(e, "strerror", None) or str(e).splitlines()[0])
 
 
