@@ -137,9 +137,20 @@ def _host_tag() -> str:
     return f"{zlib.crc32(socket.gethostname().encode()):08x}"
 
 
+def _staged_name(out: Path) -> str:
+    """`out`'s name as its staging folders carry it: whole, or for a name too long to take the
+    staging suffix within the file system's 255 bytes, its first 100 characters and a hash of it."""
+    name = out.name
+    if len(name.encode()) <= 150:
+        return name
+    import hashlib
+
+    return f"{name[:100]}~{hashlib.sha1(name.encode()).hexdigest()[:10]}"
+
+
 def _prefix(out: Path) -> str:
     """A staging folder's name up to mkdtemp's random part: `.NAME.speedplan-PID-HOST-`."""
-    return f".{out.name}.speedplan-{os.getpid()}-{_host_tag()}-"
+    return f".{_staged_name(out)}.speedplan-{os.getpid()}-{_host_tag()}-"
 
 
 def _alive(pid: int) -> bool:
@@ -161,7 +172,7 @@ def remove_stale(out: Path) -> list[Path]:
     Not on Windows, where os.kill(pid, 0) would end the process."""
     if sys.platform == "win32" or not out.parent.is_dir():
         return []
-    pattern = re.compile(rf"\.{re.escape(out.name)}\.speedplan-(\d{{1,10}})-{_host_tag()}-(old-)?[a-z0-9_]+")
+    pattern = re.compile(rf"\.{re.escape(_staged_name(out))}\.speedplan-(\d{{1,10}})-{_host_tag()}-(old-)?[a-z0-9_]+")
     removed = []
     with contextlib.suppress(OSError):
         for entry in out.parent.iterdir():

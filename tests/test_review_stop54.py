@@ -4,6 +4,7 @@ named as a shipped one, and what a short runtime trace's acceptance cannot tell.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -241,3 +242,22 @@ def test_an_acceptance_built_in_python_keeps_its_digits():
     from speedplan import Acceptance
 
     assert Acceptance.iid(0.7123456).source == "user: alpha=0.7123456"
+
+
+def test_an_out_folder_of_a_long_name_is_written_and_its_stale_staging_found(tmp_path, capsys):
+    """A 250-character --out failed with "File name too long": its staging folder's name added
+    the staging suffix to the whole name. It now carries a hash of a long name."""
+    import subprocess
+    import sys
+
+    from speedplan import outputs
+
+    out = tmp_path / ("a" * 250)
+    for _ in range(2):  # the second run moves the first folder aside under the same short name
+        assert run(["sweep", "--batch", "1", "--mechanism", "eagle3", "--draft-len", "0,2", "--out", str(out)]) == 0
+    assert (out / "sweep.csv").is_file() and [p.name for p in tmp_path.iterdir()] == [out.name]
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    stale = Path(str(outputs._prefix(out)).replace(f"-{os.getpid()}-", f"-{proc.pid}-") + "abc_123")
+    (tmp_path / stale).mkdir()
+    assert len(stale.name) < 255 and outputs.remove_stale(out) == [tmp_path / stale]
