@@ -111,7 +111,8 @@ def test_replicated_layers_are_held_whole_on_every_rank():
     h, m = v3.hidden, v3.mla
     by_hand = v3.layers * h * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim) + v3.moe_layers * h * v3.moe.num_experts
     assert replicated_params(v3) == by_hand
-    assert weight_bytes_per_rank(v3, 8) == pytest.approx((v3.weight_bytes() - by_hand) / 8 + by_hand)  # fp8: 1 byte
+    router = v3.moe_layers * h * v3.moe.num_experts  # held at 16 bits on every rank (stop 54: ROUTER_BITS)
+    assert weight_bytes_per_rank(v3, 8) == pytest.approx((v3.weight_bytes() - by_hand) / 8 + by_hand + router)  # fp8: 1 byte
     split = {s.name: s.n * s.k for s in linear_shapes(v3, 8)}
     assert split["q_a"] == m.q_lora_rank * h and split["kv_a"] == (m.kv_lora_rank + m.qk_rope_head_dim) * h
     dense = get_model("llama-3.1-70b")  # nothing replicated: weights / TP as before

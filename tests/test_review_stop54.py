@@ -261,3 +261,18 @@ def test_an_out_folder_of_a_long_name_is_written_and_its_stale_staging_found(tmp
     stale = Path(str(outputs._prefix(out)).replace(f"-{os.getpid()}-", f"-{proc.pid}-") + "abc_123")
     (tmp_path / stale).mkdir()
     assert len(stale.name) < 255 and outputs.remove_stale(out) == [tmp_path / stale]
+
+
+def test_an_fp8_checkpoints_router_is_held_at_16_bits_on_every_rank():
+    """vLLM builds the MoE gate with quant_config=None (deepseek_v2.py, qwen3_moe.py, mixtral.py): an
+    fp8 checkpoint's router was 0.1 GB short per rank of DeepSeek-V3, at any TP."""
+    from speedplan.cost.weights import replicated_params, weight_bytes_per_rank
+
+    v3 = get_model("deepseek-v3")
+    router = v3.moe_layers * v3.moe.num_experts * v3.hidden
+    assert router == 58 * 256 * 7168
+    assert weight_bytes_per_rank(v3, 1) == pytest.approx(v3.weight_bytes() + router)  # 1 byte more a parameter
+    whole = replicated_params(v3)
+    assert weight_bytes_per_rank(v3, 8) == pytest.approx((v3.weight_bytes() - whole) / 8 + whole + router)
+    bf16 = get_model("qwen3-30b-a3b")  # already 16 bits: nothing more
+    assert weight_bytes_per_rank(bf16, 1) == pytest.approx(bf16.weight_bytes())

@@ -5,8 +5,11 @@ on every rank, and `speedplan.cost.forward.linear_shapes` prices them unsplit: M
 down-projections q_a and kv_a (vLLM and SGLang: ReplicatedLinear, or the fused qkv_a projection
 with TP disabled, in deepseek_v2.py), DeepSeek-V3.2's indexer projections and the MoE router
 (ReplicatedLinear gate). DeepSeek-V3 at TP 8: 1.03B such parameters (0.92B of them q_a and kv_a),
-0.90 GB more per rank than weights / TP (a review of 2026-12-06). They are priced in the model's
-dtype: an fp8 checkpoint's router, which vLLM keeps in bf16 (quant_config None), is 0.1 GB short."""
+0.90 GB more per rank than weights / TP (a review of 2026-12-06). They are held in the model's
+dtype, but for the router: the engines build it unquantized (vLLM's deepseek_v2.py, qwen3_moe.py and
+mixtral.py: ReplicatedLinear gate with quant_config=None), so an fp8 checkpoint's router is held
+at 16 bits on every rank (`ROUTER_BITS`): DeepSeek-V3's 58 × 256 × 7168 = 106M parameters,
+0.106 GB more per rank than at fp8."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from speedplan.specs.model import ModelSpec
 
 # linear_shapes' names of the layers every rank holds whole
 REPLICATED = ("q_a", "kv_a", "router", "index_q", "index_k_w")
+ROUTER_BITS = 16  # the MoE router's weights as the engines hold them, whatever the checkpoint's dtype
 
 
 def replicated_params(model: ModelSpec) -> int:
@@ -23,9 +27,12 @@ def replicated_params(model: ModelSpec) -> int:
 
 
 def weight_bytes_per_rank(model: ModelSpec, tp: int) -> float:
-    """Bytes of weights on one of `tp` ranks: the replicated layers whole, the rest split."""
+    """Bytes of weights on one of `tp` ranks: the replicated layers whole, the rest split, and a
+    router held wider than the model's dtype (`ROUTER_BITS`) counted at its width on every rank."""
     whole = replicated_params(model) * model.dtype_bytes if tp > 1 else 0.0
-    return (model.weight_bytes() - whole) / tp + whole
+    router = sum(s.n * s.k * s.count for s in linear_shapes(model, 1) if s.name == "router")
+    wider = router * max(0.0, ROUTER_BITS / 8 - model.dtype_bytes)
+    return (model.weight_bytes() - whole) / tp + whole + wider
 
 
 def memory_per_rank(model: ModelSpec, batch, tokens, tp: int, states=1, window_pool=None):
