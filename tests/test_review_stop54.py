@@ -276,3 +276,27 @@ def test_an_fp8_checkpoints_router_is_held_at_16_bits_on_every_rank():
     assert weight_bytes_per_rank(v3, 8) == pytest.approx((v3.weight_bytes() - whole) / 8 + whole + router)
     bf16 = get_model("qwen3-30b-a3b")  # already 16 bits: nothing more
     assert weight_bytes_per_rank(bf16, 1) == pytest.approx(bf16.weight_bytes())
+
+
+# ---- the report review ---------------------------------------------------------------------------------------
+def test_no_priced_gemm_is_drawn_above_the_roof_of_a_fitted_preset():
+    """A100 (no profile): the fitted fallback prices GEMMs up to the datasheet peak, while the roof
+    was drawn at the plain roofline's 75%: 121 of 525 rows of a 70B TP 4 sweep sat above it."""
+    import speedplan
+
+    for hw, tp in (("a100-80gb", 4), ("mi300x", 1), ("h100-sxm", 1)):
+        r = speedplan.sweep("llama-3.1-70b" if tp == 4 else "llama-3.1-8b", hw, tp=tp, batches=[1, 32, 64, 128])
+        f = r.frame[r.frame.feasible]
+        roof = np.minimum(f["gemm_flops_per_byte"] * r.meta["bytes_per_s"], r.meta["peak_flops_per_s"])
+        assert (f["gemm_flops_per_s"] <= roof * 1.0001).all(), hw
+
+
+def test_the_html_names_a_tree_plans_size_and_the_batch_weights(tmp_path):
+    import html as html_lib
+
+    out = tmp_path / "rep"
+    assert run(["sweep", "--engine", "sglang", "--batch", "1,8,64", "--batch-weights", "1=3,8=1", "--out", str(out)]) == 0
+    page = html_lib.unescape((out / "report.html").read_text())
+    assert "<h3>sglang: eagle3-tree (fixed, 64 nodes)</h3>" in page  # the terminal: "D 8 8 8 (64 nodes)"
+    assert "(weighted by --batch-weights: B=1 0.75, B=8 0.25, B=64 0)" in page
+    assert "may give up tokens/s/GPU for tokens/s per user" in page and "can be one more" not in page

@@ -358,7 +358,7 @@ def sweep(
         "acceptance": {m.label: m.acceptance_source for m in mechs},
         "ridge_flops_per_byte": hw.ridge_flops_per_byte(target.dtype),
         "roofline_basis": hw.roofline_basis(target.dtype),  # the roof reports draw, and where it comes from
-        "peak_flops_per_s": hw.flops_per_s(target.dtype),
+        "peak_flops_per_s": hw.roof_flops_per_s(target.dtype),  # the roof reports draw (Hardware.roof_flops_per_s)
         "bytes_per_s": hw.bytes_per_s,
         "memory_bytes": hw.memory_bytes,  # per GPU; how much weights + KV may use: engine_memory (the profile's rule)
         "weight_bytes_per_gpu": weight_bytes_per_rank(target, tp),

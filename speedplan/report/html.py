@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 
 from speedplan.plan.pick import RISE_GAIN, TIE_TOLERANCE
@@ -86,9 +87,10 @@ figcaption{font-size:.85em;color:#555}code{background:#f4f4f4;padding:0 .2em}"""
 
 _FIGURE_TEXT = {
     "pareto.png": "Every feasible configuration (faint, by mechanism) and the Pareto frontier of "
-                  "tokens/s per user against tokens/s per GPU; a label names a frontier point's own D (the "
-                  f"fastest there), which can be one more than the recommendation table's (the shortest draft "
-                  f"within {TIE_TOLERANCE:.0%} of the fastest). Tokens/s per user is a running request's: where a "
+                  "tokens/s per user against tokens/s per GPU; a label names a frontier point's own setting, "
+                  "which can differ from the recommendation table's at that B: the table takes the most tokens/s/GPU "
+                  f"(the shortest draft within {TIE_TOLERANCE:.0%} of it, or off), while a frontier point may give "
+                  "up tokens/s/GPU for tokens/s per user. Tokens/s per user is a running request's: where a "
                   "step runs fewer requests than offered (^ in the table), an offered request gets less.",
     "speedup_heatmap.png": "Speedup over plain decoding at each batch size B and draft length D, one panel "
                            "per mechanism (a tree's cell: its best node count at that depth); grey cells are "
@@ -160,14 +162,20 @@ def _engine_sections(plans: dict) -> list[str]:
             why = plan.how if plan.not_run else "its memory rule holds no sequence at any planned batch size"
             parts.append(f'<h3>{_e(name)}: not planned</h3><p class="note">{_e(why)}</p>')
             continue
-        parts.append(f"<h3>{_e(name)}: {_e(plan.mechanism)} ({_e(plan.mode)})</h3><p class=\"note\">{_e(plan.how)}; "
+        tree = plan.rows[plan.rows["verify_tokens"] > plan.rows["draft_len"] + 1]["verify_tokens"].unique()
+        size = f", {int(tree[0]) - 1} nodes" if len(tree) == 1 else ""  # a tree plan's size, as the terminal gives it
+        weights = plan.rows.groupby("batch")["weight"].sum()
+        weighed = ("uniform weights over the planned batch sizes" if np.allclose(weights, weights.iloc[0]) else
+                   "weighted by --batch-weights: " + ", ".join(f"B={int(b)} {w:.2g}" for b, w in weights.items()))
+        parts.append(f"<h3>{_e(name)}: {_e(plan.mechanism)} ({_e(plan.mode)}{size})</h3><p class=\"note\">{_e(plan.how)}; "
                      f"{100 * plan.objective:.1f}% of this engine's best tokens/s/GPU on average over the planned "
-                     f"batch sizes; {plan.tokens_per_s_per_gpu:,.0f} tokens/s/GPU time-weighted; priced with engine "
-                     f"profile {_e(plan.engine_profile)}</p>")
+                     f"batch sizes ({_e(weighed)}); {plan.tokens_per_s_per_gpu:,.0f} tokens/s/GPU time-weighted; "
+                     f"priced with engine profile {_e(plan.engine_profile)}</p>")
         rows = [{"B": str(int(r.batch)), "context": str(int(r.context)), "D": str(int(r.draft_len)),
                  "verified/seq": str(int(r.verify_tokens)),
                  "speedup": (f"{r.speedup:.2f}x" if not r.feasible or r.runs_at_batch == r.batch else
-                             f"{r.speedup:.2f}x (runs {int(r.runs_at_batch)} sequences, the most that fit"
+                             f"{r.speedup:.2f}x (runs {int(r.runs_at_batch)} "
+                             f"{'sequence' if int(r.runs_at_batch) == 1 else 'sequences'}, the most that fit"
                              + (" with the drafter loaded" if plan.mechanism != "none" else "") + "; the rest wait)")
                  if r.feasible else "does not fit in memory",
                  "runs at once": str(int(step)) + (" (the engine's cap with speculative decoding, spec_max_running)"

@@ -118,9 +118,18 @@ class Hardware:
         """Achievable memory bandwidth in bytes/s (datasheet × bandwidth_efficiency)."""
         return self.hbm_bytes_per_s * self.bandwidth_efficiency
 
+    def roof_flops_per_s(self, dtype: str) -> float:
+        """The compute roof reports draw (FLOP/s): the fastest GEMM a profile measured where one did
+        (`flops_per_s`, its compute_efficiency measured), else on a preset whose GEMMs the fitted
+        fallback prices its cap, the datasheet peak (`cost.roofline.gemm_roofline` reaches it in
+        some M ranges: the A100's verify GEMMs were drawn up to 1.29x above a 75% roof), else
+        `flops_per_s`."""
+        fitted = self.roofline_fit and "compute_efficiency" not in self.extra.get("measured", {})
+        return self.peak_flops_per_s[dtype] if fitted and self.flops_per_s(dtype) else self.flops_per_s(dtype)
+
     def ridge_flops_per_byte(self, dtype: str) -> float:
-        """Arithmetic intensity (FLOP/byte) where compute time equals memory time."""
-        return self.flops_per_s(dtype) / self.bytes_per_s
+        """Arithmetic intensity (FLOP/byte) where the roof's compute time equals its memory time."""
+        return self.roof_flops_per_s(dtype) / self.bytes_per_s
 
     def roofline_basis(self, dtype: str) -> str:
         """The achievable roof reports draw, with where each number comes from, e.g. "956 TFLOP/s
@@ -136,8 +145,13 @@ class Hardware:
             return kinds[0] if kinds else "preset value"
 
         rate = lambda x, unit: f"{x / 1e12:,.0f} T{unit}" if x >= 1e13 else f"{x / 1e9:,.0f} G{unit}"
-        return (f"{rate(self.flops_per_s(dtype), 'FLOP/s')} {dtype} ({why('compute_efficiency', 'GEMM')}: "
-                f"{self.compute_efficiency:.0%} of the preset's {rate(self.peak_flops_per_s[dtype], 'FLOP/s')} peak), "
+        if self.roof_flops_per_s(dtype) != self.flops_per_s(dtype):
+            compute = (f"{rate(self.roof_flops_per_s(dtype), 'FLOP/s')} {dtype} (datasheet peak: the cap of the "
+                       "fitted fallback that prices this preset's GEMMs), ")
+        else:
+            compute = (f"{rate(self.flops_per_s(dtype), 'FLOP/s')} {dtype} ({why('compute_efficiency', 'GEMM')}: "
+                       f"{self.compute_efficiency:.0%} of the preset's {rate(self.peak_flops_per_s[dtype], 'FLOP/s')} peak), ")
+        return (compute +
                 f"{rate(self.bytes_per_s, 'B/s')} ({why('bandwidth_efficiency', 'copy')}: {self.bandwidth_efficiency:.0%} "
                 f"of the preset's {rate(self.hbm_bytes_per_s, 'B/s')}), ridge {self.ridge_flops_per_byte(dtype):,.0f} FLOP/byte")
 
