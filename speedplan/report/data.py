@@ -112,7 +112,7 @@ def figure_set(result: "SweepResult", context: int) -> FigureSet:
         breakdown=_breakdown(result, context), roofline=_roofline(result, context),
         titles={"pareto": f"Pareto frontier: {head} (all contexts)",
                 "heatmap": f"Speedup over plain decoding, {head}, {at}",
-                "best_d": f"Best draft length per batch, {at}",
-                "breakdown": f"Step time of the picked configuration, {at}",
-                "roofline": f"Verify GEMMs on the roofline, {at}"},
+                "best_d": f"Best draft length per batch, {head}, {at}",
+                "breakdown": f"Step time of the picked configuration, {head}, {at}",
+                "roofline": f"Verify GEMMs on the roofline, {head}, {at}"},
     )
