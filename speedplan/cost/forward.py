@@ -9,13 +9,13 @@ elementwise parts (seconds).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from speedplan.cost.attention_shape import attention_qo_head_dim, attention_shape, split as _split
 from speedplan.cost.ops import OpCost
+from speedplan.signatures import takes_keyword
 from speedplan.specs.model import ModelSpec
 
 
@@ -196,23 +196,6 @@ def _indexer(cost, model: ModelSpec, batch, q_len, kv_len) -> OpCost:
     return cost.attention(batch, q_len, kv_len, heads, 1, s.key_bytes // 2, "causal", dtype)
 
 
-def _takes_qo(cost) -> bool:
-    """Whether `cost.attention` takes MLA's `qo_head_dim` (CostModel does): a cost model of one's own
-    written before it (sweep takes "a CostModel, or one like it") prices MLA by the stand-in shape."""
-    return _function_takes_qo(getattr(type(cost), "attention", None))
-
-
-@functools.cache
-def _function_takes_qo(function) -> bool:
-    import inspect
-
-    try:
-        params = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "qo_head_dim" or p.kind is p.VAR_KEYWORD for p in params)
-
-
 def _head_dtype(cost, bits: int, dtype: str) -> str:
     """The GEMM dtype of an lm_head kept at `bits` (an FP8 checkpoint's 16): one of that width the
     hardware has a peak for (bf16, else fp16: a hardware file may list fp16 and fp8 only), else `dtype`."""
@@ -316,7 +299,9 @@ def forward_cost(
         compute_bound_us += moe_us * experts["compute"] / np.maximum(experts["random"], 1e-30)
 
     heads, kv_heads, head_dim = attention_shape(model, tp)
-    qo = {"qo_head_dim": attention_qo_head_dim(model)} if model.mla and _takes_qo(cost) else {}
+    # MLA's query width, to a cost model that takes it (one of one's own written before it prices the stand-in shape)
+    takes = takes_keyword(getattr(type(cost), "attention", None), "qo_head_dim")
+    qo = {"qo_head_dim": attention_qo_head_dim(model)} if model.mla and takes else {}
     kv_len = context + q_len
     local = model.local_layers  # sliding-window layers: q_len queries read at most window + q_len - 1 keys
     groups = [(model.attention_layers - local, kv_len)] + ([(local, np.minimum(kv_len, model.window + q_len - 1))] if local else [])

@@ -21,18 +21,17 @@ REPLICATED = ("q_a", "kv_a", "router", "index_q", "index_k_w")
 ROUTER_BITS = 16  # the MoE router's weights as the engines hold them, whatever the checkpoint's dtype
 
 
-def replicated_params(model: ModelSpec) -> int:
-    """Parameters every TP rank holds whole (the `REPLICATED` layers over all their layers)."""
-    return sum(s.n * s.k * s.count for s in linear_shapes(model, 1) if s.name in REPLICATED)
+def replicated_params(model: ModelSpec, names=REPLICATED) -> int:
+    """Parameters every TP rank holds whole: those of the layers `names` (`REPLICATED`) over all their layers."""
+    return sum(s.n * s.k * s.count for s in linear_shapes(model, 1) if s.name in names)
 
 
 def weight_bytes_per_rank(model: ModelSpec, tp: int) -> float:
     """Bytes of weights on one of `tp` ranks: the replicated layers whole, the rest split, and a
     router held wider than the model's dtype (`ROUTER_BITS`) counted at its width on every rank."""
     whole = replicated_params(model) * model.dtype_bytes if tp > 1 else 0.0
-    router = sum(s.n * s.k * s.count for s in linear_shapes(model, 1) if s.name == "router")
-    wider = router * max(0.0, ROUTER_BITS / 8 - model.dtype_bytes)
-    return (model.weight_bytes() - whole) / tp + whole + wider
+    wider = max(0.0, ROUTER_BITS / 8 - model.dtype_bytes)  # bytes a router parameter holds beyond the dtype's
+    return (model.weight_bytes() - whole) / tp + whole + (replicated_params(model, ("router",)) * wider if wider else 0.0)
 
 
 def memory_per_rank(model: ModelSpec, batch, tokens, tp: int, states=1, window_pool=None):

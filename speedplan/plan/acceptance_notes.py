@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from speedplan.plan.acceptance import reached
+
 # The reference runtime's drafters (speedplan.runtime.options.MECHANISMS) as the planner names
 # them; its truncated drafters (the target's first layers) are none of the planner's.
 RUNTIME_AS_PLANNED = {"ngram": "ngram", "draft-model": "draft-model", "eagle": "eagle", "eagle-tree": "eagle-tree"}
@@ -53,10 +57,6 @@ def small_sample_note(histogram, draft_len: int, z: float = 1.96) -> str:
     - where every draft was accepted the rates are clipped to 0.999 (`fit_positions`, which
       `fit_runs` falls back to there): a D beyond the measured one is priced on a rate no step
       saw fail."""
-    import numpy as np
-
-    from speedplan.plan.acceptance import reached
-
     at_least = reached(histogram, draft_len)
     n, k = at_least[:draft_len], at_least[1: draft_len + 1]
     notes = []

@@ -101,6 +101,14 @@ class EnginePlan:
         return running_requests(held, self.mechanism != "none", self.spec_max_running).astype(int)
 
     @property
+    def tree_nodes(self) -> int | None:
+        """The drafted nodes a tree plan verifies (one size at every batch size), else None."""
+        if "verify_tokens" not in self.rows:
+            return None
+        tree = self.rows[self.rows["verify_tokens"] > self.rows["draft_len"] + 1]["verify_tokens"].unique()
+        return int(tree[0]) - 1 if len(tree) == 1 else None
+
+    @property
     def cap_note(self) -> str:
         """Where the engine's cap on a speculative step leaves this plan slower than plain decoding at some
         batch size, the sentence that says so and what to do (`serving.sglang.cap_loss_note`); "" elsewhere."""
@@ -245,8 +253,7 @@ def _plans(result, batch_weights, engines) -> dict[str, EnginePlan]:
     for name, engine in modules.items():
         if why := cannot.get(name):
             plans[name] = EnginePlan(name, "none", "off", f"{NOT_RUN}: {why}", 0.0, 0.0, pd.DataFrame(),
-                                     _profile_text(_own_meta(result, name)),
-                                     profile_name=engine_profile_name(_own_meta(result, name)),
+                                     _profile_text(own := _own_meta(result, name)), profile_name=engine_profile_name(own),
                                      not_run=why)
             continue
         priced = engine_pricing(result, name)

@@ -37,7 +37,9 @@ def _priced_as(result, name: str) -> bool:
 def _own_meta(result, name: str) -> dict:
     """What a sweep's meta would say of the profile that prices engine `name`'s plan (`engine_profile_for`):
     an engine that is not planned is still named with its own profile, not the sweep's."""
-    return result.meta if _priced_as(result, name) else engine_profile_for(result, name).meta()
+    from speedplan.engine.profile import get_engine
+
+    return result.meta if _priced_as(result, name) else get_engine(name).meta()
 
 
 def _profile_text(meta: dict) -> str:

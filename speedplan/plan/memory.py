@@ -6,13 +6,12 @@ device less a reserve that depends on the GPU, the TP size, the platform and the
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from speedplan.cost.weights import memory_per_rank
 from speedplan.engine.memory_rule import usable_bytes
 from speedplan.plan.mechanisms import Mechanism
+from speedplan.signatures import takes_keyword
 from speedplan.specs.model import ModelSpec
 
 
@@ -28,21 +27,10 @@ def memory_bytes(mech: Mechanism | None, target: ModelSpec, running, draft_len, 
     q = mech.verify_tokens(draft_len, nodes)
     # a drafter with sliding-window layers holds them as the engine's pool does (`DraftModel`); a
     # mechanism written before window_pool (a user's subclass) is called as it was
-    pool = {"window_pool": window_pool} if window_pool is not None and _takes_pool(mech) else {}
+    takes = takes_keyword(type(mech).extra_memory_bytes, "window_pool")
+    pool = {"window_pool": window_pool} if window_pool is not None and takes else {}
     return (memory_per_rank(target, running, context + q, tp, states=q, window_pool=window_pool)
             + mech.extra_memory_bytes(target, running, context + q, tp, **pool))
-
-
-def _takes_pool(mech: Mechanism) -> bool:
-    """Whether `mech.extra_memory_bytes` takes the engine memory rule's `window_pool` (read once per function)."""
-    return _function_takes_pool(type(mech).extra_memory_bytes)
-
-
-@functools.cache
-def _function_takes_pool(function) -> bool:
-    import inspect
-
-    return "window_pool" in inspect.signature(function).parameters
 
 
 def launch_inputs(platform: str, target: ModelSpec, tp: int) -> dict:

@@ -163,7 +163,7 @@ def _names(given, what: str) -> list | None:
     if given is None or isinstance(given, (str, os.PathLike)):
         return None if given is None else [given]
     try:
-        names = [g.item() if hasattr(g, "item") and not isinstance(g, str) else g for g in given]
+        names = list(given)  # (numpy's and pandas' strings are str)
     except TypeError:
         names = None
     if names is None or not all(isinstance(g, (str, os.PathLike)) for g in names):

@@ -162,8 +162,7 @@ def _engine_sections(plans: dict) -> list[str]:
             why = plan.how if plan.not_run else "its memory rule holds no sequence at any planned batch size"
             parts.append(f'<h3>{_e(name)}: not planned</h3><p class="note">{_e(why)}</p>')
             continue
-        tree = plan.rows[plan.rows["verify_tokens"] > plan.rows["draft_len"] + 1]["verify_tokens"].unique()
-        size = f", {int(tree[0]) - 1} nodes" if len(tree) == 1 else ""  # a tree plan's size, as the terminal gives it
+        size = f", {plan.tree_nodes} nodes" if plan.tree_nodes else ""  # a tree plan's size, as the terminal gives it
         weights = plan.rows.groupby("batch")["weight"].sum()
         weighed = ("uniform weights over the planned batch sizes" if np.allclose(weights, weights.iloc[0]) else
                    "weighted by --batch-weights: " + ", ".join(f"B={int(b)} {w:.2g}" for b, w in weights.items()))

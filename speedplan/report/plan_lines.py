@@ -108,8 +108,7 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
         if unheld:  # cells the sweep's profile serves where this engine's memory rule holds no sequence
             tail += ("; its memory rule holds no sequence at " + ", ".join(
                 f"B={b}" + (f" context {c}" if several_contexts else "") for b, c in unheld) + " (not planned there)")
-        tree = p.rows[p.rows["verify_tokens"] > p.rows["draft_len"] + 1]["verify_tokens"].unique()
-        ds += f" ({int(tree[0]) - 1} nodes)" if len(tree) == 1 else ""  # a tree plan's size
+        ds += f" ({p.tree_nodes} nodes)" if p.tree_nodes else ""  # a tree plan's size
         profile = p.engine_profile.split(":")[0]
         tail += profile_reach(profile, sorted(int(b) for b in p.rows["batch"].unique())) if profile != own else ""
         lines.append(f"  {name:7s} {p.mechanism:{width}s}  {p.mode:9s} D {ds}  {tail}"

@@ -181,25 +181,25 @@ MAX_BATCH = 2048
 MAX_NUM_TOKENS = 8192
 
 
+def _held_rows(plan: ServingPlan) -> list[tuple[int, int]]:
+    """(requests a step runs, D) per batch size: the planner's rows (what each batch size holds,
+    runs_at_batch where given; rows where nothing fits left out), else a hand-made schedule's
+    listed batches."""
+    rows = [(min(row[0], row[4]) if len(row) > 4 else row[0], row[1]) for row in plan.per_batch]
+    rows = [(int(b), int(d)) for b, d in rows if b > 0]
+    return rows or [(b, d) for b, d in plan.schedule if b < OPEN_END_BATCH]
+
+
 def _largest_batch(plan: ServingPlan) -> int:
-    """The most sequences the plan runs in one step: the planner's rows (what each batch size holds,
-    runs_at_batch, 0 where nothing fits), else a hand-made schedule's last listed batch."""
-    held = [min(row[0], row[4]) if len(row) > 4 else row[0] for row in plan.per_batch]
-    held = [n for n in held if n > 0]
-    if held:
-        return int(max(held))
-    listed = [b for b, _ in plan.schedule if b < OPEN_END_BATCH]
-    return int(max(listed)) if listed else 1
+    """The most sequences the plan runs in one step (`_held_rows`; 1 where it lists none)."""
+    return max((b for b, _ in _held_rows(plan)), default=1)
 
 
 def _largest_step_tokens(plan: ServingPlan) -> int:
     """The most tokens one step of the plan schedules: each running request's 1 + its draft tokens
-    (a chain's D at that batch size; a tree's nodes wherever it drafts), over the planner's rows
-    (the requests each holds, runs_at_batch, where given), else a hand-made schedule's listed batches."""
+    (a chain's D at that batch size; a tree's nodes wherever it drafts), over `_held_rows`."""
     nodes = int((plan.tree or {}).get("nodes") or 0)
-    rows = ([(min(row[0], row[4]) if len(row) > 4 else row[0], row[1]) for row in plan.per_batch] if plan.per_batch
-            else [(b, d) for b, d in plan.schedule if b < OPEN_END_BATCH])
-    return int(max((b * (1 + (nodes if nodes and d else d)) for b, d in rows), default=0))
+    return max((b * (1 + (nodes if nodes and d else d)) for b, d in _held_rows(plan)), default=0)
 
 
 def launch_options(plan: ServingPlan) -> tuple[dict, list[str]]:

@@ -28,14 +28,21 @@ def read_problem(e: Exception) -> str:
     not UTF-8 the encoding it is in where its byte-order mark says (UTF-16 from Windows tools,
     which a "cannot decode byte 0xff" leaves unsaid), else the first bad byte."""
     if isinstance(e, UnicodeDecodeError):
-        head = bytes(e.object[:4]) if isinstance(e.object, (bytes, bytearray)) else b""
-        for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
-                          (b"\xfe\xff", "UTF-16")):
-            if head.startswith(bom):
-                return f"{name} text, byte-order mark {bom.hex(' ').upper()}: save it as UTF-8"
+        wide = _wide_text(bytes(e.object[:4]) if isinstance(e.object, (bytes, bytearray)) else b"")
+        if wide:
+            return wide
         # (no offset: e.start counts in the reader's chunk of the file, not in the file)
         return f"not UTF-8 text: byte 0x{bytes(e.object[e.start:e.start + 1]).hex()}; save it as UTF-8"
     return str(getattr(e, "strerror", None) or str(e).splitlines()[0])
+
+
+def _wide_text(head: bytes) -> str:
+    """What a file's first bytes say of a UTF-16 or UTF-32 byte-order mark ("" where none)."""
+    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                      (b"\xfe\xff", "UTF-16")):
+        if head.startswith(bom):
+            return f"{name} text, byte-order mark {bom.hex(' ').upper()}: save it as UTF-8"
+    return ""
 
 
 def refuse_wide_text(path: str | Path) -> None:
@@ -43,14 +50,11 @@ def refuse_wide_text(path: str | Path) -> None:
     whose stray bytes are replaced): it would read as no text at all."""
     try:
         with Path(path).open("rb") as f:
-            head = f.read(4)
-        head.decode("utf-8")
+            wide = _wide_text(f.read(4))
     except OSError:
         return  # the reader says so
-    except UnicodeDecodeError as e:
-        why = read_problem(e)
-        if "byte-order mark" in why:
-            raise SpeedplanInputError(f"{path}: cannot read ({why})") from None
+    if wide:
+        raise SpeedplanInputError(f"{path}: cannot read ({wide})")
 
 
 def read_json(path: str | Path):

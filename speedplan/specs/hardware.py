@@ -124,8 +124,9 @@ class Hardware:
         fallback prices its cap, the datasheet peak (`cost.roofline.gemm_roofline` reaches it in
         some M ranges: the A100's verify GEMMs were drawn up to 1.29x above a 75% roof), else
         `flops_per_s`."""
+        achievable = self.flops_per_s(dtype)  # (checks the dtype)
         fitted = self.roofline_fit and "compute_efficiency" not in self.extra.get("measured", {})
-        return self.peak_flops_per_s[dtype] if fitted and self.flops_per_s(dtype) else self.flops_per_s(dtype)
+        return self.peak_flops_per_s[dtype] if fitted else achievable
 
     def ridge_flops_per_byte(self, dtype: str) -> float:
         """Arithmetic intensity (FLOP/byte) where the roof's compute time equals its memory time."""
