@@ -124,6 +124,32 @@ def held_out_check(profile: EngineProfile, held) -> str:
     for c, p in zip(rows, predicted):
         lines.append(f"  {c.mechanism} B={c.batch} D={c.draft_len}".ljust(39) + f"{c.quantity:12} {c.value:10.4g} "
                      f"{p:11.4g} {100 * (p / c.value - 1):+8.1f}%")
+    return "\n".join(lines) + "\n" + host_terms_alone(profile, rows)
+
+
+HOST_ALONE = ["host_step_us", "host_spec_seq_us"]  # the host terms a user's calibrate would fit first
+
+
+def host_terms_alone(profile: EngineProfile, rows) -> str:
+    """Whether host work can explain held-out rows: `profile` calibrated on them alone with only
+    HOST_ALONE free, each row as that fit prices it; and, for a batch-1 speculative row with a plain
+    TPOT beside it, the verify kernels priced over the plain kernels against the measured whole
+    speculative step over the plain step (AL / speedup x plain TPOT - plain TPOT), ms."""
+    pairs = as_pairs(rows)
+    fitted = calibrate(profile, pairs, HOST_ALONE, name=profile.name, described="held-out rows alone")
+    lines = [f"  calibrated on these rows alone (--fit {','.join(HOST_ALONE)}): "
+             + ", ".join(f"{t} {fitted.profile.terms[t].value:.0f} µs" for t in HOST_ALONE)]
+    for c, p in zip(rows, fitted.predicted):
+        lines.append(f"  {c.mechanism} B={c.batch} D={c.draft_len}".ljust(39) + f"{c.quantity:12} {c.value:10.4g} "
+                     f"{p:11.4g} {100 * (p / c.value - 1):+8.1f}%")
+    priced = price(pairs, profile.spec_max_running)
+    tpot = [c.value for c in rows if c.quantity == "tpot_ms" and c.batch == 1 and c.draft_len == 0]
+    for i, c in enumerate(rows):
+        if tpot and c.quantity == "speedup" and c.batch == 1 and c.acceptance_length:
+            verify = priced.step.ops_s[i] - priced.step.draft_ops_s[i] - priced.plain.ops_s[i]
+            measured = c.acceptance_length / c.value * tpot[0] - tpot[0]
+            lines.append(f"  B=1: verify kernels priced {verify * 1e3:+.1f} ms over the plain step's; the measured "
+                         f"speculative step, drafting included, took {measured:+.1f} ms over its plain step")
     return "\n".join(lines) + "\n"
 
 

@@ -263,18 +263,20 @@ class MemoryRule:
     def describe(self, device_bytes: float, weight_bytes: float, *, tp: int = 1, platform: str = "cuda",
                  context_len: int = 0, model=None) -> str:
         """The rule in words for one GPU, e.g. "90% of 85.5 GB", "the weights and 90% of the 18.9 GB
-        free after them", "85.5 GB less SGLang's 14.6 GB reserve (mem_fraction_static 0.830, its
-        0.5.23 default at TP 1)" or, on ROCm, "206.1 GB less SGLang's 27.5 GB reserve, × 0.85 for
+        free after them", "85.5 GB less SGLang's 14.5 GB reserve (mem_fraction_static 0.830, its
+        0.5.23 default at TP 1; the reserve is what the rounded share leaves, 1 − 0.830 of the
+        device)" or, on ROCm, "206.1 GB less SGLang's 27.4 GB reserve, × 0.85 for
         aiter attention at a context above 8,192 tokens (mem_fraction_static 0.867 × 0.85 = 0.737,
         its 0.5.23 default on ROCm at TP 1)"."""
         if self.of == DEVICE:
             return f"{self.share:.0%} of {device_bytes / 1e9:.1f} GB"
         if self.of == DEVICE_LESS_RESERVE:
             r = RESERVES[self.reserve]
-            held, share = self._reserved(device_bytes, tp, platform)
+            _, share = self._reserved(device_bytes, tp, platform)
             factor, why = r.scale(platform, context_len, tp, model)
             knob = f"{share:.{r.digits}f}" + (f" × {factor:g} = {share * factor:.{r.digits}f}" if factor != 1 else "")
-            return (f"{device_bytes / 1e9:.1f} GB less {r.engine}'s {held * MIB / 1e9:.1f} GB reserve"
+            held = device_bytes * (1 - share)  # what the rounded knob holds back: the reserve as the launch applies it
+            return (f"{device_bytes / 1e9:.1f} GB less {r.engine}'s {held / 1e9:.1f} GB reserve"
                     + (f", × {factor:g} {why}" if factor != 1 else "")
                     + f" ({r.knob} {knob}, its {r.version} default{_ON.get(platform, '')} at TP {tp})")
         if weight_bytes >= device_bytes:

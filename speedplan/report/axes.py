@@ -208,3 +208,34 @@ def nice_step(raw: float) -> float:
 def linear_ticks(hi: float) -> np.ndarray:
     """About five round ticks from 0 to hi."""
     return np.arange(0, hi + 1e-12, nice_step(hi / 5))
+
+
+# Where a point's label may go, in points from it (dx, dy, horizontal alignment): above-right first.
+LABEL_SPOTS = ((5, 2, "left"), (5, -10, "left"), (-5, 2, "right"), (-5, -10, "right"))
+
+
+def place_labels(ax, xs, ys, texts, fontsize: float = 6.5, keep=()) -> int:
+    """Annotate each (x, y) with its text at the first of LABEL_SPOTS where the label's box
+    (estimated: 0.6 em a character, 1.2 em high) overlaps no label placed before it; a label
+    with no free spot is left out unless its index is in `keep`, which then takes the first spot.
+    Call after the axes' limits are set. Returns how many labels were left out."""
+    to_pt = 72 / ax.figure.dpi  # display pixels to points
+    boxes, left_out = [], 0
+    for i, (x, y, text) in enumerate(zip(xs, ys, texts)):
+        px, py = (v * to_pt for v in ax.transData.transform((x, y)))
+        width, height = 0.6 * fontsize * len(text), 1.2 * fontsize
+        for dx, dy, ha in LABEL_SPOTS:
+            x0 = px + dx - (width if ha == "right" else 0)
+            box = (x0, py + dy, x0 + width, py + dy + height)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in boxes):
+                break
+        else:
+            if i not in keep:
+                left_out += 1
+                continue
+            dx, dy, ha = LABEL_SPOTS[0]
+            x0 = px + dx
+            box = (x0, py + dy, x0 + width, py + dy + height)
+        boxes.append(box)
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, va="bottom", ha=ha)
+    return left_out

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.report.axes import (CAPTION_WIDTH_IN, DPI, FONT, NO_FEASIBLE, axis_titles, canvas, caption_pixels, empty_note,
-                          figure_with_axes, linear_ticks, log_axes, nice_step, rows_of, save_png, set_title,
+                          figure_with_axes, linear_ticks, log_axes, nice_step, place_labels, rows_of, save_png, set_title,
                           side_key, take_rows, thin, tick_labels)
 
 MAX_SCATTER_POINTS = 1500  # per mechanism in pareto.png; beyond this the cloud is subsampled
@@ -110,10 +110,10 @@ def pareto_figure(clouds: list, span: tuple, front: dict, path: Path, caption: s
     log_axes(ax, span[0], span[1], x_room=2.2)
     if n_front:
         labelled = take_rows(front, slice(None, None, max(1, -(-n_front // 7))))
-        for user, gpu, b, mech, d in rows_of(labelled, "tokens_per_s_per_user", "tokens_per_s_per_gpu", "batch",
-                                              "mechanism", "draft_len"):
-            ax.annotate(f"B={b} {mech} D={d}", (user, gpu), xytext=(5, 2), textcoords="offset points",
-                        fontsize=6.5, va="bottom")
+        rows = list(rows_of(labelled, "tokens_per_s_per_user", "tokens_per_s_per_gpu", "batch", "mechanism",
+                            "draft_len"))[::-1]  # fastest per user first: the frontier's ends keep their labels
+        place_labels(ax, [r[0] for r in rows], [r[1] for r in rows], [f"B={b} {m} D={d}" for _, _, b, m, d in rows],
+                     keep=(0, len(rows) - 1))
     axis_titles(ax, "tokens/s per user (faster for each user →)", "tokens/s per GPU")
     side_key(ax, entries, "faint: every feasible point")
     return save_png(fig, path)

@@ -205,7 +205,8 @@ def _sensitivity_section(result: "SweepResult", table: pd.DataFrame | None = Non
             '<p class="note">These mechanisms use a published default (rows named under "acceptance from"), '
             "measured on other models, hardware or datasets. Per mechanism, its fastest D (the highest speedup, "
             "not the shortest draft within 1% that the recommendation table takes; a tree's D is its depth, at its "
-            "best node count) and that speedup with every AL 10% lower and higher (step times unchanged). Measure "
+            "best node count) and that speedup with every AL 10% lower and higher (step times unchanged: priced "
+            f"with engine profile {_e(result.meta.get('engine', '?'))} and the latency named in the header). Measure "
             "your own with --acceptance (a trace, a vLLM /metrics scrape or an SGLang log).</p>",
             _html_table(rows, {"mechanism"})]
 

@@ -87,13 +87,14 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
             tail = "worst loss 0.0%"
         short = p.rows[(p.rows["runs_at_batch"] > 0) & (p.rows["runs_at_batch"] < p.rows["batch"])]
         if len(short):  # the launch, its drafter loaded, holds fewer sequences than offered
-            first = short.sort_values("batch").iloc[0]
+            starts = short.groupby("context")["batch"].min().sort_values()  # per context: the first B held short
             runs_at = sorted({int(x) for x in short["runs_at_batch"]})
             held = (f"it runs {runs_at[0]}, the most that fit" if len(runs_at) == 1 else
                     "it runs the most its setting holds" + (" at its context" if several_contexts else "")
                     + f" ({', '.join(map(str, runs_at))})")
-            tail += (f"; from B={first.batch}" + (f" at context {first.context}" if several_contexts else "")
-                     + f" its launch does not hold every sequence: {held}, priced so (the rest wait)")
+            where_short = (", ".join(f"B={b} at context {c}" for c, b in starts.items()) if several_contexts
+                           else f"B={starts.iloc[0]}")
+            tail += f"; from {where_short} its launch does not hold every sequence: {held}, priced so (the rest wait)"
         capped = p.rows[p.running < p.rows["runs_at_batch"]]
         if len(capped):  # the engine's cap on a speculative launch's running requests (SGLang: 48 by default)
             tail += (f"; from B={capped['batch'].min()} a step runs {p.spec_max_running:g} requests, the engine's cap "

@@ -381,10 +381,6 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     if plans:
         lines.extend(engine_plan_lines(plans, own=meta.get("engine")))
         lines.extend(plan_notes(result, plans))
-        name = meta.get("engine", "?")
-        if name not in {p.engine_profile.split(":")[0] for p in plans.values()}:
-            lines.append(f"  (engine profile {name} describes {meta.get('engine_family', '?')!r}, none of the planned "
-                         "engines: it prices the first table; each plan is priced with that engine's shipped profile)")
     lines.append(f"latency: {latency_source(result)}")
     lines.append(f"engine: {engine_source(result)}")
     acceptance = result.meta.get("acceptance") or {}

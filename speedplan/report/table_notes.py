@@ -92,13 +92,24 @@ def _listed(names: list[str]) -> str:
     return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
+def unplanned_profile_note(meta: dict, plans: dict) -> str:
+    """Where the sweep's engine profile describes none of the planned engines (speedplan-runtime,
+    or a profile of an engine of one's own): that it prices the first table only; "" elsewhere."""
+    name = meta.get("engine", "?")
+    if not plans or name in {p.engine_profile.split(":")[0] for p in plans.values()}:
+        return ""
+    return (f"note: engine profile {name} describes {meta.get('engine_family', '?')!r}, none of the planned engines: "
+            "it prices the first table; each plan is priced with that engine's shipped profile")
+
+
 def plan_notes(result, plans: dict) -> list[str]:
     """The notes under the engine plans, in the terminal and in report.html alike: where the table
-    and a plan differ (setting, or sequences running), CPU-priced serving engines, placeholder heads."""
+    and a plan differ (setting, or sequences running), CPU-priced serving engines, placeholder heads,
+    a sweep profile that describes none of the planned engines."""
     from speedplan.report.plan_lines import capacity_note, table_plan_note
 
     return [n for n in (table_plan_note(result, plans), capacity_note(result, plans), cpu_plans_note(result.meta, plans),
-                        placeholder_heads_note(result.meta, plans)) if n]
+                        placeholder_heads_note(result.meta, plans), unplanned_profile_note(result.meta, plans)) if n]
 
 
 def cheaper_than_plain_line(best: pd.DataFrame) -> str | None:

@@ -44,11 +44,11 @@ def test_sglang_share_on_rocm_by_hand():
     assert SGLANG.device_share(MI300X, 1) == 0.864  # the CUDA formula on the same memory: 26,832 MiB held back
     assert usable_bytes(SGLANG, MI300X, 141e9, platform="rocm", context_len=131072) == pytest.approx(0.867 * 0.85 * MI300X)
     assert SGLANG.describe(MI300X, 141e9, platform="rocm", context_len=131072) == (
-        "206.1 GB less SGLang's 27.5 GB reserve, × 0.85 for aiter attention where the model's context length "
+        "206.1 GB less SGLang's 27.4 GB reserve, × 0.85 for aiter attention where the model's context length "
         "(131,072 tokens, its config's, which a launch's --context-length of 8,192 or fewer would lift) is above 8,192 "
         "(mem_fraction_static 0.867 × 0.85 = 0.737, its 0.5.23 default on ROCm at TP 1)")
     assert SGLANG.describe(MI300X, 1e9, platform="rocm", context_len=8192, tp=8) == (
-        "206.1 GB less SGLang's 28.5 GB reserve (mem_fraction_static 0.862, its 0.5.23 default on ROCm at TP 8)")
+        "206.1 GB less SGLang's 28.4 GB reserve (mem_fraction_static 0.862, its 0.5.23 default on ROCm at TP 8)")
 
 
 def test_the_rocm_backend_follows_the_model():
@@ -79,7 +79,7 @@ def test_sglang_on_an_mi300x_holds_what_its_rocm_share_allows():
     f = r.frame
     assert (f["fits_memory"] == (f["memory_bytes"] <= share * device)).all() and _most_plain(f) == 8
     assert int(Capacity(r).most_sequences("none", 0, 1, [16], [CONTEXT])[0]) == n
-    assert ("(206.1 GB less SGLang's 27.5 GB reserve, × 0.85 for aiter attention where the model's context length "
+    assert ("(206.1 GB less SGLang's 27.4 GB reserve, × 0.85 for aiter attention where the model's context length "
             "(131,072 tokens, its config's, which a launch's --context-length of 8,192 or fewer would lift) is above 8,192 "
             "(mem_fraction_static 0.867 × 0.85 = 0.737, its 0.5.23 default on ROCm at TP 1), engine profile sglang's "
             "memory rule)") in plain_memory_need(r, 16)

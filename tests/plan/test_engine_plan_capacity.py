@@ -43,7 +43,8 @@ def test_a_loaded_drafter_keeps_its_memory_at_d_0():
 def test_the_terminal_names_every_batch_a_capped_launch_is_priced_as():
     """Two contexts cap the launch at different batch sizes (13 sequences of 32k tokens, 27 of
     16k; plain decoding holds 14 and 28 in 0.9 of an H100's 85.5 GB): the terminal named only the
-    first capped row's batch (B=14) for both."""
+    first capped row's batch (B=14) for both; then only the first context's (B=14 at 32k), not
+    that 16k sequences are held short from B=28."""
     from speedplan import render_summary
 
     r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], (1, 8, 13, 14, 27, 28), (0, 3, 7), contexts=[16384, 32768])
@@ -51,7 +52,7 @@ def test_the_terminal_names_every_batch_a_capped_launch_is_priced_as():
     rows = plans["vllm"].rows.set_index(["batch", "context"])
     assert rows.loc[(14, 32768), "runs_at_batch"] == 13 and rows.loc[(28, 16384), "runs_at_batch"] == 27
     line = next(x for x in render_summary(r, plans=plans).splitlines() if x.startswith("  vllm"))
-    assert "from B=14 at context 32768 its launch does not hold every sequence" in line
+    assert "from B=14 at context 32768, B=28 at context 16384 its launch does not hold every sequence" in line
     assert "it runs the most its setting holds at its context (13, 27), priced so (the rest wait)" in line
 
 

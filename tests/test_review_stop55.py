@@ -1,0 +1,71 @@
+"""Stop 55: the report says what the terminal says about plans and profiles."""
+
+from __future__ import annotations
+
+from speedplan import plan_engines, render_summary, sweep
+from speedplan.report.html import render_html
+
+
+def test_a_profile_of_no_planned_engine_is_named_in_the_report_as_in_the_terminal():
+    """`--engine speedplan-runtime` prices the first table only; the terminal said so and
+    report.html did not."""
+    r = sweep("smollm2-135m", "cpu-local", ["eagle3"], [1, 8], [0, 3], engine="speedplan-runtime")
+    plans = plan_engines(r, engines=["vllm"])
+    note = "engine profile speedplan-runtime describes 'speedplan.runtime', none of the planned engines"
+    assert note in render_summary(r, plans=plans)
+    assert note in render_html(r, 4096, [], [], "", "", plans=plans).replace("&#x27;", "'")
+
+
+def test_a_profile_of_a_planned_engine_gets_no_such_note():
+    r = sweep("smollm2-135m", "cpu-local", ["eagle3"], [1, 8], [0, 3], engine="vllm")
+    plans = plan_engines(r, engines=["vllm"])
+    assert "none of the planned engines" not in render_summary(r, plans=plans)
+    assert "none of the planned engines" not in render_html(r, 4096, [], [], "", "", plans=plans)
+
+
+def test_pareto_labels_on_a_flat_frontier_do_not_overlap():
+    """smollm2 on cpu-local: B = 64, 32 and 16 sit on a flat stretch of the frontier, and their
+    labels, all drawn above-right of their points, overlapped. Measured with the renderer's own
+    text extents, not the placer's estimate."""
+    from matplotlib.figure import Figure
+
+    from speedplan.report.axes import place_labels
+
+    fig = Figure(figsize=(7.5, 5.0), dpi=90)
+    ax = fig.add_axes((0.1, 0.1, 0.6, 0.8))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(0.1, 100)
+    ax.set_ylim(5, 200)
+    xs, ys = [40, 25, 15, 9, 5.2, 2.6, 1.35], [40, 51, 62, 70, 82, 85, 86]
+    texts = [f"B={b} eagle3 D=7" for b in (1, 2, 4, 8, 16, 32, 64)]
+    left_out = place_labels(ax, xs, ys, texts, keep=(0, len(xs) - 1))
+    renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else None
+    if renderer is None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        renderer = FigureCanvasAgg(fig).get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) == len(xs) - left_out >= 2
+    assert {t.get_text() for t in ax.texts} >= {texts[0], texts[-1]}
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), (a, b)
+
+
+def test_sglang_reserve_in_words_is_what_the_usable_memory_leaves():
+    """The words said "85.5 GB less SGLang's 14.6 GB reserve" (the reserve before mem_fraction_static
+    is rounded to 0.830) where the usable figure, 0.830 of 85.5 GB, leaves 14.5 GB."""
+    import re
+
+    import pytest
+
+    from speedplan.engine.memory_rule import usable_bytes
+    from tests.plan._engine_memory_helpers import SGLANG
+
+    for gb, tp, platform in ((85.5, 1, "cuda"), (150.8, 4, "cuda"), (206.1, 8, "rocm"), (192.3, 2, "cuda")):
+        device = gb * 1e9
+        words = SGLANG.describe(device, 16e9, tp=tp, platform=platform)
+        reserve = float(re.search(r"less SGLang's ([0-9.]+) GB reserve", words).group(1))
+        usable = float(usable_bytes(SGLANG, device, 16e9, tp=tp, platform=platform))
+        assert reserve == pytest.approx((device - usable) / 1e9, abs=0.051), words
