@@ -7,12 +7,13 @@ class SpeedplanInputError(ValueError):
 
 def did_you_mean(name: str, choices) -> str:
     """" (did you mean 'x'?)" for the choice closest to a mistyped `name`, or "" where none is close
-    (difflib's ratio of at least 0.75: "llama-3.1-8" finds llama-3.1-8b, "vlm" vllm, "eagel3" eagle3; else
-    the one choice that begins with it: "h100" finds h100-sxm, "llama" none of several)."""
+    (the one choice that begins with it first: "h100" finds h100-sxm, "h200" h200-sxm and not b200,
+    "llama" none of several; else difflib's ratio of at least 0.75: "llama-3.1-8" finds llama-3.1-8b,
+    "vlm" vllm, "eagel3" eagle3)."""
     import difflib
 
     key, names = str(name).strip().lower(), [str(c) for c in choices]
-    close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
-    if not close and len(key) >= 3:  # "h100" for h100-sxm: the one choice it begins
-        close = [c for c in names if c.lower().startswith(key)]
+    close = [c for c in names if c.lower().startswith(key)] if len(key) >= 3 else []  # "h100" for h100-sxm
+    if len(close) != 1:
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if len(close) == 1 else ""

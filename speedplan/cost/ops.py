@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.hardware import Hardware, get_hardware
+from speedplan.specs.hardware import PRESETS, Hardware, get_hardware
 from speedplan.cost.roofline import (allreduce_us, attention_roofline, attention_sol_us, elementwise_roofline,
                                      gemm_roofline)
 
@@ -271,8 +271,6 @@ def load_cost_model(hardware: str | Path) -> CostModel:
                                   f"got {hardware!r}")
     key = str(hardware).strip()
     if not key:
-        from speedplan.specs.hardware import PRESETS
-
         raise SpeedplanInputError(f"hardware: empty name; presets: {', '.join(sorted(PRESETS))} (or a profile folder)")
     path = Path(key)
     if key.lower().endswith(".json"):
@@ -289,7 +287,8 @@ def load_cost_model(hardware: str | Path) -> CostModel:
         return CostModel(profile.hardware, profile)
     if ("/" in key or key.startswith(".")) and not path.exists():
         raise SpeedplanInputError(f"{key}: no such profile folder")
-    return CostModel(get_hardware(key))
+    others = [f.name for f in PROFILE_DIR.iterdir() if f.is_dir() and f.name not in PRESETS] if key.lower() not in PRESETS else []
+    return CostModel(get_hardware(key, profiles=others))
 
 
 def profile_name(cost: "CostModel") -> str | None:

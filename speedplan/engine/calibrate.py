@@ -215,6 +215,8 @@ def _identifiable(base: dict, candidates: list[str], priced: Priced) -> tuple[li
         if max(np.max(np.abs(low)), np.max(np.abs(high))) < IDENTIFIABLE:
             kept[term] = "the rows do not depend on it"
             continue
+        if not np.any(np.abs(col) > 1e-9):  # no effect where the base stands (host work hidden behind the GPU's
+            col = high - low  # at overlap 1), which any column would pass as a combination of: its effect over its range
         if columns:
             basis = np.stack(columns, axis=1)
             coef, *_ = np.linalg.lstsq(basis, col, rcond=None)
@@ -289,9 +291,10 @@ def bound_side(term: str, value: float, tol: float = 1e-6) -> int | None:
 
 
 def _at_bound(term: str, value: float) -> float:
-    """A fitted `value`, or the term's bound where it is within 1e-9 of the term's range of it: a fit
-    at its lower bound of 0 µs left 2.016e-23, written as such."""
-    side = bound_side(term, value, 1e-9)
+    """A fitted `value`, or the term's bound where `bound_side` puts it there (within 1e-6 of the
+    term's range), as the printout says "at 0, its physical limit": a fit at its lower bound of
+    0 µs left 2.016e-23, and overlap_spec 9.9e-07 was printed at its limit but written as fitted."""
+    side = bound_side(term, value)
     return value if side is None else (TERMS[term].low, TERMS[term].high)[side]
 
 
@@ -339,7 +342,8 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         ok, dropped = _select(values, ok, most, priced)
         kept.update(dropped)
     kept = _confounded(kept, ok)
-    fitted = {t: _at_bound(t, v) if t in ok else v for t, v in (_fit_values(values, ok, priced) if ok else values).items()}
+    snap = lambda fit: {t: _at_bound(t, v) if t in ok else v for t, v in fit.items()}  # as written, bounds exact
+    fitted = snap(_fit_values(values, ok, priced) if ok else values)
     for t in _unmoved(values, fitted, ok, priced):
         ok.remove(t)
         kept[t] = "the rows do not move with it near its value (any value near it fits them as well)"
@@ -353,7 +357,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
             out = folds == k
             # each refit starts where the full fit started (the base values), not from the full fit,
             # which has seen the held-out rows: with noisy rows the fit has several minima, and that start flatters it
-            loo[out] = np.abs(predict(_fit_values(values, ok, priced, ~out), priced)[out] / meas[out] - 1.0)
+            loo[out] = np.abs(predict(snap(_fit_values(values, ok, priced, ~out)), priced)[out] / meas[out] - 1.0)
     resid = np.abs(pred / meas - 1.0)
     source = (f"fitted by speedplan calibrate to {n} row{'s' * (n != 1)} ({described or 'measurements'}); "
               f"median |residual| {np.median(resid):.1%}, max {resid.max():.1%}"

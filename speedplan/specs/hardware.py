@@ -325,14 +325,18 @@ PRESETS: dict[str, Hardware] = _load_presets()
 DEFAULT_HARDWARE = "h100-sxm"
 
 
-def get_hardware(name: str, folders: bool = True) -> Hardware:
+def get_hardware(name: str, folders: bool = True, profiles=()) -> Hardware:
     """A preset by name (case-insensitive). Profile folders are resolved by `speedplan.cost`;
     `folders=False` where the caller takes a preset only (the message then offers no folder:
-    `profile roofline --hardware FOLDER` was told "or a profile folder", 2026-12-05)."""
+    `profile roofline --hardware FOLDER` was told "or a profile folder", 2026-12-05). `profiles`:
+    the names of shipped profiles that are no preset (cpu-local-xeon, ...), offered beside the
+    presets where the caller takes them."""
     if not isinstance(name, str):
         raise SpeedplanInputError(f"hardware: expected a preset name ({', '.join(sorted(PRESETS))}), got {name!r}")
     key = name.strip().lower()
     if key not in PRESETS:
-        raise SpeedplanInputError(f"unknown hardware {name!r}{did_you_mean(key, PRESETS)}; presets: {', '.join(sorted(PRESETS))} "
+        shipped = f"; shipped profiles: {', '.join(sorted(profiles))}" if profiles else ""
+        raise SpeedplanInputError(f"unknown hardware {name!r}{did_you_mean(key, [*PRESETS, *profiles])}; presets: "
+                                  f"{', '.join(sorted(PRESETS))}{shipped} "
                                   + ("(or a profile folder)" if folders else "(a preset name, not a folder or file)"))
     return PRESETS[key]

@@ -90,7 +90,10 @@ class DraftModel(ChainDrafting, Mechanism):
                 raise SpeedplanInputError(f"draft-model: no preset draft for {target.name}; pass draft-model:MODEL"
                                           + _candidates(target))
             name = DEFAULT_DRAFT_FOR[target.name]
-        draft = get_model(name)
+        try:
+            draft = get_model(name)
+        except SpeedplanInputError as e:  # "unknown model 'x'" did not say it was the draft
+            raise SpeedplanInputError(f"mechanism draft-model:{arg}: the draft model: {e}") from None
         if draft.vocab != target.vocab:
             raise SpeedplanInputError(
                 f"draft {draft.name} has vocab_size {draft.vocab}, target {target.name} has {target.vocab}: the engines "
