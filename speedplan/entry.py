@@ -12,13 +12,14 @@ whole process on a 2-core machine (what each buys was measured with
    arrays (`report.data.figure_set`, pickled through a pipe), so the worker never imports pandas.
 2. **Drawing in two processes.** The worker forks once more and draws two of the five figures
    in the child (matplotlib spends about 50 ms per axes here).
-3. **No garbage collector** in the sweep and its worker: short-lived processes whose garbage is
-   arrays, not cycles; the collector's passes cost about a fifth of the matplotlib import.
+3. **No garbage collector** in the sweep and its worker, and in `speedplan calibrate`: short-lived
+   processes whose garbage is arrays, not cycles; the collector's passes cost about a fifth of the
+   matplotlib import (and about 0.1 s of a 20-row calibration's ~2 s).
 4. **`os._exit` after flushing**: tearing down pandas and numpy takes about 0.1 s, and nothing
    is left to clean up (a report folder is complete before the command returns).
 5. **pandas without pyarrow.** Where pyarrow is installed (speedplan's `aic` and `test` extras),
-   `import pandas` (3.x) imports it too, about 0.1 s; `speedplan sweep` reads and writes CSV and
-   JSON only, so the sweep's process hides pyarrow from pandas, which then keeps strings in
+   `import pandas` (3.x) imports it too, about 0.1 s; `speedplan sweep` and `speedplan calibrate`
+   read and write CSV and JSON only, so their processes hide pyarrow from pandas, which then keeps strings in
    Python objects. The sweep's files are the same byte for byte either way (diffed, 2026-12-04).
 
 Each falls back: where fork is missing (Windows, macOS) no worker starts, and a worker that
@@ -44,9 +45,10 @@ OFF = {"worker", "split", "gc", "exit", "arrow"} if _OFF & {"1", "all"} else _OF
 def main() -> None:
     """Console entry point: run the command line, then leave with its exit status."""
     argv = sys.argv[1:]
-    if argv[:1] == ["sweep"] and "gc" not in OFF:
+    short = argv[:1] in (["sweep"], ["calibrate"])  # short-lived, reading and writing CSV and JSON only
+    if short and "gc" not in OFF:
         gc.disable()  # trick 3
-    if argv[:1] == ["sweep"] and "arrow" not in OFF and "pyarrow" not in sys.modules:
+    if short and "arrow" not in OFF and "pyarrow" not in sys.modules:
         sys.modules["pyarrow"] = None  # trick 5: `import pyarrow` now fails, and pandas goes without it
     if "worker" not in OFF:
         start_early(argv)  # trick 1
