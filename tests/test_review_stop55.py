@@ -111,3 +111,22 @@ def test_a_term_printed_at_its_limit_is_written_at_it():
     assert at_limit  # overlap_spec, at least, fits to its bound of 0
     for t in at_limit:
         assert result.profile.terms[t].value in (TERMS[t].low, TERMS[t].high), (t, result.profile.terms[t].value)
+
+
+def test_sglang_launch_comment_gives_the_ranges_its_buckets_run():
+    """Llama-3.1-70B on four A100s: D = 6 planned at B = 32 and 4 at B = 64. SGLang's buckets are
+    keyed by the requests a step runs, at most 48, so B = 48-63 run the bucket keyed 48 (D = 4), as
+    sglang_adaptive_config.json and recommendations.json say; the launch script's comment said
+    32-63 -> 6."""
+    from speedplan.serving.plan import ServingPlan
+    from speedplan.serving.sglang import launch_ranges, render
+
+    p = ServingPlan(model="llama-3.1-70b", mechanism="eagle3", draft_len=8, tp=4, mode="adaptive", engine="sglang",
+                    schedule=((1, 8), (16, 7), (32, 6), (64, 4)),
+                    per_batch=((1, 8, 3.0, 0.2), (16, 7, 2.5, 0.0), (32, 6, 2.2, 0.0), (64, 4, 1.6, 0.0)))
+    text = render(p)["sglang_launch.sh"].splitlines()
+    start = next(i for i, x in enumerate(text) if x.startswith("# Per-batch draft length planned")) + 2
+    shown = [tuple(int(v) for v in x[1:].replace("-", " ").split()) for x in
+             text[start:next(i for i, x in enumerate(text) if x.startswith("# How this engine gets it"))]]
+    assert shown == [(1, 15, 8), (16, 31, 7), (32, 47, 6), (48, 65536, 4)]
+    assert shown == launch_ranges(list(p.schedule), p.mode, p.spec_max_running)

@@ -161,9 +161,12 @@ def _buckets(points, cap: int) -> tuple[list[tuple[int, int]], list[tuple[int, i
     return [(1, out[0][1])] + out[1:] if out else [], lost
 
 
-def _planned_cap(spec_max_running: float, batches) -> int:
+def _planned_cap(spec_max_running: float | None, batches) -> int:
     """The running cap a plan's launch gets: the profile's spec_max_running, or for 0 (no cap) the
-    largest planned batch, which `max_running_flag` writes as --max-running-requests."""
+    largest planned batch, which `max_running_flag` writes as --max-running-requests; None (a
+    ServingPlan that names no profile's cap): SGLang's default, 48."""
+    if spec_max_running is None:
+        return SPEC_MAX_RUNNING
     return int(spec_max_running) if spec_max_running > 0 else int(max(batches))
 
 
