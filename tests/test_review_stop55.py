@@ -130,3 +130,27 @@ def test_sglang_launch_comment_gives_the_ranges_its_buckets_run():
              text[start:next(i for i, x in enumerate(text) if x.startswith("# How this engine gets it"))]]
     assert shown == [(1, 15, 8), (16, 31, 7), (32, 47, 6), (48, 65536, 4)]
     assert shown == launch_ranges(list(p.schedule), p.mode, p.spec_max_running)
+
+
+def test_a_users_mtp_acceptance_length_is_extended_with_mtps_decay():
+    """--acceptance mtp:al=2.6@3 on a one-MTP-layer model was one i.i.d. rate (0.717) at every
+    depth: AL 3.29 at D = 7, where the published MTP rule (each reuse of the layer x 0.886)
+    gives 2.89 from the same measurement, and the plan chose D = 7 on it."""
+    import pytest
+
+    from speedplan.plan.acceptance_sources import parse_acceptance
+
+    r = sweep("glm-4.7-flash", "h100-sxm", ["mtp"], [1, 8], range(0, 9), acceptance={"mtp": parse_acceptance("al=2.6@3")})
+    al = r.frame[(r.frame.mechanism == "mtp") & (r.frame.batch == 8)].set_index("draft_len")["acceptance_length"]
+    assert al[3] == pytest.approx(2.6, abs=1e-6)  # the measurement itself is kept
+    assert al[7] == pytest.approx(2.891, abs=0.002)
+    assert al[7] < 3.0 < 3.287  # the i.i.d. rate's AL at D = 7
+    assert "as MTP rates: p_1 0.766" in r.meta["acceptance"]["mtp"]
+    # out of the decay's reach: one rate, said so
+    r = sweep("deepseek-v3", "h200-sxm", ["mtp"], [1], [0, 3], tp=8, acceptance={"mtp": parse_acceptance("al=3.9@3")})
+    assert r.frame[(r.frame.mechanism == "mtp") & (r.frame.draft_len == 3)]["acceptance_length"].iloc[0] == \
+        pytest.approx(3.9, abs=1e-6)
+    assert "so one rate at every depth" in r.meta["acceptance"]["mtp"]
+    # other mechanisms keep the i.i.d. rate
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1], [3, 7], acceptance={"eagle3": parse_acceptance("al=2.6@3")})
+    assert r.frame[r.frame.draft_len == 7]["acceptance_length"].iloc[0] == pytest.approx(3.287, abs=0.002)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from speedplan.engine.calibrate import FIT_ORDER, Priced, _timed
+from speedplan.engine.calibrate import FIT_ORDER
+from speedplan.engine.priced import Priced, _timed
 from speedplan.engine.profile import TERMS, EngineProfile
 from speedplan.engine.step import step_cost
 

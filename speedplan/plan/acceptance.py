@@ -53,6 +53,7 @@ class Acceptance:
     match: float = 1.0  # chance a step proposes any draft (n-gram lookup); 1 for model drafters
     measured_at: float | None = None  # sampling temperature it was measured at, where known (a runtime trace)
     measured_by: tuple[str, str] | None = None  # (drafter, model) that ran, where known (a runtime trace's meta)
+    al_at: tuple[float, int] | None = None  # (AL, D) a user's al=A@D gave, where the rate was fitted to one AL
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, str) and self.source is not None:  # every report appends to it

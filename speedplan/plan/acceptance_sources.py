@@ -152,7 +152,8 @@ def _from_al(text: str, spec: str) -> Acceptance:
     if rest:
         return Acceptance.iid(alpha, f"user: al={al:g} at D={draft_len} over the steps that drafted, match={share:g} "
                                      f"(i.i.d. alpha {alpha:.3f})", share)
-    return Acceptance.iid(alpha, f"user: al={al:g} at D={draft_len} (i.i.d. alpha {alpha:.3f})")
+    return replace(Acceptance.iid(alpha, f"user: al={al:g} at D={draft_len} (i.i.d. alpha {alpha:.3f})"),
+                   al_at=(al, draft_len))  # a mechanism whose rates fall with depth refits it (mtp)
 
 
 def _build(form: str, numbers, source: str, match: float, where: str) -> Acceptance:

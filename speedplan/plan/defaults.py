@@ -184,6 +184,35 @@ def mtp_default(target: ModelSpec, depth: int = 16) -> tuple[Acceptance, str]:
     return Acceptance.positional(p, "published"), MTP_SOURCE + note
 
 
+def mtp_shape(target: ModelSpec, depth: int = 16) -> np.ndarray:
+    """Each position's rate over p_1 under `mtp_default`'s rule: 1 for a position with its own MTP
+    layer, MTP_REUSE_DECAY per reuse of the last one past them."""
+    layers = max(target.mtp_layers, 1)
+    return np.array([MTP_REUSE_DECAY ** max(i - layers + 1, 0) for i in range(depth)])
+
+
+def mtp_from_al(target: ModelSpec, al: float, draft_len: int) -> tuple[Acceptance, str] | None:
+    """A user's acceptance length `al` measured at `draft_len` (al=A@D) as MTP's positional rates:
+    the p_1 whose `mtp_shape` chain of `draft_len` gives `al` (bisection; AL rises with p_1), so
+    other draft lengths follow the decay that reusing the MTP layer brings, not one rate at every
+    depth. Worked example (one MTP layer): al=2.6@3 -> p_1 0.766 (then 0.679, 0.601, ...), AL 2.89
+    at D = 7, where one i.i.d. rate (0.717) gives 3.29. None where no p_1 below 1 reaches `al`
+    (the caller keeps the i.i.d. rate)."""
+    shape = mtp_shape(target)
+    chain = lambda p1: 1.0 + float(np.sum(np.cumprod(p1 * shape[:draft_len])))
+    lo, hi = 0.0, 0.999
+    if chain(hi) < al:
+        return None
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if chain(mid) < al else (lo, mid)
+    p1, layers = (lo + hi) / 2, max(target.mtp_layers, 1)
+    source = (f"user: al={al:g} at D={draft_len}, as MTP rates: p_1 {p1:.3f} for its {layers} MTP "
+              f"layer{'s' if layers > 1 else ''}, x {MTP_REUSE_DECAY} per reuse past {'them' if layers > 1 else 'it'} "
+              "(the decay fitted to the LMSYS/SGLang MTP blog's rows)")
+    return Acceptance.positional(tuple(p1 * shape), source), source
+
+
 # ---- draft models ---------------------------------------------------------------------------
 # Leviathan et al. 2023 Tab.2, T5-XXL (11B) target, EnDe, T=0, with three drafts: (draft params,
 # α). Parameter counts are the T5 paper's (Raffel et al. 2020: small 60M, base 220M, large 770M).

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from speedplan.engine import calibrate as calibrate_module
+from speedplan.engine import priced as priced_module
 from speedplan.engine.profile import get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, read_measurements
 from speedplan.engine.run_calibration import calibrate_files, calibrate_rows, render_calibration
@@ -125,8 +126,8 @@ def test_many_rows_are_priced_together_and_held_out_in_folds(monkeypatch):
     rows = [Measurement("none", b, 0, 1024, "tpot_ms", 7 + 0.02 * b + 0.1 * (b % 3), None) for b in range(1, 121)]
     rows += [Measurement("eagle3", b, 3, 1024, "tpot_ms", 4 + 0.03 * b, 2.8) for b in range(1, 121)]
     pricings, fits = [], []
-    forward, fit_values = calibrate_module.forward_cost, calibrate_module._fit_values
-    monkeypatch.setattr(calibrate_module, "forward_cost", lambda *a, **k: pricings.append(1) or forward(*a, **k))
+    forward, fit_values = priced_module.forward_cost, calibrate_module._fit_values
+    monkeypatch.setattr(priced_module, "forward_cost", lambda *a, **k: pricings.append(1) or forward(*a, **k))
     monkeypatch.setattr(calibrate_module, "_fit_values", lambda *a, **k: fits.append(1) or fit_values(*a, **k))
     result = calibrate_module.calibrate(base, [(m, setting) for m in rows])
     assert len(pricings) <= 3 and result.held_out == "10-fold cross-validation"  # was 2 per row

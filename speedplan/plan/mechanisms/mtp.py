@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.defaults import mtp_default
+from speedplan.plan.defaults import mtp_default, mtp_from_al
 from speedplan.plan.mechanisms.eagle import Eagle
 
 
@@ -22,6 +22,18 @@ class Mtp(Eagle):
     @classmethod
     def default(cls, target):
         return mtp_default(target)
+
+    @classmethod
+    def resolve_acceptance(cls, acceptance, target, **context):
+        """A user's al=A@D is fitted as MTP's decaying rates (`defaults.mtp_from_al`), not one
+        i.i.d. rate: D longer than the one measured then loses what reusing the layer loses."""
+        if acceptance is not None and acceptance.kind == "iid" and acceptance.al_at is not None:
+            fitted = mtp_from_al(target, *acceptance.al_at)
+            if fitted is not None:
+                return fitted
+            return acceptance, (f"{acceptance.source}; above what MTP's decay per reuse of its layer reaches at "
+                                f"D = {acceptance.al_at[1]}, so one rate at every depth")
+        return super().resolve_acceptance(acceptance, target, **context)
 
     @classmethod
     def cannot_run(cls, target):
