@@ -8,7 +8,8 @@ family's name, `eagle` or `eagle3`, also reaches its tree):
     positions=0.9,0.8,0.7         conditional per-position rates (last one repeats)
     ranks=0.6,0.2,0.05            per-rank rates of one head (Sequoia); its chain uses ranks[0]
     alpha=0.6,match=0.5           ... with a chance `match` that a step proposes anything (n-gram)
-    al=3.2@4                      a chain's AL measured at D = 4 (an engine's mean accept length): its i.i.d. rate
+    al=3.2@4                      a chain's AL measured at D = 4 (an engine's mean accept length): its i.i.d.
+                                  rate (mtp refits it with its decay: defaults.mtp_from_al)
     al=2.2@4,match=0.5            ... over the steps that drafted, and the share that did (n-gram)
     FILE.jsonl                    a runtime trace (docs/trace.md); a short one's source names its widest rate interval
     FILE (vLLM /metrics scrape)   per-position accepted counts over drafts
