@@ -154,3 +154,15 @@ def test_a_users_mtp_acceptance_length_is_extended_with_mtps_decay():
     # other mechanisms keep the i.i.d. rate
     r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1], [3, 7], acceptance={"eagle3": parse_acceptance("al=2.6@3")})
     assert r.frame[r.frame.draft_len == 7]["acceptance_length"].iloc[0] == pytest.approx(3.287, abs=0.002)
+
+
+def test_sglang_launch_loads_the_qwen3_30b_head_sglang_ran():
+    """SpecForge issue #339 served zhuyksir/EAGLE3-Qwen3-30B-A3B-DenseHead on SGLang (its rows price
+    the acceptance); the launch file held a placeholder path."""
+    from speedplan.serving.plan import ServingPlan
+    from speedplan.serving.sglang import render
+
+    p = ServingPlan(model="qwen3-30b-a3b", mechanism="eagle3", draft_len=3, schedule=((1, 3),), tp=2, engine="sglang")
+    text = render(p)["sglang_launch.sh"]
+    assert "--speculative-draft-model-path zhuyksir/EAGLE3-Qwen3-30B-A3B-DenseHead" in text
+    assert "<path-to-eagle3-head" not in text

@@ -92,14 +92,19 @@ EAGLE_HEADS: dict[str, dict[str, str]] = {
 }
 
 # Public EAGLE-3 heads per engine, only where that engine's own docs/tests use the head for that
-# target (checkpoint formats differ between engines). Anything else gets a placeholder.
+# target, or a run on that engine in ../shared/cases/engine_measurements.csv did (checkpoint formats
+# differ between engines). Anything else gets a placeholder. Qwen3-30B-A3B on SGLang: SpecForge
+# issue #339 (sgl-project) served zhuyksir/EAGLE3-Qwen3-30B-A3B-DenseHead there. Left out: sglang
+# PR #14607's Qwen3-Next head, a training checkpoint inside lukeysong/qwen3-next-draft
+# (epoch_1_step_120000), not a repo an engine loads by its id.
 EAGLE3_HEADS: dict[str, dict[str, str]] = {
     "vllm": {
         "llama-3.1-8b": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
         "qwen3-8b": "RedHatAI/Qwen3-8B-speculator.eagle3",
         "qwen3-32b": "RedHatAI/Qwen3-32B-speculator.eagle3",
     },
-    "sglang": {"llama-3.1-8b": "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B"},
+    "sglang": {"llama-3.1-8b": "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B",
+               "qwen3-30b-a3b": "zhuyksir/EAGLE3-Qwen3-30B-A3B-DenseHead"},
     "trtllm": {"llama-3.1-8b": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"},
 }
 
