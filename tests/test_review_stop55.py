@@ -166,3 +166,18 @@ def test_sglang_launch_loads_the_qwen3_30b_head_sglang_ran():
     text = render(p)["sglang_launch.sh"]
     assert "--speculative-draft-model-path zhuyksir/EAGLE3-Qwen3-30B-A3B-DenseHead" in text
     assert "<path-to-eagle3-head" not in text
+
+
+def test_a_plain_step_priced_slower_at_a_smaller_batch_is_named():
+    """DeepSeek-V3 on 8 B200s: the shipped profile's fp8 GEMMs are slower at M = 1 than at M = 2
+    for most shapes, so plain decoding at B = 1 was priced 17.5 ms a step against 13.1 ms at B = 2,
+    and MTP's speedup at B = 1 (2.00x) against 1.25x at B = 2, without a word."""
+    from speedplan.report.table_notes import plain_dip_line
+
+    r = sweep("deepseek-v3", "b200", ["mtp"], [1, 2, 4], [0, 1], tp=8, engine="sglang")
+    plain = r.frame.groupby("batch")["t_plain_s"].first()
+    assert plain[1] > 1.05 * plain[2]  # the profile's dip itself, which the note reports
+    line = plain_dip_line(r.frame)
+    assert line.startswith(f"note: plain decoding is priced slower a step at B = 1 ({1e3 * plain[1]:.2f} ms) than at B = 2")
+    assert line in render_summary(r)
+    assert plain_dip_line(sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 2, 4, 8], [0, 1]).frame) is None

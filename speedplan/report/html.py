@@ -19,7 +19,7 @@ import pandas as pd
 
 from speedplan.plan.pick import RISE_GAIN, TIE_TOLERANCE
 from speedplan.report.plan_lines import engine_plan_lines
-from speedplan.report.table_notes import cheaper_than_plain_line, moe_rise_line, plan_notes
+from speedplan.report.table_notes import cheaper_than_plain_line, moe_rise_line, plain_dip_line, plan_notes
 from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
                                       not_servable, plain_unfit_cells, setting_text, short_provenance, slo_line,
                                       table_rows, tuples, unplanned_line, waiting_line)
@@ -262,7 +262,8 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
                                  {"mechanism", "latency from", "verify GEMMs"}))
         parts.extend(f'<p class="note">{_e(line)}</p>' for line in waiting_line(result.best))
         parts.extend(f'<p class="note">{_e(line)}</p>' for line in filter(None, [moe_rise_line(result.meta, result.best),
-                                                                                   cheaper_than_plain_line(result.best)]))
+                                                                                   cheaper_than_plain_line(result.best),
+                                                                                   plain_dip_line(frame)]))
         unplanned = unplanned_line(result, list(plans) if plans else None)
         if unplanned:
             parts.append(f'<p class="note">{_e(unplanned)}</p>')

@@ -19,7 +19,8 @@ from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.pick import offered_rate
 from speedplan.errors import SpeedplanInputError
 from speedplan.report.plan_lines import engine_plan_lines, pick_rows, setting_text
-from speedplan.report.table_notes import cheaper_than_plain_line, cpu_engine_note, moe_rise_line, plan_notes
+from speedplan.report.table_notes import (cheaper_than_plain_line, cpu_engine_note, moe_rise_line, plain_dip_line,
+                                          plan_notes)
 from speedplan.specs.model import attention_label
 
 if TYPE_CHECKING:
@@ -373,7 +374,8 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
         lines.extend(waiting_line(result.best, {(int(r["B"]), int(r["context"])) for r in shown}))
-        lines.extend(filter(None, [moe_rise_line(meta, result.best), cheaper_than_plain_line(result.best)]))
+        lines.extend(filter(None, [moe_rise_line(meta, result.best), cheaper_than_plain_line(result.best),
+                                   plain_dip_line(result.frame)]))
         unplanned = unplanned_line(result, list(plans) if plans else None)
         if unplanned:
             lines.append(unplanned)

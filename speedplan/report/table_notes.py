@@ -131,3 +131,29 @@ def cheaper_than_plain_line(best: pd.DataFrame) -> str | None:
             "plain decoding's (the profile's measured kernel times fall as the tokens a step grow there), so its "
             "speedup exceeds its AL: read it as an upper bound (speedplan profile check names the GEMM points)")
 
+
+
+def plain_dip_line(frame: pd.DataFrame) -> str | None:
+    """A note where plain decoding is priced slower a step at a batch size than at a larger one
+    (by over 5%, at one context): more sequences cannot take less time, but a measured kernel table
+    can be slower at few rows than at more (B200's fp8 GEMMs at M = 1: 335 of 483 shapes at least
+    1.5x their M = 2 time in the shipped profile). Every speedup at such a batch size divides by
+    that slow plain step, so it is inflated; the note names the first such batch size per context.
+    None where plain step times do not fall with B."""
+    if frame is None or frame.empty or "t_plain_s" not in frame:
+        return None
+    dips = []
+    for context, rows in frame.groupby("context"):
+        plain = rows.groupby("batch")["t_plain_s"].first().sort_index()
+        after = plain[::-1].cummin()[::-1].shift(-1)  # the fastest plain step at any larger batch size
+        slow = plain[plain > 1.05 * after]
+        if len(slow):
+            b = slow.index[0]
+            faster = plain[plain.index > b].idxmin()
+            dips.append(f"B = {b} ({1e3 * plain[b]:.2f} ms) than at B = {faster} ({1e3 * plain[faster]:.2f} ms)"
+                        + (f" at context {context}" if frame["context"].nunique() > 1 else ""))
+    if not dips:
+        return None
+    return ("note: plain decoding is priced slower a step at " + "; at ".join(dips) + ": the profile's measured "
+            "kernels are slower at fewer rows there (speedplan profile check names such GEMM points), so every "
+            "speedup at that batch size divides by a slow plain step: read it as an upper bound")
