@@ -205,3 +205,28 @@ def test_plain_rows_leaning_together_are_not_called_outliers():
     assert "layer_launches" in terms
     wider = speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, fit=terms)
     assert np.median(np.abs(wider.residual)) < 0.01 < np.max(np.abs(default.residual[:4])) - 0.14
+
+
+def test_a_bad_scrape_after_a_csv_is_named_not_the_csv(tmp_path):
+    """A CSV whose speculative rows take their acceptance from a /metrics scrape, listed before a
+    scrape that is UTF-16 or has no spec_decode counters: the CSV was blamed ("acceptance_length
+    is needed"). And a UTF-16 CSV without a byte-order mark said "missing column 'mechanism'"."""
+    import pytest
+
+    from speedplan.engine.run_calibration import calibrate_files
+    from speedplan.errors import SpeedplanInputError
+
+    csv = tmp_path / "runs.csv"
+    csv.write_text("mechanism,batch,draft_len,context,tpot_ms\nnone,1,0,1024,6.6\neagle3,1,3,1024,3.0\n")
+    plain = tmp_path / "metrics.txt"
+    plain.write_text('# HELP vllm:num_requests_running Requests.\n# TYPE vllm:num_requests_running gauge\n'
+                     'vllm:num_requests_running{engine="0"} 0.0\n')
+    wide = tmp_path / "metrics16.txt"
+    wide.write_bytes('vllm:spec_decode_num_drafts_total{engine="0"} 10.0\n'.encode("utf-16"))
+    for scrape, words in ((plain, "no vllm:spec_decode_num_drafts_total sample"), (wide, "UTF-16 text")):
+        with pytest.raises(SpeedplanInputError, match=f"^{scrape}: .*{words}"):
+            calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [csv, scrape])
+    nobom = tmp_path / "nobom.csv"
+    nobom.write_bytes(csv.read_text().encode("utf-16-le"))
+    with pytest.raises(SpeedplanInputError, match="nobom.csv: cannot read \\(NUL bytes"):
+        calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [nobom])

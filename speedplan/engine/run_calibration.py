@@ -24,6 +24,7 @@ from speedplan.engine.readers.vllm_metrics import (DRAFT_TOKENS, DRAFTS, check_t
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import target, write_whole
 from speedplan.plan.mechanisms import TREE_MECHANISMS
+from speedplan.specs.files import refuse_wide_text
 
 
 SGLANG_DRAFTERS = ("eagle", "eagle3", "mtp")  # what SGLang's EAGLE worker drafts with (mtp: a model's NextN layers)
@@ -62,6 +63,8 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     if wrong:
         raise SpeedplanInputError(f"calibrate: files must be a list of measurement file paths, got {wrong[0]!r} in it")
     check_distinct(files)
+    for f in files:  # a UTF-16 scrape, read leniently, would pass for no scrape and leave a CSV blamed
+        refuse_wide_text(f)
     setting = _setting(model, hardware, tp)
     scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
     counters = [read_vllm_metrics(f) for f in scrapes]
@@ -177,7 +180,8 @@ def _is_metrics(path: Path) -> bool:
         text = path.read_text(errors="replace")
     except OSError:
         return False
-    return looks_like_vllm_metrics(text)
+    return looks_like_vllm_metrics(text) or any(line.startswith(("vllm:", "# TYPE vllm:", "# HELP vllm:"))
+                                                for line in text.splitlines()[:50])  # a scrape without spec counters
 
 
 def _scrape_acceptance(scrapes):

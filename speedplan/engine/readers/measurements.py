@@ -329,6 +329,9 @@ def read_measurements(path: str | Path, mechanism: str = "eagle3", acceptance=no
         text = path.read_text().removeprefix("\ufeff")
     except (OSError, UnicodeDecodeError) as e:
         raise SpeedplanInputError(f"{path}: cannot read ({read_problem(e)})") from None
+    if "\x00" in text[:4096]:  # UTF-16 without a byte-order mark decodes as UTF-8 with NULs between the letters
+        raise SpeedplanInputError(f"{path}: cannot read (NUL bytes in the text: UTF-16 or binary without a "
+                                  "byte-order mark? save it as UTF-8)")
     stripped = text.strip()
     if not stripped:
         raise SpeedplanInputError(f"{path}: empty file")
