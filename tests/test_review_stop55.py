@@ -230,3 +230,27 @@ def test_a_bad_scrape_after_a_csv_is_named_not_the_csv(tmp_path):
     nobom.write_bytes(csv.read_text().encode("utf-16-le"))
     with pytest.raises(SpeedplanInputError, match="nobom.csv: cannot read \\(NUL bytes"):
         calibrate_files("llama-3.1-8b", "h100-sxm", 1, "vllm", [nobom])
+
+
+def test_engines_says_which_terms_a_calibration_kept_and_why(tmp_path):
+    """`speedplan engines FILE` showed a kept term's base source ("the four vLLM rows ... are all at
+    B = 1") for a profile fitted to rows at B = 1-64; why the calibration kept it was only in fit.kept."""
+    import json
+
+    import speedplan
+    from speedplan.cli.catalog import _engine_detail
+    from speedplan.engine.profile import get_engine
+
+    rows = [{"mechanism": "none", "batch": b, "draft_len": 0, "context": 1500, "tpot_ms": t}
+            for b, t in ((1, 6.62), (4, 6.95), (16, 7.84), (64, 10.6))]
+    rows += [{"mechanism": "eagle3", "batch": b, "draft_len": 3, "context": 1500, "tpot_ms": t, "acceptance_length": 2.96}
+             for b, t in ((1, 3.02), (4, 3.25), (16, 3.74), (64, 5.61))]
+    result = speedplan.calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows)
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(result.profile.to_json()))
+    kept = {t: why for t, why in result.kept.items() if isinstance(why, str)}
+    assert kept
+    text = _engine_detail(get_engine(str(path)))
+    for term, why in kept.items():
+        line = next(x for x in text.splitlines() if x.strip().startswith(term + " "))
+        assert f"kept at the base's value by its calibration ({why}); the base's source: " in line

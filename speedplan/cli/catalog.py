@@ -72,8 +72,11 @@ def _engine_detail(e) -> str:
     lines = [e.label(), f"  {e.description}" if e.description else "", f"  memory: {e.memory.summary()} ({e.memory.source})",
              f"  terms: {e.provenance()}"]
     width = max(len(n) for n in e.terms)
+    kept = (e.fit or {}).get("kept") or {}  # a calibration's terms it tried and kept at the base's value, with why
     for name, term in e.terms.items():
-        lines.append(f"  {name.ljust(width)}  {term.value:,.4g} [{TERMS[name].unit}]: {term.source}")
+        why = (f"kept at the base's value by its calibration ({kept[name]}); the base's source: "
+               if isinstance(kept.get(name), str) else "")
+        lines.append(f"  {name.ljust(width)}  {term.value:,.4g} [{TERMS[name].unit}]: {why}{term.source}")
     return "\n".join(line for line in lines if line)
 
 
