@@ -254,3 +254,18 @@ def test_engines_says_which_terms_a_calibration_kept_and_why(tmp_path):
     for term, why in kept.items():
         line = next(x for x in text.splitlines() if x.strip().startswith(term + " "))
         assert f"kept at the base's value by its calibration ({why}); the base's source: " in line
+
+
+def test_calibrate_rows_from_several_files_say_which_file_and_line():
+    """Two files' identical configurations printed as identical lines; only notes named files."""
+    from speedplan.engine.calibration_rows import row_table
+
+    base = {"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "quantity": "tpot_ms",
+            "field": "tpot_ms", "measured": 6.6, "predicted": 7.0, "residual": 0.06, "loo_error": None,
+            "acceptance_length": 1.0}
+    rows = [{**base, "where": "/a/runs.csv:2"}, {**base, "where": "/b/other.csv:5"}]
+    lines = row_table(rows, "leave-one-out")
+    assert sorted(x[-4:] for x in lines if x.startswith("  none B=1 D=0")) == [" [1]", " [2]"]
+    assert lines[-1] == "  files: [1] /a/runs.csv; [2] /b/other.csv"
+    one = row_table([rows[0]], "leave-one-out")
+    assert not any("runs.csv" in x for x in one)  # one file: the rows need no name

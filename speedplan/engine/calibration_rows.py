@@ -32,7 +32,8 @@ def row_table(rows: list[dict], held_out: str) -> list[str]:
     quantity, the file's field it was read from (where some row's file names it otherwise:
     mean_tpot_ms, output_throughput, step_time), the acceptance length it was priced at (AL, where
     its quantity takes one), measured, predicted, residual (predicted / measured − 1 of the
-    quantity) and held-out error, under a line saying what the residual's sign means."""
+    quantity) and held-out error, under a line saying what the residual's sign means; where the rows
+    come from several files, each line ends with its file's number, and a line lists the files."""
     shown = rows
     if len(rows) > PRINTED_ROWS:  # the worst ones; every row is in the profile's fit.rows
         worst = sorted(range(len(rows)), key=lambda i: -abs(rows[i]["residual"]))[:PRINTED_ROWS]
@@ -40,6 +41,10 @@ def row_table(rows: list[dict], held_out: str) -> list[str]:
     shown = sorted(shown, key=_order)  # stable: repeats keep the order they were read in
     labels = [f"{r['mechanism']} B={r['batch']} D={r['draft_len']}" + (f" T={r['temperature']:g}" if r.get("temperature")
                                                                        else "") for r in shown]  # T: sampled at
+    file_of = lambda r: str(r.get("where", "")).rsplit(":", 1)[0] if ":" in str(r.get("where", "")) else None
+    files = list(dict.fromkeys(f for f in map(file_of, rows) if f))  # "path:line": in the order read
+    several = len(files) > 1  # rows of several files: each line ends with its file's number, listed below
+    sources = [f" [{files.index(file_of(r)) + 1}]" if several and file_of(r) else "" for r in shown]
     fields = [_FIELD_SHOWN.get(r.get("field"), r.get("field")) or r["quantity"] for r in shown]
     named = any(f != r["quantity"] for f, r in zip(fields, shown))  # a file's own name: say which field
     als = [f"{r['acceptance_length']:.3g}" if r["quantity"] in WITH_AL and r["mechanism"] != "none" else ""
@@ -55,14 +60,17 @@ def row_table(rows: list[dict], held_out: str) -> list[str]:
              f"  {'row':<{width}} {'context':>7}  {'quantity':<12}" + (f" {'read from':<{field_width}}" if named else "")
              + (f" {'AL':>{al_width}}" if al_width else "")
              + f" {'measured':>9} {'predicted':>10} {'residual':>8} {held_out}"]
-    for r, label, field, al in zip(shown, labels, fields, als):
+    for r, label, field, al, source in zip(shown, labels, fields, als, sources):
         loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
         lines.append(f"  {label:<{width}} {r['context']:>7}  {r['quantity']:<12}"
                      + (f" {field:<{field_width}}" if named else "") + (f" {al:>{al_width}}" if al_width else "")
-                     + f" {r['measured']:>9.4g} {r['predicted']:>10.4g} {r['residual']:>+8.1%} {loo}".rstrip())
+                     + f" {r['measured']:>9.4g} {r['predicted']:>10.4g} {r['residual']:>+8.1%} {loo:<{len(held_out)}}".rstrip()
+                     + source)
     if len(shown) < len(rows):
         lines.append(f"  ({len(rows) - len(shown):,} more rows, each |residual| below those above: every "
                      "row's residual is in the profile's fit.rows)")
+    if several:
+        lines.append("  files: " + "; ".join(f"[{i}] {f}" for i, f in enumerate(files, start=1)))
     return lines
 
 

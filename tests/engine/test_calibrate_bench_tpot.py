@@ -95,7 +95,8 @@ def test_the_printed_table_shows_each_rows_context_and_the_field_it_was_read_fro
     assert table["eagle3 B=64"] == ["2304", "tpot_ms", "mean_tpot_ms"]  # 2048 + 512 / 2
     assert table["eagle3 B=32"] == ["3000", "tokens_per_s", "output_throughput"]  # --metadata context=3000
     assert table["none B=8"] == ["8192", "step_ms", "step_ms"]  # a CSV's column is its field
-    assert max(len(line) for line in lines if line.startswith(("  none B=", "  eagle3 B="))) <= 110
+    assert max(len(line) for line in lines if line.startswith(("  none B=", "  eagle3 B="))) <= 114  # " [3]": its file
+    assert f"  files: [1] {runs}; [2] {old}; [3] {csv}" in lines
     assert [r["field"] for r in result.profile.fit["rows"]] == ["mean_tpot_ms"] * 6 + ["output_throughput", "step_ms"]
     assert (f"note: {runs} runs 1-6: context is the run's mean prompt + half its mean output (total_input_tokens, "
             "total_output_tokens, completed)") in text
