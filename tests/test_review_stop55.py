@@ -269,3 +269,14 @@ def test_calibrate_rows_from_several_files_say_which_file_and_line():
     assert lines[-1] == "  files: [1] /a/runs.csv; [2] /b/other.csv"
     one = row_table([rows[0]], "leave-one-out")
     assert not any("runs.csv" in x for x in one)  # one file: the rows need no name
+
+
+def test_the_terminal_table_names_a_trees_size():
+    """eagle3-tree rows read "D=4, AL 2.93" at B = 8 and "D=4, AL 2.65" at B = 16 with nothing
+    to say why: the tree shrank from 32 to 16 nodes (the HTML's verified column said so)."""
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3-tree"], [1, 64], [0, 4, 8])
+    text = render_summary(r)
+    for row in r.best.itertuples():
+        if row.mechanism == "eagle3-tree":
+            assert any(x.split()[0] == str(row.batch) and f"eagle3-tree ({row.verify_tokens - 1} nodes)" in x
+                       for x in text.splitlines())

@@ -215,22 +215,26 @@ def plain_unfit_cells(frame: pd.DataFrame) -> set[tuple[int, int]]:
     return set(zip(batch[plain].tolist(), context[plain].tolist())) & set(zip(batch[fit].tolist(), context[fit].tolist()))
 
 
-def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset()) -> list[dict]:
+def table_rows(best: pd.DataFrame, plain_unfit: set[tuple[int, int]] = frozenset(), nodes: bool = False) -> list[dict]:
     """The best configuration per (batch, context) as display strings; a speedup against a
     plain step that does not fit in memory (`plain_unfit_cells`) is marked with a *, a tokens/s
-    per user where a step runs fewer requests than offered (an engine's cap) with a ^."""
+    per user where a step runs fewer requests than offered (an engine's cap) with a ^; `nodes`:
+    a tree's draft nodes after its mechanism (the terminal's table, which has no verified column)."""
     columns = ["batch", "context", "mechanism", "draft_len", "acceptance_length", "speedup",
-               "tokens_per_s_per_user", "tokens_per_s_per_gpu", "running"]
+               "tokens_per_s_per_user", "tokens_per_s_per_gpu", "running", "verify_tokens"]
     ordered = best.sort_values(["context", "batch"])
     if "running" not in ordered:  # a frame from before the engines' caps: every request runs
         ordered = ordered.assign(running=ordered["batch"])
+    if "verify_tokens" not in ordered:  # a hand-made frame: chains
+        ordered = ordered.assign(verify_tokens=ordered["draft_len"] + 1)
     rows = []
-    for b, ctx, mech, d, al, speedup, user, gpu, run in tuples(ordered, columns):
+    for b, ctx, mech, d, al, speedup, user, gpu, run, verified in tuples(ordered, columns):
         mark = "*" if (int(b), int(ctx)) in plain_unfit else ""
+        tree = f" ({int(verified) - 1} nodes)" if nodes and mech != "none" and int(verified) > int(d) + 1 else ""
         rows.append({
             "B": str(int(b)),
             "context": str(int(ctx)),
-            "mechanism": "off (plain decoding)" if mech == "none" else str(mech),
+            "mechanism": "off (plain decoding)" if mech == "none" else str(mech) + tree,
             "D": str(int(d)),
             "AL": f"{al:.2f}",
             "speedup": f"{speedup:.2f}x{mark}",
@@ -357,7 +361,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
              + (f", attention {attention}" if attention else "")
              + f", engine profile {engine_profile_name(meta)}"
              + (f", temperature {meta['temperature']:g}" if meta.get("temperature") else "")]
-    rows = table_rows(result.best, plain_unfit_cells(result.frame))
+    rows = table_rows(result.best, plain_unfit_cells(result.frame), nodes=True)
     if not rows:
         lines.append(no_feasible_message(result))
     else:
@@ -379,7 +383,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         unplanned = unplanned_line(result, list(plans) if plans else None)
         if unplanned:
             lines.append(unplanned)
-        lines.extend(not_servable(meta, {r["mechanism"] for r in shown}))
+        lines.extend(not_servable(meta, {r["mechanism"].split(" (")[0] for r in shown}))
     if plans:
         lines.extend(engine_plan_lines(plans, own=meta.get("engine")))
         lines.extend(plan_notes(result, plans))

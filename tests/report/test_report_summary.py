@@ -15,8 +15,11 @@ def test_summary_lists_every_batch_and_provenance(result):
     table = lines[2:2 + len(result.best)]
     assert [int(line.split()[0]) for line in table] == list(result.best["batch"])
     for line, row in zip(table, result.best.itertuples()):
-        assert line.split()[1:3] == [row.mechanism, str(row.draft_len)]
-        assert line.split()[3] == f"{row.acceptance_length:.2f}"
+        tree = row.verify_tokens > row.draft_len + 1  # a tree's nodes follow its name: "eagle-tree (32 nodes)"
+        cells = line.replace(f" ({row.verify_tokens - 1} nodes)", "").split() if tree else line.split()
+        assert tree == (f"{row.mechanism} ({row.verify_tokens - 1} nodes)" in line)
+        assert cells[1:3] == [row.mechanism, str(row.draft_len)]
+        assert cells[3] == f"{row.acceptance_length:.2f}"
     latency = next(line for line in lines if line.startswith("latency: "))
     assert latency.startswith(f"latency: {MEASURED} (roofline fallback for some ops in")  # elementwise ops: no table
     assert any(line.startswith("acceptance: eagle: published: published_cases.csv") for line in lines)
