@@ -279,5 +279,5 @@ def test_the_terminal_table_names_a_trees_size():
     trees = [row for row in r.best.itertuples() if row.verify_tokens > row.draft_len + 1]  # not a chain-shaped one
     assert trees
     for row in trees:
-            assert any(x.split()[0] == str(row.batch) and f"eagle3-tree ({row.verify_tokens - 1} nodes)" in x
-                       for x in text.splitlines())
+        assert any(x.split()[0] == str(row.batch) and f"eagle3-tree ({row.verify_tokens - 1} nodes)" in x
+                   for x in text.splitlines())
