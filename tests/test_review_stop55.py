@@ -281,3 +281,17 @@ def test_the_terminal_table_names_a_trees_size():
     for row in trees:
         assert any(x.split()[0] == str(row.batch) and f"eagle3-tree ({row.verify_tokens - 1} nodes)" in x
                    for x in text.splitlines())
+
+
+def test_the_moe_rise_note_says_where_the_speedup_dipped():
+    """DeepSeek-V3 on 8 H200s: "rises from 1.65x at B=1 to 1.86x at B=128" hid 1.19x at B = 8."""
+    import pandas as pd
+
+    from speedplan.report.table_notes import moe_rise_line
+
+    meta = {"model": {"experts": "8/256 per token"}}
+    best = pd.DataFrame({"batch": [1, 2, 8, 32, 128], "context": 4096, "mechanism": "mtp",
+                         "speedup": [1.65, 1.41, 1.19, 1.54, 1.86]})
+    assert "rises from 1.65x at B=1 to 1.86x at B=128 (through 1.19x at B=8):" in moe_rise_line(meta, best)
+    steady = best.assign(speedup=[1.65, 1.66, 1.70, 1.80, 1.86])
+    assert "(through" not in moe_rise_line(meta, steady)

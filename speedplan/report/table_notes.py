@@ -25,8 +25,12 @@ def moe_rise_line(meta: dict, best: pd.DataFrame) -> str | None:
     top = rows.loc[rows["speedup"].idxmax()]
     if int(top["batch"]) == 1 or top["speedup"] < (1 + RISE) * float(first["speedup"]):
         return None
+    before = best[(best["batch"] > 1) & (best["batch"] < int(top["batch"]))]
+    low = before.loc[before["speedup"].idxmin()] if len(before) else None
+    dip = (f" (through {low['speedup']:.2f}x at B={int(low['batch'])})"  # not a steady rise: said, not hidden
+           if low is not None and low["speedup"] < (1 - RISE) * float(first["speedup"]) else "")
     return (f"note: the speedup rises from {float(first['speedup']):.2f}x at B=1 to {top['speedup']:.2f}x at "
-            f"B={int(top['batch'])}: a mixture of experts ({k} of {total} per token) reads the experts its tokens "
+            f"B={int(top['batch'])}{dip}: a mixture of experts ({k} of {total} per token) reads the experts its tokens "
             f"route to, and verifying 1+D tokens per sequence reads up to 1+D times as many as a plain step at "
             f"small B; from B ≈ {max(total // k, 1)} a plain step reads most of them already, so verifying costs "
             "less there until compute binds")
