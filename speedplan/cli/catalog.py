@@ -73,9 +73,11 @@ def _engine_detail(e) -> str:
              f"  terms: {e.provenance()}"]
     width = max(len(n) for n in e.terms)
     kept = (e.fit or {}).get("kept") or {}  # a calibration's terms it tried and kept at the base's value, with why
+    kept_values = (e.fit or {}).get("kept_values") or {}  # their values then: a term edited since is not "kept"
     for name, term in e.terms.items():
+        unchanged = isinstance(kept_values.get(name), (int, float)) and term.value == float(kept_values[name])
         why = (f"kept at the base's value by its calibration ({kept[name]}); the base's source: "
-               if isinstance(kept.get(name), str) else "")
+               if isinstance(kept.get(name), str) and unchanged else "")
         lines.append(f"  {name.ljust(width)}  {term.value:,.4g} [{TERMS[name].unit}]: {why}{term.source}")
     return "\n".join(line for line in lines if line)
 

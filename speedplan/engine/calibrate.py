@@ -265,6 +265,7 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
                                    "base": base.name, "described": described, "fitted": ok,
                                    "values": _fitted_values(base, {t: float(fitted[t]) for t in ok}),
                                    "kept": kept,
+                                   "kept_values": {t: float(values[t]) for t in kept},  # as kept: an edit shows
                                    "not_tried": not_tried,
                                    "median_abs_residual": float(np.median(resid)), "max_abs_residual": float(resid.max()),
                                    "loo_median_error": float(np.nanmedian(loo)) if np.isfinite(loo).any() else None,

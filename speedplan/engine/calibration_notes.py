@@ -64,7 +64,8 @@ def _leaning_group(result: Calibration, margin: float) -> tuple[str, np.ndarray]
     t = time_residual(result)
     plain = np.array([row["mechanism"] == "none" for row in result.rows], dtype=bool)
     for label, mask in (("the plain rows", plain), ("the speculative rows", ~plain)):
-        if mask.sum() >= 2 and (np.all(t[mask] > margin) or np.all(t[mask] < -margin)):
+        others_fit = (~mask).any() and abs(float(np.median(t[~mask]))) <= margin
+        if mask.sum() >= 2 and others_fit and (np.all(t[mask] > margin) or np.all(t[mask] < -margin)):
             return label, mask
     return None
 
@@ -80,10 +81,12 @@ def outliers(result: Calibration) -> str | None:
     error, kind = (loo, "leave-one-out error") if len(loo) and np.isfinite(loo).all() else (r, "|residual|")
     if len(r) < 3:
         return None
-    idx = np.flatnonzero(error > max(OUTLIER_FACTOR * float(np.median(error)), OUTLIER_FLOOR))
-    group = _leaning_group(result, 0.05) if one_sided(result) else None
-    if group is not None:  # rows of one kind leaning together: `one_sided` names why, not a disturbed run
-        idx = idx[~group[1][idx]]
+    bound = np.full(len(r), max(OUTLIER_FACTOR * float(np.median(error)), OUTLIER_FLOOR))
+    note = one_sided(result)
+    group = _leaning_group(result, 0.05) if note and not note.startswith("the rows ") else None
+    if group is not None:  # rows of one kind leaning together, which `one_sided` names: among them only a row
+        bound[group[1]] = max(OUTLIER_FACTOR * float(np.median(error[group[1]])), OUTLIER_FLOOR)  # far past their lean
+    idx = np.flatnonzero(error > bound)
     if not len(idx) or len(idx) * 2 > len(r):  # most rows far off is a poor fit, not outliers (the |residual| line)
         return None
     named = "; ".join(f"{row['where']} ({row['mechanism']} B={row['batch']} D={row['draft_len']}, {row['quantity']}) "
@@ -93,7 +96,10 @@ def outliers(result: Calibration) -> str | None:
     one = len(idx) == 1
     it, its = ("it", "its") if one else ("them", "their")
     return (f"{'this row stands' if one else 'these rows stand'} far from the others: {named}, where the rows' median "
-            f"{kind} is {np.median(error):.1%} (named above {OUTLIER_FACTOR:g}x the median and {OUTLIER_FLOOR:.0%}); "
+            f"{kind} is {np.median(error):.1%}" + (f" ({group[0]}' {np.median(error[group[1]]):.1%}, which lean together)"
+                                                 if group is not None else "")
+            + f" (named above {OUTLIER_FACTOR:g}x the median{' of its kind' if group is not None else ''} and "
+            f"{OUTLIER_FLOOR:.0%}); "
             f"{'it may be an outlier' if one else 'they may be outliers'} (a disturbed or mislabelled run), which "
             f"pull{'s' * one} every fitted term toward {it}: check {it}, or leave {it} out (delete {its} line{'s' * (not one)}"
             f", or start a CSV's with #; or leave {its} file{'s' * (not one)} off --measurements) and calibrate again")

@@ -60,12 +60,13 @@ def row_table(rows: list[dict], held_out: str) -> list[str]:
              f"  {'row':<{width}} {'context':>7}  {'quantity':<12}" + (f" {'read from':<{field_width}}" if named else "")
              + (f" {'AL':>{al_width}}" if al_width else "")
              + f" {'measured':>9} {'predicted':>10} {'residual':>8} {held_out}"]
-    for r, label, field, al, source in zip(shown, labels, fields, als, sources):
-        loo = "" if r["loo_error"] is None else f"{r['loo_error']:.1%}"
+    loos = ["" if r["loo_error"] is None else f"{r['loo_error']:.1%}" for r in shown]
+    loo_width = max(map(len, loos), default=0)  # the files' numbers after it line up
+    for r, label, field, al, source, loo in zip(shown, labels, fields, als, sources, loos):
         lines.append(f"  {label:<{width}} {r['context']:>7}  {r['quantity']:<12}"
                      + (f" {field:<{field_width}}" if named else "") + (f" {al:>{al_width}}" if al_width else "")
-                     + f" {r['measured']:>9.4g} {r['predicted']:>10.4g} {r['residual']:>+8.1%} {loo:<{len(held_out)}}".rstrip()
-                     + source)
+                     + (f" {r['measured']:>9.4g} {r['predicted']:>10.4g} {r['residual']:>+8.1%} {loo:<{loo_width}}"
+                        + source).rstrip())
     if len(shown) < len(rows):
         lines.append(f"  ({len(rows) - len(shown):,} more rows, each |residual| below those above: every "
                      "row's residual is in the profile's fit.rows)")

@@ -264,8 +264,8 @@ class MemoryRule:
                  context_len: int = 0, model=None) -> str:
         """The rule in words for one GPU, e.g. "90% of 85.5 GB", "the weights and 90% of the 18.9 GB
         free after them", "85.5 GB less SGLang's 14.5 GB reserve (mem_fraction_static 0.830, its
-        0.5.23 default at TP 1; the reserve is what the rounded share leaves, 1 − 0.830 of the
-        device)" or, on ROCm, "206.1 GB less SGLang's 27.4 GB reserve, × 0.85 for
+        0.5.23 default at TP 1)" (the reserve said is what the rounded share leaves, 1 − 0.830 of
+        the device) or, on ROCm, "206.1 GB less SGLang's 27.4 GB reserve, × 0.85 for
         aiter attention at a context above 8,192 tokens (mem_fraction_static 0.867 × 0.85 = 0.737,
         its 0.5.23 default on ROCm at TP 1)"."""
         if self.of == DEVICE:

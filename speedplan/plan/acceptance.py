@@ -322,10 +322,16 @@ def fit_iid_alpha(acceptance_length: float, draft_len: int) -> float:
     form; AL rises with α). fit_iid_alpha(3.3616, 4) = 0.8."""
     if draft_len < 1 or not 1.0 <= acceptance_length <= 1.0 + draft_len:
         raise SpeedplanInputError(f"acceptance length {acceptance_length:.3g} is outside 1..1+D for D={draft_len}")
-    lo, hi = 0.0, 0.999
+    return rate_for(lambda alpha: al_iid(alpha, draft_len), acceptance_length)
+
+
+def rate_for(al_of, acceptance_length: float, hi: float = 0.999) -> float:
+    """The rate in [0, hi] at which `al_of(rate)`, an acceptance length rising with the rate,
+    reaches `acceptance_length` (bisection, 60 halvings); `hi` where it falls short even there."""
+    lo = 0.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if al_iid(mid, draft_len) < acceptance_length else (lo, mid)
+        lo, hi = (mid, hi) if al_of(mid) < acceptance_length else (lo, mid)
     return (lo + hi) / 2
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from speedplan.plan.acceptance import Acceptance, conditional_from_position_rates
+from speedplan.plan.acceptance import Acceptance, conditional_from_position_rates, rate_for
 from speedplan.specs.model import ModelSpec
 
 PC = "published_cases.csv"
@@ -178,7 +178,7 @@ def mtp_default(target: ModelSpec, depth: int = 16) -> tuple[Acceptance, str]:
     row measures trained layers past the first; assumed), each position past the model's
     MTP layers reuses the last one and decays by MTP_REUSE_DECAY per reuse."""
     layers = max(target.mtp_layers, 1)
-    p = [MTP_FIRST * MTP_REUSE_DECAY ** max(i - layers + 1, 0) for i in range(depth)]
+    p = MTP_FIRST * mtp_shape(target, depth)
     note = "" if mtp_row_for(target.name) else f"; no row for {target.name}: DeepSeek-V3's rows"
     note += f"; {layers} MTP layer{'s' if layers > 1 else ''}: positions past {layers} reuse the last one"
     return Acceptance.positional(p, "published"), MTP_SOURCE + note
@@ -199,14 +199,10 @@ def mtp_from_al(target: ModelSpec, al: float, draft_len: int) -> tuple[Acceptanc
     at D = 7, where one i.i.d. rate (0.717) gives 3.29. None where no p_1 below 1 reaches `al`
     (the caller keeps the i.i.d. rate)."""
     shape = mtp_shape(target)
-    chain = lambda p1: 1.0 + float(np.sum(np.cumprod(p1 * shape[:draft_len])))
-    lo, hi = 0.0, 0.999
-    if chain(hi) < al:
+    chain = lambda p1: 1.0 + float(np.sum(np.cumprod(p1 * shape[:draft_len])))  # AL of D drafts at those rates
+    if chain(0.999) < al:
         return None
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if chain(mid) < al else (lo, mid)
-    p1, layers = (lo + hi) / 2, max(target.mtp_layers, 1)
+    p1, layers = rate_for(chain, al), max(target.mtp_layers, 1)
     source = (f"user: al={al:g} at D={draft_len}, as MTP rates: p_1 {p1:.3f} for its {layers} MTP "
               f"layer{'s' if layers > 1 else ''}, x {MTP_REUSE_DECAY} per reuse past {'them' if layers > 1 else 'it'} "
               "(the decay fitted to the LMSYS/SGLang MTP blog's rows)")

@@ -216,10 +216,12 @@ LABEL_SPOTS = ((5, 2, "left"), (5, -10, "left"), (-5, 2, "right"), (-5, -10, "ri
 
 def place_labels(ax, xs, ys, texts, fontsize: float = 6.5, keep=()) -> int:
     """Annotate each (x, y) with its text at the first of LABEL_SPOTS where the label's box
-    (estimated: 0.6 em a character, 1.2 em high) overlaps no label placed before it; a label
+    (estimated: 0.6 em a character, 1.2 em high) stays inside the axes and overlaps no label placed
+    before it; a label
     with no free spot is left out unless its index is in `keep`, which then takes the first spot.
     Call after the axes' limits are set. Returns how many labels were left out."""
     to_pt = 72 / ax.figure.dpi  # display pixels to points
+    edge = [v * to_pt for v in ax.bbox.extents]  # the axes' left, bottom, right, top: labels stay inside
     boxes, left_out = [], 0
     for i, (x, y, text) in enumerate(zip(xs, ys, texts)):
         px, py = (v * to_pt for v in ax.transData.transform((x, y)))
@@ -227,7 +229,8 @@ def place_labels(ax, xs, ys, texts, fontsize: float = 6.5, keep=()) -> int:
         for dx, dy, ha in LABEL_SPOTS:
             x0 = px + dx - (width if ha == "right" else 0)
             box = (x0, py + dy, x0 + width, py + dy + height)
-            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in boxes):
+            inside = edge[0] <= box[0] and box[2] <= edge[2] and edge[1] <= box[1] and box[3] <= edge[3]
+            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in boxes):
                 break
         else:
             if i not in keep:

@@ -48,6 +48,8 @@ def _wide_text(head: bytes) -> str:
 def refuse_wide_text(path: str | Path) -> None:
     """Refuse a UTF-16 or UTF-32 file (its byte-order mark) where text is read leniently (logs,
     whose stray bytes are replaced): it would read as no text at all."""
+    if not Path(path).is_file():  # a pipe or a device: reading it here would wait on it (the reader says so)
+        return
     try:
         with Path(path).open("rb") as f:
             wide = _wide_text(f.read(4))
