@@ -394,3 +394,18 @@ def test_names_offered_for_a_mistyped_gpu_or_draft():
     with pytest.raises(SpeedplanInputError, match="^mechanism draft-model:llama-9000: the draft model: unknown model"):
         sweep("llama-3.1-8b", "h100-sxm", ["draft-model:llama-9000"], [1], [0, 1])
     assert _planned_cap(None, [1, 64]) == 48 and _planned_cap(0, [1, 64]) == 64 and _planned_cap(16, [1, 64]) == 16
+
+
+def test_recommendations_schedules_end_where_the_launch_files_do():
+    """recommendations.json ended vLLM's and TensorRT-LLM's last range at the largest planned batch
+    ([64, 64, 5]) where vllm_serve.sh and the TensorRT-LLM schedule run it open-ended ([64, 65536, 5])."""
+    from speedplan import plan_engines
+    from speedplan.plan.engine_outputs import engine_records
+    from speedplan.serving.plan import OPEN_END_BATCH
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 16, 64], range(0, 9))
+    records = engine_records(r, plan_engines(r))
+    for name, rec in records.items():
+        if rec.get("schedule"):
+            assert rec["schedule"][-1][1] == OPEN_END_BATCH, (name, rec["schedule"])
+            assert rec["schedule"][0][0] == 1
