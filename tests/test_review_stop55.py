@@ -409,3 +409,12 @@ def test_recommendations_schedules_end_where_the_launch_files_do():
         if rec.get("schedule"):
             assert rec["schedule"][-1][1] == OPEN_END_BATCH, (name, rec["schedule"])
             assert rec["schedule"][0][0] == 1
+
+
+def test_a_shipped_cpu_profile_of_another_name_is_named_in_the_title():
+    """--hardware cpu-local-xeon read "smollm2-135m on cpu-local" in the title and the page's
+    hardware line; only the latency line named the profile that priced it."""
+    r = sweep("smollm2-135m", "cpu-local-xeon", ["eagle3"], [1], [0, 1])
+    assert render_summary(r).splitlines()[0].startswith("speedplan: smollm2-135m on cpu-local (profile cpu-local-xeon)")
+    assert "(profile cpu-local-xeon)" in render_html(r, 4096, [], [], "", "")
+    assert "(profile" not in render_summary(sweep("smollm2-135m", "cpu-local", ["eagle3"], [1], [0, 1])).splitlines()[0]

@@ -224,7 +224,9 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
     facts = [
         ("model", ", ".join(f"{k}={v}" for k, v in model.items() if v not in ("", None))),
         ("hardware", f"{meta.get('hardware', '?')}: {meta.get('hardware_description', '')}"
-                     + (f" ({meta['hardware_file']})" if meta.get("hardware_file") else "")),
+                     + (f" ({meta['hardware_file']})" if meta.get("hardware_file") else
+                        f" (profile {meta['profile']})" if meta.get("profile") not in (None, "", meta.get("hardware"))
+                        else "")),
         ("tensor parallel", meta.get("tp", 1)),
         ("dtype", meta.get("dtype", "")),
         ("temperature", f"{meta.get('temperature') or 0:g} (0: greedy; the acceptance sources say how they were moved to it)"),

@@ -354,8 +354,9 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     attention = attention_label(meta.get("model") or {})
     narrow = str((meta.get("model") or {}).get("experts", "")).endswith("mxfp4")
     where = f" ({meta['hardware_file']})" if meta.get("hardware_file") else ""  # a file of one's own, maybe a preset's name
-    if not where and "/" in str(meta.get("profile") or ""):  # a profile folder of one's own (profile_name: its path)
-        where = f" (profile {meta['profile']})"
+    profile = str(meta.get("profile") or "")  # a folder of one's own (its path), or a shipped one of another name
+    if not where and profile and ("/" in profile or profile != meta.get("hardware")):  # cpu-local-xeon: cpu-local's
+        where = f" (profile {profile})"
     lines = [f"speedplan: {model} on {meta.get('hardware', '?')}{where}, TP={meta.get('tp', 1)}, {meta.get('dtype', '')}"
              + (" (experts mxfp4)" if narrow else "") + (f" ({meta['dtype_note']})" if meta.get("dtype_note") else "")
              + (f", attention {attention}" if attention else "")
