@@ -37,14 +37,11 @@ def one_sided(result: Calibration, margin: float = 0.05) -> str | None:
     make) holds the rows away. vLLM rows 14-16% slower than priced with host work at 0 said nothing
     of layer_launches, whose base value (1.45 ms a step on a Llama-3.1-8B) was never tried
     (2026-12-05). A tokens_per_s or speedup row priced above its measurement is priced faster."""
-    t, p = time_residual(result), result.profile
-    at_limit = [term for term in result.fitted if bound_side(term, p.terms[term].value) is not None]
-    untried = [term for term in result.not_tried if term in TERMS and "never fitted" not in result.not_tried[term]
-               and term.endswith("launches")]  # launch_us times them: one of the two is enough
-    group = _leaning_group(result, margin)
-    if not len(t) or not at_limit or not untried or (abs(float(np.median(t))) <= margin and group is None):
+    case = _one_sided_case(result, margin)
+    if case is None:
         return None
-    which, t = ("the rows", t) if abs(float(np.median(t))) > margin else (group[0], t[group[1]])
+    which, mask, at_limit, untried = case
+    t = time_residual(result)[mask]
     slow = float(np.median(t)) > 0
     rates = "; a tokens_per_s or speedup row's time is measured / predicted" if any(
         row["quantity"] in RATES for row in result.rows) else ""
@@ -53,6 +50,21 @@ def one_sided(result: Calibration, margin: float = 0.05) -> str | None:
             f"{'its' if len(at_limit) == 1 else 'their'} limit: the terms tried cannot "
             f"go further; {', '.join(untried)} kept the base's value{'s' if len(untried) > 1 else ''} "
             f"(--fit {','.join([*result.fitted, *untried])} tries {'them' if len(untried) > 1 else 'it'} too)")
+
+
+def _one_sided_case(result: Calibration, margin: float = 0.05) -> tuple[str, np.ndarray, list, list] | None:
+    """What `one_sided` speaks of: ("the rows" or a leaning kind's name, the mask of those rows, the
+    fitted terms at their limit, the launch terms not tried); None where it has nothing to say."""
+    t, p = time_residual(result), result.profile
+    at_limit = [term for term in result.fitted if bound_side(term, p.terms[term].value) is not None]
+    untried = [term for term in result.not_tried if term in TERMS and "never fitted" not in result.not_tried[term]
+               and term.endswith("launches")]  # launch_us times them: one of the two is enough
+    if not len(t) or not at_limit or not untried:
+        return None
+    if abs(float(np.median(t))) > margin:
+        return "the rows", np.ones(len(t), dtype=bool), at_limit, untried
+    group = _leaning_group(result, margin)
+    return None if group is None else (*group, at_limit, untried)
 
 
 def _leaning_group(result: Calibration, margin: float) -> tuple[str, np.ndarray] | None:
@@ -82,8 +94,8 @@ def outliers(result: Calibration) -> str | None:
     if len(r) < 3:
         return None
     bound = np.full(len(r), max(OUTLIER_FACTOR * float(np.median(error)), OUTLIER_FLOOR))
-    note = one_sided(result)
-    group = _leaning_group(result, 0.05) if note and not note.startswith("the rows ") else None
+    case = _one_sided_case(result)
+    group = case[:2] if case is not None and not case[1].all() else None  # a kind `one_sided` names, not all rows
     if group is not None:  # rows of one kind leaning together, which `one_sided` names: among them only a row
         bound[group[1]] = max(OUTLIER_FACTOR * float(np.median(error[group[1]])), OUTLIER_FLOOR)  # far past their lean
     idx = np.flatnonzero(error > bound)

@@ -5,6 +5,7 @@ of the engine terms, each row's measured quantity as the engine step model predi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
@@ -46,6 +47,15 @@ class Priced:
     running: np.ndarray  # requests each row's step runs (its batch, or the engine's speculative cap)
     plain_running: np.ndarray  # requests the same engine's plain step runs at the row's batch
 
+    @functools.cached_property
+    def _by_quantity(self) -> dict[str, np.ndarray]:
+        return {q: np.flatnonzero(self.quantity == q) for q in np.unique(self.quantity)}
+
+    def rows_of(self, quantity: str) -> np.ndarray:
+        """Indices of the rows that measured `quantity`, found once (a fit predicts thousands of
+        times: np.select over masks rebuilt each time was a third of its cost)."""
+        return self._by_quantity.get(quantity, np.zeros(0, dtype=int))
+
 
 def _stack(groups: list[tuple[list[int], StepParts]], n: int) -> StepParts:
     """One StepParts of n rows from parts priced in groups (`groups`: each group's row indices
@@ -55,7 +65,6 @@ def _stack(groups: list[tuple[list[int], StepParts]], n: int) -> StepParts:
     order = np.argsort(np.concatenate([np.asarray(idx, dtype=int) for idx, _ in groups]), kind="stable")
     return StepParts(*(np.concatenate([np.broadcast_to(np.atleast_1d(getattr(p, f.name)), (len(idx),))
                                        for idx, p in groups])[order] for f in fields(StepParts)))
-
 
 
 def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.0) -> Priced:
@@ -110,25 +119,16 @@ def price(pairs: list[tuple[Measurement, Setting]], spec_max_running: float = 0.
                   np.array([m.value for m in rows]), running, plain_running)
 
 
-def _rows_of(priced: Priced, quantity: str) -> np.ndarray:
-    """Indices of the rows that measured `quantity`, computed once per Priced (a fit predicts
-    thousands of times: np.select over masks rebuilt each time was a third of its cost)."""
-    index = priced.__dict__.setdefault("_rows_of", {})
-    if quantity not in index:
-        index[quantity] = np.flatnonzero(priced.quantity == quantity)
-    return index[quantity]
-
-
 def _timed(step_s: np.ndarray, priced: Priced) -> np.ndarray:
     """Each row's time quantity (step_ms, tpot_ms, tokens_per_s) for steps of `step_s` seconds;
     NaN for the other quantities."""
     al, run = priced.acceptance_length, priced.running
     out = np.full(len(priced.quantity), np.nan)
-    i = _rows_of(priced, "step_ms")
+    i = priced.rows_of("step_ms")
     out[i] = step_s[i] * 1e3
-    i = _rows_of(priced, "tpot_ms")
+    i = priced.rows_of("tpot_ms")
     out[i] = step_s[i] / al[i] * 1e3
-    i = _rows_of(priced, "tokens_per_s")
+    i = priced.rows_of("tokens_per_s")
     out[i] = run[i] * al[i] / step_s[i]
     return out
 
@@ -139,12 +139,12 @@ def predict(values: dict, priced: Priced) -> np.ndarray:
     step = cost.total_s
     out = _timed(step, priced)
     al, run = priced.acceptance_length, priced.running
-    i = _rows_of(priced, "speedup")
+    i = priced.rows_of("speedup")
     if len(i):
         plain = step_cost(values, priced.plain).total_s
         out[i] = (run[i] * al[i] / step[i]) / (priced.plain_running[i] / plain[i])
-    i = _rows_of(priced, "verify_ms")
+    i = priced.rows_of("verify_ms")
     out[i] = cost.verify_s[i] * 1e3
-    i = _rows_of(priced, "draft_ms")
+    i = priced.rows_of("draft_ms")
     out[i] = cost.draft_s[i] * 1e3
     return out

@@ -20,7 +20,7 @@ from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
 from speedplan.engine.readers.measurement import MAX_ROWS, canonical_mechanism, drafts_ran_short
 from speedplan.engine.readers.vllm_metrics import (DRAFT_TOKENS, DRAFTS, check_totals, looks_like_vllm_metrics,
-                                                   read_vllm_metrics)
+                                                   plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import target, write_whole
 from speedplan.plan.mechanisms import TREE_MECHANISMS
@@ -180,8 +180,7 @@ def _is_metrics(path: Path) -> bool:
         text = path.read_text(errors="replace")
     except OSError:
         return False
-    return looks_like_vllm_metrics(text) or any(line.startswith(("vllm:", "# TYPE vllm:", "# HELP vllm:"))
-                                                for line in text.splitlines()[:50])  # a scrape without spec counters
+    return looks_like_vllm_metrics(text) or plain_server_scrape(text)  # the latter: read, and refused, as a scrape
 
 
 def _scrape_acceptance(scrapes):

@@ -32,25 +32,16 @@ def engine_profile_name(meta: dict) -> str:
 
 
 def launch_ranges(plan: EnginePlan) -> list[tuple[int, int, int]]:
-    """`plan.schedule` as the engine's launch runs it by offered batch size, where its serving module
-    says otherwise (`launch_ranges`: SGLang's adaptive buckets are keyed by the requests a step runs,
-    capped); else as planned, the last range open-ended to OPEN_END_BATCH as the launch files write
-    it (a batch above the largest planned one runs the last D: vllm_serve.sh's [64, 65536, 5] had read
-    [64, 64, 5] here)."""
-    from speedplan.serving import engine_module
-    from speedplan.serving.plan import OPEN_END_BATCH
+    """The plan's schedule as the engine's launch runs it by offered batch size, as its launch file
+    says it (`serving.launch_ranges`: from 1, the last range open to 65536; SGLang's adaptive
+    buckets keyed by the requests a step runs, capped). vLLM's had read [64, 64, 5] here where
+    vllm_serve.sh ran [64, 65536, 5]."""
+    from speedplan.serving import launch_ranges as ranges_run
 
-    routed = getattr(engine_module(plan.engine), "launch_ranges", None) if plan.engine and len(plan.rows) else None
-    ranges = None
-    if routed is not None:
-        per_b = plan.rows.drop_duplicates("batch").sort_values("batch")
-        points = list(zip(per_b["batch"].astype(int), per_b["draft_len"].astype(int)))
-        ranges = routed(points, plan.mode, plan.spec_max_running)
-    ranges = [tuple(r) for r in (ranges or plan.schedule)]
-    if ranges:
-        lo, hi, d = ranges[-1]
-        ranges[-1] = (lo, max(hi, OPEN_END_BATCH), d)
-    return ranges
+    if plan.rows.empty:
+        return []
+    per_b = plan.rows.drop_duplicates("batch").sort_values("batch")
+    return ranges_run(plan.engine, zip(per_b["batch"], per_b["draft_len"]), plan.mode, plan.spec_max_running)[0]
 
 
 def engine_records(result, plans: dict[str, EnginePlan], batch_weights=None) -> dict[str, dict]:

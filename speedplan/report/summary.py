@@ -378,13 +378,12 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         lines.extend(fmt(r) for r in shown)
         if len(shown) < len(rows):
             lines.append(f"({len(shown)} of {len(rows)} rows shown; all in report.html and sweep.csv)")
-        lines.extend(waiting_line(result.best, {(int(r["B"]), int(r["context"])) for r in shown}))
+        cells = {(int(r["B"]), int(r["context"])) for r in shown}
+        lines.extend(waiting_line(result.best, cells))
         lines.extend(filter(None, [moe_rise_line(meta, result.best), cheaper_than_plain_line(result.best),
-                                   plain_dip_line(result.frame)]))
-        unplanned = unplanned_line(result, list(plans) if plans else None)
-        if unplanned:
-            lines.append(unplanned)
-        lines.extend(not_servable(meta, {r["mechanism"].split(" (")[0] for r in shown}))
+                                   plain_dip_line(result.frame), unplanned_line(result, list(plans) if plans else None)]))
+        lines.extend(not_servable(meta, {m for b, c, m in tuples(result.best, ["batch", "context", "mechanism"])
+                                         if (int(b), int(c)) in cells}))
     if plans:
         lines.extend(engine_plan_lines(plans, own=meta.get("engine")))
         lines.extend(plan_notes(result, plans))

@@ -136,7 +136,6 @@ def cheaper_than_plain_line(best: pd.DataFrame) -> str | None:
             "speedup exceeds its AL: read it as an upper bound (speedplan profile check names the GEMM points)")
 
 
-
 def plain_dip_line(frame: pd.DataFrame) -> str | None:
     """A note where plain decoding is priced slower a step at a batch size than at a larger one
     (by over 5%, at one context): more sequences cannot take less time, but a measured kernel table

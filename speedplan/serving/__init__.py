@@ -17,7 +17,7 @@ from types import ModuleType
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.outputs import writing
-from speedplan.serving.plan import Mode, ServingPlan, Support
+from speedplan.serving.plan import Mode, ServingPlan, Support, point_ranges
 
 _SHARED = {"plan", "text", "context"}
 
@@ -43,6 +43,25 @@ def engine_module(name: str) -> ModuleType:
     if key not in ENGINES:
         raise SpeedplanInputError(f"unknown serving engine {name!r}; use one of {', '.join(ENGINES)}")
     return ENGINES[key]
+
+
+def launch_ranges(engine: str | None, points, mode: str, spec_max_running) -> tuple[list[tuple[int, int, int]], bool]:
+    """Inclusive (first B, last B, D) ranges of schedule `points` ((B, D), ascending) as engine
+    `engine`'s launch runs them by the requests offered (from 1, the last open to OPEN_END_BATCH),
+    and whether they differ from the planned ranges: where its module's `launch_ranges` says so
+    (SGLang's adaptive buckets, keyed by the requests a step runs, capped at 48 by default), else
+    the planned ones (`plan.point_ranges`). The launch files' comments and recommendations.json
+    both read them here."""
+    points = [(int(b), int(d)) for b, d in points]
+    planned = point_ranges(points)
+    routed = getattr(engine_module(engine), "launch_ranges", None) if engine and points else None
+    ranges = routed(points, mode, spec_max_running) if routed else None
+    if not ranges:
+        return planned, False
+    merged: list[tuple[int, int, int]] = []
+    for lo, hi, d in ranges:  # equal neighbours merged, as point_ranges does
+        merged[-1:] = [(merged[-1][0], hi, d)] if merged and merged[-1][2] == d else [*merged[-1:], (lo, hi, d)]
+    return merged, merged != planned
 
 
 def runs_on(name: str, platform: str) -> bool:

@@ -269,9 +269,12 @@ def medusa_head(plan: ServingPlan) -> str:
 
 def segments(plan: ServingPlan) -> list[tuple[int, int, int]]:
     """Inclusive (first_batch, last_batch, D) ranges covering 1..OPEN_END_BATCH; equal neighbours merged."""
-    if not plan.schedule:
-        return []
-    points = list(plan.schedule)
+    return point_ranges(list(plan.schedule))
+
+
+def point_ranges(points) -> list[tuple[int, int, int]]:
+    """`segments` of schedule `points` ((B, D), ascending): the first range from 1, the last to
+    OPEN_END_BATCH, equal neighbours merged."""
     out: list[tuple[int, int, int]] = []
     for i, (batch, d) in enumerate(points):
         lo = 1 if i == 0 else batch

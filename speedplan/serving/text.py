@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from speedplan.serving.plan import OFF, ServingPlan, hf_repo, segments
+from speedplan.serving.plan import OFF, ServingPlan, hf_repo
 
 
 def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) -> str:
@@ -52,7 +52,9 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
                   + (_off_note([loss], warm=plan.drafter_kept_warm) if int(d) == 0 else "")
                   + (f"  (runs {runs_at} sequences, the most that fit{loaded}; the rest wait)" if 0 < runs_at < b else "")
                   for b, d, sp, loss, runs_at in _rows(plan)]
-    ranges, routed = _launch_segments(plan)
+    from speedplan.serving import launch_ranges
+
+    ranges, routed = launch_ranges(plan.engine, plan.schedule, plan.mode, plan.spec_max_running)
     lines += [("Per-batch draft length planned by speedplan, as this launch runs it by requests offered ("
                "the engine's buckets are keyed by the requests a step runs, at most its cap):") if routed else
               "Per-batch draft length planned by speedplan:", "  batches          D"]
@@ -67,26 +69,6 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
     lines.append(f"How this engine gets it: {expressed}")
     lines += [f"Note: {n}" for n in notes]
     return "\n".join("# " + line for line in lines) + "\n"
-
-
-def _launch_segments(plan: ServingPlan) -> tuple[list[tuple[int, int, int]], bool]:
-    """The schedule's (first B, last B, D) ranges as the engine's launch runs them by the requests
-    offered, where its serving module says they differ from the planned ones (`launch_ranges`:
-    SGLang's adaptive buckets, keyed by the requests a step runs, capped at 48 by default), and
-    whether they do; else `segments`. recommendations.json gives the same ranges."""
-    planned = segments(plan)
-    if not plan.engine or not plan.schedule:
-        return planned, False
-    from speedplan.serving import engine_module
-
-    routed = getattr(engine_module(plan.engine), "launch_ranges", None)
-    ranges = routed(list(plan.schedule), plan.mode, plan.spec_max_running) if routed else None
-    if not ranges:
-        return planned, False
-    merged: list[tuple[int, int, int]] = []
-    for lo, hi, d in ranges:  # equal neighbours merged, as segments does
-        merged[-1:] = [(merged[-1][0], hi, d)] if merged and merged[-1][2] == d else [*merged[-1:], (lo, hi, d)]
-    return (merged, True) if merged != planned else (planned, False)
 
 
 def _rows(plan: ServingPlan) -> list[tuple]:
