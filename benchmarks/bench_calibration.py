@@ -18,6 +18,9 @@
    dynamic-speculative-decoding config generator (vllm/v1/spec_decode/dynamic/generate_config.py,
    a PR branch of vLLM #32374: it measures B ∈ {1, 4, 16, 64, 256} × K ∈ {1, 3, 5} and keeps the
    best measured K per batch size; unmeasured batch sizes take the nearest measured one's).
+   Twice more with the acceptance fitted with the engine terms (`speedplan calibrate
+   --fit-acceptance`, engine/calibration_acceptance.py) instead of assumed: from the same three
+   measurements, and from the twelve of the generator's grid.
    Regret at B = 1 − measured throughput of the pick / best measured throughput at B. The
    source states no GPU or TP: H100 with TP 8 is assumed (the model's bf16 weights need 8;
    `--grid-hardware h200-sxm` assumes another GPU, for 1b and 2).
@@ -127,6 +130,23 @@ def _predicted_tokens(profile, rows: list[tuple[Measurement, Setting]]) -> np.nd
     return predict(profile.values(), price(rows, profile.spec_max_running))
 
 
+def _with_fitted_acceptance(base, grid: pd.DataFrame, points: set, label: str, acc, setting: Setting):
+    """Calibrated on the grid's `points` (B, D) with the acceptance fitted, not assumed (as
+    `speedplan calibrate --fit-acceptance`): the predicted tokens/s of every grid row, and the rate."""
+    from speedplan.engine.calibration_acceptance import chain_al, fit_rates, with_fitted
+
+    cal = _grid_rows(grid[[(b, d) in points for b, d in zip(grid.batch, grid.draft_len)]], label, acc, setting)
+    unmeasured = {label: list(range(len(cal)))}
+    fit = fit_rates(base, cal, unmeasured, None)
+    shapes, span = fit.shapes, fit.intervals[label]
+    rows = with_fitted([m for m, _ in cal], unmeasured, shapes)
+    fitted = calibrate(base, [(m, setting) for m in rows], name="acceptance-fitted").profile
+    every = [(Measurement(m.mechanism, m.batch, m.draft_len, m.context, m.quantity, m.value,
+                          float(chain_al(*shapes[label], m.draft_len)), m.where), s)
+             for m, s in _grid_rows(grid, label, acc, setting)]
+    return _predicted_tokens(fitted, every), shapes[label], span
+
+
 def schedule_regret() -> pd.DataFrame:
     grid = _grid()
     label, acc, setting = _grid_setting()
@@ -135,7 +155,21 @@ def schedule_regret() -> pd.DataFrame:
     cal_points = grid[[(b, d) in points for b, d in zip(grid.batch, grid.draft_len)]]
     fitted = calibrate(base, _grid_rows(cal_points, label, acc, setting), name="three-points").profile
     rows = _grid_rows(grid, label, acc, setting)
-    grid = grid.assign(pred0=_predicted_tokens(base, rows), pred3=_predicted_tokens(fitted, rows))
+    generator = {(b, k) for b in GENERATOR_B for k in GENERATOR_K}
+    pred3a, alpha3, span3 = _with_fitted_acceptance(base, grid, points, label, acc, setting)
+    pred12a, alpha12, span12 = _with_fitted_acceptance(base, grid, generator, label, acc, setting)
+    from speedplan.engine.calibration_acceptance import chain_al, shape_text
+
+    ds = np.arange(1, 7)
+    print(f"  acceptance: published (assumed where the rows give none), AL at D = 1..6: "
+          f"{' '.join(f'{float(a):.2f}' for a in acc.chain_al(ds))}")
+    for n, shape, span in (("3 measurements", alpha3, span3), ("the generator's 12", alpha12, span12)):
+        within = (f"; the rows fit within their scatter for AL {span[1]:.2f}-{span[2]:.2f} at D = {span[0]}" if span
+                  else "; no row left over to judge how far they pin it")
+        print(f"  acceptance fitted from {n}: {shape_text(*shape)}, AL at D = 1..6: "
+              f"{' '.join(f'{float(a):.2f}' for a in chain_al(*shape, ds))}{within}")
+    grid = grid.assign(pred0=_predicted_tokens(base, rows), pred3=_predicted_tokens(fitted, rows), pred3a=pred3a,
+                       pred12a=pred12a)
     best = grid.groupby("batch").tokens_per_s.max()
     rows = []
     measured_b = [b for b in GENERATOR_B if b in set(grid.batch)]
@@ -145,6 +179,8 @@ def schedule_regret() -> pd.DataFrame:
         nearest = min(measured_b, key=lambda m: abs(np.log(m) - np.log(b)))
         picks = {"speedplan, 0 measurements": g.loc[g.pred0.idxmax(), "draft_len"],
                  "speedplan, 3 measurements": g.loc[g.pred3.idxmax(), "draft_len"],
+                 "speedplan, 3, acceptance fitted": g.loc[g.pred3a.idxmax(), "draft_len"],
+                 "speedplan, the generator's 12, acceptance fitted": g.loc[g.pred12a.idxmax(), "draft_len"],
                  "vLLM generator, 12 measurements": gen_pick[nearest]}
         row = {"batch": b, "best D (measured)": int(g.loc[g.tokens_per_s.idxmax(), "draft_len"])}
         for name, d in picks.items():

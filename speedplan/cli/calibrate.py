@@ -29,6 +29,11 @@ def calibrate(
     out: Path = typer.Option(..., help="Engine profile JSON to write (use it with speedplan sweep --engine FILE)."),
     mechanism: str = typer.Option("eagle3", help="The drafter of SGLang bench_speculative chain rows (the file does not say)."),
     fit: Optional[str] = typer.Option(None, help="Comma-separated terms to fit (default: every term the rows identify)."),
+    fit_acceptance: bool = typer.Option(False, "--fit-acceptance", help="Runs that measured no acceptance length "
+                                        "(throughput or TPOT only): fit one acceptance rate per chain mechanism "
+                                        "(i.i.d. per position) with the engine terms; needs each such mechanism's "
+                                        "rows at two or more draft lengths. The rate is printed with the sweep "
+                                        "command that uses it, not written into the engine's terms."),
     name: Optional[str] = typer.Option(None, help="Name of the fitted profile (default: the output file's stem, "
                                        "with -calibrated added where a shipped profile has that name)."),
     more: Optional[List[Path]] = typer.Argument(None, metavar="[FILE]...", show_default=False,
@@ -54,7 +59,8 @@ def calibrate(
             raise SpeedplanInputError(f"{option} is empty; give a value or leave the option out for its default")
     if name is None:  # vllm.json must not read as the shipped vllm profile
         name = out.stem + ("-calibrated" if out.stem.lower() in preset_names() else "")
-    result = calibrate_files(model, hardware, tp, engine, files, mechanism, fit.split(",") if fit else None, name)
+    result = calibrate_files(model, hardware, tp, engine, files, mechanism, fit.split(",") if fit else None, name,
+                             fit_acceptance=fit_acceptance)
     fast = result.too_fast
     if fast is not None and len(fast) and bool(fast.all()) and "kernel_scale" not in result.fitted:
         # every row ran faster than its kernels alone: no term fits any row; a profile of them would mislead

@@ -115,3 +115,5 @@ def run(
 
     say = lambda line: typer.echo(f"speedplan run: {line}", err=True)  # noqa: E731 (minutes of work: say what runs)
     render_run(run(spec, pick=paired_ratio, progress=say), as_json)  # the rounds read as `speedplan validate` reads its pairs
+    if trace:  # on stderr, beside the progress lines: --json keeps stdout one JSON object
+        typer.echo(f"speedplan run: trace written to {trace}", err=True)

@@ -114,19 +114,23 @@ def summary_lines(summary: dict) -> list[str]:
 
 
 def _print_reprice(folder: Path, hardware: str | None) -> None:
-    from speedplan.validate.reprice import load_validation, reprice_verify, verify_errors
+    from speedplan.validate.reprice import load_validation, profile_lines, reprice_verify, verify_errors
 
     from speedplan.validate.device_profile import stored_hardware
 
     table, summary = load_validation(folder)
     hardware = hardware or stored_hardware(folder, summary)
     repriced = reprice_verify(table, summary, hardware)
+    for line in profile_lines(summary, repriced, hardware):
+        typer.echo(line)
     pct = lambda x: f"{100 * x:.1f}%"
     for label, t, overhead in ((f"as run ({summary.get('hardware')})", table, summary["layer_overhead_us_measured"]),
                                (f"repriced ({hardware})", repriced, repriced.attrs["layer_overhead_us"])):
         e = verify_errors(t)
         typer.echo(f"{label}: verify-step error median {pct(e['verify_median_error'])}, p90 {pct(e['verify_p90_error'])}, "
                    f"median pred/meas {e['verify_median_ratio']:.3f} over {e['points']} points; "
-                   f"host overhead {overhead:.0f} us/layer")
+                   f"host overhead {overhead:.0f} us/layer" + (
+                       " (held at 0: the profile prices the calibration's plain B = 1 verify step above its measured "
+                       "time)" if t.attrs.get("overhead_clamped") else ""))
     typer.echo("(as run: the host overhead fitted by least squares over every calibration run; repriced: anchored "
                "at the calibration's plain B = 1 verify step, one constant, so the same profile can give two figures)")

@@ -76,6 +76,18 @@ def _positive(rows: list[dict], columns, where: str) -> dict[str, np.ndarray]:
     return out
 
 
+# An op of more multiply-adds than this (2e16 FLOPs: 20 s at an H100's bf16 peak) is no decode or
+# prefill op of any model: a 1e9 x 1e9 x 1e9 GEMM was answered in 73,000 years, labelled `profile`.
+MOST_MACS = 1e16
+
+
+def _not_absurd(macs: np.ndarray, lines: list, what: str, where: str) -> None:
+    big = np.flatnonzero(macs > MOST_MACS)
+    if len(big):
+        raise SpeedplanInputError(f"{where}: row {lines[big[0]]}: {what} = {macs[big[0]]:.3g} multiply-adds, above "
+                                  f"{MOST_MACS:g} (seconds of a whole GPU): no model's op is that large; check the sizes")
+
+
 def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv", lines=None) -> list[dict]:
     """Answer each row (a dict of ops.csv columns); returns rows with latency_us (a float, µs;
     pred.csv prints it to 4 decimals), source, bound and out_of_range. Cells may be text (as csv gives them) or numbers. `lines`: each
@@ -109,6 +121,7 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv", lines
     for dtype in sorted({_cell(r, "dtype").lower() for _, r in gemm}):
         sel = [(i, r) for i, r in gemm if _cell(r, "dtype").lower() == dtype]
         a = _positive(sel, GEMM_COLUMNS, where)
+        _not_absurd(a["m"] * a["n"] * a["k"], [i for i, _ in sel], "M·N·K", where)
         c = cost.gemm(a["m"], a["n"], a["k"], dtype)
         for j, (i, _) in enumerate(sel):
             results[i] = (float(c.latency_us[j]), str(c.source[j]), str(c.bound[j]), bool(c.out_of_range[j]))
@@ -122,6 +135,8 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv", lines
         if len(longer):
             raise SpeedplanInputError(f"{where}: row {sel[longer[0]][0]}: q_len {a['q_len'][longer[0]]:g} is more than "
                                       f"kv_len {a['kv_len'][longer[0]]:g}, which counts the new tokens too")
+        _not_absurd(a["batch"] * a["q_len"] * a["kv_len"] * a["num_heads"] * a["head_dim"], [i for i, _ in sel],
+                    "batch·q_len·kv_len·num_heads·head_dim", where)
         mask = np.array([_cell(r, "mask").lower() for _, r in sel])
         c = cost.attention(a["batch"], a["q_len"], a["kv_len"], a["num_heads"], a["num_kv_heads"], a["head_dim"], mask, dtype)
         for j, (i, _) in enumerate(sel):

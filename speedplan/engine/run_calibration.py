@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, bound_side, calibrate
+from speedplan.engine.calibration_acceptance import Unmeasured, fit_acceptance_rates, shape_text, sweep_acceptance
 from speedplan.engine.calibration_checks import (check_distinct, check_models, check_reachable,
                                                  check_setting, check_speedups)
 from speedplan.engine.calibration_notes import one_sided, outliers
@@ -18,7 +19,7 @@ from speedplan.engine.calibration_rows import PRINTED_ROWS, read_notes, row_tabl
 from speedplan.engine.calibration_temperature import sweep_temperature, temperature_note
 from speedplan.engine.profile import TERMS, EngineProfile, get_engine
 from speedplan.engine.readers.measurements import Measurement, check_consistent, measurements_from_rows, read_measurements
-from speedplan.engine.readers.measurement import MAX_ROWS, canonical_mechanism, drafts_ran_short
+from speedplan.engine.readers.measurement import MAX_ROWS, canonical_mechanism, drafts_ran_short, no_acceptance
 from speedplan.engine.readers.vllm_metrics import (DRAFT_TOKENS, DRAFTS, check_totals, looks_like_vllm_metrics,
                                                    plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError
@@ -41,13 +42,14 @@ def _fit_terms(free, fit):
 
 
 def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list, mechanism: str = "eagle3",
-                    free: list[str] | None = None, name: str | None = None, fit: list[str] | str | None = None
-                    ) -> Calibration:
+                    free: list[str] | None = None, name: str | None = None, fit: list[str] | str | None = None,
+                    fit_acceptance: bool = False) -> Calibration:
     """Fit `engine`'s terms (a name or a JSON file) to every row of `files` (a list of CSV,
     vllm bench serve JSON, SGLang bench_speculative lines or a vLLM /metrics scrape), all run on
     (model, hardware, tp GPUs). `mechanism` names the drafter of SGLang bench rows; `free` (or
     `fit`, as --fit names it) the terms to fit (None: the base profile's fit order); `name` the
-    fitted profile's name."""
+    fitted profile's name; `fit_acceptance`: rows that state no acceptance length get one rate per
+    mechanism, fitted with the terms (`calibration_acceptance`)."""
     free = _fit_terms(free, fit)
     head, colon, options = canonical_mechanism(str(mechanism)).partition(":")  # EAGLE-3, NEXTN: as speedplan names them
     if head.lower() not in SGLANG_DRAFTERS:  # named for SGLang bench rows; wrong even where unused
@@ -70,7 +72,10 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     counters = [read_vllm_metrics(f) for f in scrapes]
     for c in counters:
         check_totals(c)
-    acceptance = _scrape_acceptance(counters)
+    if fit_acceptance and scrapes:
+        raise SpeedplanInputError(f"--fit-acceptance: {scrapes[0]} is a /metrics scrape, which gives the runs' "
+                                  "acceptance; give one or the other")
+    acceptance = Unmeasured() if fit_acceptance else _scrape_acceptance(counters)
     rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
     if not rows:
         raise SpeedplanInputError("calibrate: no measurements (a /metrics scrape gives acceptance, not step times)")
@@ -78,7 +83,7 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
     check_models(named, setting.target.name, model)
     unused = [] if getattr(acceptance, "users", None) else scrapes  # a scrape no row took its acceptance from
     described = f"{', '.join(str(Path(f).absolute()) for f in files if Path(f) not in unused)}; {setting.label}"
-    result = _fit(engine, rows, setting, free, name, described)
+    result = _fit(engine, rows, setting, free, name, described, getattr(acceptance, "taken_by", None))
     result.notes += [f"{f}: not used: every run states its own acceptance length" for f in unused] + read_notes(rows)
     names = sorted({n for _, n in named})
     if names:  # fine-tunes have any name: said, not refused, unless plainly another size (_check_models)
@@ -88,7 +93,7 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
 
 def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineProfile = "vllm", rows=(),
                    free: list[str] | None = None, name: str | None = None, described: str = "",
-                   fit: list[str] | str | None = None) -> Calibration:
+                   fit: list[str] | str | None = None, fit_acceptance: bool = False) -> Calibration:
     """`speedplan calibrate` from Python: fit `engine`'s terms (a name, a JSON file or a profile)
     to `rows` measured on (model, hardware, tp), with the same checks as the command (the TP the
     model can run, rows that contradict each other). `rows`: Measurement records, dicts keyed
@@ -121,10 +126,12 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
     records = [r for r in rows if isinstance(r, Measurement)]
     if records and len(records) != len(rows):
         raise SpeedplanInputError("calibrate: rows mix Measurement records and dicts; give one kind")
-    measured = records or measurements_from_rows(rows, where=where)
+    unmeasured = Unmeasured() if fit_acceptance else None  # dicts without acceptance_length: fitted
+    measured = records or measurements_from_rows(rows, acceptance=unmeasured or no_acceptance, where=where)
     setting = _setting(model, hardware, tp)
     check_models([(m.where, m.model) for m in measured if m.model], setting.target.name, model)
-    return _fit(engine, measured, setting, free, name, f"{described or 'measurements given in Python'}; {setting.label}")
+    return _fit(engine, measured, setting, free, name, f"{described or 'measurements given in Python'}; {setting.label}",
+                unmeasured.taken_by if unmeasured else None)
 
 
 def _setting(model: str, hardware: str, tp: int) -> Setting:
@@ -140,7 +147,10 @@ def _setting(model: str, hardware: str, tp: int) -> Setting:
     return Setting(target.priced_on(cost.hardware), cost, tp, f"{target.name} on {hardware}, TP={tp}")
 
 
-def _fit(engine, rows: list[Measurement], setting: Setting, free, name, described: str) -> Calibration:
+def _fit(engine, rows: list[Measurement], setting: Setting, free, name, described: str,
+         unmeasured: list[str] | None = None) -> Calibration:
+    """Check the rows and fit; `unmeasured`: where the rows are whose acceptance the reader supplied
+    (--fit-acceptance), fitted first with the terms, then given to the fit as measured."""
     from speedplan.engine.profile import preset_names
 
     if name is not None and not isinstance(name, str):
@@ -158,7 +168,16 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
     check_setting(rows, setting)
     repeats = check_consistent(rows, base.spec_max_running)  # notes on repeats far apart but kept
     check_speedups(rows)
+    rates, note = {}, None
+    if unmeasured is not None:
+        rows, rates, note = fit_acceptance_rates(base, rows, setting, free, unmeasured)
+        described += "; acceptance fitted: " + ", ".join(f"{m} {shape_text(*a)}" for m, a in rates.items())
     result = calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
+    if rates:
+        result.rates = rates
+        result.profile = replace(result.profile, fit={**result.profile.fit, "acceptance_fitted": {
+            m: {"p_1": p1, "decay": r} for m, (p1, r) in rates.items()}})
+    result.notes += [note] if note else []
     check_reachable(result, setting)
     result.notes.append(temperature_note(rows, result.profile))
     result.notes += repeats
@@ -343,7 +362,9 @@ def sweep_arguments(result: Calibration, model: str | None = None) -> list[str]:
             runs.setdefault(mech, {}).setdefault(int(d), []).append(float(al))
     for mech, by_d in sorted(runs.items()):
         d = max(by_d, key=lambda k: (len(by_d[k]), k))
-        args += ["--acceptance", f"{mech}:al={np.mean(by_d[d]):.3g}@{d}"]
+        fitted = result.rates.get(mech)  # acceptance fitted (--fit-acceptance): its shape, as the rows were priced
+        args += ["--acceptance", sweep_acceptance(mech, fitted, max(8, *by_d)) if fitted is not None
+                 else f"{mech}:al={np.mean(by_d[d]):.3g}@{d}"]
     if runs:
         args = [a for mech in sorted({m for m, *_ in rows if m != "none"}) for a in ("--mechanism", mech)] + args
     return args + (["--temperature", f"{temperature:g}"] if temperature > 0 else [])

@@ -81,10 +81,12 @@ def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
         notes.append("tables are the datasheet roofline itself (not measured): zero error is trivial")
     spikes = gemm_spikes(profile.tables.get("gemm"))
     if spikes:
-        m, n, k, dt, lat, lo = spikes[0]
-        notes.append(f"{len(spikes)} GEMM point{' is' if len(spikes) == 1 else 's are'} over 2x the time of both their M neighbours (same N, K, dtype), e.g. "
-                     f"M={m:g} N={n:g} K={k:g} {dt}: {lat:g} us against {lo:g} us beside it; they are priced as "
-                     "measured (a kernel choice at that M, or a timing glitch)")
+        m, n, k, dt, lat, _, m_lo, lo, m_hi, hi = spikes[0]
+        one = len(spikes) == 1
+        notes.append(f"{len(spikes)} GEMM point{' is' if one else 's are'} over 2x the time of both {'its' if one else 'their'} "
+                     f"M neighbours (same N, K, dtype){':' if one else ', e.g.'} M={m:g} N={n:g} K={k:g} {dt} takes "
+                     f"{lat:g} us where M={m_lo:g} takes {lo:g} and M={m_hi:g} {hi:g}; {'it is' if one else 'they are'} "
+                     "priced as measured (a kernel choice at that M, or a timing glitch)")
     busy, timed = busy_points(Path(path))
     if busy:
         notes.append(f"{busy} of {timed} points were timed while other processes used more than 0.25 cores "
@@ -111,10 +113,15 @@ def gemm_spikes(rows, factor: float = 2.0) -> list[tuple]:
     d = pd.DataFrame({c: rows[c] for c in ("m", "n", "k", "dtype", "latency_us")}).sort_values(["dtype", "n", "k", "m"])
     g = d.groupby(["dtype", "n", "k"], observed=True)["latency_us"]
     below, above = g.shift(1), g.shift(-1)
+    m = d.groupby(["dtype", "n", "k"], observed=True)["m"]
     near = np.fmax(below, above)
     spike = (d["latency_us"] > factor * below) & (d["latency_us"] > factor * above)
-    out = d[spike].assign(near=near[spike], ratio=d["latency_us"][spike] / near[spike]).sort_values("ratio", ascending=False)
-    return [(float(r.m), float(r.n), float(r.k), str(r.dtype), float(r.latency_us), float(r.near)) for r in out.itertuples()]
+    out = d[spike].assign(near=near[spike], ratio=d["latency_us"][spike] / near[spike], m_below=m.shift(1)[spike],
+                          below=below[spike], m_above=m.shift(-1)[spike], above=above[spike])
+    out = out.sort_values("ratio", ascending=False)
+    # then each neighbour: (M, µs) below and above
+    return [(float(r.m), float(r.n), float(r.k), str(r.dtype), float(r.latency_us), float(r.near),
+             float(r.m_below), float(r.below), float(r.m_above), float(r.above)) for r in out.itertuples()]
 
 
 def busy_points(folder: Path) -> tuple[int, int]:

@@ -370,7 +370,8 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
         if len({r["context"] for r in rows}) == 1:
             columns.remove("context")
             lines[0] += f", context {rows[0]['context']}"
-        shown = pick_rows(rows, max_rows)
+        # a cut adds a "(k of n rows shown)" line: one row over shows whole in as many lines
+        shown = rows if len(rows) <= max_rows + 1 else pick_rows(rows, max_rows)
         widths = {c: max(len(c), *(len(r[c]) for r in shown)) for c in columns}
         left = {"mechanism"}
         fmt = lambda r: "  ".join(r[c].ljust(widths[c]) if c in left else r[c].rjust(widths[c]) for c in columns)

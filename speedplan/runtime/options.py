@@ -232,7 +232,14 @@ class RunOptions:
             unused.append("--ngram-max")
         if not self.mechanism.startswith("truncated") and o.draft_layers != default.draft_layers:
             unused.append("--draft-layers")
-        return f"note: {self.mechanism} does not use {', '.join(unused)}" if unused else None
+        notes = [f"note: {self.mechanism} does not use {', '.join(unused)}"] if unused else []
+        if not self.compare_plain and self.rounds != 2:  # the default: only a changed value was asked for
+            notes.append(f"note: --rounds {self.rounds} times plain and speculative runs in pairs; --no-compare runs "
+                         "no plain one, so one round")
+        if self.temperature == 0 and self.top_p != 1:
+            notes.append(f"note: --top-p {self.top_p:g} has no effect at --temperature 0 (greedy decoding takes the "
+                         "most likely token)")
+        return "\n".join(notes) or None
 
     def tree_note(self) -> str | None:
         """A line for stderr when --tree-nodes asks for more nodes than the tree can hold."""

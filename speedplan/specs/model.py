@@ -389,7 +389,7 @@ def _preset_of_repo(repo: str) -> str | None:
 def __getattr__(name: str):
     """`speedplan.specs.model.from_hf_config`, where it lived before `speedplan.specs.hf_config`."""
     if name == "from_hf_config":
-        from speedplan.specs.hf_config import check_preset_name, from_hf_config
+        from speedplan.specs.hf_config import from_hf_config
 
         return from_hf_config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -58,8 +58,8 @@ def profile_for_this_cpu(hardware: str) -> tuple[str, str | None]:
     name = shipped_profile_of_this_cpu()
     if name is None or name == hardware:
         return hardware, None
-    return name, (f"pricing with profile {name}: measured on this CPU ({describe_cpu(this_cpu())}); "
-                  f"cpu-local was not")
+    return name, (f"pricing with profile {name}: measured on this CPU ({describe_cpu(this_cpu())}; "
+                  f"the shipped cpu-local was measured on another)")
 
 
 def machine_check(cost) -> dict:

@@ -38,11 +38,18 @@ _MOST = {"batch": 1e6, "verify_tokens": 1e6, "context": 1e8, "pred_t_verify": 1e
 def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     """validation.csv and summary.json of a `speedplan validate` output folder."""
     folder = Path(folder)
+    for name in ("validation.csv", "summary.json"):
+        if not (folder / name).is_file():
+            raise SpeedplanInputError(f"{folder}: not a validation folder (no {name}; `speedplan validate` writes one)")
     try:
         table = pd.read_csv(folder / "validation.csv").rename(columns={"nodes": "verify_tokens"})  # older runs
+    except (OSError, ValueError) as exc:  # a decoding error is a ValueError too
+        raise SpeedplanInputError(f"{folder / 'validation.csv'}: not a readable CSV "
+                                  f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    try:
         summary = json.loads((folder / "summary.json").read_text())
     except (OSError, ValueError) as exc:
-        raise SpeedplanInputError(f"{folder}: not a validation folder ({exc})") from None
+        raise SpeedplanInputError(f"{folder / 'summary.json'}: malformed JSON ({exc})") from None
     missing = [c for c in NEEDED if c not in table.columns]
     if missing:
         raise SpeedplanInputError(f"{folder / 'validation.csv'}: missing column {missing[0]!r}")
@@ -74,16 +81,20 @@ def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     return table, summary
 
 
-def _priced_verify_s(cost: CostModel, table: pd.DataFrame) -> np.ndarray:
-    """Seconds of priced ops (no host overhead) of each row's verify forward pass."""
+def _priced_verify_s(cost: CostModel, table: pd.DataFrame, outside: np.ndarray | None = None) -> np.ndarray:
+    """Seconds of priced ops (no host overhead) of each row's verify forward pass; `outside`, where
+    given, takes each row's share priced from outside the profile's measured range."""
     target = replace(get_model(TARGET_PRESET), dtype="fp32")
     out = np.empty(len(table))
     tree = table["mechanism"].str.split(":").str[0].isin(TREE_MECHANISMS).to_numpy()
     for is_tree in (False, True):
         rows = tree == is_tree
         if rows.any():
-            out[rows] = forward_cost(cost, target, table["batch"].to_numpy()[rows], table["verify_tokens"].to_numpy()[rows],
-                                     table["context"].to_numpy()[rows], mask="tree" if is_tree else "causal").total_s
+            f = forward_cost(cost, target, table["batch"].to_numpy()[rows], table["verify_tokens"].to_numpy()[rows],
+                             table["context"].to_numpy()[rows], mask="tree" if is_tree else "causal")
+            out[rows] = f.total_s
+            if outside is not None:
+                outside[rows] = f.out_of_range_share
     return out
 
 
@@ -126,11 +137,42 @@ def reprice_verify(table: pd.DataFrame, summary: dict, hardware: str | Path,
         raise SpeedplanInputError(f"--hardware {hardware}: prices {kind(cost.hardware.is_cpu)}, and the stored run "
                                   f"was measured on {kind(ran_on == 'cpu')}; reprice it with a profile of what it ran on")
     scale = _kernel_scale(summary)
-    overhead_s = max(verify_cal - scale * float(_priced_verify_s(cost, cal)[0]), 0.0)
+    unclamped = verify_cal - scale * float(_priced_verify_s(cost, cal)[0])
+    overhead_s = max(unclamped, 0.0)
     out = table.copy()
-    out["pred_t_verify"] = scale * _priced_verify_s(cost, table) + overhead_s
+    outside = np.zeros(len(table))
+    out["pred_t_verify"] = scale * _priced_verify_s(cost, table, outside) + overhead_s
     out.attrs["layer_overhead_us"] = overhead_s / layers * 1e6
+    out.attrs["overhead_clamped"] = unclamped < 0  # the profile prices the anchor step above its measured time
+    out.attrs["outside_rows"] = int(np.sum(outside > 0.5))  # priced mostly beyond what the profile measured
+    out.attrs["profile"] = cost.profile
     return out
+
+
+def profile_lines(summary: dict, repriced: pd.DataFrame, hardware: str | Path) -> list[str]:
+    """What to know of the profile a run was repriced with: who measured it (and how many of its
+    points on a busy CPU), the verify steps it priced mostly from outside its measured range, and
+    a warning where it was measured on another CPU than the run's."""
+    from microbench.env import describe_cpu
+    from speedplan.profile.load import origin_label
+
+    profile = repriced.attrs.get("profile")
+    lines = []
+    if profile is not None:
+        lines.append(f"profile {hardware}: {origin_label(profile.meta)}")
+        measured_on = describe_cpu(profile.meta) if profile.meta.get("device_name") else None
+        ran_on = summary.get("cpu")
+        if measured_on and isinstance(ran_on, str) and ran_on and measured_on != ran_on:
+            lines.append(f"warning: the stored run ran on {ran_on!r} and the profile was measured on "
+                         f"{measured_on!r}: kernel times do not carry from one CPU to another, so the repriced "
+                         "error is the CPUs' difference as much as the profile's")
+    else:
+        lines.append(f"profile {hardware}: no measured profile (the roofline prices every op)")
+    n, outside = len(repriced), repriced.attrs.get("outside_rows", 0)
+    if outside:
+        lines.append(f"warning: {outside} of {n} verify steps priced mostly from outside the profile's measured "
+                     "range (extrapolated): a smaller grid than the run's shapes")
+    return lines
 
 
 def verify_errors(table: pd.DataFrame) -> dict:

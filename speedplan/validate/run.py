@@ -207,6 +207,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         if not todo:
             break
         items = [("evaluation", *x) for x in todo]
+        say(f"timing {len(todo)} point{'s' * (len(todo) != 1)} again before regret is read (each batch's pick and "
+            f"measured best, two more paired rounds each): {2 * len(todo)} more timings")
         for item, again in zip(items, timed_rounds(items, measure, 2, say, lambda it: "again: " + describe(it))):
             timed_all[item] = merge_timed(timed_all[item], again)
         confirmed |= set(todo)

@@ -151,7 +151,6 @@ def test_a_profile_name_is_any_printable_text_and_the_report_folder_stays_safe(t
     """Profiles calibrate wrote before 2026-12-04 may be named "vllm h100 (tuned)"; a name is
     printed, and the default report folder made from it is made safe (no climbing out of reports/)."""
     import json
-    import shutil
 
     from speedplan.cli.sweep import _folder_name
     from speedplan.engine.profile import PRESET_DIR, get_engine

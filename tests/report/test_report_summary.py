@@ -34,6 +34,9 @@ def test_summary_caps_rows_and_names_contexts():
     assert "(5 of 12 rows shown" in text
     assert text.splitlines()[1].split()[:3] == ["B", "context", "mechanism"]
     assert "SLO pick: none asked" in text
+    whole = render_summary(result, max_rows=11)  # hiding one row would cost the note's line: none hidden
+    assert "rows shown" not in whole and len(whole.splitlines()) == len(text.splitlines()) + 12 - 5 - 1
+    assert "(10 of 12 rows shown" in render_summary(result, max_rows=10)
 
 
 def test_measured_profile_is_named_with_its_fallback_rows(result):

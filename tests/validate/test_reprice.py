@@ -78,6 +78,8 @@ def test_cli_reprice_prints_both_and_refuses_bad_folders(cli, tmp_path):
     proc = cli("validate", "--reprice", str(folder), "--hardware", str(SHIPPED))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith(f"profile {SHIPPED}: ")  # who measured the profile it reprices with
+    lines = [line for line in lines if not line.startswith(("profile ", "warning: "))]
     assert len(lines) == 3 and lines[0].startswith("as run") and lines[1].startswith("repriced")
     assert lines[2].startswith("(as run: the host overhead fitted by least squares")
     assert "4 points" in lines[1]
@@ -100,3 +102,22 @@ def test_cli_reprice_prints_both_and_refuses_bad_folders(cli, tmp_path):
     proc = cli("validate", "--reprice", str(odd))
     assert proc.returncode == 2 and "'context' must be a number" in proc.stderr
 
+
+
+def test_reprice_names_the_broken_file_and_warns_of_another_cpu(cli, tmp_path):
+    """A truncated summary.json read 'not a validation folder (Expecting ...)'; a stored EPYC run
+    repriced with a Xeon's profile said nothing of the CPUs (helper review, 2026-12-06)."""
+    import json
+
+    folder = validation_folder(tmp_path / "v")
+    summary = json.loads((folder / "summary.json").read_text())
+    (folder / "summary.json").write_text(json.dumps({**summary, "cpu": "Some Other CPU (family 1, model 1)"}))
+    proc = cli("validate", "--reprice", str(folder), "--hardware", str(SHIPPED))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: the stored run ran on 'Some Other CPU (family 1, model 1)'" in proc.stdout
+    (folder / "summary.json").write_text(json.dumps(summary)[:40])
+    broken = cli("validate", "--reprice", str(folder))
+    assert broken.returncode == 2 and f"{folder / 'summary.json'}: malformed JSON" in broken.stderr
+    (folder / "validation.csv").write_bytes(b"\x89PNG\x00\x01")
+    broken = cli("validate", "--reprice", str(folder))
+    assert broken.returncode == 2 and f"{folder / 'validation.csv'}: not a readable CSV" in broken.stderr

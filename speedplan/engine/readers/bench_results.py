@@ -96,7 +96,8 @@ def read_vllm_bench(path: Path, data, acceptance=no_acceptance) -> list[Measurem
             if al is None:
                 raise SpeedplanInputError(f"{where}: field 'acceptance_length' is needed for a speculative row: the "
                                           "file has no spec_decode_acceptance_length; give --metadata "
-                                          "acceptance_length=AL, or a /metrics scrape of that server beside it")
+                                          "acceptance_length=AL, a /metrics scrape of that server beside it, or calibrate "
+                                          "--fit-acceptance with runs at two or more draft lengths")
         context, context_field = _vllm_context(run, where)
         quantity, value, value_field, throughput = vllm_decode(run, where)
         m = Measurement(

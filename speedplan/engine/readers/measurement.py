@@ -183,7 +183,8 @@ class Measurement:
         if speculative:
             al = self.acceptance_length
             if al is None:
-                raise SpeedplanInputError(f"{self.where}: field {self._f('acceptance_length')} is needed for a speculative row")
+                raise SpeedplanInputError(f"{self.where}: field {self._f('acceptance_length')} is needed for a speculative "
+                                          "row (or calibrate --fit-acceptance fits it from rows at two or more draft lengths)")
             if not 1.0 <= al <= 1.0 + self.draft_len + 1e-9:
                 raise SpeedplanInputError(f"{self.where}: field {self._f('acceptance_length')} {al} is outside "
                                           f"1..1+draft_len ({1 + self.draft_len}); it counts the bonus token")
@@ -239,6 +240,9 @@ def scraped(acceptance, mechanism: str, draft_len: int, where: str) -> float | N
     """`acceptance(mechanism, draft_len)` for a row that states no acceptance length, its
     refusal (a scrape with too few positions) naming the row `where`."""
     try:
-        return acceptance(mechanism, draft_len)
+        value = acceptance(mechanism, draft_len)
     except SpeedplanInputError as e:
         raise SpeedplanInputError(f"{where}: {e}") from None
+    if value is not None and isinstance(getattr(acceptance, "taken_by", None), list):  # rows it stood in for
+        acceptance.taken_by.append(where)
+    return value
