@@ -30,10 +30,11 @@ def calibrate(
     mechanism: str = typer.Option("eagle3", help="The drafter of SGLang bench_speculative chain rows (the file does not say)."),
     fit: Optional[str] = typer.Option(None, help="Comma-separated terms to fit (default: every term the rows identify)."),
     fit_acceptance: bool = typer.Option(False, "--fit-acceptance", help="Runs that measured no acceptance length "
-                                        "(throughput or TPOT only): fit one acceptance rate per chain mechanism "
-                                        "(i.i.d. per position) with the engine terms; needs each such mechanism's "
-                                        "rows at two or more draft lengths. The rate is printed with the sweep "
-                                        "command that uses it, not written into the engine's terms."),
+                                        "(throughput or TPOT only): fit each chain mechanism's acceptance with the "
+                                        "engine terms (one rate per position at two draft lengths, a rate that "
+                                        "decays with depth at three or more); needs each such mechanism's rows at "
+                                        "two or more draft lengths. Printed with how far the rows pin it and the "
+                                        "sweep command that uses it, not written into the engine's terms."),
     name: Optional[str] = typer.Option(None, help="Name of the fitted profile (default: the output file's stem, "
                                        "with -calibrated added where a shipped profile has that name)."),
     more: Optional[List[Path]] = typer.Argument(None, metavar="[FILE]...", show_default=False,

@@ -171,7 +171,7 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
     rates, note = {}, None
     if unmeasured is not None:
         rows, rates, note = fit_acceptance_rates(base, rows, setting, free, unmeasured)
-        described += "; acceptance fitted: " + ", ".join(f"{m} {shape_text(*a)}" for m, a in rates.items())
+        described += "".join(f"; acceptance fitted: {m} {shape_text(*a)}" for m, a in rates.items())
     result = calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
     if rates:
         result.rates = rates
