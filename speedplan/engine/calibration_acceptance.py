@@ -267,7 +267,9 @@ def rate_note(rows: list[Measurement], unmeasured: dict[str, list[int]], fit: Ra
                         if loose else ""))
         parts.append(text)
     return ("acceptance fitted with the terms (--fit-acceptance): " + "; ".join(parts)
-            + "; leave-one-out refits keep it")
+            + "; leave-one-out refits keep it. Fitted together, the acceptance and the terms price the rows' "
+            "throughput; the split between them is not a measured acceptance (the range counts the rows' scatter, "
+            "not a wrong --hardware or --tp): plan with the two together, as below")
 
 
 def sweep_acceptance(mech: str, shape: tuple[float, float], depth: int) -> str:
