@@ -145,3 +145,34 @@ def test_fit_acceptance_with_every_acceptance_stated_fits_none():
     result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, fit_acceptance=True)
     assert result.rates == {} and "acceptance fitted" not in result.profile.fit["described"]
     assert any("every speculative row states its acceptance length; none fitted" in n for n in result.notes)
+
+
+def test_fit_acceptance_reads_vllm_bench_results_without_spec_decode_counters(tmp_path, cli):
+    """An older `vllm bench serve --save-result` records mean_tpot_ms but no spec_decode_* field:
+    refused without the option (naming it), fitted with it."""
+    import json
+
+    from speedplan.engine.calibrate import predict, price
+    from speedplan.engine.calibration_acceptance import chain_al
+    from speedplan.engine.profile import get_engine
+    from speedplan.engine.readers.measurements import Measurement
+    from tests.engine._calibrate_helpers import _setting
+
+    truth = {**get_engine("vllm").values(), "host_step_us": 700.0, "host_seq_us": 40.0}
+    rows = [Measurement("none" if d == 0 else "eagle3", b, d, 1500, "tpot_ms", 1.0,
+                        None if d == 0 else float(chain_al(0.75, 1.0, d)), f"B={b} D={d}")
+            for b in (1, 8, 32) for d in (0, 2, 4)]
+    tpot = predict(truth, price([(m, _setting()) for m in rows]))
+    runs = [{"date": "20261206-101010", "model_id": "meta-llama/Llama-3.1-8B-Instruct", "max_concurrency": m.batch,
+             "num_prompts": 10 * m.batch, "completed": 10 * m.batch, "output_throughput": 100.0 * m.batch,
+             "mean_tpot_ms": float(t), "mechanism": m.mechanism, "draft_len": m.draft_len, "context": 1500}
+            for m, t in zip(rows, tpot)]
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(runs))
+    base = ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements", str(path)]
+    refused = cli(*base, "--out", str(tmp_path / "a.json"))
+    assert refused.returncode == 2 and "--fit-acceptance" in refused.stderr, refused.stderr
+    ok = cli(*base, "--out", str(tmp_path / "b.json"), "--fit-acceptance")
+    assert ok.returncode == 0, ok.stderr
+    fitted = json.loads((tmp_path / "b.json").read_text())["fit"]["acceptance_fitted"]["eagle3"]
+    assert fitted["decay"] == 1.0 and abs(fitted["p_1"] - 0.75) < 0.01, fitted
