@@ -176,3 +176,26 @@ def test_fit_acceptance_reads_vllm_bench_results_without_spec_decode_counters(tm
     assert ok.returncode == 0, ok.stderr
     fitted = json.loads((tmp_path / "b.json").read_text())["fit"]["acceptance_fitted"]["eagle3"]
     assert fitted["decay"] == 1.0 and abs(fitted["p_1"] - 0.75) < 0.01, fitted
+
+
+def test_a_sweep_on_a_profile_fitted_with_its_acceptance_says_to_plan_with_it(tmp_path):
+    """The terms of a --fit-acceptance profile absorbed what the fitted acceptance did not; a sweep
+    pricing that mechanism at published acceptance says so, in the terminal and report.html."""
+    from speedplan import plan_engines, render_summary, sweep
+    from speedplan.engine.run_calibration import calibrate_rows, write_profile
+    from speedplan.report.html import render_html
+
+    result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", _throughput_rows((0.7, 1.0), draft_lens=(0, 2, 4)),
+                            fit_acceptance=True, name="mine")
+    path = write_profile(result.profile, tmp_path / "mine.json")
+    p1 = result.rates["eagle3"][0]
+    published = sweep(model="llama-3.1-8b", hardware="h100-sxm", mechanisms=["eagle3"], batches=[1, 8],
+                      contexts=[2048], engine=str(path))
+    assert published.meta["engine_acceptance_fitted"]["eagle3"]["p_1"] == p1
+    plans = plan_engines(published)
+    text = render_summary(published, plans=plans)
+    assert f"add --acceptance eagle3:alpha={p1:.3g} to plan as calibrated" in text
+    assert "to plan as calibrated" in render_html(published, 2048, [], [], "", "", plans=plans)
+    given = sweep(model="llama-3.1-8b", hardware="h100-sxm", mechanisms=["eagle3"], batches=[1, 8], contexts=[2048],
+                  engine=str(path), acceptance={"eagle3": f"alpha={p1:.3g}"})
+    assert "to plan as calibrated" not in render_summary(given, plans=plan_engines(given))

@@ -294,8 +294,7 @@ class EngineProfile:
         return {n: float(v) for n, v in recorded.items() if n in self.terms and source_kind(self.terms[n].source) == "fitted"
                 and not np.isclose(self.terms[n].value, float(v), rtol=1e-9, atol=0.0)}
 
-    def running(self, batch, speculative) -> np.ndarray:
-        """Requests one step of this engine runs (`running_requests` with its spec_max_running)."""
+    def running(self, batch, speculative) -> np.ndarray:  # `running_requests` with its spec_max_running
         return running_requests(batch, speculative, self.terms["spec_max_running"].value)
 
     def meta(self) -> dict:
@@ -304,7 +303,8 @@ class EngineProfile:
                 "engine_source": self.origin, "engine_fit": self.provenance(),
                 "engine_spec_max_running": self.terms["spec_max_running"].value,
                 "engine_fitted_batches": list(self.fitted_batches() or []),
-                "engine_fitted_settings": self.fitted_settings(), "engine_memory": self.memory.to_json()}
+                "engine_fitted_settings": self.fitted_settings(), "engine_memory": self.memory.to_json(),
+                "engine_acceptance_fitted": dict((self.fit or {}).get("acceptance_fitted") or {})}  # --fit-acceptance
 
     def prices_like(self, other: "EngineProfile") -> bool:
         """Whether two profiles price alike and are labelled alike (name, file, every term's value, memory rule)."""

@@ -113,7 +113,27 @@ def plan_notes(result, plans: dict) -> list[str]:
     from speedplan.report.plan_lines import capacity_note, table_plan_note
 
     return [n for n in (table_plan_note(result, plans), capacity_note(result, plans), cpu_plans_note(result.meta, plans),
-                        placeholder_heads_note(result.meta, plans), unplanned_profile_note(result.meta, plans)) if n]
+                        placeholder_heads_note(result.meta, plans), unplanned_profile_note(result.meta, plans),
+                        fitted_acceptance_note(result.meta)) if n]
+
+
+def fitted_acceptance_note(meta: dict) -> str | None:
+    """A note where the sweep's engine profile was calibrated with a mechanism's acceptance fitted
+    alongside its terms (`speedplan calibrate --fit-acceptance`) and the sweep prices that mechanism
+    at another acceptance than the user's: the terms absorbed what that acceptance did not, so the
+    two price the measured throughput only together. None otherwise."""
+    fitted = meta.get("engine_acceptance_fitted") or {}
+    sources = meta.get("acceptance") or {}
+    off = [m for m in fitted if m in sources and not str(sources[m]).startswith("user:")]
+    if not off:
+        return None
+    from speedplan.engine.calibration_acceptance import sweep_acceptance
+
+    given = " ".join(f"--acceptance {sweep_acceptance(m, (fitted[m]['p_1'], fitted[m]['decay']), 8)}" for m in off)
+    return (f"note: engine profile {meta.get('engine')} was calibrated with the acceptance of {', '.join(off)} fitted "
+            f"with its terms (--fit-acceptance), and this sweep prices {'them' if len(off) > 1 else 'it'} at "
+            f"another ({'; '.join(str(sources[m]) for m in off)}): the two price the measured throughput together; "
+            f"add {given} to plan as calibrated")
 
 
 def cheaper_than_plain_line(best: pd.DataFrame) -> str | None:
