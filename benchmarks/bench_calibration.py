@@ -140,7 +140,7 @@ def _with_fitted_acceptance(base, grid: pd.DataFrame, points: set, label: str, a
     fit = fit_rates(base, cal, unmeasured, None)
     shapes, span = fit.shapes, fit.intervals[label]
     rows = with_fitted([m for m, _ in cal], unmeasured, shapes)
-    fitted = calibrate(base, [(m, setting) for m in rows], name="acceptance-fitted").profile
+    fitted = calibrate(base, [(m, setting) for m in rows], name="acceptance-fitted", spent=fit.parameters).profile
     every = [(Measurement(m.mechanism, m.batch, m.draft_len, m.context, m.quantity, m.value,
                           float(chain_al(*shapes[label], m.draft_len)), m.where), s)
              for m, s in _grid_rows(grid, label, acc, setting)]

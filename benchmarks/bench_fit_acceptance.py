@@ -46,7 +46,7 @@ def main() -> None:
             result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", noisy, fit_acceptance=True)
             seconds = time.perf_counter() - t0
             note = next(n for n in result.notes if n and n.startswith("acceptance fitted"))
-            fitted = float(chain_al(*result.rates["eagle3"], 5))
+            fitted = float(chain_al(*result.acceptance_shapes["eagle3"], 5))
             low, high = (float(x) for x in note.split("for AL ")[1].split(" at D")[0].split("-"))
             inside, called = low - 5e-3 <= true_al <= high + 5e-3, "do not pin it" in note
             held, loose = held + inside, loose + called
@@ -80,7 +80,8 @@ def real_rows() -> None:
         d, low, high = fit.intervals["eagle3"]
         fitted_rows = with_fitted([m for m, _ in pairs], unmeasured, fit.shapes)
         setting = pairs[0][1]
-        profile = calibrate(get_engine("vllm"), [(m, setting) for m in fitted_rows], name="fitted").profile
+        profile = calibrate(get_engine("vllm"), [(m, setting) for m in fitted_rows], name="fitted",
+                            spent=fit.parameters).profile
         pred = predict(profile.values(), price([(m, setting) for m in fitted_rows], profile.spec_max_running))
         table = rows.assign(pred=pred)
         picks = []

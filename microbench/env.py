@@ -53,6 +53,13 @@ def _model_name(name: str | None) -> str:
     return re.sub(r"\s*@\s*[\d.]+\s*[GM]Hz\s*$", "", str(name or "")).strip()
 
 
+def same_described_cpu(a: str, b: str) -> bool:
+    """Whether two `describe_cpu` texts name one CPU, the nominal clock aside (`_model_name`): what
+    a stored validation summary records of the CPU it ran on."""
+    clock = lambda text: re.sub(r"\s*@\s*[\d.]+\s*[GM]Hz", "", str(text)).strip()  # noqa: E731
+    return clock(a) == clock(b)
+
+
 def same_cpu(meta: dict, here: dict) -> bool:
     """Whether a profile's meta.json was measured on the CPU `here` (this_cpu()): the same model
     name (its nominal clock aside), and the same family and model where both record them

@@ -67,7 +67,7 @@ def test_fit_acceptance_recovers_a_decaying_acceptance_from_throughput_alone():
 
     truth = (0.9, 0.8)
     result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", _throughput_rows(truth), fit_acceptance=True)
-    p1, decay = result.rates["eagle3"]
+    p1, decay = result.acceptance_shapes["eagle3"]
     d = np.arange(1, 9)
     assert np.allclose(chain_al(p1, decay, d), chain_al(*truth, d), rtol=0.01), (p1, decay)
     assert np.abs(result.residual).max() < 1e-3
@@ -89,7 +89,7 @@ def test_fit_acceptance_with_two_draft_lengths_fits_one_rate():
 
     result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm",
                             _throughput_rows((0.7, 1.0), draft_lens=(0, 2, 4)), fit_acceptance=True)
-    p1, decay = result.rates["eagle3"]
+    p1, decay = result.acceptance_shapes["eagle3"]
     assert decay == 1.0 and abs(p1 - 0.7) < 0.01
     assert np.abs(result.residual).max() < 1e-3
     assert f"eagle3:alpha={p1:.3g}" in sweep_arguments(result, "llama-3.1-8b")
@@ -143,7 +143,7 @@ def test_fit_acceptance_with_every_acceptance_stated_fits_none():
     rows = [{**r, "acceptance_length": float(chain_al(0.7, 1.0, r["draft_len"]))} if r["draft_len"] else r
             for r in _throughput_rows((0.7, 1.0), draft_lens=(0, 2, 4))]
     result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, fit_acceptance=True)
-    assert result.rates == {} and "acceptance fitted" not in result.profile.fit["described"]
+    assert result.acceptance_shapes == {} and "acceptance fitted" not in result.profile.fit["described"]
     assert any("every speculative row states its acceptance length; none fitted" in n for n in result.notes)
 
 
@@ -188,7 +188,7 @@ def test_a_sweep_on_a_profile_fitted_with_its_acceptance_says_to_plan_with_it(tm
     result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", _throughput_rows((0.7, 1.0), draft_lens=(0, 2, 4)),
                             fit_acceptance=True, name="mine")
     path = write_profile(result.profile, tmp_path / "mine.json")
-    p1 = result.rates["eagle3"][0]
+    p1 = result.acceptance_shapes["eagle3"][0]
     published = sweep(model="llama-3.1-8b", hardware="h100-sxm", mechanisms=["eagle3"], batches=[1, 8],
                       contexts=[2048], engine=str(path))
     assert published.meta["engine_acceptance_fitted"]["eagle3"]["p_1"] == p1
@@ -199,3 +199,16 @@ def test_a_sweep_on_a_profile_fitted_with_its_acceptance_says_to_plan_with_it(tm
     given = sweep(model="llama-3.1-8b", hardware="h100-sxm", mechanisms=["eagle3"], batches=[1, 8], contexts=[2048],
                   engine=str(path), acceptance={"eagle3": f"alpha={p1:.3g}"})
     assert "to plan as calibrated" not in render_summary(given, plans=plan_engines(given))
+
+
+def test_fit_acceptance_takes_its_parameters_out_of_the_terms_allowance():
+    """Two rows (D = 2 and 4 at B = 1) had fitted alpha and host_step_us, two parameters, where two
+    rows allow one, and printed the range "AL 2.72-2.72" (review, 2026-12-06)."""
+    from speedplan.engine.run_calibration import calibrate_rows
+
+    rows = [r for r in _throughput_rows((0.7, 1.0), batches=(1,), draft_lens=(2, 4))]
+    result = calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, fit_acceptance=True)
+    assert result.fitted == []  # the one parameter two rows allow went to the acceptance
+    note = next(n for n in result.notes if n and n.startswith("acceptance fitted"))
+    low, high = (float(x) for x in note.split("for AL ")[1].split(" at D")[0].split("-"))
+    assert high > low  # never a point: the first step either side is kept

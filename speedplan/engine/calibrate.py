@@ -64,7 +64,7 @@ class Calibration:
     notes: list[str] = field(default_factory=list)  # lines the caller adds to the printout (the files' model)
     slowest: np.ndarray | None = None  # each time row as priced with the terms a fit may move at their slowest
     fastest: np.ndarray | None = None  # ... and with its kernels alone at the lowest kernel_scale (`fastest_timed`)
-    rates: dict[str, tuple] = field(default_factory=dict)  # mechanism -> (p_1, decay) fitted (--fit-acceptance)
+    acceptance_shapes: dict[str, tuple] = field(default_factory=dict)  # mechanism -> (p_1, decay), --fit-acceptance
 
     @property
     def residual(self) -> np.ndarray:
@@ -216,10 +216,25 @@ def check_candidates(candidates: list[str]) -> None:
         raise SpeedplanInputError(f"calibrate: {settings[0]} is an engine setting, not fitted: {how}")
 
 
+def candidate_terms(base: EngineProfile, rows: list, free: list[str] | None) -> list[str]:
+    """The terms a fit may try: `free`, or the base's fit order (FIT_ORDER) with what `rows` need; checked."""
+    candidates = list(free) if free is not None else default_terms(base.fit_order or FIT_ORDER, rows)
+    check_candidates(candidates)
+    return candidates
+
+
+def most_terms(n: int, free: list[str] | None, spent: int = 0) -> int:
+    """How many terms n rows may fit: n where the terms were named, else ceil(n / 2) (leave-one-out
+    then tests the fit), less `spent`, the parameters fitted from the same rows besides the terms
+    (a fitted acceptance)."""
+    return max((n if free is not None else max(1, (n + 1) // 2)) - spent, 0)
+
+
 def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], free: list[str] | None = None,
-              name: str | None = None, described: str = "") -> Calibration:
+              name: str | None = None, described: str = "", spent: int = 0) -> Calibration:
     """Fit `free` terms (default: FIT_ORDER) of `base` to measurements with their settings. The
-    profile is named `name` (default: the base's name + "-calibrated") and read from no file."""
+    profile is named `name` (default: the base's name + "-calibrated") and read from no file.
+    `spent`: parameters already fitted from these rows (`most_terms`)."""
     if not pairs:
         raise SpeedplanInputError("calibrate: no measurements")
     if name is not None and (not isinstance(name, str) or not name.strip()):  # "" fell back to the default in silence
@@ -233,13 +248,12 @@ def calibrate(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], fre
         free = list(free)  # once: a generator is used up by reading it
     if free is not None and (isinstance(free, str) or not free):
         raise SpeedplanInputError(f"calibrate: free must list the terms to fit (None: the default ones), got {free!r}")
-    candidates = list(free) if free is not None else default_terms(base.fit_order or FIT_ORDER, priced.rows)
-    check_candidates(candidates)
+    candidates = candidate_terms(base, priced.rows, free)
     ok, kept = _identifiable(values, candidates, priced)
     not_tried = {t: _origin(base.terms[t].source) if t not in SETTINGS else "an engine setting, never fitted"
                  for t in TERMS if t not in candidates}
     n = len(pairs)
-    most = n if free is not None else max(1, (n + 1) // 2)
+    most = most_terms(n, free, spent)
     if len(ok) > most:
         ok, dropped = _select(values, ok, most, priced)
         kept.update(dropped)

@@ -28,12 +28,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from speedplan.engine.calibrate import FIT_ORDER, _identifiable, _select, check_candidates
-from speedplan.engine.calibration_temperature import default_terms
+from speedplan.engine.calibrate import _identifiable, _select, candidate_terms, most_terms
 from speedplan.engine.priced import Priced, Setting, predict, price
 from speedplan.engine.profile import TERMS, EngineProfile
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.mechanisms import TREE_MECHANISMS
 
 RATE_BOUNDS = (0.02, 0.98)  # p_1 a fit may reach: AL from 1.02 to nearly 1 + D
@@ -56,16 +56,10 @@ class Unmeasured:
 
 def chain_al(p1: float, decay: float, draft_len) -> np.ndarray:
     """A chain's acceptance length when the k-th draft is accepted (the ones before it were) with
-    chance p1 · decay^(k−1): 1 + Σ_{k≤D} p1^k · decay^(k(k−1)/2), bonus token included."""
+    chance p1 · decay^(k−1), bonus token included: the sweep's own `Acceptance.chain_al` of those
+    positions (`--acceptance MECH:positions=...`), so calibrate and sweep price one AL."""
     d = np.asarray(draft_len, dtype=int)
-    k = np.arange(1, int(d.max(initial=0)) + 1, dtype=float)
-    cumulative = np.concatenate([[1.0], 1.0 + np.cumsum(p1 ** k * decay ** (k * (k - 1) / 2))])
-    return cumulative[d]
-
-
-def iid_al(alpha: float, draft_len) -> np.ndarray:
-    """A chain's acceptance length at rate `alpha` at every position: 1 + α + ... + α^D."""
-    return chain_al(alpha, 1.0, draft_len)
+    return Acceptance.positional(positions(p1, decay, max(int(d.max(initial=0)), 1)), "fitted").chain_al(d)
 
 
 def positions(p1: float, decay: float, depth: int) -> list[float]:
@@ -157,6 +151,7 @@ class RateFit:
 
     shapes: dict[str, tuple[float, float]]
     intervals: dict[str, tuple[int, float, float] | None]
+    parameters: int = 0  # acceptance parameters fitted (1 a mechanism, 2 where its decay was)
 
 
 PROFILE_STEP = 0.02  # p_1's step outward from the fit, for each mechanism's interval
@@ -171,21 +166,21 @@ def fit_rates(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], unm
     settles). From each of STARTS; the fit with the smallest error is kept. Then, for the interval,
     p_1 held at values PROFILE_STEP apart outward from the fit (everything else refitted, each from
     the one before), as long as the squared log error rises less than CHI2_95 x the scatter per
-    spare row (the error over rows less parameters)."""
+    spare row (the error over rows less parameters); the first step either side is kept whatever its
+    error, so that a range is never narrower than one step."""
     priced = price(pairs, base.spec_max_running)
     values = {t: base.terms[t].value for t in TERMS}
-    candidates = list(free) if free is not None else default_terms(base.fit_order or FIT_ORDER, priced.rows)
-    check_candidates(candidates)
+    candidates = candidate_terms(base, priced.rows, free)
     draft = np.array([float(m.draft_len) for m, _ in pairs])
     groups = [np.asarray(idx) for idx in unmeasured.values()]
     decays = [len({int(draft[i]) for i in idx if pairs[i][0].quantity in AL_QUANTITIES}) >= DECAY_LENGTHS
               for idx in groups]
     n, k = len(pairs), len(groups) + sum(decays)
-    most = (n if free is not None else max(1, (n + 1) // 2)) - k
-    if most < 0:
+    most = most_terms(n, free, k)
+    if n < k + 1:  # a row more than the acceptance parameters, or nothing is left to judge them by
         raise SpeedplanInputError(f"--fit-acceptance: {n} row{'s' * (n != 1)} cannot fit {k} acceptance "
-                                  "parameters besides the engine terms; give more rows")
-    best: tuple[float, list[float], list[str]] | None = None
+                                  "parameters and leave a row to judge them by; give more rows")
+    best: tuple[float, list[float], list[str], dict] | None = None
     for p1, r in STARTS:
         params = [x for fitted in decays for x in ((p1, r) if fitted else (p1,))]
         for _ in range(4):
@@ -214,15 +209,19 @@ def fit_rates(base: EngineProfile, pairs: list[tuple[Measurement, Setting]], unm
         fits = [float(chain_al(*shapes[mech], d_ref))]
         for step in (-PROFILE_STEP, PROFILE_STEP):  # outward from the fit, each point started from the last
             at, start, start_values = params[first[g]] + step, params, fitted
+            steps = 0
             while RATE_BOUNDS[0] - 1e-9 <= at <= RATE_BOUNDS[1] + 1e-9:
                 held, held_loss, start_values = _joint_fit(start_values, terms, priced, draft, groups, decays, start,
                                                            {int(first[g]): float(at)})
+                if held_loss > limit and steps:
+                    break
+                # the first step is kept even past the limit: the range is then "within one step", not a point
+                fits.append(float(chain_al(*_shapes(held, decays)[g], d_ref)))
+                start, at, steps = held, at + step, steps + 1
                 if held_loss > limit:
                     break
-                fits.append(float(chain_al(*_shapes(held, decays)[g], d_ref)))
-                start, at = held, at + step
         intervals[mech] = (d_ref, min(fits), max(fits))
-    return RateFit(shapes, intervals)
+    return RateFit(shapes, intervals, k)
 
 
 def with_fitted(rows: list[Measurement], unmeasured: dict[str, list[int]],
@@ -272,20 +271,26 @@ def rate_note(rows: list[Measurement], unmeasured: dict[str, list[int]], fit: Ra
             "not a wrong --hardware or --tp): plan with the two together, as below")
 
 
-def sweep_acceptance(mech: str, shape: tuple[float, float], depth: int) -> str:
-    """The --acceptance value that prices `mech` as fitted: alpha=A, or positions= to `depth`."""
+SWEEP_DEPTH = 8  # positions a decaying acceptance is written out to for the sweep (its default D range); later ones repeat the last
+
+
+def sweep_acceptance(mech: str, shape: tuple[float, float], depth: int = SWEEP_DEPTH) -> str:
+    """The --acceptance value that prices `mech` as fitted (`Acceptance.describe`): alpha=A, or
+    positions= to `depth`."""
     p1, r = shape
-    if r >= 1.0 - 1e-9:
-        return f"{mech}:alpha={p1:.3g}"
-    return f"{mech}:positions=" + ",".join(f"{p:.3g}" for p in positions(p1, r, depth))
+    acc = Acceptance.iid(p1) if r >= 1.0 - 1e-9 else Acceptance.positional(positions(p1, r, depth))
+    return f"{mech}:{acc.describe()}"
 
 
 def fit_acceptance_rates(base: EngineProfile, rows: list[Measurement], setting: Setting, free,
-                         taken_by: list[str]) -> tuple[list[Measurement], dict[str, tuple[float, float]], str | None]:
-    """The rows with fitted acceptance where the reader supplied it, each mechanism's (p_1, r), and the note that
-    says so (None, and the rows as they are, where every row stated its own)."""
+                         taken_by: list[str]) -> tuple[list[Measurement], RateFit, str]:
+    """The rows with fitted acceptance where the reader supplied it, the fit (each mechanism's
+    (p_1, r)), and the note that says so (an empty fit, and the rows as they are, where every
+    speculative row stated its own or none is speculative)."""
     unmeasured = unmeasured_rows(rows, taken_by)
     if not unmeasured:
-        return rows, {}, "--fit-acceptance: every speculative row states its acceptance length; none fitted"
+        why = ("every speculative row states its acceptance length" if any(m.mechanism != "none" for m in rows)
+               else "no row is speculative")
+        return rows, RateFit({}, {}), f"--fit-acceptance: {why}; none fitted"
     fit = fit_rates(base, [(m, setting) for m in rows], unmeasured, free)
-    return with_fitted(rows, unmeasured, fit.shapes), fit.shapes, rate_note(rows, unmeasured, fit)
+    return with_fitted(rows, unmeasured, fit.shapes), fit, rate_note(rows, unmeasured, fit)

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, bound_side, calibrate
-from speedplan.engine.calibration_acceptance import Unmeasured, fit_acceptance_rates, shape_text, sweep_acceptance
+from speedplan.engine.calibration_acceptance import (SWEEP_DEPTH, Unmeasured, fit_acceptance_rates, shape_text,
+                                                     sweep_acceptance)
 from speedplan.engine.calibration_checks import (check_distinct, check_models, check_reachable,
                                                  check_setting, check_speedups)
 from speedplan.engine.calibration_notes import one_sided, outliers
@@ -69,12 +70,12 @@ def calibrate_files(model: str, hardware: str, tp: int, engine: str, files: list
         refuse_wide_text(f)
     setting = _setting(model, hardware, tp)
     scrapes = [Path(f) for f in files if _is_metrics(Path(f))]
-    counters = [read_vllm_metrics(f) for f in scrapes]
-    for c in counters:
-        check_totals(c)
     if fit_acceptance and scrapes:
         raise SpeedplanInputError(f"--fit-acceptance: {scrapes[0]} is a /metrics scrape, which gives the runs' "
                                   "acceptance; give one or the other")
+    counters = [read_vllm_metrics(f) for f in scrapes]
+    for c in counters:
+        check_totals(c)
     acceptance = Unmeasured() if fit_acceptance else _scrape_acceptance(counters)
     rows = [m for f in files if Path(f) not in scrapes for m in read_measurements(f, mechanism, acceptance)]
     if not rows:
@@ -168,15 +169,16 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
     check_setting(rows, setting)
     repeats = check_consistent(rows, base.spec_max_running)  # notes on repeats far apart but kept
     check_speedups(rows)
-    rates, note = {}, None
-    if unmeasured is not None:
-        rows, rates, note = fit_acceptance_rates(base, rows, setting, free, unmeasured)
-        described += "".join(f"; acceptance fitted: {m} {shape_text(*a)}" for m, a in rates.items())
-    result = calibrate(base, [(m, setting) for m in rows], free, name=name, described=described)
-    if rates:
-        result.rates = rates
+    shapes, spent, note = {}, 0, None
+    if unmeasured is not None:  # fitted first, with the terms; its parameters come out of the terms' allowance
+        rows, fit, note = fit_acceptance_rates(base, rows, setting, free, unmeasured)
+        shapes, spent = fit.shapes, fit.parameters
+        described += "".join(f"; acceptance fitted: {m} {shape_text(*a)}" for m, a in shapes.items())
+    result = calibrate(base, [(m, setting) for m in rows], free, name=name, described=described, spent=spent)
+    if shapes:
+        result.acceptance_shapes = shapes
         result.profile = replace(result.profile, fit={**result.profile.fit, "acceptance_fitted": {
-            m: {"p_1": p1, "decay": r} for m, (p1, r) in rates.items()}})
+            m: {"p_1": p1, "decay": r} for m, (p1, r) in shapes.items()}})
     result.notes += [note] if note else []
     check_reachable(result, setting)
     result.notes.append(temperature_note(rows, result.profile))
@@ -362,8 +364,8 @@ def sweep_arguments(result: Calibration, model: str | None = None) -> list[str]:
             runs.setdefault(mech, {}).setdefault(int(d), []).append(float(al))
     for mech, by_d in sorted(runs.items()):
         d = max(by_d, key=lambda k: (len(by_d[k]), k))
-        fitted = result.rates.get(mech)  # acceptance fitted (--fit-acceptance): its shape, as the rows were priced
-        args += ["--acceptance", sweep_acceptance(mech, fitted, max(8, *by_d)) if fitted is not None
+        fitted = result.acceptance_shapes.get(mech)  # acceptance fitted (--fit-acceptance): its shape, as the rows were priced
+        args += ["--acceptance", sweep_acceptance(mech, fitted, max(SWEEP_DEPTH, *by_d)) if fitted is not None
                  else f"{mech}:al={np.mean(by_d[d]):.3g}@{d}"]
     if runs:
         args = [a for mech in sorted({m for m, *_ in rows if m != "none"}) for a in ("--mechanism", mech)] + args

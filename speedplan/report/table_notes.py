@@ -129,7 +129,7 @@ def fitted_acceptance_note(meta: dict) -> str | None:
         return None
     from speedplan.engine.calibration_acceptance import sweep_acceptance
 
-    given = " ".join(f"--acceptance {sweep_acceptance(m, (fitted[m]['p_1'], fitted[m]['decay']), 8)}" for m in off)
+    given = " ".join(f"--acceptance {sweep_acceptance(m, (fitted[m]['p_1'], fitted[m]['decay']))}" for m in off)
     return (f"note: engine profile {meta.get('engine')} was calibrated with the acceptance of {', '.join(off)} fitted "
             f"with its terms (--fit-acceptance), and this sweep prices {'them' if len(off) > 1 else 'it'} at "
             f"another ({'; '.join(str(sources[m]) for m in off)}): the two price the measured throughput together; "

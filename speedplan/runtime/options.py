@@ -233,7 +233,7 @@ class RunOptions:
         if not self.mechanism.startswith("truncated") and o.draft_layers != default.draft_layers:
             unused.append("--draft-layers")
         notes = [f"note: {self.mechanism} does not use {', '.join(unused)}"] if unused else []
-        if not self.compare_plain and self.rounds != 2:  # the default: only a changed value was asked for
+        if not self.compare_plain and self.rounds != _DEFAULT_ROUNDS:  # only a changed value was asked for
             notes.append(f"note: --rounds {self.rounds} times plain and speculative runs in pairs; --no-compare runs "
                          "no plain one, so one round")
         if self.temperature == 0 and self.top_p != 1:
@@ -249,6 +249,9 @@ class RunOptions:
         return (f"note: --tree-nodes {o.tree_nodes}: a tree of --tree-topk {o.tree_topk} and --tree-depth "
                 f"{o.tree_depth} holds at most {o.nodes_run} nodes ({o.tree_topk} + {o.tree_depth - 1}·{o.tree_topk}²), "
                 f"so each step verifies {o.nodes_run} (raise --tree-depth or --tree-topk for more)")
+
+
+_DEFAULT_ROUNDS = next(f.default for f in fields(RunOptions) if f.name == "rounds")
 
 
 def read_prompts(path: str | Path) -> list[str | list[dict]]:

@@ -16,7 +16,6 @@ therefore move by one constant, the same for every row.)
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from speedplan.cost.ops import CostModel, load_cost_model
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.cost.forward import forward_cost
-from speedplan.specs.files import finite
+from speedplan.specs.files import finite, read_json, read_problem
 from speedplan.specs.model import get_model
 from speedplan.validate.run import TARGET_PRESET
 
@@ -44,12 +43,8 @@ def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     try:
         table = pd.read_csv(folder / "validation.csv").rename(columns={"nodes": "verify_tokens"})  # older runs
     except (OSError, ValueError) as exc:  # a decoding error is a ValueError too
-        raise SpeedplanInputError(f"{folder / 'validation.csv'}: not a readable CSV "
-                                  f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
-    try:
-        summary = json.loads((folder / "summary.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise SpeedplanInputError(f"{folder / 'summary.json'}: malformed JSON ({exc})") from None
+        raise SpeedplanInputError(f"{folder / 'validation.csv'}: not a readable CSV ({read_problem(exc)})") from None
+    summary = read_json(folder / "summary.json")  # names the file, and a syntax error's line
     missing = [c for c in NEEDED if c not in table.columns]
     if missing:
         raise SpeedplanInputError(f"{folder / 'validation.csv'}: missing column {missing[0]!r}")
@@ -81,21 +76,24 @@ def load_validation(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     return table, summary
 
 
-def _priced_verify_s(cost: CostModel, table: pd.DataFrame, outside: np.ndarray | None = None) -> np.ndarray:
-    """Seconds of priced ops (no host overhead) of each row's verify forward pass; `outside`, where
-    given, takes each row's share priced from outside the profile's measured range."""
+def _priced_verify(cost: CostModel, table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of priced ops (no host overhead) of each row's verify forward pass, and each row's
+    share priced from outside the profile's measured range."""
     target = replace(get_model(TARGET_PRESET), dtype="fp32")
-    out = np.empty(len(table))
+    out, outside = np.empty(len(table)), np.zeros(len(table))
     tree = table["mechanism"].str.split(":").str[0].isin(TREE_MECHANISMS).to_numpy()
     for is_tree in (False, True):
         rows = tree == is_tree
         if rows.any():
             f = forward_cost(cost, target, table["batch"].to_numpy()[rows], table["verify_tokens"].to_numpy()[rows],
                              table["context"].to_numpy()[rows], mask="tree" if is_tree else "causal")
-            out[rows] = f.total_s
-            if outside is not None:
-                outside[rows] = f.out_of_range_share
-    return out
+            out[rows], outside[rows] = f.total_s, f.out_of_range_share
+    return out, outside
+
+
+def _priced_verify_s(cost: CostModel, table: pd.DataFrame) -> np.ndarray:
+    """Seconds of priced ops (no host overhead) of each row's verify forward pass."""
+    return _priced_verify(cost, table)[0]
 
 
 def _kernel_scale(summary: dict, where: str | Path = "summary.json") -> float:
@@ -140,12 +138,13 @@ def reprice_verify(table: pd.DataFrame, summary: dict, hardware: str | Path,
     unclamped = verify_cal - scale * float(_priced_verify_s(cost, cal)[0])
     overhead_s = max(unclamped, 0.0)
     out = table.copy()
-    outside = np.zeros(len(table))
-    out["pred_t_verify"] = scale * _priced_verify_s(cost, table, outside) + overhead_s
+    priced, outside = _priced_verify(cost, table)
+    out["pred_t_verify"] = scale * priced + overhead_s
     out.attrs["layer_overhead_us"] = overhead_s / layers * 1e6
     out.attrs["overhead_clamped"] = unclamped < 0  # the profile prices the anchor step above its measured time
     out.attrs["outside_rows"] = int(np.sum(outside > 0.5))  # priced mostly beyond what the profile measured
-    out.attrs["profile"] = cost.profile
+    # what profile_lines says of the profile: its meta, not the profile (attrs are deep-copied with each derived frame)
+    out.attrs["profile_meta"] = dict(cost.profile.meta) if cost.profile is not None else None
     return out
 
 
@@ -153,16 +152,16 @@ def profile_lines(summary: dict, repriced: pd.DataFrame, hardware: str | Path) -
     """What to know of the profile a run was repriced with: who measured it (and how many of its
     points on a busy CPU), the verify steps it priced mostly from outside its measured range, and
     a warning where it was measured on another CPU than the run's."""
-    from microbench.env import describe_cpu
+    from microbench.env import describe_cpu, same_described_cpu
     from speedplan.profile.load import origin_label
 
-    profile = repriced.attrs.get("profile")
+    meta = repriced.attrs.get("profile_meta")
     lines = []
-    if profile is not None:
-        lines.append(f"profile {hardware}: {origin_label(profile.meta)}")
-        measured_on = describe_cpu(profile.meta) if profile.meta.get("device_name") else None
+    if meta is not None:
+        lines.append(f"profile {hardware}: {origin_label(meta)}")
+        measured_on = describe_cpu(meta) if meta.get("device_name") else None
         ran_on = summary.get("cpu")
-        if measured_on and isinstance(ran_on, str) and ran_on and measured_on != ran_on:
+        if measured_on and isinstance(ran_on, str) and ran_on and not same_described_cpu(measured_on, ran_on):
             lines.append(f"warning: the stored run ran on {ran_on!r} and the profile was measured on "
                          f"{measured_on!r}: kernel times do not carry from one CPU to another, so the repriced "
                          "error is the CPUs' difference as much as the profile's")
