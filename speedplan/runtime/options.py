@@ -233,9 +233,9 @@ class RunOptions:
         if not self.mechanism.startswith("truncated") and o.draft_layers != default.draft_layers:
             unused.append("--draft-layers")
         notes = [f"note: {self.mechanism} does not use {', '.join(unused)}"] if unused else []
-        if not self.compare_plain and self.rounds != _DEFAULT_ROUNDS:  # only a changed value was asked for
-            notes.append(f"note: --rounds {self.rounds} times plain and speculative runs in pairs; --no-compare runs "
-                         "no plain one, so one round")
+        if self.rounds != _DEFAULT_ROUNDS and (not self.compare_plain or self.mechanism == "none"):  # a changed value only
+            why = "--mechanism none has no speculative run" if self.mechanism == "none" else "--no-compare runs no plain one"
+            notes.append(f"note: --rounds {self.rounds} times plain and speculative runs in pairs; {why}, so one round")
         if self.temperature == 0 and self.top_p != 1:
             notes.append(f"note: --top-p {self.top_p:g} has no effect at --temperature 0 (greedy decoding takes the "
                          "most likely token)")

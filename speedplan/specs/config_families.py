@@ -104,14 +104,41 @@ _WHOLE_MODEL_KEYS = ("quantization_config", "tie_word_embeddings")
 _DTYPE_KEYS = ("torch_dtype", "dtype")
 
 
+# What transformers' text config classes set where a composite checkpoint's text_config leaves a
+# key out. save_pretrained writes a nested config as its difference from its class's defaults
+# (configuration_utils.recursive_diff_dict), so google/gemma-3-4b-it's text_config states six keys
+# and not its 8 heads, 4 KV heads, 256-wide heads or 262,208-token vocabulary; vLLM and
+# transformers read the class's values there. Keys the readers use, from huggingface/transformers
+# models/gemma3/configuration_gemma3.py at 008f5c8c (Gemma3TextConfig.__init__; the global
+# layer every 6th), models/llama4/configuration_llama4.py and models/qwen3_5/configuration_qwen3_5.py
+# at 008e5743 (Llama4TextConfig, Qwen3_5TextConfig: full attention every 4th layer).
+TEXT_CLASS_DEFAULTS = {
+    "gemma3_text": dict(vocab_size=262_208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                        num_attention_heads=8, num_key_value_heads=4, head_dim=256, max_position_embeddings=131_072,
+                        sliding_window=4096, sliding_window_pattern=6),
+    "llama4_text": dict(vocab_size=202_048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16384,
+                        num_hidden_layers=48, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                        max_position_embeddings=131_072, num_experts_per_tok=1, num_local_experts=16,
+                        interleave_moe_layer_step=1, no_rope_layer_interval=4, attention_chunk_size=8192),
+    "qwen3_5_text": dict(vocab_size=248_320, hidden_size=4096, intermediate_size=12288, num_hidden_layers=32,
+                         num_attention_heads=16, num_key_value_heads=4, head_dim=256, max_position_embeddings=32768,
+                         linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                         linear_num_key_heads=16, linear_num_value_heads=32, full_attention_interval=4),
+}
+
+
 def text_config(cfg: dict, where: str) -> dict:
     """A composite config's text_config, with the whole-checkpoint keys it leaves to the top
-    level (an object of its own wins; the text_config's own dtype wins over the top's)."""
+    level (an object of its own wins; the text_config's own dtype wins over the top's), and the
+    keys its class's defaults fill where it leaves them out (`TEXT_CLASS_DEFAULTS`, by the
+    text_config's model_type, else the top's with "_text")."""
     text = cfg["text_config"]
     if not isinstance(text, dict):
         raise SpeedplanInputError(f"{where}: 'text_config' must be an object")
     keys = _WHOLE_MODEL_KEYS + (() if any(text.get(k) is not None for k in _DTYPE_KEYS) else _DTYPE_KEYS)
-    return {**text, **{k: cfg[k] for k in keys if cfg.get(k) is not None and text.get(k) is None}}
+    kind = text.get("model_type") or f"{cfg.get('model_type')}_text"
+    defaults = TEXT_CLASS_DEFAULTS.get(kind, {}) if isinstance(kind, str) else {}
+    return {**defaults, **text, **{k: cfg[k] for k in keys if cfg.get(k) is not None and text.get(k) is None}}
 
 
 def check_bias_flags(cfg: dict, where: str) -> None:

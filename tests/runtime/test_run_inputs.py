@@ -240,3 +240,17 @@ def test_json_names_the_matmul_that_ran():
     assert report.to_json()["matmul"] == "fp32"
     q4 = dataclasses.replace(report, spec=dataclasses.replace(report.spec, matmul="q4_1"))
     assert q4.to_json()["matmul"] == "q4_1"
+
+
+def test_run_notes_rounds_it_cannot_pair_and_top_p_at_greedy():
+    from speedplan.runtime.options import RunOptions
+
+    assert RunOptions(("hi",), mechanism="none", rounds=3).unused_note() == (
+        "note: --rounds 3 times plain and speculative runs in pairs; --mechanism none has no speculative run, "
+        "so one round")
+    assert RunOptions(("hi",), mechanism="ngram", compare_plain=False, rounds=3).unused_note().endswith(
+        "--no-compare runs no plain one, so one round")
+    assert RunOptions(("hi",), mechanism="none").unused_note() is None  # the default asked for nothing
+    assert RunOptions(("hi",), mechanism="ngram", rounds=3).unused_note() is None  # paired: rounds are used
+    assert RunOptions(("hi",), temperature=0.0, top_p=0.9).unused_note() == (
+        "note: --top-p 0.9 has no effect at --temperature 0 (greedy decoding takes the most likely token)")

@@ -118,8 +118,9 @@ def test_llama4_chunked_attention_layers_hold_and_read_one_chunk(extra, local):
     assert m.summary()["sliding_window"] == f"8192-token chunks on {local} of 48 layers"
     full = m.kv_bytes_per_token_per_rank(1)
     assert m.kv_bytes_per_rank(32768, 1) == pytest.approx(((48 - local) * 32768 + local * 8192) / 48 * full)
-    without = from_hf_config(LLAMA4_SCOUT)
-    assert (without.window, without.chunked) == (0, False)
+    without = from_hf_config({**LLAMA4_SCOUT, "text_config": {**LLAMA4_SCOUT["text_config"], "attention_chunk_size": None}})
+    assert (without.window, without.chunked) == (0, False)  # null: no chunks; left out: Llama4TextConfig's 8192
+    assert from_hf_config(LLAMA4_SCOUT).local_layers == 36
     from speedplan.cost.forward import attention_shape, forward_cost
     from speedplan.cost.ops import CostModel
     from speedplan.specs.hardware import get_hardware

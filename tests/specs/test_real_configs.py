@@ -35,6 +35,8 @@ SOURCES = {
     "gemma-3-12b-it": "google/gemma-3-12b-it (the LTX-2.3 text encoder config in public code)",
     "qwen3.5-27b-fp8": "a Qwen3.5-27B block-FP8 checkpoint's composite config (quantization_config beside "
                        "text_config, as transformers saves it)",
+    "gemma-3-4b-it": "google/gemma-3-4b-it (its published shape as transcribed in public test code: a text_config "
+                     "of six keys, the rest Gemma3TextConfig's defaults)",
 }
 
 
@@ -60,6 +62,9 @@ HAND = [
     ("qwen3-next-80b-a3b-instruct", 79_674_391_296, 12 * 2 * 2 * 256 * 2),  # 12 of 48 layers keep a KV cache
     ("llama-3.2-1b-instruct", 1_235_814_400, 16 * 2 * 8 * 64 * 2),
     ("gemma-3-12b-it", 11_766_034_176, 48 * 2 * 8 * 256 * 2),  # text model
+    # text model: 262,208 x 2,560 tied embedding + 34 x (attention 2,560 x 4,096 x 2 + 2,560 x 1,024 x 2, MLP 3 x
+    # 2,560 x 10,240); 8 heads, 4 KV heads of 256 from Gemma3TextConfig's defaults
+    ("gemma-3-4b-it", 3_879_895_040, 34 * 2 * 4 * 256 * 2),
 ]
 
 
@@ -158,3 +163,31 @@ def test_an_fp8_checkpoints_lm_head_is_priced_at_its_16_bits():
     head = cost.gemm(batch, model.vocab / tp, model.hidden, "bf16").latency_us * 1e-6
     assert np.allclose(with_head.gemm_s - without.gemm_s, head, rtol=1e-9)
     assert not np.allclose(head, cost.gemm(batch, model.vocab / tp, model.hidden, "fp8").latency_us * 1e-6)
+
+
+def test_a_sparse_text_config_takes_its_class_defaults():
+    """save_pretrained writes a composite's text_config as its difference from the text class's
+    defaults: google/gemma-3-4b-it states no heads, KV heads, head width or vocabulary, and was
+    refused ("missing 'num_attention_heads'"); given only the keys that error named, it was priced
+    with 8 KV heads of 320 (340 KiB a token for 136). Llama-4 and Qwen3.5 text_configs saved the
+    same way read as their full files do."""
+    g = _model("gemma-3-4b-it")
+    assert (g.heads, g.kv_heads, g.head_dim, g.vocab, g.max_context) == (8, 4, 256, 262_208, 131_072)
+    assert (g.window, g.local_layers, g.tie_embeddings) == (1024, 29, True)  # every 6th layer global
+    from speedplan.specs.config_families import TEXT_CLASS_DEFAULTS
+
+    for name in ("llama-4-scout-17b-16e", "qwen3.5-27b-fp8"):
+        full = _config(name)
+        text = full["text_config"]
+        defaults = TEXT_CLASS_DEFAULTS[text["model_type"]]
+        dropped = {k for k, v in text.items() if defaults.get(k) == v}
+        if name.startswith("qwen3.5"):  # its layer list is the class's every-4th pattern: transformers drops it too
+            dropped.add("layer_types")
+        assert len(dropped) >= 5, dropped  # the test saves a really sparse config
+        sparse = {**full, "text_config": {k: v for k, v in text.items() if k not in dropped}}
+        a, b = from_hf_config(full, name=name), from_hf_config(sparse, name=name)
+        assert a.param_count() == b.param_count() and a.kv_bytes_per_token() == b.kv_bytes_per_token()
+        assert (a.window, a.local_layers, a.linear, a.moe) == (b.window, b.local_layers, b.linear, b.moe)
+    qwen = from_hf_config({"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+                           "text_config": {"hidden_size": 5120, "num_hidden_layers": 64}})
+    assert qwen.linear is not None and qwen.linear.layers == 48  # not read as 64 full-attention layers
