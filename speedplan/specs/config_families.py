@@ -110,8 +110,9 @@ _DTYPE_KEYS = ("torch_dtype", "dtype")
 # and not its 8 heads, 4 KV heads, 256-wide heads or 262,208-token vocabulary; vLLM and
 # transformers read the class's values there. Keys the readers use, from huggingface/transformers
 # models/gemma3/configuration_gemma3.py at 008f5c8c (Gemma3TextConfig.__init__; the global
-# layer every 6th), models/llama4/configuration_llama4.py and models/qwen3_5/configuration_qwen3_5.py
-# at 008e5743 (Llama4TextConfig, Qwen3_5TextConfig: full attention every 4th layer).
+# layer every 6th), models/llama4/configuration_llama4.py, models/qwen3_5/configuration_qwen3_5.py and
+# qwen3_5_moe/configuration_qwen3_5_moe.py at 008e5743 (Llama4TextConfig, Qwen3_5TextConfig and
+# Qwen3_5MoeTextConfig: full attention every 4th layer).
 TEXT_CLASS_DEFAULTS = {
     "gemma3_text": dict(vocab_size=262_208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
                         num_attention_heads=8, num_key_value_heads=4, head_dim=256, max_position_embeddings=131_072,
@@ -124,6 +125,12 @@ TEXT_CLASS_DEFAULTS = {
                          num_attention_heads=16, num_key_value_heads=4, head_dim=256, max_position_embeddings=32768,
                          linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
                          linear_num_key_heads=16, linear_num_value_heads=32, full_attention_interval=4),
+    "qwen3_5_moe_text": dict(vocab_size=248_320, hidden_size=2048, num_hidden_layers=40, num_attention_heads=16,
+                             num_key_value_heads=2, head_dim=256, max_position_embeddings=32768,
+                             linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                             linear_num_key_heads=16, linear_num_value_heads=32, full_attention_interval=4,
+                             moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts_per_tok=8,
+                             num_experts=256),
 }
 
 

@@ -191,3 +191,7 @@ def test_a_sparse_text_config_takes_its_class_defaults():
     qwen = from_hf_config({"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
                            "text_config": {"hidden_size": 5120, "num_hidden_layers": 64}})
     assert qwen.linear is not None and qwen.linear.layers == 48  # not read as 64 full-attention layers
+    moe = from_hf_config({"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+                          "text_config": {"model_type": "qwen3_5_moe_text"}})  # Qwen3_5MoeTextConfig is Qwen3.5-35B-A3B
+    assert (moe.moe.num_experts, moe.moe.top_k, moe.linear.layers) == (256, 8, 30)
+    assert moe.param_count(active=True) / 1e9 == pytest.approx(3.4, abs=0.1)
