@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -138,6 +139,12 @@ def _run(argv: list[str] | None) -> int:
         if e.errno not in _FULL_OR_FORBIDDEN:
             raise  # anything else is a bug to see whole
         typer.echo(f"speedplan: error: {e.filename or 'writing output'}: {e.strerror}", err=True)
+        return 2
+    except ValueError as e:
+        if "integer string conversion" not in str(e):  # int() of more digits than Python converts (4,300)
+            raise
+        typer.echo(f"speedplan: error: the input holds a number of more than {sys.get_int_max_str_digits():,} "
+                   "digits", err=True)
         return 2
     except RuntimeError as e:
         if not str(e).startswith("Symlink loop"):  # pathlib's resolve(strict=False) on a loop of links

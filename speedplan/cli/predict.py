@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from speedplan.errors import SpeedplanInputError
+
 app = typer.Typer(help="Answer op-latency queries in bulk.", no_args_is_help=True, rich_markup_mode=None)
 
 
@@ -25,6 +27,10 @@ def ops(
 
     from speedplan.specs.fallback import describe_fit
 
+    for option, path in (("--in", input), ("--out", out)):  # a file of that name had been read or written
+        if str(path) == "-":
+            raise SpeedplanInputError(f"{option} -: predict reads and writes files, not standard input or output; "
+                                      "give a path")
     check_output(out, folder=False, inputs=[input], kind="predictions CSV")
     cost = load_cost_model(hardware)
     n = predict_ops_file(cost, input, out)

@@ -40,6 +40,9 @@ def validate(
     from speedplan.validate.device_profile import PROFILE_FOLDER, measure_this_cpu, should_measure
     from speedplan.validate.run import FULL, QUICK, run_validation, write_validation
 
+    if hardware is not None and not hardware.strip():  # "" had read as left out: a full run on cpu-local began
+        raise SpeedplanInputError("--hardware is empty; give a profile folder or preset, or leave the option out "
+                                  "for its default")
     if reprice is not None:
         if out is not None or quick or device != "cpu" or measure_cpu is not None:
             raise SpeedplanInputError("--reprice runs nothing and writes nothing: --out, --quick, --device and "

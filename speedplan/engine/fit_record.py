@@ -38,4 +38,15 @@ def fit_record(fit, where: str, terms: tuple[str, ...]) -> dict:
     if not isinstance(values, dict) or any(not finite(v) or k not in terms for k, v in values.items()):
         raise SpeedplanInputError(f"{where}: fit.values must be an object of {{term: finite number}} (the values the "
                                   "fit gave)")
+    kept, kept_values = fit.get("kept", {}), fit.get("kept_values", {})
+    if not isinstance(kept, dict) or any(not isinstance(v, str) or k not in terms for k, v in kept.items()):
+        raise SpeedplanInputError(f"{where}: fit.kept must be an object of {{term: why it was kept}}")
+    if not isinstance(kept_values, dict) or any(not finite(v) or k not in terms for k, v in kept_values.items()):
+        raise SpeedplanInputError(f"{where}: fit.kept_values must be an object of {{term: finite number}}")
+    shapes = fit.get("acceptance_fitted", {})
+    if not isinstance(shapes, dict) or any(not isinstance(a, dict) or not finite(a.get("p_1")) or not 0 < a["p_1"] <= 1
+                                           or not finite(a.get("decay")) or not 0 < a["decay"] <= 1
+                                           for a in shapes.values()):
+        raise SpeedplanInputError(f"{where}: fit.acceptance_fitted must be an object of {{mechanism: {{\"p_1\": P, "
+                                  "\"decay\": R}}}} with P and R in (0, 1]")
     return fit

@@ -260,13 +260,8 @@ class EngineProfile:
         """The smallest and largest batch size (requests in flight) among the rows this profile's
         fit used; None when it has no fitted rows. Beyond them the fit extrapolates: rows all at
         B = 1 cannot tell per-step from per-sequence host work."""
-        batches = []
-        for row in (self.fit or {}).get("rows") or []:
-            try:
-                batches.append(float(row["batch"]))
-            except (KeyError, TypeError, ValueError):
-                continue
-        batches = [b for b in batches if np.isfinite(b) and b > 0]
+        rows = (self.fit or {}).get("rows") or []  # a file's are checked by fit_record: batch finite where given
+        batches = [float(r["batch"]) for r in rows if isinstance(r, dict) and finite(r.get("batch")) and r["batch"] > 0]
         return (min(batches), max(batches)) if batches else None
 
     def fitted_settings(self) -> list[str]:
@@ -362,8 +357,9 @@ def engine_from_json(data, where: str) -> EngineProfile:
     try:
         return EngineProfile(str(data["name"]), str(data["engine"]), str(data["version"]),
                              str(data.get("description", "")), terms, where, fit, tuple(order), memory)
-    except SpeedplanInputError as e:
-        raise SpeedplanInputError(f"{where}: {e}") from None
+    except SpeedplanInputError as e:  # said once, by the file: not "FILE: engine profile NAME: ..."
+        said = f"engine profile {data['name']}: "
+        raise SpeedplanInputError(f"{where}: {str(e).removeprefix(said)}") from None
 
 
 def preset_names() -> list[str]:
@@ -387,14 +383,16 @@ def get_engine(name_or_path: str | Path | EngineProfile) -> EngineProfile:
         if not (path.suffix == ".json" or "/" in key):
             raise SpeedplanInputError(f"unknown engine {key!r}{did_you_mean(key, preset_names())}; engine profiles: "
                                       f"{', '.join(preset_names())} (or a JSON file from speedplan calibrate)")
-        why = "is a folder; give the engine profile's JSON file" if path.is_dir() else "no such engine profile file"
         if not path.is_file():
-            raise SpeedplanInputError(f"engine profile {key}: {why}")
+            raise SpeedplanInputError(f"engine profile {key}: " + ("is a folder; give the engine profile's JSON file"
+                                      if path.is_dir() else "not a regular file" if path.exists() else "no such engine profile file"))
+        data = None
         try:  # "runs.csv: malformed JSON" did not say that the file was given as the engine profile
-            return engine_from_json(read_json(path), str(path))
-        except SpeedplanInputError as e:
-            raise SpeedplanInputError(f"engine profile {key}: {str(e).removeprefix(f'{path}: ')} (give a shipped "
-                                      "profile's name or a JSON file speedplan calibrate wrote)") from None
+            data = read_json(path)
+            return engine_from_json(data, str(path))
+        except SpeedplanInputError as e:  # where the file is no profile at all, say what is
+            hint = "" if isinstance(data, dict) and "terms" in data else " (give a shipped profile's name or a JSON file speedplan calibrate wrote)"
+            raise SpeedplanInputError(f"engine profile {key}: {str(e).removeprefix(f'{path}: ')}{hint}") from None
     # a shipped profile is named by its place in the package, not this machine's install path
     return engine_from_json(read_json(path), f"speedplan/specs/presets/engines/{path.name}{SHIPPED}")
 

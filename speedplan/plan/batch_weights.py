@@ -50,7 +50,9 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
                                           "pairs like 1=4,8=2")
             b, eq, w = item.partition("=")
             if not eq:
-                raise SpeedplanInputError(f"--batch-weights {text!r}: expected BATCH=WEIGHT pairs like 1=4,8=2 or a file")
+                named = text.endswith((".json", ".csv")) or "/" in text  # a file meant, not there
+                raise SpeedplanInputError(f"--batch-weights {text!r}: " + ("no such file" if named else
+                                          "expected BATCH=WEIGHT pairs like 1=4,8=2 or a file"))
             pairs.append((b, w, f"--batch-weights {item!r}"))
     return _checked(pairs, "--batch-weights")
 
@@ -83,8 +85,11 @@ def _batch(key: object) -> int:
     if not match:
         raise ValueError(f"got {text!r}")
     if match.group(1) and match.group(1).strip(".0"):
-        raise ValueError(f"{text} is not a whole number")
-    return int(match.group(0).partition(".")[0])
+        raise ValueError(f"{text:.20} is not a whole number")
+    whole = match.group(0).partition(".")[0]
+    if len(whole) > 12:  # no batch comes near; int() stops at 4,300 digits
+        raise ValueError(f"{whole[:12]}... is far too large")
+    return int(whole)
 
 
 def _checked(pairs: list[tuple[object, object, str]], name: str) -> dict[int, float]:

@@ -39,6 +39,9 @@ CPU_MIN_TIME_MS = 30.0  # timing per point on CPU, split between the visits
 GPU_DEFAULT = ["model:llama-3.1-8b", "model:llama-3.1-70b@8", "generic"]
 
 
+MAX_VISITS = 50  # visits per block: each times every point of the block again with fresh buffers
+MAX_QUIET_TRIES = 20  # tries of a busy block
+
 def default_dtypes(device: str) -> list[str]:
     """fp32 on CPU; bf16 and fp16 on GPU (fp8 GEMMs are added where the GPU has them)."""
     return ["fp32"] if device == "cpu" else ["bf16", "fp16"]
@@ -223,8 +226,10 @@ def run_bench(grids: list[str], device: str, out: str, tp: int = 1, hardware_pre
     if min_time_ms is None:  # 0 is refused below, as -5 is, not taken for the default
         min_time_ms = CPU_MIN_TIME_MS if device == "cpu" else 20.0
     visits = (CPU_VISITS if device == "cpu" else 1) if visits is None else visits
-    if visits < 1:
-        raise SpeedplanInputError(f"--visits must be >= 1, got {visits}")
+    if not 1 <= visits <= MAX_VISITS:  # --visits 100000 timed no point in two minutes
+        raise SpeedplanInputError(f"--visits must be in 1..{MAX_VISITS}, got {visits}")
+    if quiet_tries is not None and quiet_tries > MAX_QUIET_TRIES:
+        raise SpeedplanInputError(f"--quiet-tries must be in 1..{MAX_QUIET_TRIES}, got {quiet_tries}")
     if not 0 < min_time_ms < 60_000:  # NaN fails too
         raise SpeedplanInputError(f"--min-time-ms must be > 0 and under a minute, got {min_time_ms}")
     for option, value, low in (("--threads", threads, 1), ("--tp", tp, 1), ("--quiet-tries", quiet_tries, 1),

@@ -63,8 +63,11 @@ def load_target(weights: str | os.PathLike = "smollm2", device: str = "cpu", mat
         from speedplan.specs.model import get_model
 
         spec = get_model(weights.split(":", 1)[1])
+        try:
+            cfg = LlamaConfig.from_spec(spec)  # refuses what the runtime does not build (MoE, MLA, odd head_dim)
+        except ValueError as e:
+            raise SpeedplanInputError(f"--weights {weights}: {e}") from None
         _check_memory(spec, weights)
-        cfg = LlamaConfig.from_spec(spec)
         model, tok, name = random_model(cfg), _smollm2_tokenizer(), weights
     elif weights == "smollm2" or weights.endswith(".gguf"):
         path = smollm2_gguf_path() if weights == "smollm2" else Path(weights)
@@ -294,12 +297,17 @@ def run(spec: RunOptions, pick=fastest_pair, progress=None) -> RunReport:
     if top >= vocab:  # random:CONFIG with a small vocab_size ended in an IndexError traceback (2026-12-05)
         raise SpeedplanInputError(f"--weights {spec.weights}: the prompts' token id {top} is beyond the model's "
                                   f"vocabulary of {vocab} (its tokenizer has more tokens than the model embeds)")
-    positions = target.model.rope_cos.shape[0]  # the longest sequence the model holds
+    table = target.model.rope_cos.shape[0]  # the runtime's RoPE rows: the longest sequence it runs
+    stated = target.model.cfg.max_context  # the config's max_position_embeddings (0: not stated)
+    positions = min(table, stated) if stated else table
     drafted = 0 if drafter is None else drafter.nodes if drafter.is_tree else spec.draft_len
     prompt = max(len(p) for p in ids)
     if prompt + spec.max_new_tokens + drafted + 1 > positions:
+        holds = (f"the {target.name} model's {positions:,} positions" if positions == stated else
+                 f"the runtime's {positions:,} positions (its RoPE table; the model holds {stated:,})" if stated else
+                 f"the runtime's {positions:,} positions (its RoPE table)")
         raise SpeedplanInputError(f"the longest prompt ({prompt} tokens) plus --max-new-tokens {spec.max_new_tokens} "
-                                  f"and {drafted} drafted exceeds the {target.name} model's {positions} positions")
+                                  f"and {drafted} drafted exceeds {holds}")
     sampling = SamplingParams(spec.temperature, spec.top_p)
     decode = target.tokenizer.decode if target.tokenizer else None
     eos = target.tokenizer.eos_ids if target.tokenizer else []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import numbers
 import stat
 from pathlib import Path
@@ -82,6 +83,10 @@ def parse_json(text: str, where: str):
         raise SpeedplanInputError(f"{where}: malformed JSON ({msg} at line {e.lineno}, column {e.colno})") from None
     except RecursionError:
         raise SpeedplanInputError(f"{where}: malformed JSON (nested too deeply)") from None
+    except ValueError as e:  # a number of more digits than int() converts
+        if "integer string conversion" not in str(e):
+            raise
+        raise SpeedplanInputError(f"{where}: a number of more than {sys.get_int_max_str_digits():,} digits") from None
 
 
 def finite(value) -> bool:

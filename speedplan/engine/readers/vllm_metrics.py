@@ -109,7 +109,7 @@ def read_vllm_metrics(path: Path) -> SpecDecodeCounters:
         seen.add(name)
         if name == PER_POSITION:
             position = labels.get("position")
-            if position is None or not position.isdigit():
+            if position is None or not (position.isascii() and position.isdigit() and len(position) <= 6):
                 raise SpeedplanInputError(f"{where}: {name} needs an integer label position=\"N\", got {position!r}")
             per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
         else:

@@ -1,0 +1,162 @@
+"""Inputs mended in stop 57, from an audit of every command's bad input (each ended in a traceback,
+was accepted though absurd, or was refused with a misleading line) and from real multimodal
+config.json files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from speedplan.cli.app import run
+from speedplan.errors import SpeedplanInputError
+from speedplan.specs.model import PRESET_DIR as MODELS
+
+BIG = "1" * 5000  # more digits than Python's int() converts (4,300)
+SMALL = ["sweep", "--batch", "1,8", "--mechanism", "ngram", "--draft-len", "0-2"]
+SCRAPE = ('vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0\n'
+          'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 300.0\n'
+          'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 70.0\n'
+          'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="POS"} 30.0\n')
+
+
+def _error(capsys, argv) -> str:
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("where", ["model", "acceptance", "batch-weights"])
+def test_a_number_of_more_digits_than_python_reads_is_one_line(tmp_path, capsys, where):
+    f = tmp_path / "big.json"
+    if where == "model":
+        cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+               "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 1000}
+        f.write_text(json.dumps(cfg).replace('"vocab_size": 1000', f'"vocab_size": {BIG}'))
+        argv = ["models", str(f)]
+    elif where == "acceptance":
+        f.write_text('{"eagle3": {"al": %s}}' % BIG)
+        argv = [*SMALL, "--acceptance", str(f), "--out", str(tmp_path / "r")]
+    else:
+        f.write_text('{"8": %s}' % BIG)
+        argv = [*SMALL, "--batch-weights", str(f), "--out", str(tmp_path / "r")]
+    assert "more than 4,300 digits" in _error(capsys, argv)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--batch", BIG], "is far too large"),
+    (["--context", f"1,{BIG}"], "is far too large"),
+    (["--acceptance", f"eagle3:al=3@{BIG}"], "expected al=A@D"),
+])
+def test_options_of_thousands_of_digits_are_refused(tmp_path, capsys, argv, says):
+    assert says in _error(capsys, ["sweep", *argv, "--out", str(tmp_path / "r")])
+
+
+def test_a_batch_weights_file_with_a_huge_batch_says_so_not_pythons_words(tmp_path, capsys):
+    f = tmp_path / "w.csv"
+    f.write_text(f"batch,weight\n{BIG},1\n")
+    err = _error(capsys, [*SMALL, "--batch-weights", str(f), "--out", str(tmp_path / "r")])
+    assert "is far too large" in err and "set_int_max_str_digits" not in err
+    assert "no such file" in _error(capsys, [*SMALL, "--batch-weights", str(tmp_path / "missing.json")])
+
+
+@pytest.mark.parametrize("position", ["²", "٣", "1" * 50])
+def test_a_metrics_position_must_be_a_plain_number(tmp_path, position):
+    from speedplan.engine.readers.vllm_metrics import read_vllm_metrics
+
+    f = tmp_path / "metrics.txt"
+    f.write_text(SCRAPE.replace("POS", position))
+    with pytest.raises(SpeedplanInputError, match='needs an integer label position="N"'):
+        read_vllm_metrics(f)
+
+
+def test_an_engine_profile_fit_of_the_wrong_shape_is_refused_where_it_is_read(tmp_path, capsys):
+    from speedplan.engine.profile import PRESET_DIR
+
+    data = json.loads((PRESET_DIR / "vllm.json").read_text())
+    for key, value, says in (("kept", [1], "fit.kept must be an object"),
+                             ("kept_values", {"launch_us": "x"}, "fit.kept_values must be an object"),
+                             ("acceptance_fitted", {"eagle3": {"p_1": 2, "decay": 1}}, "fit.acceptance_fitted")):
+        f = tmp_path / f"{key}.json"
+        f.write_text(json.dumps({**data, "fit": {**data["fit"], key: value}}))
+        assert says in _error(capsys, ["engines", str(f)])  # `engines FILE` had ended in an AttributeError
+
+
+def test_an_engine_profile_error_names_the_file_once_and_a_device_is_no_file(tmp_path, capsys):
+    from speedplan.engine.profile import PRESET_DIR
+
+    data = json.loads((PRESET_DIR / "vllm.json").read_text())
+    data["terms"]["launch_us"]["value"] = -5
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps(data))
+    err = _error(capsys, ["engines", str(f)])
+    assert err == f"speedplan: error: engine profile {f}: launch_us = -5.0 outside 0..100 µs per kernel launch\n"
+    assert "not a regular file" in _error(capsys, [*SMALL, "--engine", "/dev/null"])
+    (tmp_path / "runs.csv").write_text("mechanism,batch\n")
+    assert "(give a shipped profile's name" in _error(capsys, ["engines", str(tmp_path / "runs.csv")])
+
+
+def test_a_draft_model_holds_no_longer_context_than_its_config_says(tmp_path, capsys):
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192,
+           "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+           "vocab_size": 128256, "tie_word_embeddings": True, "max_position_embeddings": 2048}
+    f = tmp_path / "draft.json"
+    f.write_text(json.dumps(cfg))
+    argv = ["sweep", "--batch", "1,8", "--draft-len", "0-2", "--mechanism", f"draft-model:{f}"]
+    err = _error(capsys, [*argv, "--context", "4096", "--out", str(tmp_path / "r")])
+    assert "--context (draft model draft) 4096: above draft's 2,048-token context" in err
+    assert run([*argv, "--context", "1024", "--out", str(tmp_path / "ok")]) == 0
+
+
+def test_more_mtp_layers_than_a_model_has_are_refused():
+    from speedplan.specs.hf_config import from_hf_config
+
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+           "intermediate_size": 128, "vocab_size": 1000}
+    assert from_hf_config({**cfg, "num_nextn_predict_layers": 1}).mtp_layers == 1
+    with pytest.raises(SpeedplanInputError, match="3 MTP layers .* on a model of 2"):
+        from_hf_config({**cfg, "num_nextn_predict_layers": 3})
+
+
+def _no_measuring(*args, **kwargs):
+    raise AssertionError("a refused input started measuring")
+
+
+def test_bench_caps_visits_and_quiet_tries_before_measuring(tmp_path, capsys, monkeypatch):
+    runner = pytest.importorskip("microbench.runner")
+    monkeypatch.setattr(runner, "run", _no_measuring)  # --visits 100000 had timed for minutes
+    assert "--visits must be in 1..50" in _error(capsys, ["bench", "--out", str(tmp_path / "b"), "--visits", "100000"])
+    assert "--quiet-tries must be in 1..20" in _error(capsys, ["bench", "--out", str(tmp_path / "b"),
+                                                              "--quiet-tries", "1000"])
+    assert not (tmp_path / "b").exists()
+
+
+def test_validate_refuses_an_empty_hardware_instead_of_a_full_run(tmp_path, capsys, monkeypatch):
+    import speedplan.validate.run as validate_run
+
+    monkeypatch.setattr(validate_run, "run_validation", _no_measuring)
+    assert "--hardware is empty" in _error(capsys, ["validate", "--quick", "--hardware", "", "--out",
+                                                    str(tmp_path / "v")])
+
+
+def test_predict_takes_no_dash_for_standard_streams(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert "--out -: predict reads and writes files" in _error(
+        capsys, ["predict", "ops", "--hardware", "h100-sxm", "--in", "ops.csv", "--out", "-"])
+    assert not (tmp_path / "-").exists()
+
+
+def test_run_refuses_a_random_model_the_runtime_cannot_build(tmp_path, capsys):
+    pytest.importorskip("torch")
+    cfg = json.loads((MODELS / "smollm2-135m.json").read_text())
+    cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    f = tmp_path / "odd.json"
+    f.write_text(json.dumps({**cfg, "head_dim": 63}))
+    err = _error(capsys, ["run", "--prompt", "hi", "--max-new-tokens", "2", "--no-compare", "--weights", f"random:{f}"])
+    assert "head_dim must be even for RoPE" in err
+    f.write_text(json.dumps({**cfg, "max_position_embeddings": 4}))
+    err = _error(capsys, ["run", "--prompt", "hi", "--raw", "--max-new-tokens", "8", "--mechanism", "none",
+                          "--no-compare", "--weights", f"random:{f}"])
+    assert "exceeds the random:" in err and "model's 4 positions" in err
