@@ -160,3 +160,11 @@ def test_run_refuses_a_random_model_the_runtime_cannot_build(tmp_path, capsys):
     err = _error(capsys, ["run", "--prompt", "hi", "--raw", "--max-new-tokens", "8", "--mechanism", "none",
                           "--no-compare", "--weights", f"random:{f}"])
     assert "exceeds the random:" in err and "model's 4 positions" in err
+
+
+def test_profile_check_of_a_preset_without_a_profile_and_a_null_preset(tmp_path, capsys):
+    assert "a hardware preset with no measured profile shipped" in _error(capsys, ["profile", "check", "a100-80gb"])
+    from speedplan.profile.load import profile_hardware
+
+    with pytest.raises(SpeedplanInputError, match="'hardware_preset' must name a hardware preset, got None"):
+        profile_hardware({"hardware_preset": None, "origin": "measured"}, {}, tmp_path)

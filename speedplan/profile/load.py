@@ -199,8 +199,11 @@ def _roofline_answer(hw: Hardware, family: str, args: tuple):
 def profile_hardware(meta: dict, tables: Mapping, where: Path) -> Hardware:
     """The preset named by meta.json, with what the profile measured replacing datasheet
     assumptions (each change listed in `notes` and `extra`)."""
+    if not isinstance(meta["hardware_preset"], str):  # null had read as the preset 'None'
+        raise SpeedplanInputError(f"{where / 'meta.json'}: field 'hardware_preset' must name a hardware preset, "
+                                  f"got {meta['hardware_preset']!r:.40}")
     try:
-        hw = get_hardware(str(meta["hardware_preset"]))
+        hw = get_hardware(meta["hardware_preset"])
     except SpeedplanInputError as e:
         raise SpeedplanInputError(f"{where / 'meta.json'}: field 'hardware_preset': {e}") from None
     if meta["origin"] == "datasheet-roofline":
@@ -252,8 +255,11 @@ def load_profile(path: str | Path) -> Profile:
     any problem."""
     path = Path(path)
     if not path.is_dir():
+        from speedplan.specs.hardware import PRESETS
+
         what = (f"a file, not a profile folder (give the folder that holds it: {path.parent})" if path.is_file()
-                else "no such profile folder")
+                else "a hardware preset with no measured profile shipped (speedplan hardware lists the presets that "
+                "have one)" if str(path).lower() in PRESETS else "no such profile folder")
         raise SpeedplanInputError(f"{path}: {what}")
     meta = read_meta(path)
     return build_profile(path, meta, read_tables(path))
