@@ -99,7 +99,8 @@ class ModelSpec:
                                       f"(tokens; 0: not stated), got {top!r:.60}")
         object.__setattr__(self, "max_context", int(top))  # np.int64 from a notebook: the plain int outputs print
         if self.moe is None and self.intermediate <= 0:
-            raise SpeedplanInputError(f"model {self.name}: intermediate_size must be > 0")
+            raise SpeedplanInputError(f"model {self.name}: intermediate_size must be > 0 (a dense model's MLP width; "
+                                      "missing or 0 in its config)")
         if self.moe is not None and not 0 <= self.moe.first_dense_layers <= self.layers:
             raise SpeedplanInputError(f"model {self.name}: {self.moe.first_dense_layers} dense-MLP layers of "
                                       f"{self.layers} (first_k_dense_replace or mlp_only_layers)")
