@@ -168,3 +168,15 @@ def test_profile_check_of_a_preset_without_a_profile_and_a_null_preset(tmp_path,
 
     with pytest.raises(SpeedplanInputError, match="'hardware_preset' must name a hardware preset, got None"):
         profile_hardware({"hardware_preset": None, "origin": "measured"}, {}, tmp_path)
+
+
+def test_a_profile_measured_on_a_cpu_cannot_name_a_gpu_preset(tmp_path):
+    """A CPU's tables with hardware_preset "h100-sxm" had priced a sweep "on h100-sxm" (validate
+    refused the same folder)."""
+    from speedplan.profile.load import profile_hardware
+
+    for device, preset in (("cpu", "h100-sxm"), ("cuda", "cpu-local")):
+        with pytest.raises(SpeedplanInputError, match=f"measured on device '{device}' but names the preset"):
+            profile_hardware({"hardware_preset": preset, "origin": "measured", "device": device}, {}, tmp_path)
+    assert profile_hardware({"hardware_preset": "h200-sxm", "origin": "datasheet-roofline", "device": "cuda"},
+                            {}, tmp_path).name == "h200-sxm"

@@ -206,6 +206,10 @@ def profile_hardware(meta: dict, tables: Mapping, where: Path) -> Hardware:
         hw = get_hardware(meta["hardware_preset"])
     except SpeedplanInputError as e:
         raise SpeedplanInputError(f"{where / 'meta.json'}: field 'hardware_preset': {e}") from None
+    device = meta.get("device")  # where speedplan bench measured it: "cpu" or "cuda" (imports say none)
+    if device in ("cpu", "cuda") and (device == "cpu") != hw.is_cpu:  # a CPU's tables had priced "h100-sxm"
+        raise SpeedplanInputError(f"{where / 'meta.json'}: measured on device {device!r} but names the preset "
+                                  f"{hw.name!r}, a {'CPU' if hw.is_cpu else 'GPU'}: give the preset of the device it measured")
     if meta["origin"] == "datasheet-roofline":
         return hw
     measured = _measured_overrides(hw, tables)
