@@ -180,3 +180,31 @@ def test_a_profile_measured_on_a_cpu_cannot_name_a_gpu_preset(tmp_path):
             profile_hardware({"hardware_preset": preset, "origin": "measured", "device": device}, {}, tmp_path)
     assert profile_hardware({"hardware_preset": "h200-sxm", "origin": "datasheet-roofline", "device": "cuda"},
                             {}, tmp_path).name == "h200-sxm"
+
+
+def test_a_prompts_file_messages_field_must_be_a_list(tmp_path):
+    from speedplan.runtime.options import read_prompts
+
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"messages": "hi"}\n')
+    with pytest.raises(SpeedplanInputError, match="field 'messages' must be a list"):
+        read_prompts(f)
+    f.write_text('{"prompt": "hi"}\n{"messages": [{"role": "user", "content": "hi"}]}\n')
+    assert read_prompts(f) == ["hi", [{"role": "user", "content": "hi"}]]
+
+
+@pytest.mark.parametrize("ranks, ok", [([[1, 2]], True), ([[0, 2]], False), ([[1, 9]], False), ([[1]], False)])
+def test_a_tree_traces_accepted_ranks_are_checked_against_the_tree(tmp_path, ranks, ok):
+    """Ranks of 0 or above topk, or a path shorter than its accepted count, had been dropped in silence."""
+    from speedplan.plan.acceptance_sources import read_trace
+
+    meta = {"type": "meta", "schema": "speedplan.trace/1", "mechanism": "eagle-tree", "draft_len": 4,
+            "tree": {"depth": 4, "topk": 4}, "batch": 1}
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps(meta) + "\n" + json.dumps({"type": "step", "batch": 1, "accepted": [2],
+                                                       "accepted_ranks": ranks}) + "\n")
+    if ok:
+        assert read_trace(f)[1][0]["accepted_ranks"] == ranks
+    else:
+        with pytest.raises(SpeedplanInputError, match=r"accepted_ranks\[0\] .* must hold 2 ranks .* in 1..4"):
+            read_trace(f)

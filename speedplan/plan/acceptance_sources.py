@@ -350,8 +350,11 @@ def _check_step(rec: dict, meta: dict, where: str) -> None:
     if draft_len is not None and max(accepted, default=0) > draft_len:
         raise SpeedplanInputError(f"{where}: 'accepted' count {max(accepted)} exceeds the meta's draft_len {draft_len} "
                                   "(a step accepts 0..draft_len draft tokens)")
-
-
+    topk = (meta.get("tree") or {}).get("topk")  # a rank outside 1..topk, or a path not as long as its count, had
+    for s, (a, path) in enumerate(zip(accepted, rec.get("accepted_ranks") or [])):  # been dropped without a word
+        if len(path) != a or any(r < 1 or (topk and r > topk) for r in path):
+            raise SpeedplanInputError(f"{where}: accepted_ranks[{s}] {path!r:.40} must hold {a} ranks (its 'accepted' "
+                                      f"count), each in 1..{topk or 'topk'} (docs/trace.md)")
 
 
 def _count(value, low: int) -> bool:

@@ -277,6 +277,9 @@ def read_prompts(path: str | Path) -> list[str | list[dict]]:
             raise SpeedplanInputError(f"{path}:{i}: field {key!r} is empty")
         if isinstance(value, list):
             check_messages(value, f"{path}:{i}")
+        elif key == "messages":  # {"messages": "hi"} had been run as the text prompt "hi", with no chat roles
+            raise SpeedplanInputError(f"{path}:{i}: field 'messages' must be a list of {{\"role\", \"content\"}} "
+                                      f"messages, got {value!r:.40} (text goes in \"prompt\")")
         elif not isinstance(value, str) or not value.strip():
             raise SpeedplanInputError(f"{path}:{i}: the prompt must be non-empty text, got {value!r}")
         prompts.append(value)
