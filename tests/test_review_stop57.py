@@ -208,3 +208,14 @@ def test_a_tree_traces_accepted_ranks_are_checked_against_the_tree(tmp_path, ran
     else:
         with pytest.raises(SpeedplanInputError, match=r"accepted_ranks\[0\] .* must hold 2 ranks .* in 1..4"):
             read_trace(f)
+
+
+def test_a_profile_tables_shapes_are_whole_numbers(tmp_path):
+    from speedplan.profile.tables import TABLES, read_table
+
+    f = tmp_path / "gemm.csv"
+    f.write_text("m,n,k,dtype,latency_us\n2,576,576,fp32,125.4\n1.5,576,576,fp32,116.9\n")
+    with pytest.raises(SpeedplanInputError, match="column 'm' line 3: '1.5' is not a positive whole number"):
+        read_table(f, TABLES["gemm"])
+    f.write_text("m,n,k,dtype,latency_us\n2,576,576,fp32,125.4\n1.0,576,576,fp32,0.5\n")  # 1.0 is M = 1
+    assert read_table(f, TABLES["gemm"])["latency_us"].tolist() == [125.4, 0.5]

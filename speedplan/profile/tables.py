@@ -19,16 +19,17 @@ from speedplan.specs.hardware import DTYPE_BYTES
 
 ORIGINS = {"measured": "profile", "derived": "profile", "datasheet-roofline": "roofline"}
 META_REQUIRED = ("device_name", "hardware_preset", "origin", "date", "microbench_version", "grid", "versions")
-# column -> kind; "pos" positive number, "dtype", "mask", "str", "bool01"
+# column -> kind; "pos" positive number, "count" positive whole number (a shape, a byte count), "dtype",
+# "mask", "str", "bool01"
 TABLES = {
-    "gemm": {"m": "pos", "n": "pos", "k": "pos", "dtype": "dtype", "latency_us": "pos"},
-    "attention": {"batch": "pos", "q_len": "pos", "kv_len": "pos", "num_heads": "pos", "num_kv_heads": "pos",
-                  "head_dim": "pos", "mask": "mask", "dtype": "dtype", "latency_us": "pos"},
-    "prefill": {"batch": "pos", "seq_len": "pos", "num_heads": "pos", "num_kv_heads": "pos", "head_dim": "pos",
+    "gemm": {"m": "count", "n": "count", "k": "count", "dtype": "dtype", "latency_us": "pos"},
+    "attention": {"batch": "count", "q_len": "count", "kv_len": "count", "num_heads": "count", "num_kv_heads": "count",
+                  "head_dim": "count", "mask": "mask", "dtype": "dtype", "latency_us": "pos"},
+    "prefill": {"batch": "count", "seq_len": "count", "num_heads": "count", "num_kv_heads": "count", "head_dim": "count",
                 "dtype": "dtype", "latency_us": "pos"},
-    "elementwise": {"op": "str", "numel": "pos", "nbytes": "pos", "dtype": "dtype", "latency_us": "pos"},
-    "allreduce": {"num_gpus": "pos", "nbytes": "pos", "dtype": "dtype", "latency_us": "pos"},
-    "moe": {"tokens": "pos", "hidden": "pos", "inter": "pos", "experts": "pos", "topk": "pos", "tp": "pos", "ep": "pos",
+    "elementwise": {"op": "str", "numel": "count", "nbytes": "count", "dtype": "dtype", "latency_us": "pos"},
+    "allreduce": {"num_gpus": "count", "nbytes": "count", "dtype": "dtype", "latency_us": "pos"},
+    "moe": {"tokens": "count", "hidden": "count", "inter": "count", "experts": "count", "topk": "count", "tp": "count", "ep": "count",
             "dtype": "dtype", "distribution": "str", "latency_us": "pos"},
     "floors": {"op": "str", "graph": "bool01", "dtype": "dtype", "latency_us": "pos"},
 }
@@ -57,7 +58,7 @@ def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
     names the file, column and line."""
     import pandas as pd
 
-    text_cols = {c: "category" for c, kind in spec.items() if kind not in ("pos", "bool01")}  # few distinct values
+    text_cols = {c: "category" for c, kind in spec.items() if kind not in ("pos", "count", "bool01")}  # few distinct values
     try:
         frame = pd.read_csv(path, dtype=text_cols, keep_default_na=False, engine="c")
     except pd.errors.EmptyDataError:
@@ -73,12 +74,15 @@ def read_table(path: Path, spec: dict[str, str]) -> dict[str, np.ndarray]:
     out = {}
     for col, kind in spec.items():
         series = frame[col]
-        if kind in ("pos", "bool01"):
+        if kind in ("pos", "count", "bool01"):
             numeric = series.dtype.kind in "iuf"
             values = (series.to_numpy(dtype=float) if numeric else
                       pd.to_numeric(series.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float))
             ok = np.isin(values, (0.0, 1.0)) if kind == "bool01" else np.isfinite(values) & (values > 0) & (values <= MAX_POS)
-            want = "0 or 1" if kind == "bool01" else f"a positive number up to {MAX_POS:g}"
+            if kind == "count":  # M = 1.5 had been read as a GEMM shape
+                ok &= np.mod(values, 1.0, where=ok, out=np.ones_like(values)) == 0
+            want = ("0 or 1" if kind == "bool01" else f"a positive {'whole ' * (kind == 'count')}number up to "
+                    f"{MAX_POS:g}")
             out[col] = values
         else:
             allowed = {"dtype": list(DTYPE_BYTES), "mask": ["causal", "tree"]}.get(kind)

@@ -168,7 +168,7 @@ def test_leave_one_out_is_small_on_a_smooth_profile(tmp_path):
 @pytest.mark.parametrize("damage, message", [
     (lambda f: (f / "gemm.csv").write_text("m,n,dtype,latency_us\n1,2,bf16,3\n"), "gemm.csv: missing column 'k'"),
     (lambda f: (f / "gemm.csv").write_text("m,n,k,dtype,latency_us\n1,2,3,bf16,-4\n"), "gemm.csv: column 'latency_us' line 2"),
-    (lambda f: (f / "gemm.csv").write_text("m,n,k,dtype,latency_us\n1,2,1e300,bf16,4\n"), "column 'k' line 2: '1e.300' is not a positive number up to 1e.15"),
+    (lambda f: (f / "gemm.csv").write_text("m,n,k,dtype,latency_us\n1,2,1e300,bf16,4\n"), "column 'k' line 2: '1e.300' is not a positive whole number up to 1e.15"),
     (lambda f: (f / "attention.csv").write_text((f / "attention.csv").read_text().replace("tree", "star", 1)), "attention.csv: column 'mask'"),
     (lambda f: (f / "attention.csv").write_text((f / "attention.csv").read_text().replace(",32,8,", ",32,6,", 1)),
      "attention.csv: column 'num_kv_heads' line 2: 6 does not divide num_heads 32"),
