@@ -37,6 +37,13 @@ def check_output(path, option: str = "--out", folder: bool = True, inputs=(), ki
     from speedplan.outputs import is_one_of
 
     path = Path(path)
+    if path.is_symlink() and not path.exists():  # run --trace had replaced a loop of links with its file
+        try:
+            path.resolve(strict=True)
+        except RuntimeError:  # pathlib's "Symlink loop from ..." (Python 3.11)
+            raise SpeedplanInputError(f"{option} {path}: a loop of symbolic links") from None
+        except OSError:  # a link to a place not made yet: the writers make it
+            pass
     if path.exists() and path.is_dir() != folder:
         raise SpeedplanInputError(f"{option} {path}: " + ("exists and is not a folder" if folder else
                                                           "is a folder; give a file name"))

@@ -125,7 +125,8 @@ def test_a_path_the_file_system_cannot_take_is_one_line(tmp_path, capsys, monkey
     _refused(["sweep", "--batch", "1", "--out", str(tmp_path / ("x" * 300))], capsys, "File name too long")
     (tmp_path / "loopa").symlink_to(tmp_path / "loopb")
     (tmp_path / "loopb").symlink_to(tmp_path / "loopa")
-    _refused(["sweep", "--batch", "1", "--out", str(tmp_path / "loopa")], capsys, "Symlink loop")
+    _refused(["sweep", "--batch", "1", "--out", str(tmp_path / "loopa")], capsys, "a loop of symbolic links")
+    _refused(["run", "--prompt", "hi", "--trace", str(tmp_path / "loopa")], capsys, "a loop of symbolic links")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loopa", "loopb"]  # nothing half-written
 
 
