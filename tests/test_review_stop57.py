@@ -219,3 +219,18 @@ def test_a_profile_tables_shapes_are_whole_numbers(tmp_path):
         read_table(f, TABLES["gemm"])
     f.write_text("m,n,k,dtype,latency_us\n2,576,576,fp32,125.4\n1.0,576,576,fp32,0.5\n")  # 1.0 is M = 1
     assert read_table(f, TABLES["gemm"])["latency_us"].tolist() == [125.4, 0.5]
+
+
+def test_sglang_bench_speculative_fields_are_named_as_the_file_names_them(tmp_path):
+    """topk 1000 was refused as field 'mechanism'; step_time (seconds) was quoted with its value in ms."""
+    from speedplan.engine.readers.measurements import read_measurements
+
+    row = {"batch_size": 8, "steps": 3, "topk": 1000, "num_draft_tokens": 4, "acc_length": 2.5, "step_time": 0.01,
+           "speed": 800, "completion_tokens": 256, "input_len": 512}
+    f = tmp_path / "b.jsonl"
+    f.write_text(json.dumps(row) + "\n")
+    with pytest.raises(SpeedplanInputError, match=r"field 'topk' must be in 1..64, got 1000"):
+        read_measurements(f)
+    f.write_text(json.dumps({**row, "topk": 1, "step_time": 1e9}) + "\n")
+    with pytest.raises(SpeedplanInputError, match=r"field 'step_time' \(1e\+12 ms as step_ms\) is not a plausible"):
+        read_measurements(f)

@@ -319,6 +319,10 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
         topk = 1 if topk is None else topk
         draft_tokens = number_field(rec, "num_draft_tokens", where, True, required=False)
         draft_tokens = steps + 1 if draft_tokens is None else draft_tokens
+        from speedplan.plan.mechanisms.base import MAX_TOPK
+
+        if topk > MAX_TOPK:  # had been refused as field 'mechanism' (the tree it built), which the file has not
+            raise SpeedplanInputError(f"{where}: field 'topk' must be in 1..{MAX_TOPK}, got {rec['topk']!r}")
         if steps < 0 or (steps > 0 and (topk < 1 or draft_tokens < 1)):  # a plain row (steps 0) writes topk 0
             bad = "steps" if steps < 0 else "topk" if topk < 1 else "num_draft_tokens"
             raise SpeedplanInputError(f"{where}: field {bad!r} must be " + ("0 or more" if bad == "steps" else "1 or more")

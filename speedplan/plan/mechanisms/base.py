@@ -28,6 +28,8 @@ from speedplan.plan.acceptance import Acceptance
 from speedplan.specs.model import ModelSpec
 
 
+MAX_TOPK = 64  # children a tree may keep per node
+
 @dataclass(frozen=True)
 class Mechanism:
     """One mechanism as the planner sweeps it: its acceptance and where that came from."""
@@ -45,8 +47,8 @@ class Mechanism:
 
     def __post_init__(self) -> None:
         topk = getattr(self, "topk", None)  # trees keep the top-k children per level
-        if self.is_tree and topk is not None and not 1 <= topk <= 64:
-            raise SpeedplanInputError(f"mechanism {self.name}: topk must be in 1..64")
+        if self.is_tree and topk is not None and not 1 <= topk <= MAX_TOPK:
+            raise SpeedplanInputError(f"mechanism {self.name}: topk must be in 1..{MAX_TOPK}")
 
     @property
     def label(self) -> str:
