@@ -234,3 +234,10 @@ def test_sglang_bench_speculative_fields_are_named_as_the_file_names_them(tmp_pa
     f.write_text(json.dumps({**row, "topk": 1, "step_time": 1e9}) + "\n")
     with pytest.raises(SpeedplanInputError, match=r"field 'step_time' \(1e\+12 ms as step_ms\) is not a plausible"):
         read_measurements(f)
+
+
+def test_predict_says_a_row_is_short_where_its_dtype_is_missing(tmp_path, capsys):
+    (tmp_path / "ops.csv").write_text("op,m,n,k,dtype\ngemm,1,2,3\n")
+    err = _error(capsys, ["predict", "ops", "--hardware", "h100-sxm", "--in", str(tmp_path / "ops.csv"),
+                          "--out", str(tmp_path / "pred.csv")])
+    assert "row 2: column 'dtype' must be one of" in err and "fewer cells than the header" in err

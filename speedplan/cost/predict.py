@@ -102,7 +102,9 @@ def predict_ops(cost: CostModel, rows: list[dict], where: str = "ops.csv", lines
         op = _cell(row, "op").lower()
         dtype = _cell(row, "dtype").lower()
         if dtype not in DTYPE_BYTES:
-            raise SpeedplanInputError(f"{where}: row {i}: column 'dtype' must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
+            short = " (the row has fewer cells than the header)" if row.get("dtype", "") is None else ""
+            raise SpeedplanInputError(f"{where}: row {i}: column 'dtype' must be one of {', '.join(DTYPE_BYTES)}, "
+                                      f"got {dtype!r}{short}")
         if op == "gemm":
             gemm.append((i, row))
         elif op == "attention":
