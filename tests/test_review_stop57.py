@@ -241,3 +241,18 @@ def test_predict_says_a_row_is_short_where_its_dtype_is_missing(tmp_path, capsys
     err = _error(capsys, ["predict", "ops", "--hardware", "h100-sxm", "--in", str(tmp_path / "ops.csv"),
                           "--out", str(tmp_path / "pred.csv")])
     assert "row 2: column 'dtype' must be one of" in err and "fewer cells than the header" in err
+
+
+def test_the_default_report_folder_of_a_hardware_file_takes_the_files_name(tmp_path, capsys, monkeypatch):
+    """A file of one's own named like a preset (kept, stop 44) wrote reports/MODEL-h100-sxm-ENGINE, the
+    preset's own folder: it is named by the file now."""
+    from speedplan.specs.hardware import PRESET_DIR as HARDWARE
+
+    data = json.loads((HARDWARE / "h100-sxm.json").read_text())
+    data["hbm_bytes_per_s"]["value"] /= 2
+    (tmp_path / "slow-h100.json").write_text(json.dumps(data))
+    monkeypatch.chdir(tmp_path)
+    assert run(["sweep", "--batch", "1,8", "--mechanism", "ngram", "--draft-len", "0-2",
+                "--hardware", "slow-h100.json"]) == 0
+    assert (tmp_path / "reports" / "llama-3.1-8b-slow-h100-vllm" / "report.html").is_file()
+    assert not (tmp_path / "reports" / "llama-3.1-8b-h100-sxm-vllm").exists()
