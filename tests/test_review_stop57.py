@@ -256,3 +256,12 @@ def test_the_default_report_folder_of_a_hardware_file_takes_the_files_name(tmp_p
                 "--hardware", "slow-h100.json"]) == 0
     assert (tmp_path / "reports" / "llama-3.1-8b-slow-h100-vllm" / "report.html").is_file()
     assert not (tmp_path / "reports" / "llama-3.1-8b-h100-sxm-vllm").exists()
+
+
+def test_the_models_table_names_an_mla_latent_cache():
+    """DeepSeek-V3's row read kv_heads 1 and attention "full": its cache is the 512+64 latent."""
+    from speedplan.report.catalog import model_rows
+
+    rows = {r["model"]: r["attention"] for r in model_rows()}
+    assert rows["deepseek-v3"] == "MLA latent 512+64; full" and rows["llama-3.1-8b"] == "full"
+    assert rows["deepseek-v3.2"].startswith("MLA latent 512+64; sparse top-2048")

@@ -30,8 +30,14 @@ def model_rows(configs=None) -> list[dict]:
     variants = ("sliding_window", "linear_attention", "sparse_attention")  # one "attention" column instead
     header = {"experts": "experts_active/total"}  # "8/256": 8 routed experts of 256 run per token
     return [{**{header.get(k, k): v for k, v in m.summary().items() if k not in variants},
-             "attention": attention_label(m.summary()) or "full", "dtype": m.dtype, "source": m.source}
+             "attention": "; ".join(filter(None, [_latent(m), attention_label(m.summary()) or "full"])),
+             "dtype": m.dtype, "source": m.source}
             for m in models]
+
+
+def _latent(model) -> str:
+    """"MLA latent 512+64" for a model whose KV cache is DeepSeek's latent (its kv_heads read 1), else ""."""
+    return f"MLA latent {model.mla.kv_lora_rank}+{model.mla.qk_rope_head_dim}" if model.mla else ""
 
 
 def _hardware_row(h, latency: str | None = None) -> dict:
