@@ -98,18 +98,6 @@ def test_an_engine_profile_error_names_the_file_once_and_a_device_is_no_file(tmp
     assert "(give a shipped profile's name" in _error(capsys, ["engines", str(tmp_path / "runs.csv")])
 
 
-def test_a_draft_model_holds_no_longer_context_than_its_config_says(tmp_path, capsys):
-    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192,
-           "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
-           "vocab_size": 128256, "tie_word_embeddings": True, "max_position_embeddings": 2048}
-    f = tmp_path / "draft.json"
-    f.write_text(json.dumps(cfg))
-    argv = ["sweep", "--batch", "1,8", "--draft-len", "0-2", "--mechanism", f"draft-model:{f}"]
-    err = _error(capsys, [*argv, "--context", "4096", "--out", str(tmp_path / "r")])
-    assert "--context (draft model draft) 4096: above draft's 2,048-token context" in err
-    assert run([*argv, "--context", "1024", "--out", str(tmp_path / "ok")]) == 0
-
-
 def test_more_mtp_layers_than_a_model_has_are_refused():
     from speedplan.specs.hf_config import from_hf_config
 
@@ -118,6 +106,12 @@ def test_more_mtp_layers_than_a_model_has_are_refused():
     assert from_hf_config({**cfg, "num_nextn_predict_layers": 1}).mtp_layers == 1
     with pytest.raises(SpeedplanInputError, match="3 MTP layers .* on a model of 2"):
         from_hf_config({**cfg, "num_nextn_predict_layers": 3})
+    import dataclasses
+
+    from speedplan.specs.model import get_model
+
+    with pytest.raises(SpeedplanInputError, match="1000 MTP layers .* on a model of 61"):  # a spec built in Python
+        dataclasses.replace(get_model("deepseek-v3"), mtp_layers=1000)
 
 
 def _no_measuring(*args, **kwargs):
@@ -145,6 +139,8 @@ def test_predict_takes_no_dash_for_standard_streams(tmp_path, capsys, monkeypatc
     monkeypatch.chdir(tmp_path)
     assert "--out -: predict reads and writes files" in _error(
         capsys, ["predict", "ops", "--hardware", "h100-sxm", "--in", "ops.csv", "--out", "-"])
+    assert "--in -: predict reads and writes files" in _error(
+        capsys, ["predict", "ops", "--hardware", "h100-sxm", "--in", "-", "--out", "pred.csv"])
     assert not (tmp_path / "-").exists()
 
 
@@ -265,3 +261,21 @@ def test_the_models_table_names_an_mla_latent_cache():
     rows = {r["model"]: r["attention"] for r in model_rows()}
     assert rows["deepseek-v3"] == "MLA latent 512+64; full" and rows["llama-3.1-8b"] == "full"
     assert rows["deepseek-v3.2"].startswith("MLA latent 512+64; sparse top-2048")
+
+
+def test_a_loop_of_links_is_refused_where_pathlib_says_eloop(tmp_path, monkeypatch):
+    """Python 3.13's resolve(strict=True) raises OSError(ELOOP) for a loop, not RuntimeError."""
+    import errno
+    from pathlib import Path
+
+    from speedplan.cli.options import check_output
+
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+
+    def eloop(self, strict=False):
+        raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(self))
+
+    monkeypatch.setattr(Path, "resolve", eloop)
+    with pytest.raises(SpeedplanInputError, match="a loop of symbolic links"):
+        check_output(tmp_path / "a", "--trace", folder=False, kind="runtime trace")

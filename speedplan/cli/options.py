@@ -38,12 +38,15 @@ def check_output(path, option: str = "--out", folder: bool = True, inputs=(), ki
 
     path = Path(path)
     if path.is_symlink() and not path.exists():  # run --trace had replaced a loop of links with its file
+        import errno
+
         try:
             path.resolve(strict=True)
-        except RuntimeError:  # pathlib's "Symlink loop from ..." (Python 3.11)
+        except RuntimeError:  # pathlib's "Symlink loop from ..." (Python 3.10-3.12)
             raise SpeedplanInputError(f"{option} {path}: a loop of symbolic links") from None
-        except OSError:  # a link to a place not made yet: the writers make it
-            pass
+        except OSError as e:  # ELOOP from Python 3.13 on; else a link to a place not made yet: the writers make it
+            if e.errno == errno.ELOOP:
+                raise SpeedplanInputError(f"{option} {path}: a loop of symbolic links") from None
     if path.exists() and path.is_dir() != folder:
         raise SpeedplanInputError(f"{option} {path}: " + ("exists and is not a folder" if folder else
                                                           "is a folder; give a file name"))

@@ -42,7 +42,7 @@ _FORMS = ("alpha", "positions", "ranks")
 # How the sources below that measured one drafter begin (a vLLM scrape, an SGLang log, a trace): the
 # sweep refuses one of them for several mechanisms at once
 ONE_DRAFTER_SOURCES = ("vLLM metrics:", "SGLang log:", "trace:")
-_AL = re.compile(r"([0-9]{1,20}(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)@([0-9]{1,9})", re.ASCII)  # al=A@D: 3.2@4
+_AL = re.compile(r"([0-9]{1,20}(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)@([0-9]{1,12})", re.ASCII)  # al=A@D: 3.2@4
 _EXPECTED = "give alpha=, positions=, ranks=, al=A@D or an acceptance file (a trace, a vLLM scrape, an SGLang log, JSON)"
 
 

@@ -318,9 +318,6 @@ def sweep(
     temperature = check_temperature(temperature)
     specs = mechanism_specs(mechanisms)
     mechs, skipped = _mechanisms(specs, target, acceptance, tp)
-    for m in mechs:  # an engine serves no request longer than its draft model holds (vLLM caps max_model_len there)
-        if getattr(m, "draft", None) is not None:
-            m.draft.check_context(contexts, f"--context (draft model {m.draft.name})")
     mechs = [measured_elsewhere(at_temperature(m, target, temperature), target)  # published defaults are greedy rows
              for m in mechs]
     checkpoint = target.dtype

@@ -36,7 +36,8 @@ def parse_int_list(text: str, option: str) -> list[int]:
             example = "4096 or 1024,8192" if "context" in option else "1-256 or 1,2,4"  # contexts in tokens: no "8k"
             raise SpeedplanInputError(f"{option} {text!r:.60}: expected whole numbers like {example}")
         if any(len(e) > 12 for e in ends):  # far beyond every axis's bound, and int() stops at 4,300 digits
-            raise SpeedplanInputError(f"{option} {text:.20}...: {max(ends, key=len)[:12]}... is far too large")
+            cut = lambda t, n: t if len(t) <= n else t[:n] + "..."  # noqa: E731
+            raise SpeedplanInputError(f"{option} {cut(text, 20)}: {cut(max(ends, key=len), 12)} is far too large")
         a, b = (int(e) for e in ends)
         if a > b:
             raise SpeedplanInputError(f"{option} {text!r}: range {part} runs backwards")

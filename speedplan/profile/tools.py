@@ -232,10 +232,10 @@ def write_roofline_profile(hardware: str, grid, out: str | Path) -> Path:
         f"`speedplan bench --device cuda --grid gpu --out profiles/{hw.name}`.\n"))
 
 
-def _device_kind(preset: str, device: str | None = None) -> str:
-    """"CPU" for a CPU preset or a profile measured with `--device cpu`, else the GPU's
-    vendor ("AMD GPU", "NVIDIA GPU": one vendor's kernels are not another's)."""
-    if get_hardware(preset).is_cpu or device == "cpu":
+def _device_kind(preset: str) -> str:
+    """"CPU" for a CPU preset, else the GPU's vendor ("AMD GPU", "NVIDIA GPU": one vendor's kernels
+    are not another's). A profile measured on a CPU names a CPU preset (`profile.load` holds it to that)."""
+    if get_hardware(preset).is_cpu:
         return "CPU"
     words = get_hardware(preset).description.split()
     return f"{words[0]} GPU" if words and words[0] in ("AMD", "NVIDIA") else "GPU"
@@ -250,7 +250,7 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
     src = load_profile(source)
     if src.origin != "measured":
         raise SpeedplanInputError(f"{source}: can only derive from a measured profile (origin is {src.origin!r})")
-    kinds = _device_kind(src.hardware.name, src.meta.get("device")), _device_kind(get_hardware(hardware, folders=False).name)
+    kinds = _device_kind(src.hardware.name), _device_kind(get_hardware(hardware, folders=False).name)
     if kinds[0] != kinds[1]:
         a = lambda kind: ("an " if kind.split()[0] in ("AMD", "NVIDIA") else "a ") + kind  # as said aloud
         raise SpeedplanInputError(f"{source}: {a(kinds[0])} profile cannot be derived for {hardware} ({a(kinds[1])}): "

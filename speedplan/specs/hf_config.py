@@ -102,7 +102,6 @@ def _dtype(cfg: dict, where: str) -> str:
     return _DTYPES[name]
 
 
-MAX_MTP_LAYERS = 8  # MTP modules a config may state (the DeepSeek-V3, GLM-4.5 and Qwen3-Next checkpoints ship 1)
 MAX_COUNT = 10_000_000  # no dimension, vocabulary or layer count of a real model comes near this
 
 
@@ -287,9 +286,6 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     linear = linear_attention(cfg, layers, where)
     mtp = (_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
            or int(str(cfg.get("model_type", "")) == "qwen3_next"))  # its checkpoints ship one, unstated
-    if mtp > min(layers, MAX_MTP_LAYERS):  # 1000 on a 32-layer Llama was priced as MTP
-        raise SpeedplanInputError(f"{where}: {mtp} MTP layers (num_nextn_predict_layers or mtp_num_hidden_layers) "
-                                  f"on a model of {layers}; speedplan takes at most {MAX_MTP_LAYERS}, and no more than the layers")
     try:
         return ModelSpec(
             name=name,

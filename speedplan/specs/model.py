@@ -25,6 +25,7 @@ from speedplan.specs.sparse_attention import SparseIndexSpec
 PRESET_DIR = Path(__file__).parent / "presets" / "models"
 DEFAULT_MODEL = "llama-3.1-8b"
 MAX_POSITIONS = 2 ** 31  # tokens a sequence may hold: Llama-4 Scout's 10,485,760 is far below
+MAX_MTP_LAYERS = 8  # MTP modules a model may have (the DeepSeek-V3, GLM-4.5 and Qwen3-Next checkpoints ship 1)
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,11 @@ class ModelSpec:
             if not isinstance(value, int) or value <= 0:
                 raise SpeedplanInputError(f"model {self.name}: {label} must be a positive integer, got {value!r}")
         if self.heads % self.kv_heads:
-            raise SpeedplanInputError(
-                f"model {self.name}: heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})"
-            )
+            raise SpeedplanInputError(f"model {self.name}: heads ({self.heads}) not a multiple of kv_heads ({self.kv_heads})")
+        mtp = self.mtp_layers  # 1000 on a 32-layer Llama was priced as MTP (the checkpoints ship 1)
+        if isinstance(mtp, bool) or not isinstance(mtp, int) or not 0 <= mtp <= min(self.layers, MAX_MTP_LAYERS):
+            raise SpeedplanInputError(f"model {self.name}: {mtp!r:.20} MTP layers (num_nextn_predict_layers) on a model of "
+                                      f"{self.layers}: speedplan takes 0..{MAX_MTP_LAYERS}, and no more than the layers")
         if not (isinstance(self.window, int) and isinstance(self.window_layers, int)
                 and self.window >= 0 and self.window_layers >= 0):
             raise SpeedplanInputError(f"model {self.name}: sliding window and its layer count must be integers >= 0")

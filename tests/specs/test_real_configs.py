@@ -62,7 +62,7 @@ HAND = [
     ("qwen3-next-80b-a3b-instruct", 79_674_391_296, 12 * 2 * 2 * 256 * 2),  # 12 of 48 layers keep a KV cache
     ("llama-3.2-1b-instruct", 1_235_814_400, 16 * 2 * 8 * 64 * 2),
     ("gemma-3-12b-it", 11_766_034_176, 48 * 2 * 8 * 256 * 2),  # text model
-    # text model: 262,208 x 2,560 tied embedding + 34 x (attention 2,560 x 4,096 x 2 + 2,560 x 1,024 x 2, MLP 3 x
+    # text model: 262,208 x 2,560 tied embedding + 34 x (attention 2,560 x 2,048 x 2 + 2,560 x 1,024 x 2, MLP 3 x
     # 2,560 x 10,240); 8 heads, 4 KV heads of 256 from Gemma3TextConfig's defaults
     ("gemma-3-4b-it", 3_879_895_040, 34 * 2 * 4 * 256 * 2),
 ]
