@@ -17,3 +17,13 @@ def did_you_mean(name: str, choices) -> str:
     if len(close) != 1:
         close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if len(close) == 1 else ""
+
+
+def too_many_digits(error: ValueError) -> str | None:
+    """"a number of more than 4,300 digits" where `error` is int()'s refusal of a longer one (Python's
+    sys.get_int_max_str_digits), else None."""
+    import sys
+
+    if "integer string conversion" not in str(error):
+        return None
+    return f"a number of more than {sys.get_int_max_str_digits():,} digits"

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import errno
 import signal
-import sys
 import threading
 from pathlib import Path
 
 import typer
 
 from speedplan.cli import calibrate, catalog, predict, profile, run as run_cmd, sweep, validate
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, too_many_digits
 
 app = typer.Typer(
     name="speedplan",
@@ -141,10 +140,9 @@ def _run(argv: list[str] | None) -> int:
         typer.echo(f"speedplan: error: {e.filename or 'writing output'}: {e.strerror}", err=True)
         return 2
     except ValueError as e:
-        if "integer string conversion" not in str(e):  # int() of more digits than Python converts (4,300)
+        if too_many_digits(e) is None:  # int() of more digits than Python converts (4,300)
             raise
-        typer.echo(f"speedplan: error: the input holds a number of more than {sys.get_int_max_str_digits():,} "
-                   "digits", err=True)
+        typer.echo(f"speedplan: error: the input holds {too_many_digits(e)}", err=True)
         return 2
     except RuntimeError as e:
         if not str(e).startswith("Symlink loop"):  # pathlib's resolve(strict=False) on a loop of links

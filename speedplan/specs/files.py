@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import numbers
 import stat
 from pathlib import Path
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, too_many_digits
 
 
 def refuse_device(path: str | Path) -> None:
@@ -84,9 +83,9 @@ def parse_json(text: str, where: str):
     except RecursionError:
         raise SpeedplanInputError(f"{where}: malformed JSON (nested too deeply)") from None
     except ValueError as e:  # a number of more digits than int() converts
-        if "integer string conversion" not in str(e):
+        if too_many_digits(e) is None:
             raise
-        raise SpeedplanInputError(f"{where}: a number of more than {sys.get_int_max_str_digits():,} digits") from None
+        raise SpeedplanInputError(f"{where}: {too_many_digits(e)}") from None
 
 
 def finite(value) -> bool:
