@@ -218,7 +218,7 @@ def test_a_profile_tables_shapes_are_whole_numbers(tmp_path):
 
 
 def test_sglang_bench_speculative_fields_are_named_as_the_file_names_them(tmp_path):
-    """topk 1000 was refused as field 'mechanism'; step_time (seconds) was quoted with its value in ms."""
+    """topk 1000 was refused as field 'mechanism', a field the file has not."""
     from speedplan.engine.readers.measurements import read_measurements
 
     row = {"batch_size": 8, "steps": 3, "topk": 1000, "num_draft_tokens": 4, "acc_length": 2.5, "step_time": 0.01,
@@ -226,9 +226,6 @@ def test_sglang_bench_speculative_fields_are_named_as_the_file_names_them(tmp_pa
     f = tmp_path / "b.jsonl"
     f.write_text(json.dumps(row) + "\n")
     with pytest.raises(SpeedplanInputError, match=r"field 'topk' must be in 1..64, got 1000"):
-        read_measurements(f)
-    f.write_text(json.dumps({**row, "topk": 1, "step_time": 1e9}) + "\n")
-    with pytest.raises(SpeedplanInputError, match=r"field 'step_time' \(1e\+12 ms as step_ms\) is not a plausible"):
         read_measurements(f)
 
 

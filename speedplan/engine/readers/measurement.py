@@ -160,9 +160,7 @@ class Measurement:
                                       f"got {self.value}")
         low, high, unit = PLAUSIBLE[self.quantity]
         if not low <= self.value <= high:
-            named = self._f(self.quantity)  # a file's own field (SGLang's step_time in s) is said with its value in `unit`
-            value = f"{self.value:g}" if named == repr(self.quantity) else f"({self.value:g} {unit} as {self.quantity})"
-            raise SpeedplanInputError(f"{self.where}: field {named} {value} is not a plausible "
+            raise SpeedplanInputError(f"{self.where}: field {self._f(self.quantity)} {self.value:g} is not a plausible "
                                       f"measurement (expected {low:g}..{high:g} {unit})")
         if not 1 <= self.batch <= 65536:
             raise SpeedplanInputError(f"{self.where}: field {self._f('batch')} must be in 1..65536, got {self.batch}")
