@@ -27,3 +27,12 @@ def too_many_digits(error: ValueError) -> str | None:
     if "integer string conversion" not in str(error):
         return None
     return f"a number of more than {sys.get_int_max_str_digits():,} digits"
+
+
+MAX_DIGITS = 12  # digits a count typed as text may have: no batch, context or draft length comes near
+
+
+def far_too_large(digits: str) -> str | None:
+    """"123456789012... is far too large" for a whole number typed with more than MAX_DIGITS digits
+    (int() would stop only at 4,300), else None."""
+    return f"{digits[:MAX_DIGITS]}... is far too large" if len(digits) > MAX_DIGITS else None

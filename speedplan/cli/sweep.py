@@ -81,8 +81,8 @@ def sweep(
         engines = plan_for or None  # "vllm,sglang": plan_engines splits and checks it
         # computed while the figures draw; an unknown engine or bad weights fail with nothing left behind
         plans = functools.cache(lambda: plan_engines(result, weights, engines))
-        device = Path(result.meta["hardware_file"]).stem if result.meta.get("hardware_file") else result.meta["hardware"]
-        out = out or Path("reports") / _folder_name(result.meta['model']['model'], device,  # a file of one's own
+        hardware_label = Path(result.meta["hardware_file"]).stem if result.meta.get("hardware_file") else result.meta["hardware"]
+        out = out or Path("reports") / _folder_name(result.meta['model']['model'], hardware_label,  # a file of one's own
                                                   result.meta['engine'])  # named like a preset: its own name
         check_output(out)
         if len(result.frame) >= SAY_WRITING_FROM:  # seconds of CSV and figures ahead: say so

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, far_too_large
 from speedplan.specs.files import parse_json, read_problem
 
 
@@ -87,8 +87,8 @@ def _batch(key: object) -> int:
     if match.group(1) and match.group(1).strip(".0"):
         raise ValueError(f"{text:.20} is not a whole number")
     whole = match.group(0).partition(".")[0]
-    if len(whole) > 12:  # no batch comes near; int() stops at 4,300 digits
-        raise ValueError(f"{whole[:12]}... is far too large")
+    if far_too_large(whole):
+        raise ValueError(far_too_large(whole))
     return int(whole)
 
 

@@ -16,7 +16,7 @@ import math
 import numbers
 import re
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, far_too_large
 
 
 # A sweep holds every configuration's row and its pricing arrays at once: about 2 kB each at its
@@ -35,9 +35,9 @@ def parse_int_list(text: str, option: str) -> list[int]:
         if not all(_DIGITS.fullmatch(e) for e in ends):
             example = "4096 or 1024,8192" if "context" in option else "1-256 or 1,2,4"  # contexts in tokens: no "8k"
             raise SpeedplanInputError(f"{option} {text!r:.60}: expected whole numbers like {example}")
-        if any(len(e) > 12 for e in ends):  # far beyond every axis's bound, and int() stops at 4,300 digits
-            cut = lambda t, n: t if len(t) <= n else t[:n] + "..."  # noqa: E731
-            raise SpeedplanInputError(f"{option} {cut(text, 20)}: {cut(max(ends, key=len), 12)} is far too large")
+        too_large = far_too_large(max(ends, key=len))  # far beyond every axis's bound
+        if too_large:
+            raise SpeedplanInputError(f"{option} {text if len(text) <= 20 else text[:20] + '...'}: {too_large}")
         a, b = (int(e) for e in ends)
         if a > b:
             raise SpeedplanInputError(f"{option} {text!r}: range {part} runs backwards")

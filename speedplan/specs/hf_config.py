@@ -284,8 +284,6 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
     if window and max_context and window >= max_context:  # Phi-3.5-MoE's 131,072 at 131,072 positions: full attention
         window, window_layers, chunked = 0, 0, False
     linear = linear_attention(cfg, layers, where)
-    mtp = (_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
-           or int(str(cfg.get("model_type", "")) == "qwen3_next"))  # its checkpoints ship one, unstated
     try:
         return ModelSpec(
             name=name,
@@ -300,7 +298,8 @@ def from_hf_config(cfg: dict, name: str = "custom", where: str | None = None) ->
             qk_norm="Qwen3" in arch,
             moe=moe,
             mla=mla,
-            mtp_layers=mtp,
+            mtp_layers=(_optional(cfg, "num_nextn_predict_layers", where) or _optional(cfg, "mtp_num_hidden_layers", where)
+                        or int(str(cfg.get("model_type", "")) == "qwen3_next")),  # its checkpoints ship one, unstated
             dtype=dtype,
             embed_bits=8 * DTYPE_BYTES[stored] if dtype == "fp8" and stored != "fp8" else 0,  # FP8: embeddings stay
             window=window,
