@@ -149,3 +149,56 @@ def test_no_preset_draft_names_presets_that_would_serve():
     # DeepSeek-V3 is smaller than V3.2 in all and active, but nearly its size: no draft worth naming
     with pytest.raises(SpeedplanInputError, match=r"no preset draft for deepseek-v3.2; pass draft-model:MODEL$"):
         parse_mechanism("draft-model", get_model("deepseek-v3.2"), None)
+
+
+def _layer_flops_per_token(spec) -> float:
+    """2 × the weights of every linear layer but the lm_head (FLOPs per token, one GPU)."""
+    from speedplan.cost.forward import linear_shapes
+    return sum(2.0 * s.n * s.k * s.count for s in linear_shapes(spec, 1) if s.name != "lm_head")
+
+
+@pytest.mark.parametrize("batch,draft_len", [(1, 1), (8, 4), (64, 7)])
+def test_a_chain_drafters_first_pass_runs_the_verified_tokens(batch, draft_len):
+    """After verification the drafter's first pass runs the 1 + D positions the target verified
+    in each sequence (vLLM's padded drafter batch, SGLang's draft extend of num_steps + 1 tokens)
+    and scores one of them; the D − 1 later passes run one token each. So an EAGLE head's GEMM
+    FLOPs are its layer and 2h→h fuse over B·(1+D) + B·(D−1) tokens and its lm_head over B·D
+    rows (the pricing before counted 2 tokens and 2 lm_head rows per sequence in the first pass)."""
+    target, cost = get_model("llama-3.1-8b"), load_cost_model("h100-sxm")
+    mech = parse_mechanism("eagle", target)
+    h, v = target.hidden, target.vocab
+    per_token = _layer_flops_per_token(mech.draft) + 2.0 * (2 * h) * h
+    tokens = batch * (1 + draft_len) + batch * (draft_len - 1)
+    expected = per_token * tokens + 2.0 * v * h * batch * draft_len
+    got = float(mech.draft_cost(cost, target, batch, draft_len, 4096, 0, 1).gemm_flops)
+    assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_eagle3_fuses_the_target_states_of_every_verified_token_once():
+    """EAGLE-3's fc (3h → h) runs in the first pass only, over all B·(1+D) verified tokens; its
+    reduced lm_head (32,000 rows of the default head) scores B rows a pass."""
+    target, cost = get_model("llama-3.1-8b"), load_cost_model("h100-sxm")
+    mech = parse_mechanism("eagle3", target)
+    layer, h = mech.head.layer, target.hidden
+    qkv_extra = 2.0 * (layer.heads + 2 * layer.kv_heads) * layer.head_dim * layer.hidden  # the 2h qkv's embedding half
+    per_token = _layer_flops_per_token(layer) + qkv_extra
+    batch, draft_len = 16, 5
+    first = batch * (1 + draft_len)
+    expected = (per_token * (first + batch * (draft_len - 1)) + 2.0 * 3 * h * h * first
+                + 2.0 * layer.vocab * h * batch * draft_len)
+    got = float(mech.draft_cost(cost, target, batch, draft_len, 4096, 0, 1).gemm_flops)
+    assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_trees_first_pass_runs_the_verified_tokens_and_its_levels_the_frontier():
+    """A top-k tree's level 1 comes from the same first pass (1 + D tokens, B logits rows); each
+    later level runs and scores the top-k frontier (topk tokens and rows per sequence)."""
+    target, cost = get_model("llama-3.1-8b"), load_cost_model("h100-sxm")
+    mech = parse_mechanism("eagle-tree:topk=4", target)
+    h, v = target.hidden, target.vocab
+    per_token = _layer_flops_per_token(mech.draft) + 2.0 * (2 * h) * h
+    batch, depth = 4, 6
+    level_tokens = batch * 4 * (depth - 1)
+    expected = per_token * (batch * (1 + depth) + level_tokens) + 2.0 * v * h * (batch + level_tokens)
+    got = float(mech.draft_cost(cost, target, batch, depth, 4096, 32, 1).gemm_flops)
+    assert got == pytest.approx(expected, rel=1e-9)

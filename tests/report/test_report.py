@@ -144,9 +144,10 @@ def test_the_heatmap_stars_the_table_pick():
     the star sits on the table's D wherever the table speculates, and nowhere else."""
     from speedplan.report.data import figure_set
 
-    for mechs in (["eagle3"], ["eagle3-tree"]):
-        r = sweep("llama-3.1-8b", "h100-sxm", mechs, batches=[1, 2, 4, 8, 16, 32, 64, 128], draft_lens=range(0, 9))
-        heat = figure_set(r, 4096).heatmap
+    for mechs, context in ((["eagle3"], 4096), (["eagle3-tree"], 8192)):  # contexts where the two differ somewhere
+        r = sweep("llama-3.1-8b", "h100-sxm", mechs, batches=[1, 2, 4, 8, 16, 32, 64, 128], draft_lens=range(0, 9),
+                  contexts=[context])
+        heat = figure_set(r, context).heatmap
         batches, drafts, _ = heat["grids"][mechs[0]]
         starred = {b: drafts[k] for b, k in zip(batches, heat["stars"][mechs[0]]) if k >= 0}
         best = r.best.set_index("batch")

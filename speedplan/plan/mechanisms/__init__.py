@@ -3,13 +3,16 @@
 | mechanism   | drafting (per target step)                                           | verify          |
 |-------------|----------------------------------------------------------------------|-----------------|
 | ngram       | host-side prompt lookup; a step without a match drafts nothing       | chain of 1+D    |
-| draft-model | D sequential draft forwards at the draft's TP (the first absorbs the bonus token) | chain of 1+D |
+| draft-model | D sequential draft forwards at the draft's TP                        | chain of 1+D    |
 | eagle       | EAGLE-1/2 head: D forwards of one layer + 2h→h fuse + full lm_head   | chain of 1+D    |
 | eagle-tree  | EAGLE-2 tree: depth-D expansion over a top-k frontier, EAGLE-1/2 head | tree of N nodes |
 | eagle3      | EAGLE-3 head: fc 3h→h once, D forwards of one layer + reduced lm_head | chain of 1+D    |
 | eagle3-tree | EAGLE-3 tree: the EAGLE-3 head over a top-k frontier                 | tree of N nodes |
 | mtp         | D forwards of the model's own MTP layer(s), the last reused past them | chain of 1+D    |
 | medusa      | one forward of D heads                                               | tree of N nodes |
+
+A drafter with a KV cache runs its first pass after verification over the 1 + D verified
+tokens of each sequence, as the engines lay them out (heads.first_pass_tokens).
 
 A tree and its chain share one head family (`Mechanism.family`) and one acceptance vector.
 

@@ -25,6 +25,7 @@ import numpy as np
 from speedplan.cost.forward import ForwardCost
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
+from speedplan.plan.mechanisms.heads import first_pass_tokens
 from speedplan.specs.model import ModelSpec
 
 
@@ -185,10 +186,11 @@ class ChainDrafting:
 
 
 class TopkTree:
-    """A dynamic tree grown from a chain head (EAGLE-2 style): level 1 drafts one token per
-    sequence, in the pass that also absorbs the accepted tokens (2 per sequence, as a chain's
-    first pass: SGLang's draft extend, the runtime's `score_frontier`), each later level the
-    top-k frontier; the target verifies N nodes with a tree mask.
+    """A dynamic tree grown from a chain head (EAGLE-2 style): level 1 drafts from one position
+    per sequence, in the pass that also runs the verified tokens (1 + D per sequence, as a
+    chain's first pass: SGLang's draft extend, the runtime's `score_frontier`;
+    heads.first_pass_tokens), each later level the top-k frontier; the target verifies N nodes
+    with a tree mask.
     A subclass gives `one_pass(cost, target, batch, q_len, context, tp, first)`, the head's
     pass over q_len tokens per sequence, and a `topk` field."""
 
@@ -204,7 +206,7 @@ class TopkTree:
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context, nodes = np.broadcast_arrays(
             *(np.asarray(x, float) for x in (batch, draft_len, context, nodes)))
-        first = self.one_pass(cost, target, batch, 2, context, tp, True)  # absorbs the bonus token, as a chain's
+        first = self.one_pass(cost, target, batch, first_pass_tokens(draft_len), context, tp, True)  # as a chain's
         level = self.one_pass(cost, target, batch, self.topk, context + nodes / 2, tp, False)
         return first + level.scaled(np.maximum(draft_len - 1, 0))
 

@@ -27,7 +27,7 @@ class Eagle(ChainDrafting, Mechanism):
 
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context = np.broadcast_arrays(*(np.asarray(x, float) for x in (batch, draft_len, context)))
-        step = lambda b, q, ctx, first: head_pass(cost, self.draft, target, b, q, ctx, tp)
+        step = lambda b, q, ctx, first: head_pass(cost, self.draft, target, b, q, ctx, tp, lm_head_rows=b)
         return chain_passes(step, batch, draft_len, context)
 
     def upkeep_cost(self, cost, target, batch, context, tp, logits):

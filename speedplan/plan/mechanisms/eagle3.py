@@ -27,7 +27,7 @@ class Eagle3(ChainDrafting, Mechanism):
 
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context = np.broadcast_arrays(*(np.asarray(x, float) for x in (batch, draft_len, context)))
-        step = lambda b, q, ctx, first: eagle3_pass(cost, self._head(target), b, q, ctx, tp, first)
+        step = lambda b, q, ctx, first: eagle3_pass(cost, self._head(target), b, q, ctx, tp, first, lm_head_rows=b)
         return chain_passes(step, batch, draft_len, context)
 
     def upkeep_cost(self, cost, target, batch, context, tp, logits):

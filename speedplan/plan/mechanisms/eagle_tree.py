@@ -1,5 +1,5 @@
-"""EAGLE-2 dynamic tree on an EAGLE-1/2 head: depth-D expansion, level 1 at 1 token per
-sequence, levels 2..D over the top-k frontier, each through the head and lm_head; the target
+"""EAGLE-2 dynamic tree on an EAGLE-1/2 head: depth-D expansion, level 1 from the pass over
+the 1 + D verified tokens of each sequence, levels 2..D over the top-k frontier, each through the head and lm_head; the target
 verifies a tree of N nodes (with a tree mask). Its acceptance is the `eagle` family's one
 per-rank vector. SGLang `EAGLE` with topk > 1; vLLM 0.33 and TensorRT-LLM cannot run it."""
 
@@ -21,4 +21,4 @@ class EagleTree(TopkTree, Eagle):
     topk: int = 8  # children kept per tree level (the frontier)
 
     def one_pass(self, cost, target, batch, q_len, context, tp, first):
-        return head_pass(cost, self.draft, target, batch, q_len, context, tp)
+        return head_pass(cost, self.draft, target, batch, q_len, context, tp, lm_head_rows=batch if first else None)

@@ -8,6 +8,8 @@ llama_eagle3.py; SGLang and TensorRT-LLM build the same layers).
   (fc: 3h → h); every pass runs the decoder layer on [embedding, hidden] (its qkv projection
   reads 2h) and a reduced-vocabulary lm_head (`draft_vocab_size`, 32000 for the published
   Llama-3.1-8B head). A head's config.json gives its shape; without one, the target's.
+- The first pass after verification runs the 1 + D verified tokens of each sequence and
+  scores one of them (`first_pass_tokens`); the others one token each.
 """
 
 from __future__ import annotations
@@ -61,10 +63,11 @@ def _gemm(cost, m, n: int, k: int, dtype: str, bytes_per: int) -> ForwardCost:
 
 
 def head_pass(cost, head: ModelSpec, target: ModelSpec, batch, q_len, context, tp: int,
-              lm_head: bool = True) -> ForwardCost:
+              lm_head: bool = True, lm_head_rows=None) -> ForwardCost:
     """One EAGLE-1/2 or MTP head forward of `batch` × `q_len` tokens: fuse projection (2h→h),
-    one decoder layer, lm_head unless `lm_head` is False (seconds)."""
-    layer = forward_cost(cost, head, batch, q_len, context, tp, lm_head=lm_head)
+    one decoder layer, lm_head unless `lm_head` is False, over `lm_head_rows` rows (default:
+    every token) (seconds)."""
+    layer = forward_cost(cost, head, batch, q_len, context, tp, lm_head_rows=lm_head_rows, lm_head=lm_head)
     return layer + _gemm(cost, batch * q_len, target.hidden, 2 * target.hidden, target.dtype, target.dtype_bytes)
 
 
@@ -78,11 +81,34 @@ def head_memory_bytes(head: ModelSpec, target: ModelSpec, draft_vocab: int | Non
     return weights * target.dtype_bytes / tp + batch * context * head.kv_bytes_per_token_per_rank(tp)
 
 
+# The drafter's first pass after verification runs over every position the target verified,
+# 1 + D per sequence, the rejected ones padded in, so that its shapes do not depend on how many
+# were accepted; it writes their KV and scores one position per sequence (logits at B rows):
+# - vLLM: EagleProposer.propose runs the head over all `target_token_ids` and computes logits
+#   at `last_token_indices` (vllm/v1/spec_decode/eagle.py at 008603a3); the padded drafter
+#   batch is the default (`disable_padded_drafter_batch: bool = False`, vllm/config/speculative.py
+#   at f19b16d9); MTP goes through the same proposer. A draft model writes its KV for every
+#   accepted token the same way.
+# - SGLang: the draft extend after verification runs `speculative_num_steps + 1` tokens per
+#   request (EAGLEDraftExtendCudaGraphRunner.num_tokens_per_bs,
+#   python/sglang/srt/speculative/eagle_draft_extend_cuda_graph_runner.py at 212c357a).
+# - speedplan's runtime runs each sequence's accepted tokens and pads the batch to the longest
+#   (runtime/drafters/eagle.py `_feed_pending`): 1 + D once one sequence of the batch accepts
+#   every draft, fewer at B = 1 (AL on average), where the pass is memory-bound.
+# A later SGLang (0094505d) pads a tree's draft extend wider, to speculative_num_draft_tokens
+# (spec_utils.resolve_num_tokens_per_req); speedplan prices 1 + D (the depth) for trees too.
+def first_pass_tokens(draft_len):
+    """Tokens per sequence the drafter's first pass after verification runs: the 1 + D
+    positions the target verified (the engines' layout, above)."""
+    return 1 + np.asarray(draft_len, float)
+
+
 def chain_passes(step, batch, draft_len, context) -> ForwardCost:
-    """D sequential draft passes of a chain drafter: the first also absorbs the target's bonus
-    token (2 tokens per sequence), the other D − 1 run 1 token each. `step(batch, q_len,
-    context, first)` prices one pass (`first`: the pass right after verification)."""
-    first = step(batch, 2, context, True)
+    """D sequential draft passes of a chain drafter: the first runs over the 1 + D positions
+    the target just verified in each sequence (`first_pass_tokens`), the other D − 1 over 1
+    token each; every pass scores one position per sequence. `step(batch, q_len, context,
+    first)` prices one pass (`first`: the pass right after verification)."""
+    first = step(batch, first_pass_tokens(draft_len), context, True)
     rest = step(batch, 1, context + draft_len / 2, False)
     return first.scaled(draft_len > 0) + rest.scaled(np.maximum(draft_len - 1, 0))
 
@@ -162,14 +188,15 @@ def eagle3_head(target: ModelSpec, config: str | None = None, draft_vocab: int |
 
 
 def eagle3_pass(cost, head: Eagle3Head, batch, q_len, context, tp: int, first: bool,
-                lm_head: bool = True) -> ForwardCost:
+                lm_head: bool = True, lm_head_rows=None) -> ForwardCost:
     """One EAGLE-3 head forward of `batch` × `q_len` tokens on one of `tp` ranks: the
-    decoder layer(s) with the reduced lm_head (unless `lm_head` is False), the embedding half
+    decoder layer(s) with the reduced lm_head (unless `lm_head` is False; over `lm_head_rows`
+    rows, default every token), the embedding half
     of the first layer's 2h qkv input, and on the first pass the fc over the target's fused
     hidden states (seconds)."""
     l = head.layer
     tokens = batch * q_len
-    cost_ = forward_cost(cost, l, batch, q_len, context, tp, lm_head=lm_head)
+    cost_ = forward_cost(cost, l, batch, q_len, context, tp, lm_head_rows=lm_head_rows, lm_head=lm_head)
     qkv_out = -(-(l.heads + 2 * l.kv_heads) * l.head_dim // tp)
     cost_ = cost_ + _gemm(cost, tokens, qkv_out, l.hidden, l.dtype, l.dtype_bytes)  # the first layer's only
     if first:
