@@ -206,7 +206,7 @@ class TopkTree:
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context, nodes = np.broadcast_arrays(
             *(np.asarray(x, float) for x in (batch, draft_len, context, nodes)))
-        first = self.one_pass(cost, target, batch, first_pass_tokens(draft_len), context, tp, True)  # as a chain's
+        first = self.one_pass(cost, target, batch, first_pass_tokens(draft_len), context, tp, True)  # a chain's first
         level = self.one_pass(cost, target, batch, self.topk, context + nodes / 2, tp, False)
         return first + level.scaled(np.maximum(draft_len - 1, 0))
 

@@ -1,7 +1,8 @@
 """EAGLE-3 dynamic tree: the EAGLE-3 head (eagle3.py) expanded over a top-k frontier, level 1
 from the pass over the 1 + D verified tokens of each sequence (with the fc over the target's
-hidden states), levels 2..D at topk tokens; the target verifies N nodes with a tree mask. Acceptance is the `eagle3` family's one
-per-rank vector. SGLang `EAGLE3` with topk > 1, TensorRT-LLM `Eagle3` with use_dynamic_tree."""
+hidden states), levels 2..D at topk tokens; the target verifies N nodes with a tree mask.
+Acceptance is the `eagle3` family's one per-rank vector. SGLang `EAGLE3` with topk > 1,
+TensorRT-LLM `Eagle3` with use_dynamic_tree."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """EAGLE-2 dynamic tree on an EAGLE-1/2 head: depth-D expansion, level 1 from the pass over
-the 1 + D verified tokens of each sequence, levels 2..D over the top-k frontier, each through the head and lm_head; the target
-verifies a tree of N nodes (with a tree mask). Its acceptance is the `eagle` family's one
-per-rank vector. SGLang `EAGLE` with topk > 1; vLLM 0.33 and TensorRT-LLM cannot run it."""
+the 1 + D verified tokens of each sequence, levels 2..D over the top-k frontier, each through
+the head and lm_head; the target verifies a tree of N nodes (with a tree mask). Its acceptance
+is the `eagle` family's one per-rank vector. SGLang `EAGLE` with topk > 1; vLLM 0.33 and
+TensorRT-LLM cannot run it."""
 
 from __future__ import annotations
 
