@@ -140,9 +140,9 @@ def _run(argv: list[str] | None) -> int:
         typer.echo(f"speedplan: error: {e.filename or 'writing output'}: {e.strerror}", err=True)
         return 2
     except ValueError as e:
-        if too_many_digits(e) is None:  # int() of more digits than Python converts (4,300)
+        if (what := too_many_digits(e)) is None:  # int() of more digits than Python converts (4,300)
             raise
-        typer.echo(f"speedplan: error: the input holds {too_many_digits(e)}", err=True)
+        typer.echo(f"speedplan: error: the input holds {what}", err=True)
         return 2
     except RuntimeError as e:
         if not str(e).startswith("Symlink loop"):  # pathlib's resolve(strict=False) on a loop of links

@@ -81,9 +81,9 @@ def sweep(
         engines = plan_for or None  # "vllm,sglang": plan_engines splits and checks it
         # computed while the figures draw; an unknown engine or bad weights fail with nothing left behind
         plans = functools.cache(lambda: plan_engines(result, weights, engines))
-        hardware_label = Path(result.meta["hardware_file"]).stem if result.meta.get("hardware_file") else result.meta["hardware"]
-        out = out or Path("reports") / _folder_name(result.meta['model']['model'], hardware_label,  # a file of one's own
-                                                  result.meta['engine'])  # named like a preset: its own name
+        hardware_file = result.meta.get("hardware_file")  # a file of one's own, even one named like a preset
+        hardware_label = Path(hardware_file).stem if hardware_file else result.meta["hardware"]
+        out = out or Path("reports") / _folder_name(result.meta["model"]["model"], hardware_label, result.meta["engine"])
         check_output(out)
         if len(result.frame) >= SAY_WRITING_FROM:  # seconds of CSV and figures ahead: say so
             typer.echo(f"speedplan: {len(result.frame):,} configurations priced; writing {out} "

@@ -87,8 +87,8 @@ def _batch(key: object) -> int:
     if match.group(1) and match.group(1).strip(".0"):
         raise ValueError(f"{text:.20} is not a whole number")
     whole = match.group(0).partition(".")[0]
-    if far_too_large(whole):
-        raise ValueError(far_too_large(whole))
+    if too_large := far_too_large(whole):
+        raise ValueError(too_large)
     return int(whole)
 
 

@@ -35,8 +35,7 @@ def parse_int_list(text: str, option: str) -> list[int]:
         if not all(_DIGITS.fullmatch(e) for e in ends):
             example = "4096 or 1024,8192" if "context" in option else "1-256 or 1,2,4"  # contexts in tokens: no "8k"
             raise SpeedplanInputError(f"{option} {text!r:.60}: expected whole numbers like {example}")
-        too_large = far_too_large(max(ends, key=len))  # far beyond every axis's bound
-        if too_large:
+        if too_large := far_too_large(max(ends, key=len)):  # far beyond every axis's bound
             raise SpeedplanInputError(f"{option} {text if len(text) <= 20 else text[:20] + '...'}: {too_large}")
         a, b = (int(e) for e in ends)
         if a > b:

@@ -83,9 +83,9 @@ def parse_json(text: str, where: str):
     except RecursionError:
         raise SpeedplanInputError(f"{where}: malformed JSON (nested too deeply)") from None
     except ValueError as e:  # a number of more digits than int() converts
-        if too_many_digits(e) is None:
+        if (what := too_many_digits(e)) is None:
             raise
-        raise SpeedplanInputError(f"{where}: {too_many_digits(e)}") from None
+        raise SpeedplanInputError(f"{where}: {what}") from None
 
 
 def finite(value) -> bool:

@@ -36,6 +36,7 @@ from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_TREE_NODE
                                                   shown)
 from speedplan.engine.readers.vllm_positions import POSITIONS, position_acceptance
 from speedplan.errors import SpeedplanInputError
+from speedplan.plan.mechanisms.base import MAX_TOPK
 from speedplan.specs.files import parse_json
 
 
@@ -319,8 +320,6 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
         topk = 1 if topk is None else topk
         draft_tokens = number_field(rec, "num_draft_tokens", where, True, required=False)
         draft_tokens = steps + 1 if draft_tokens is None else draft_tokens
-        from speedplan.plan.mechanisms.base import MAX_TOPK
-
         if topk > MAX_TOPK:  # had been refused as field 'mechanism' (the tree it built), which the file has not
             raise SpeedplanInputError(f"{where}: field 'topk' must be in 1..{MAX_TOPK}, got {rec['topk']!r}")
         if steps < 0 or (steps > 0 and (topk < 1 or draft_tokens < 1)):  # a plain row (steps 0) writes topk 0

@@ -12,7 +12,7 @@
 | medusa      | one forward of D heads                                               | tree of N nodes |
 
 A drafter with a KV cache runs its first pass after verification over the 1 + D verified
-tokens of each sequence, as the engines lay them out (heads.first_pass_tokens).
+tokens of each sequence, as the engines lay them out (base.first_pass_tokens).
 
 A tree and its chain share one head family (`Mechanism.family`) and one acceptance vector.
 

@@ -25,7 +25,6 @@ import numpy as np
 from speedplan.cost.forward import ForwardCost
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
-from speedplan.plan.mechanisms.heads import first_pass_tokens
 from speedplan.specs.model import ModelSpec
 
 
@@ -189,7 +188,7 @@ class TopkTree:
     """A dynamic tree grown from a chain head (EAGLE-2 style): level 1 drafts from one position
     per sequence, in the pass that also runs the verified tokens (1 + D per sequence, as a
     chain's first pass: SGLang's draft extend, the runtime's `score_frontier`;
-    heads.first_pass_tokens), each later level the top-k frontier; the target verifies N nodes
+    first_pass_tokens below), each later level the top-k frontier; the target verifies N nodes
     with a tree mask.
     A subclass gives `one_pass(cost, target, batch, q_len, context, tp, first)`, the head's
     pass over q_len tokens per sequence, and a `topk` field."""
@@ -209,6 +208,28 @@ class TopkTree:
         first = self.one_pass(cost, target, batch, first_pass_tokens(draft_len), context, tp, True)  # a chain's first
         level = self.one_pass(cost, target, batch, self.topk, context + nodes / 2, tp, False)
         return first + level.scaled(np.maximum(draft_len - 1, 0))
+
+
+# The drafter's first pass after verification runs over every position the target verified,
+# 1 + D per sequence, the rejected ones padded in, so that its shapes do not depend on how many
+# were accepted; it writes their KV and scores one position per sequence (logits at B rows):
+# - vLLM: EagleProposer.propose runs the head over all `target_token_ids` and computes logits
+#   at `last_token_indices` (vllm/v1/spec_decode/eagle.py at 008603a3); the padded drafter
+#   batch is the default (`disable_padded_drafter_batch: bool = False`, vllm/config/speculative.py
+#   at f19b16d9); MTP goes through the same proposer. A draft model writes its KV for every
+#   accepted token the same way.
+# - SGLang: the draft extend after verification runs `speculative_num_steps + 1` tokens per
+#   request (EAGLEDraftExtendCudaGraphRunner.num_tokens_per_bs,
+#   python/sglang/srt/speculative/eagle_draft_extend_cuda_graph_runner.py at 212c357a).
+# - speedplan's runtime runs each sequence's accepted tokens and pads the batch to the longest
+#   (runtime/drafters/eagle.py `_feed_pending`): 1 + D once one sequence of the batch accepts
+#   every draft, fewer at B = 1 (AL on average), where the pass is memory-bound.
+# A later SGLang (0094505d) pads a tree's draft extend wider, to speculative_num_draft_tokens
+# (spec_utils.resolve_num_tokens_per_req); speedplan prices 1 + D (the depth) for trees too.
+def first_pass_tokens(draft_len):
+    """Tokens per sequence the drafter's first pass after verification runs: the 1 + D
+    positions the target verified (the engines' layout, above)."""
+    return 1 + np.asarray(draft_len, float)
 
 
 def chain_forwards(draft_len, nodes) -> np.ndarray:

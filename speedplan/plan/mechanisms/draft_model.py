@@ -1,6 +1,6 @@
 """An independent draft model with the target's tokenizer: D sequential draft forwards, the
 first over the 1 + D verified tokens of each sequence, the others at B tokens each
-(heads.first_pass_tokens), its own weights and KV cache, at the
+(base.first_pass_tokens), its own weights and KV cache, at the
 tensor-parallel size the serving config gives it (`draft_tp`; None = the target's, which is
 what every engine speedplan emits for runs: docs/serving.md), all-reduces included.
 

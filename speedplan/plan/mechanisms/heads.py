@@ -9,7 +9,7 @@ llama_eagle3.py; SGLang and TensorRT-LLM build the same layers).
   reads 2h) and a reduced-vocabulary lm_head (`draft_vocab_size`, 32000 for the published
   Llama-3.1-8B head). A head's config.json gives its shape; without one, the target's.
 - The first pass after verification runs the 1 + D verified tokens of each sequence and
-  scores one of them (`first_pass_tokens`); the others one token each.
+  scores one of them (`base.first_pass_tokens`); the others one token each.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.errors import SpeedplanInputError
+from speedplan.plan.mechanisms.base import first_pass_tokens
 from speedplan.specs.files import parse_json
 from speedplan.specs.hf_config import from_hf_config
 from speedplan.specs.model import ModelSpec
@@ -79,28 +80,6 @@ def head_memory_bytes(head: ModelSpec, target: ModelSpec, draft_vocab: int | Non
         weights += draft_vocab * target.hidden
     # KV per rank as the target's: an MLA latent, or KV heads fewer than ranks, held whole on each
     return weights * target.dtype_bytes / tp + batch * context * head.kv_bytes_per_token_per_rank(tp)
-
-
-# The drafter's first pass after verification runs over every position the target verified,
-# 1 + D per sequence, the rejected ones padded in, so that its shapes do not depend on how many
-# were accepted; it writes their KV and scores one position per sequence (logits at B rows):
-# - vLLM: EagleProposer.propose runs the head over all `target_token_ids` and computes logits
-#   at `last_token_indices` (vllm/v1/spec_decode/eagle.py at 008603a3); the padded drafter
-#   batch is the default (`disable_padded_drafter_batch: bool = False`, vllm/config/speculative.py
-#   at f19b16d9); MTP goes through the same proposer. A draft model writes its KV for every
-#   accepted token the same way.
-# - SGLang: the draft extend after verification runs `speculative_num_steps + 1` tokens per
-#   request (EAGLEDraftExtendCudaGraphRunner.num_tokens_per_bs,
-#   python/sglang/srt/speculative/eagle_draft_extend_cuda_graph_runner.py at 212c357a).
-# - speedplan's runtime runs each sequence's accepted tokens and pads the batch to the longest
-#   (runtime/drafters/eagle.py `_feed_pending`): 1 + D once one sequence of the batch accepts
-#   every draft, fewer at B = 1 (AL on average), where the pass is memory-bound.
-# A later SGLang (0094505d) pads a tree's draft extend wider, to speculative_num_draft_tokens
-# (spec_utils.resolve_num_tokens_per_req); speedplan prices 1 + D (the depth) for trees too.
-def first_pass_tokens(draft_len):
-    """Tokens per sequence the drafter's first pass after verification runs: the 1 + D
-    positions the target verified (the engines' layout, above)."""
-    return 1 + np.asarray(draft_len, float)
 
 
 def chain_passes(step, batch, draft_len, context) -> ForwardCost:
