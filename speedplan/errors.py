@@ -36,3 +36,13 @@ def far_too_large(digits: str) -> str | None:
     """"123456789012... is far too large" for a whole number typed with more than MAX_DIGITS digits
     (int() would stop only at 4,300), else None."""
     return f"{digits[:MAX_DIGITS]}... is far too large" if len(digits) > MAX_DIGITS else None
+
+
+def clipped(text: str, keep: int = 60) -> str:
+    """`text` as a message quotes it: whole up to 3·`keep` characters, else its first and last
+    `keep` with the length after ("/tmp/ddd...ddd/out (5,072 characters)"), so a path or spec of
+    thousands of characters (the OS's "File name too long") still gives one readable line."""
+    text = str(text)
+    if len(text) <= 3 * keep:
+        return text
+    return f"{text[:keep]}...{text[-keep:]} ({len(text):,} characters)"

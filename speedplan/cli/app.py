@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from speedplan.cli import calibrate, catalog, predict, profile, run as run_cmd, sweep, validate
-from speedplan.errors import SpeedplanInputError, too_many_digits
+from speedplan.errors import SpeedplanInputError, clipped, too_many_digits
 
 app = typer.Typer(
     name="speedplan",
@@ -137,7 +137,7 @@ def _run(argv: list[str] | None) -> int:
     except OSError as e:
         if e.errno not in _FULL_OR_FORBIDDEN:
             raise  # anything else is a bug to see whole
-        typer.echo(f"speedplan: error: {e.filename or 'writing output'}: {e.strerror}", err=True)
+        typer.echo(f"speedplan: error: {clipped(e.filename) if e.filename else 'writing output'}: {e.strerror}", err=True)
         return 2
     except ValueError as e:
         if (what := too_many_digits(e)) is None:  # int() of more digits than Python converts (4,300)

@@ -55,7 +55,7 @@ def sweep(
     if plan_for is not None and "" in [name.strip() for name in plan_for.split(",")]:  # the library names `engines`
         from speedplan.serving import ENGINES
 
-        raise SpeedplanInputError(f"--plan-for {plan_for!r}: an empty name; name one or more of {', '.join(ENGINES)}")
+        raise SpeedplanInputError(f"--plan-for {plan_for!r:.60}: an empty name; name one or more of {', '.join(ENGINES)}")
     if mechanism and tree_nodes != _default("tree_nodes") and not any(
             canonical_spec(m).split(":")[0] in TREE_MECHANISMS for m in mechanism):  # a library caller's are ignored
         raise SpeedplanInputError(f"--tree-nodes {tree_nodes}: no swept mechanism is a tree "

@@ -50,7 +50,7 @@ def validate(
         _print_reprice(reprice, hardware)
         return
     if device not in ("cpu", "cuda"):
-        raise SpeedplanInputError(f"--device {device!r}: unknown device; validate runs on cpu")
+        raise SpeedplanInputError(f"--device {device!r:.60}: unknown device; validate runs on cpu")
     if device != "cpu":
         raise SpeedplanInputError("validate runs on --device cpu here; on a GPU run microbench/campaign.sh from a "
                                   "checkout of speedplan's repository (a wheel does not ship it), or time the verify "

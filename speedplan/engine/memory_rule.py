@@ -30,6 +30,7 @@ import numpy as np
 
 from speedplan.specs.files import finite
 from speedplan.errors import SpeedplanInputError
+from speedplan.units import gigabytes
 
 DEVICE = "device"
 FREE_AFTER_WEIGHTS = "free after weights"
@@ -269,19 +270,19 @@ class MemoryRule:
         aiter attention at a context above 8,192 tokens (mem_fraction_static 0.867 × 0.85 = 0.737,
         its 0.5.23 default on ROCm at TP 1)"."""
         if self.of == DEVICE:
-            return f"{self.share:.0%} of {device_bytes / 1e9:.1f} GB"
+            return f"{self.share:.0%} of {gigabytes(device_bytes)}"
         if self.of == DEVICE_LESS_RESERVE:
             r = RESERVES[self.reserve]
             _, share = self._reserved(device_bytes, tp, platform)
             factor, why = r.scale(platform, context_len, tp, model)
             knob = f"{share:.{r.digits}f}" + (f" × {factor:g} = {share * factor:.{r.digits}f}" if factor != 1 else "")
             held = device_bytes * (1 - share)  # what the rounded knob holds back: the reserve as the launch applies it
-            return (f"{device_bytes / 1e9:.1f} GB less {r.engine}'s {held / 1e9:.1f} GB reserve"
+            return (f"{gigabytes(device_bytes)} less {r.engine}'s {gigabytes(held)} reserve"
                     + (f", × {factor:g} {why}" if factor != 1 else "")
                     + f" ({r.knob} {knob}, its {r.version} default{_ON.get(platform, '')} at TP {tp})")
         if weight_bytes >= device_bytes:
-            return f"the {device_bytes / 1e9:.1f} GB GPU, which the weights fill: nothing is free after them"
-        return f"the weights and {self.share:.0%} of the {(device_bytes - weight_bytes) / 1e9:.1f} GB free after them"
+            return f"the {gigabytes(device_bytes)} GPU, which the weights fill: nothing is free after them"
+        return f"the weights and {self.share:.0%} of the {gigabytes(device_bytes - weight_bytes)} free after them"
 
 
 DEFAULT_MEMORY = MemoryRule()

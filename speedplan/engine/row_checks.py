@@ -7,6 +7,7 @@ from speedplan.cost.weights import memory_per_rank
 from speedplan.engine.readers.measurement import Measurement
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms.base import TopkTree
+from speedplan.units import gigabytes
 
 
 def check_runnable(m: Measurement, s, spec_max_running: float) -> None:
@@ -20,8 +21,8 @@ def check_runnable(m: Measurement, s, spec_max_running: float) -> None:
     have = s.cost.hardware.memory_bytes
     if need > have:
         raise SpeedplanInputError(
-            f"{m.where}: {requests} requests of {m.context:,} tokens need {need / 1e9:,.0f} GB per GPU for weights and "
-            f"KV cache, beyond the {have / 1e9:.1f} GB of {s.cost.hardware.name} at TP {s.tp}: the server cannot have run "
+            f"{m.where}: {requests} requests of {m.context:,} tokens need {gigabytes(need, 0)} per GPU for weights and "
+            f"KV cache, beyond the {gigabytes(have)} of {s.cost.hardware.name} at TP {s.tp}: the server cannot have run "
             "them at once (check the batch, the context, --hardware and --tp; or give max_running_requests, the "
             "requests the server ran)")
 

@@ -31,8 +31,8 @@ from speedplan.engine.readers.sglang_log import (draft_len_from_rates, looks_lik
 from speedplan.engine.readers.measurement import drafts_ran_short
 from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, check_totals, looks_like_vllm_metrics,
                                                    plain_server_scrape, read_vllm_metrics)
-from speedplan.errors import SpeedplanInputError
-from speedplan.specs.files import finite, parse_json, read_problem, refuse_wide_text
+from speedplan.errors import SpeedplanInputError, clipped
+from speedplan.specs.files import finite, is_a, parse_json, read_problem, refuse_wide_text
 from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
                                        fit_positions, fit_ranks, fit_runs)
@@ -67,7 +67,7 @@ def parse_acceptance_options(specs: list[str], mechanisms: tuple[str, ...]) -> d
     for spec in specs:
         key, value = _split_mechanism(spec, mechanisms)
         if key != "*" and not value.strip():
-            raise SpeedplanInputError(f"--acceptance {spec!r}: nothing after '{key}:'; {_EXPECTED}")
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: nothing after '{key}:'; {_EXPECTED}")
         if key in out:
             raise SpeedplanInputError(f"--acceptance given twice for {'all mechanisms' if key == '*' else key}")
         out[key] = parse_acceptance(value)
@@ -81,20 +81,20 @@ def _numbers(spec: str) -> dict[str, list[float]]:
     for item in spec.rstrip().rstrip(",").split(","):  # a trailing comma is harmless; an empty middle item is not
         item = item.strip()
         if not item:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: an empty item between commas")
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: an empty item between commas")
         name, eq, value = item.partition("=")
         if eq:
             key = name.strip()
             if key not in (*_FORMS, "match") or key in out:
-                raise SpeedplanInputError(f"--acceptance {spec!r}: unknown or repeated key {key!r}")
+                raise SpeedplanInputError(f"--acceptance {spec!r:.80}: unknown or repeated key {key!r:.40}")
             out[key] = []
             item = value
         if key is None:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: expected alpha=, positions= or ranks=")
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: expected alpha=, positions= or ranks=")
         try:
             out[key].append(float(item))
         except ValueError:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: {item!r} is not a number") from None
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: {item!r:.40} is not a number") from None
     return out
 
 
@@ -102,16 +102,16 @@ def parse_acceptance(spec: str) -> Acceptance:
     """One --acceptance value (without its `MECH:` prefix): numbers or a file (module docstring)."""
     text = spec.strip()
     if not text:
-        raise SpeedplanInputError(f"--acceptance {spec!r}: empty; {_EXPECTED}")
+        raise SpeedplanInputError(f"--acceptance {spec!r:.80}: empty; {_EXPECTED}")
     key = text.partition("=")[0].strip()
     if key in _FORMS:
         values = _numbers(text)
         forms = [k for k in _FORMS if k in values]
         if len(forms) != 1 or not values[forms[0]]:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: give exactly one of alpha=, positions=, ranks=")
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: give exactly one of alpha=, positions=, ranks=")
         match = values.get("match", [1.0])
         if len(match) != 1:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: match takes one number")
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: match takes one number")
         return _build(forms[0], values[forms[0]], f"user: {text}", match[0], spec)
     if key == "al":
         return _from_al(text, spec)
@@ -131,22 +131,22 @@ def _from_al(text: str, spec: str) -> Acceptance:
         try:
             values = _numbers(f"match={number}") if key.strip() == "match" else {}
         except SpeedplanInputError:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: match must be a number in (0, 1]") from None
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: match must be a number in (0, 1]") from None
         if len(values.get("match", [])) != 1:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: after al=A@D only ,match=M (the share of steps that "
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: after al=A@D only ,match=M (the share of steps that "
                                       "drafted, n-gram) is read")
         share = values["match"][0]
         if not 0.0 < share <= 1.0:
-            raise SpeedplanInputError(f"--acceptance {spec!r}: match must be in (0, 1], got {share:g}")
+            raise SpeedplanInputError(f"--acceptance {spec!r:.80}: match must be in (0, 1], got {share:g}")
     match = _AL.fullmatch(body)  # int() and float() also take "1_0" and other digits
     al, draft_len = (float(match.group(1)), int(match.group(2))) if match else (float("nan"), 0)
     if not np.isfinite(al) or draft_len < 1:
-        raise SpeedplanInputError(f"--acceptance {spec!r}: expected al=A@D, an acceptance length A measured at draft "
+        raise SpeedplanInputError(f"--acceptance {spec!r:.80}: expected al=A@D, an acceptance length A measured at draft "
                                   "length D, e.g. al=3.2@4")
     if draft_len > MAX_DRAFT:
-        raise SpeedplanInputError(f"--acceptance {spec!r}: D must be in 1..{MAX_DRAFT}, got {draft_len}")
+        raise SpeedplanInputError(f"--acceptance {spec!r:.80}: D must be in 1..{MAX_DRAFT}, got {draft_len}")
     if not 1.0 <= al < 1.0 + draft_len:
-        raise SpeedplanInputError(f"--acceptance {spec!r}: an acceptance length at D = {draft_len} is in "
+        raise SpeedplanInputError(f"--acceptance {spec!r:.80}: an acceptance length at D = {draft_len} is in "
                                   f"[1, {1 + draft_len}) (it counts the bonus token; {1 + draft_len} would be every "
                                   f"draft accepted, no rate below 1), got {al:g}")
     alpha = fit_iid_alpha(al, draft_len)
@@ -159,31 +159,31 @@ def _from_al(text: str, spec: str) -> Acceptance:
 
 def _build(form: str, numbers, source: str, match: float, where: str) -> Acceptance:
     if form == "alpha" and len(numbers) != 1:
-        raise SpeedplanInputError(f"{where}: alpha takes one number")
+        raise SpeedplanInputError(f"{clipped(where)}: alpha takes one number")
     try:
         if form == "alpha":
             return Acceptance.iid(numbers[0], source, match)
         return (Acceptance.positional if form == "positions" else Acceptance.per_rank)(numbers, source, match)
     except SpeedplanInputError as e:
-        raise SpeedplanInputError(f"{where}: {e}") from None  # which file or option the numbers came from
+        raise SpeedplanInputError(f"{clipped(where)}: {e}") from None  # which file or option the numbers came from
 
 
 def _from_file(text: str) -> Acceptance:
     """A file, or `FILE@D` (an SGLang log read at draft length D, checked against its server_args line);
     a file whose own name holds an @ is read whole."""
-    path_text, at, draft_len = text.rpartition("@") if "@" in text and not Path(text).is_file() else (text, "", "")
+    path_text, at, draft_len = text.rpartition("@") if "@" in text and not is_a(Path(text), "file") else (text, "", "")
     path = Path(path_text)
-    if path.is_dir():
-        raise SpeedplanInputError(f"--acceptance {text!r}: is a folder; give a file in it")
-    if not path.is_file():
+    if is_a(path, "dir"):
+        raise SpeedplanInputError(f"--acceptance {text!r:.80}: is a folder; give a file in it")
+    if not is_a(path, "file"):
         from speedplan.plan.mechanisms import MECHANISMS
 
         head = text.partition(":")[0]
-        hint = (f" ({head!r} is not a mechanism: MECH:alpha=... takes one of {', '.join(MECHANISMS)})"
+        hint = (f" ({head!r:.40} is not a mechanism: MECH:alpha=... takes one of {', '.join(MECHANISMS)})"
                 if ":" in text and "=" in text else "")
-        raise SpeedplanInputError(f"--acceptance {text!r}: not alpha=, positions=, ranks=, al=A@D or an existing file{hint}")
+        raise SpeedplanInputError(f"--acceptance {text!r:.80}: not alpha=, positions=, ranks=, al=A@D or an existing file{hint}")
     if at and (path.suffix == ".jsonl" or not looks_like_sglang_log(path.read_text(errors="replace"))):
-        raise SpeedplanInputError(f"--acceptance {text!r}: @D is for an SGLang server log whose lines give no "
+        raise SpeedplanInputError(f"--acceptance {text!r:.80}: @D is for an SGLang server log whose lines give no "
                                   f"accept rate; {path.name} is not one")
     if path.suffix == ".jsonl":
         return fit_trace(path)
@@ -198,7 +198,7 @@ def _from_file(text: str) -> Acceptance:
         raise SpeedplanInputError(f"{path}: {NO_SPEC_COUNTERS}")
     if looks_like_sglang_log(body):
         if at and not (draft_len.isascii() and draft_len.isdigit() and 1 <= int(draft_len) <= MAX_DRAFT):
-            raise SpeedplanInputError(f"--acceptance {text!r}: the draft length after @ must be an integer in "
+            raise SpeedplanInputError(f"--acceptance {text!r:.80}: the draft length after @ must be an integer in "
                                       f"1..{MAX_DRAFT}")
         return from_sglang_log(path, int(draft_len) if at else None)
     try:

@@ -46,12 +46,12 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
     else:
         for item in (x.strip() for x in text.split(",")):
             if not item:  # "1=1,,2=1": a pair missing, as --batch 1,,2 is refused
-                raise SpeedplanInputError(f"--batch-weights {text!r}: an empty pair between commas; give BATCH=WEIGHT "
+                raise SpeedplanInputError(f"--batch-weights {text!r:.60}: an empty pair between commas; give BATCH=WEIGHT "
                                           "pairs like 1=4,8=2")
             b, eq, w = item.partition("=")
             if not eq:
                 named = text.endswith((".json", ".csv")) or "/" in text  # a file meant, not there
-                raise SpeedplanInputError(f"--batch-weights {text!r}: " + ("no such file" if named else
+                raise SpeedplanInputError(f"--batch-weights {text!r:.60}: " + ("no such file" if named else
                                           "expected BATCH=WEIGHT pairs like 1=4,8=2 or a file"))
             pairs.append((b, w, f"--batch-weights {item!r}"))
     return _checked(pairs, "--batch-weights")

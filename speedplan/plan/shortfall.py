@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from speedplan.engine.memory_rule import DEFAULT_MEMORY, MemoryRule, memory_rule, usable_bytes
+from speedplan.units import gigabytes
 
 if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
@@ -84,13 +85,12 @@ def plain_memory_need(result: SweepResult, batch: int | None = None) -> str:
         plain = plain[plain["batch"] == batch]
     row = plain.loc[plain["memory_bytes"].idxmin()]
     meta = result.meta
-    need, weights = row["memory_bytes"] / 1e9, meta["weight_bytes_per_gpu"] / 1e9
+    need, weights = row["memory_bytes"], meta["weight_bytes_per_gpu"]
     usable, rule = _usable(result)
-    usable /= 1e9
-    digits = 1 if round(need, 1) > round(usable, 1) else 3
+    digits = 1 if round(need / 1e9, 1) > round(usable / 1e9, 1) else 3
     per = "of memory" if meta.get("platform") == "cpu" else "per GPU"
-    return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {need:.{digits}f} GB {per} "
-            f"(weights {weights:.1f} GB) and {usable:.{digits}f} GB are usable "
+    return (f"plain decoding at B={int(row['batch'])}, context {int(row['context'])} needs {gigabytes(need, digits)} {per} "
+            f"(weights {gigabytes(weights)}) and {gigabytes(usable, digits)} are usable "
             f"({rule.describe(meta['memory_bytes'], meta['weight_bytes_per_gpu'], **_launch(result))}, {_whose(rule, meta)})")
 
 

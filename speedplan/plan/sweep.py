@@ -253,6 +253,22 @@ def _mechanism_meta(mechs: list[Mechanism], tp: int) -> dict:
     }
 
 
+def draft_context_cautions(mechs: list[Mechanism], target: ModelSpec, contexts, draft_lens) -> dict[str, str]:
+    """{label: why} for each draft model whose config holds fewer positions than the sweep's longest
+    sequence (context + D, up to the target's own limit) and whose acceptance is a published figure,
+    measured within the draft's positions. Not refused: vLLM caps the draft's max_model_len at
+    min(draft, target) and starts (SpeculativeConfig._maybe_override_draft_max_model_len); what a
+    server does with the sequences past it is not modelled."""
+    longest = max(contexts) + max(draft_lens)
+    limit = min(longest, target.max_context) if target.max_context else longest
+    return {m.label: (f"its config holds {m.draft.max_context:,} positions (max_position_embeddings) and the sweep "
+                      f"runs sequences to {longest:,} (context {max(contexts):,} + D {max(draft_lens)}): its acceptance "
+                      "there is priced as if it held them; give --acceptance measured at this context, or a draft "
+                      "built for it")
+            for m in mechs if m.name == "draft-model" and 0 < m.draft.max_context < limit
+            and str(m.acceptance_source).startswith("published")}  # a user's own figure was measured where they ran
+
+
 def sweep(
     model: str | ModelSpec = "llama-3.1-8b",
     hardware: str | CostModel = "h100-sxm",
@@ -369,6 +385,7 @@ def sweep(
         "command": command,
         "mechanisms": [m.label for m in mechs],
         "skipped": skipped,
+        "cautions": draft_context_cautions(mechs, target, contexts, draft_lens),
         "topk": {m.label: m.topk for m in mechs if m.is_tree},
         **_mechanism_meta(mechs, tp),
     }

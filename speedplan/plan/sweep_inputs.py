@@ -39,9 +39,9 @@ def parse_int_list(text: str, option: str) -> list[int]:
             raise SpeedplanInputError(f"{option} {text if len(text) <= 20 else text[:20] + '...'}: {too_large}")
         a, b = (int(e) for e in ends)
         if a > b:
-            raise SpeedplanInputError(f"{option} {text!r}: range {part} runs backwards")
+            raise SpeedplanInputError(f"{option} {text!r:.60}: range {part} runs backwards")
         if b - a + 1 + len(values) > 100_000:
-            raise SpeedplanInputError(f"{option} {text!r}: too many values")
+            raise SpeedplanInputError(f"{option} {text!r:.60}: too many values")
         values.update(range(a, b + 1))
     return sorted(values)
 

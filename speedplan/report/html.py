@@ -274,7 +274,8 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
     if plans:
         parts.extend(_engine_sections(plans))
         parts.extend(f'<p class="note">{_e(line)}</p>' for line in plan_notes(result, plans))
-    parts.extend(f'<p class="note">skipped: {_e(name)}: {_e(why)}</p>' for name, why in (meta.get("skipped") or {}).items())
+    parts.extend(f'<p class="note">{word}: {_e(name)}: {_e(why)}</p>' for key, word in (("skipped", "skipped"),
+                 ("cautions", "caution")) for name, why in (meta.get(key) or {}).items())
     parts.extend(_sensitivity_section(result, sensitivity_table))
     parts.append(f"<h2>SLO pick</h2><p>{_e(slo_line(result))}</p>")
     parts.append("<h2>Figures</h2>")

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
 
 
-
 def report_context(frame: pd.DataFrame) -> int | None:
     """The context length the per-context figures show: the one with most feasible rows
     (all rows when none is feasible), ties to the first in sweep order."""
@@ -395,6 +394,7 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
                  for i, (mech, source) in enumerate(acceptance.items()))
     if not acceptance:
         lines.append("acceptance: not stated")
-    lines.extend(f"skipped: {name}: {reason}" for name, reason in (meta.get("skipped") or {}).items())
+    lines.extend(f"{word}: {name}: {why}" for key, word in (("skipped", "skipped"), ("cautions", "caution"))
+                 for name, why in (meta.get(key) or {}).items())
     lines.append(slo_line(result))
     return "\n".join(lines)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from speedplan.units import gigabytes
+
 ROUND_TOKENS = 1024  # a limit is written as a multiple of this many tokens, rounded down
 
 
@@ -62,10 +64,10 @@ class ContextFit:
     def why(self) -> str:
         """Why the full context does not fit, in words, for a note."""
         return (f"the model's full context, {self.max_context:,} tokens (max_position_embeddings), needs "
-                f"{self.full_kv_bytes / 1e9:.1f} GB of KV cache per GPU for one sequence "
+                f"{gigabytes(self.full_kv_bytes)} of KV cache per GPU for one sequence "
                 f"({'target and drafter' if self.drafter else 'the target alone: ' + self._no_drafter()}), and "
-                f"the engine profile's memory rule ({self.rule}) leaves {max(self.kv_left_bytes, 0.0) / 1e9:.1f} GB for it "
-                f"after the launch's {self.weight_bytes / 1e9:.1f} GB of weights")
+                f"the engine profile's memory rule ({self.rule}) leaves {gigabytes(max(self.kv_left_bytes, 0.0))} for it "
+                f"after the launch's {gigabytes(self.weight_bytes)} of weights")
 
     def _no_drafter(self) -> str:
         """Why no drafter is counted: n-gram's note said "target and drafter" of the target's KV alone."""

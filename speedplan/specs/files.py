@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import numbers
@@ -96,4 +97,16 @@ def finite(value) -> bool:
     try:
         return math.isfinite(float(value))
     except OverflowError:
+        return False
+
+
+def is_a(path: Path, kind: str) -> bool:
+    """`path.is_file()` (kind "file"), `is_dir()` ("dir") or `exists()` ("any": a device too, which
+    `refuse_device` then names), False where the OS cannot even look up a name that long
+    (ENAMETOOLONG, which pathlib raises): such text is then "not an existing file"."""
+    try:
+        return {"file": path.is_file, "dir": path.is_dir, "any": path.exists}[kind]()
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise  # a folder one may not read: the CLI names it and the OS's reason
         return False

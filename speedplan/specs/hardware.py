@@ -332,11 +332,11 @@ def get_hardware(name: str, folders: bool = True, profiles=()) -> Hardware:
     the names of shipped profiles that are no preset (cpu-local-xeon, ...), offered beside the
     presets where the caller takes them."""
     if not isinstance(name, str):
-        raise SpeedplanInputError(f"hardware: expected a preset name ({', '.join(sorted(PRESETS))}), got {name!r}")
+        raise SpeedplanInputError(f"hardware: expected a preset name ({', '.join(sorted(PRESETS))}), got {name!r:.60}")
     key = name.strip().lower()
     if key not in PRESETS:
         shipped = f"; shipped profiles: {', '.join(sorted(profiles))}" if profiles else ""
-        raise SpeedplanInputError(f"unknown hardware {name!r}{did_you_mean(key, [*PRESETS, *profiles])}; presets: "
+        raise SpeedplanInputError(f"unknown hardware {name!r:.60}{did_you_mean(key, [*PRESETS, *profiles])}; presets: "
                                   f"{', '.join(sorted(PRESETS))}{shipped} "
                                   + ("(or a profile folder)" if folders else "(a preset name, not a folder or file)"))
     return PRESETS[key]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from speedplan.errors import SpeedplanInputError, did_you_mean
-from speedplan.specs.files import read_json
+from speedplan.errors import SpeedplanInputError, clipped, did_you_mean
+from speedplan.specs.files import is_a, read_json
 from speedplan.specs.hardware import DTYPE_BYTES
 from speedplan.specs.hub import hf_repo_of
 from speedplan.specs.labels import attention_label  # noqa: F401  (reports import it from here)
@@ -352,27 +352,27 @@ def get_model(name_or_path: str) -> ModelSpec:
     key = str(name_or_path).strip()
     if not key:
         raise SpeedplanInputError(f"model: empty name; presets: {', '.join(preset_names())} (or a config.json path)")
-    if (PRESET_DIR / f"{key.lower()}.json").exists():
+    if is_a(PRESET_DIR / f"{key.lower()}.json", "file"):  # is_a: a name too long for the OS is no file
         return _preset_model(key.lower())
     from speedplan.specs.hf_config import check_preset_name, from_hf_config
 
     path = Path(key)
-    if path.is_dir():
+    if is_a(path, "dir"):
         path = path / "config.json"
         if not path.exists():
             raise SpeedplanInputError(f"{key}: folder has no config.json")
-    if path.suffix == ".json" or path.exists():
-        if not path.exists():
-            raise SpeedplanInputError(f"{key}: no such file")
+    if path.suffix == ".json" or is_a(path, "any"):
+        if not is_a(path, "any"):
+            raise SpeedplanInputError(f"{clipped(key)}: no such file")
         name = path.parent.name if path.name == "config.json" else path.stem
         spec = from_hf_config(read_json(path), name=name or "custom", where=str(path))
         check_preset_name(spec, str(path))
         return spec
     preset = _preset_of_repo(key)
     if preset:  # a Hugging Face repo id whose architecture a preset holds (its config.json's source)
-        raise SpeedplanInputError(f"unknown model {key!r}: its architecture is the preset {preset} (--model {preset}); "
+        raise SpeedplanInputError(f"unknown model {key!r:.60}: its architecture is the preset {preset} (--model {preset}); "
                                   "a config.json path prices any other checkpoint")
-    raise SpeedplanInputError(f"unknown model {key!r}{did_you_mean(key, preset_names())}; presets: {', '.join(preset_names())} (or a config.json path)")
+    raise SpeedplanInputError(f"unknown model {key!r:.60}{did_you_mean(key, preset_names())}; presets: {', '.join(preset_names())} (or a config.json path)")
 
 
 def _preset_of_repo(repo: str) -> str | None:

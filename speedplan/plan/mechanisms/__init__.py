@@ -54,14 +54,14 @@ def mechanism_class(name: str) -> type[Mechanism]:
     EAGLE-3, draft_model, NEXTN, deepseek_mtp)."""
     key = canonical_name(name)
     if key == "none":
-        raise SpeedplanInputError(f"mechanism {name!r} is plain decoding, which every sweep prices (D = 0); "
+        raise SpeedplanInputError(f"mechanism {name!r:.60} is plain decoding, which every sweep prices (D = 0); "
                                   f"name a speculative mechanism: {', '.join(MECHANISMS)}")
     if key not in REGISTRY:
         parts = [canonical_name(part) for part in key.split(",")]  # EAGLE-3,ngram as eagle3,ngram
         if len(parts) > 1 and all(part in REGISTRY for part in parts):  # "eagle3,ngram": commas hold a mechanism's options
-            raise SpeedplanInputError(f"mechanism {name!r}: one mechanism per --mechanism (a comma starts a mechanism's "
+            raise SpeedplanInputError(f"mechanism {name!r:.60}: one mechanism per --mechanism (a comma starts a mechanism's "
                                       f"options): {' '.join('--mechanism ' + part for part in parts)}")
-        raise SpeedplanInputError(f"unknown mechanism {name!r}{did_you_mean(key, MECHANISMS)}; use one of {', '.join(MECHANISMS)}")
+        raise SpeedplanInputError(f"unknown mechanism {name!r:.60}{did_you_mean(key, MECHANISMS)}; use one of {', '.join(MECHANISMS)}")
     return REGISTRY[key]
 
 

@@ -128,7 +128,7 @@ class Mechanism:
     def build(cls, arg: str, target: ModelSpec, acceptance: Acceptance | None) -> "Mechanism":
         """From the part of the spec after the colon (`topk=8`, a draft model name, or "")."""
         if arg:
-            raise SpeedplanInputError(f"mechanism {cls.name} takes no options, got {arg!r}")
+            raise SpeedplanInputError(f"mechanism {cls.name} takes no options, got {arg!r:.60}")
         return cls(*cls.resolve_acceptance(acceptance, target))
 
     @classmethod
@@ -153,14 +153,14 @@ def parse_options(spec: str, arg: str, allowed: tuple[str, ...], text: tuple[str
         key, eq, value = item.partition("=")
         if not eq or key not in allowed + text:
             names = [k + "=N" for k in allowed] + [k + "=PATH" for k in text]
-            raise SpeedplanInputError(f"mechanism {spec!r}: options are {', '.join(names) or 'none'}")
+            raise SpeedplanInputError(f"mechanism {spec!r:.60}: options are {', '.join(names) or 'none'}")
         if key in text:
             options[key] = value
             continue
         try:
             options[key] = int(value)
         except ValueError:
-            raise SpeedplanInputError(f"mechanism {spec!r}: {key} takes an integer") from None
+            raise SpeedplanInputError(f"mechanism {spec!r:.60}: {key} takes an integer") from None
     return options
 
 
