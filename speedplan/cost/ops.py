@@ -16,7 +16,8 @@ from typing import Protocol
 
 import numpy as np
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, clipped
+from speedplan.specs.files import is_a
 from speedplan.specs.hardware import PRESETS, Hardware, get_hardware
 from speedplan.cost.roofline import (allreduce_us, attention_roofline, attention_sol_us, elementwise_roofline,
                                      gemm_roofline)
@@ -213,7 +214,7 @@ def shipped_profile(name: str) -> Path | None:
     if not key or Path(key).is_absolute() or "/" in key or "\\" in key or key in (".", ".."):
         return None
     meta = PROFILE_DIR / key / "meta.json"
-    return meta.parent if meta.exists() and _measured(meta) else None
+    return meta.parent if is_a(meta, "file") and _measured(meta) else None  # a name too long for the OS: none
 
 
 LATENCY_ORIGINS = {  # a cost model's origin as outputs name it (a measured profile's own label otherwise)
@@ -278,15 +279,15 @@ def load_cost_model(hardware: str | Path) -> CostModel:
 
         return CostModel(load_hardware_file(path), hardware_file=str(path.resolve()))
     shipped = shipped_profile(key)
-    if not path.is_dir() and shipped is not None:
+    if not is_a(path, "dir") and shipped is not None:
         path = shipped
-    if path.is_dir():
+    if is_a(path, "dir"):
         from speedplan.profile.load import load_profile  # local import: only when a profile is used
 
         profile = load_profile(path)
         return CostModel(profile.hardware, profile)
-    if ("/" in key or key.startswith(".")) and not path.exists():
-        raise SpeedplanInputError(f"{key}: no such profile folder")
+    if ("/" in key or key.startswith(".")) and not is_a(path, "any"):
+        raise SpeedplanInputError(f"{clipped(key)}: no such profile folder")
     others = [f.name for f in PROFILE_DIR.iterdir() if f.is_dir() and f.name not in PRESETS] if key.lower() not in PRESETS else []
     return CostModel(get_hardware(key, profiles=others))
 
