@@ -361,8 +361,9 @@ def get_model(name_or_path: str) -> ModelSpec:
         path = path / "config.json"
         if not path.exists():
             raise SpeedplanInputError(f"{key}: folder has no config.json")
-    if path.suffix == ".json" or is_a(path, "any"):
-        if not is_a(path, "any"):
+    there = is_a(path, "any")  # a device too: read_json names it
+    if path.suffix == ".json" or there:
+        if not there:
             raise SpeedplanInputError(f"{clipped(key)}: no such file")
         name = path.parent.name if path.name == "config.json" else path.stem
         spec = from_hf_config(read_json(path), name=name or "custom", where=str(path))
