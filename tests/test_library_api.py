@@ -139,7 +139,7 @@ def test_terms_a_profile_file_left_out_are_not_called_hand_set(tmp_path):
 def test_library_entry_points_refuse_wrong_arguments_in_one_line(tmp_path):
     """An audit on 2026-12-03 found about 25 calls that raised AttributeError or TypeError deep
     inside, and a report of Llama-3.1-8B written with the plan of a 70B sweep."""
-    r = speedplan.sweep(batches=[1, 8], mechanisms=["eagle3"])
+    r = speedplan.sweep(batches=[1, 8], mechanisms=["eagle3"], contexts=[2000])  # within the head's 2,048 positions
     other = speedplan.plan_engines(speedplan.sweep("llama-3.1-70b", batches=[1, 8], mechanisms=["eagle3"], tp=4))
     plans = speedplan.plan_engines(r)
     calls = [

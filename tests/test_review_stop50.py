@@ -15,7 +15,8 @@ from speedplan.errors import SpeedplanInputError
 
 @pytest.fixture(scope="module")
 def two():
-    return speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "ngram"], batches=[1, 8, 64])
+    # context 2000: within the published EAGLE-3 head's 2,048 positions, where vLLM drafts (plan/drafter_positions.py)
+    return speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "ngram"], batches=[1, 8, 64], contexts=[2000])
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -34,7 +35,8 @@ def test_a_default_tree_with_nothing_to_price_is_skipped_with_why():
     trees = [m for m in r.meta["skipped"] if "tree" in m]
     assert trees and all("nothing to price" in r.meta["skipped"][m] for m in trees)
     assert not set(trees) & set(r.meta["mechanisms"]) and not set(trees) & set(r.frame["mechanism"])
-    assert "skipped: eagle3-tree: nothing to price" in speedplan.render_summary(r)
+    # the two trees share one reason: one line names both (report.table_notes.grouped)
+    assert "skipped: eagle3-tree, eagle-tree: nothing to price" in speedplan.render_summary(r)
 
 
 def test_a_filtered_frame_gets_its_own_tables_plans_and_files(two, tmp_path):
@@ -91,7 +93,10 @@ def test_calibrate_refuses_an_engine_on_hardware_it_does_not_run_on():
 
 
 def test_the_table_says_why_it_is_off_where_the_plan_speculates_with_fewer_running():
-    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 40, 56], contexts=[8192])
+    from tests._heads import long_heads
+
+    # a head that holds 8k positions (the published one holds 2,048, past which vLLM gains nothing)
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle3"), batches=[1, 40, 56], contexts=[8192])
     plans = speedplan.plan_engines(r)
     assert r.best.set_index("batch").loc[56, "mechanism"] == "none" and plans["vllm"].running[-1] < 56
     text = speedplan.render_summary(r, plans=plans)

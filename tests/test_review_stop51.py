@@ -213,5 +213,6 @@ def test_an_acceptance_file_with_an_unknown_key_is_refused(tmp_path):
 def test_the_slo_pick_at_one_request_reads_as_english():
     from speedplan.report.summary import slo_line
 
-    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8], min_tokens_per_user=350)
+    r = speedplan.sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], batches=[1, 8], contexts=[2000],  # within its 2,048 positions
+                        min_tokens_per_user=350)
     assert "it holds while at most 1 request runs at once" in slo_line(r)

@@ -33,7 +33,8 @@ def test_mechanisms_lists_every_registered_one_with_a_spec_that_parses():
 def test_mechanisms_for_a_model_match_what_its_sweep_prices():
     rows = sp.list_mechanisms("llama-3.1-8b")
     swept = rows[rows["swept"] == "yes"]
-    r = sp.sweep(model="llama-3.1-8b", batches=[1], draft_lens=[3], tree_nodes=[16])
+    # context 2000: the published heads hold 2,048 positions, past which vLLM prices AL 1 (plan/drafter_positions.py)
+    r = sp.sweep(model="llama-3.1-8b", batches=[1], draft_lens=[3], tree_nodes=[16], contexts=[2000])
     priced = r.frame[r.frame["mechanism"] != "none"]
     assert set(swept["mechanism"]) == set(priced["mechanism"])
     for _, row in swept.iterrows():
@@ -278,10 +279,10 @@ def test_mechanisms_options_without_a_model_are_refused(cli):
 
 
 def test_the_vllm_launch_names_vllm_async_where_the_2025_profile_priced_it(tmp_path):
-    r = sp.sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=[0, 2, 3])
+    r = sp.sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=[0, 2, 3], contexts=[2000])  # within its positions
     sp.write_outputs(r, tmp_path / "a")
     assert "--engine vllm-async" in (tmp_path / "a" / "vllm_serve.sh").read_text()
-    r = sp.sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=[0, 2, 3], engine="vllm-async")
+    r = sp.sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=[0, 2, 3], contexts=[2000], engine="vllm-async")
     sp.write_outputs(r, tmp_path / "b")
     assert "--engine vllm-async" not in (tmp_path / "b" / "vllm_serve.sh").read_text()
 

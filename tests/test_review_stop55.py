@@ -152,7 +152,8 @@ def test_a_users_mtp_acceptance_length_is_extended_with_mtps_decay():
         pytest.approx(3.9, abs=1e-6)
     assert "so one rate at every depth" in r.meta["acceptance"]["mtp"]
     # other mechanisms keep the i.i.d. rate
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1], [3, 7], acceptance={"eagle3": parse_acceptance("al=2.6@3")})
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1], [3, 7], contexts=[2000],  # within the head's positions
+              acceptance={"eagle3": parse_acceptance("al=2.6@3")})
     assert r.frame[r.frame.draft_len == 7]["acceptance_length"].iloc[0] == pytest.approx(3.287, abs=0.002)
 
 
@@ -294,7 +295,7 @@ def test_calibrate_rows_from_several_files_say_which_file_and_line():
 def test_the_terminal_table_names_a_trees_size():
     """eagle3-tree rows read "D=4, AL 2.93" at B = 8 and "D=4, AL 2.65" at B = 16 with nothing
     to say why: the tree shrank from 32 to 16 nodes (the HTML's verified column said so)."""
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3-tree"], [1, 64], [0, 4, 8])
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3-tree"], [1, 64], [0, 4, 8], contexts=[2000])  # within its positions
     text = render_summary(r)
     trees = [row for row in r.best.itertuples() if row.verify_tokens > row.draft_len + 1]  # not a chain-shaped one
     assert trees

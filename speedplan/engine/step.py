@@ -122,6 +122,18 @@ def step_cost(terms: dict, parts: StepParts) -> StepCost:
                     np.where(spec, terms["overlap_spec"], terms["overlap_plain"]), verify_s, draft_s)
 
 
+def without_drafting(parts: StepParts, dropped) -> StepParts:
+    """The speculative step where `dropped` (a bool array over the grid) with the drafter not run: the
+    target verifies the same tokens and the sampler rejects them, but no draft kernel, launch, sampler
+    pass or drafting host work is paid (vLLM past a drafter's positions verifies D zero tokens per
+    sequence: `plan.drafter_positions`)."""
+    keep = ~np.asarray(dropped, dtype=bool)
+    return replace(parts, ops_s=parts.ops_s - np.where(keep, 0.0, parts.draft_ops_s), forwards=parts.forwards * keep,
+                   draft_layers=parts.draft_layers * keep, draft_pass_s=parts.draft_pass_s * keep,
+                   draft_tokens=parts.draft_tokens * keep, host_draft_s=parts.host_draft_s * keep,
+                   draft_ops_s=parts.draft_ops_s * keep)
+
+
 def logits_pass_s(cost, logits) -> np.ndarray:
     """One read-and-write pass over `logits` fp32 values (seconds); 0 where there are none."""
     logits = np.asarray(logits, dtype=float)

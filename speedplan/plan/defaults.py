@@ -45,6 +45,8 @@ class Published:
     fit: tuple
     how: str = ""
     lower_rank_share: float = 1.0  # c in ranks = [α, c·α(1−α), c·α(1−α)², ...]; 1 = geometric
+    positions: int = 0  # positions the row's head holds (its config's max_position_embeddings); 0: not recorded
+    positions_from: str = ""  # the head checkpoint and where its positions are stated
 
     def acceptance(self) -> Acceptance:
         return Acceptance.head_ranks(self.alpha, self.lower_rank_share, "published")
@@ -62,11 +64,20 @@ class Published:
 # target; EAGLE-1/2 heads keep the geometric split (c = 1).
 EAGLE3_LOWER_RANK_SHARE = 0.682
 
+# The positions the published heads hold, where a source states them (the EAGLE repo trains its heads
+# at --max-length 2048; SafeAILab/EAGLE issue #311). Not recorded for the other rows' heads. vLLM PR
+# #22935 on Llama-3.1-8B-Instruct: "a standard EAGLE head, which can only handle 2048 positional
+# embeddings"; vLLM issue #48894 quotes yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config.json,
+# "max_position_embeddings: 2048". docs/engine.md, "Past the drafter's positions".
+LLAMA_EAGLE_POSITIONS = "yuhuili/EAGLE-LLaMA3.1-Instruct-8B, vLLM PR #22935"
+LLAMA_EAGLE3_POSITIONS = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config.json, quoted in vLLM issue #48894"
+
 HEADS: tuple[Published, ...] = (
     Published("eagle", "llama-3.1-8b", 0.5155,
               f'{PC}: "EAGLE-3 paper Tab.1", LLaMA-3.1-8B-Instruct, EAGLE-2 head and tree, MT-bench, T=0: AL 4.05',
               ("tree", 6, 60, 10, 4.05),
-              "geometric per-rank alpha 0.516 fitted to a depth-6, 60-node, top-10 tree (EAGLE-2 settings, assumed)"),
+              "geometric per-rank alpha 0.516 fitted to a depth-6, 60-node, top-10 tree (EAGLE-2 settings, assumed)",
+              positions=2048, positions_from=LLAMA_EAGLE_POSITIONS),
     Published("eagle", "llama-3.1-70b", 0.4493,
               f'{PC}: "EAGLE-3 paper Tab.1", LLaMA-3.3-70B-Instruct (stand-in: same architecture as llama-3.1-70b), '
               "EAGLE-2 head and tree, MT-bench, T=0: AL 3.67",
@@ -81,7 +92,7 @@ HEADS: tuple[Published, ...] = (
               ("tree", 7, 60, 10, 6.13),
               "rank-1 alpha 0.830 fitted to a depth-7, 60-node, top-10 tree (EAGLE repo defaults total_token=60, "
               "depth=7, top_k=10, assumed) with the EAGLE-3 lower-rank share 0.682 (SpecForge #339)",
-              EAGLE3_LOWER_RANK_SHARE),
+              EAGLE3_LOWER_RANK_SHARE, positions=2048, positions_from=LLAMA_EAGLE3_POSITIONS),
     Published("eagle3", "llama-3.1-70b", 0.7845,
               f'{EM}: "sglang PR #4716", Llama-3.3-70B-Instruct (stand-in: same architecture as llama-3.1-70b), '
               "EAGLE3-LLaMA3.3-Instruct-70B, H100 TP8, steps 8, topk 8, 64 draft tokens, MT-Bench: AL 5.88",
@@ -128,6 +139,13 @@ HEADS: tuple[Published, ...] = (
 def head_row_for(family: str, target: str) -> bool:
     """Whether the family has a published row for this target preset (not the fallback's)."""
     return any(p.family == family and p.target == target for p in HEADS)
+
+
+def head_positions(family: str, target: str) -> tuple[int, str] | None:
+    """(positions, what says so) of the head the family's published row for this target measured
+    (not the fallback's), or None where no source states them."""
+    row = next((p for p in HEADS if p.family == family and p.target == target), None)
+    return (row.positions, row.positions_from) if row is not None and row.positions else None
 
 
 def head_default(family: str, target: str) -> tuple[Acceptance, str]:

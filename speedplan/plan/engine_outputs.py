@@ -165,7 +165,9 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
             continue  # at any planned batch size: no files (recommendations.json and the plan line say why)
         rows = plan.rows
         acceptance = (meta.get("acceptance") or {}).get(plan.mechanism)  # whole: a comment has room for it
-        sources = f"latency {latency}" + (f"; acceptance {acceptance}" if acceptance else "")
+        caution = (meta.get("cautions") or {}).get(plan.mechanism)  # a drafter past its positions (plan.drafter_positions)
+        sources = (f"latency {latency}" + (f"; acceptance {acceptance}" if acceptance else "")
+                   + (f"; caution: {caution}" if caution else ""))
         context = int(rows["context"].min()) if len(rows) else None
         at = rows[rows["context"] == context].sort_values("batch") if len(rows) else rows
         per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best), int(r.runs_at_batch))
@@ -186,7 +188,8 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
             mechanism=plan.mechanism.split(":")[0], draft_len=draft_len, schedule=schedule,
             draft_model=extra.get("draft_model"), draft_tp=extra.get("draft_tp"), tree=extra.get("tree"),
             mode=plan.mode, spec_max_running=plan.spec_max_running, drafter_kept_warm=plan.drafter_kept_warm,
-            acceptance_published=plan.mechanism in (meta.get("published_acceptance") or []), **common)
+            acceptance_published=plan.mechanism in (meta.get("published_acceptance") or []),
+            drafter_positions=int((meta.get("drafter_positions") or {}).get(plan.mechanism) or 0), **common)
     return out
 
 

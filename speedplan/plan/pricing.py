@@ -21,7 +21,8 @@ import pandas as pd
 from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.cost.ops import CostModel
 from speedplan.engine.profile import EngineProfile
-from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
+from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost, without_drafting
+from speedplan.plan.drafter_positions import drafts_dropped
 from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.mechanisms import Mechanism
 from speedplan.plan.memory import memory_bytes, step_usable_bytes
@@ -93,19 +94,21 @@ def engine_rows(p: GridPricing, engine: EngineProfile, hardware: str, target: Mo
     mech, g, verify, draft, al = p.mech, p.grid, p.verify, p.draft, p.acceptance_length
     B, D, L, N = g["batch"], g["draft_len"], g["context"], g["nodes"]
     terms = engine.values()
-    step = step_cost(terms, p.parts)
+    # the verify width of a step that drafts: 1 + D, or N + 1 for a tree (n-gram steps without a
+    # match are priced at their expected tokens q but keep this shape)
+    width = (1 + np.asarray(N if mech is not None and mech.is_tree else D)).astype(int)
+    dropped = drafts_dropped(mech, engine, width - 1, L)  # vLLM past the drafter's positions: AL 1, no drafting
+    step = step_cost(terms, without_drafting(p.parts, dropped) if dropped.any() else p.parts)
+    al, draft_s = np.where(dropped, 1.0, al), np.where(dropped, 0.0, draft.total_s)
     k = terms["kernel_scale"]  # this machine's kernels over the profile's (1 unless fitted)
     name, acc_src = ("none", "plain decoding") if mech is None else (mech.label, mech.acceptance_source)
     t_step = step.total_s
     share = verify.profile_share
-    # the verify width of a step that drafts: 1 + D, or N + 1 for a tree (n-gram steps without a
-    # match are priced at their expected tokens q but keep this shape)
-    width = (1 + np.asarray(N if mech is not None and mech.is_tree else D)).astype(int)
     return pd.DataFrame({
         "model": target.name, "hardware": hardware, "engine": engine_profile_name({"engine": engine.name, "engine_source": engine.origin}), "mechanism": name,
         "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
         "acceptance_length": al, "acceptance_source": acc_src,
-        "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": k * verify.total_s, "t_draft_s": k * draft.total_s,
+        "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": k * verify.total_s, "t_draft_s": k * draft_s,
         "t_sample_s": step.sample_s, "t_launch_s": step.launch_s, "t_draft_host_s": step.draft_host_s,
         "t_host_s": step.host_s,
         "t_host_exposed_s": step.exposed_host_s,

@@ -38,6 +38,7 @@ from speedplan.plan.mechanisms.heads import Eagle3Head
 from speedplan.plan.api_checks import sweep_result
 from speedplan.plan.pricing import price_grid, priced_frame
 from speedplan.plan.acceptance_notes import measured_elsewhere, planned_name
+from speedplan.plan.drafter_positions import drafter_context_cautions
 from speedplan.plan.grid import drop_pointless, mechanism_grid
 from speedplan.plan.result import SweepResult  # noqa: F401 (the library's name for it)
 from speedplan.plan.temperature import at_temperature, check_temperature
@@ -253,22 +254,6 @@ def _mechanism_meta(mechs: list[Mechanism], tp: int) -> dict:
     }
 
 
-def draft_context_cautions(mechs: list[Mechanism], target: ModelSpec, contexts, draft_lens) -> dict[str, str]:
-    """{label: why} for each draft model whose config holds fewer positions than the sweep's longest
-    sequence (context + D, up to the target's own limit) and whose acceptance is a published figure,
-    measured within the draft's positions. Not refused: vLLM caps the draft's max_model_len at
-    min(draft, target) and starts (SpeculativeConfig._maybe_override_draft_max_model_len); what a
-    server does with the sequences past it is not modelled."""
-    longest = max(contexts) + max(draft_lens)
-    limit = min(longest, target.max_context) if target.max_context else longest
-    return {m.label: (f"its config holds {m.draft.max_context:,} positions (max_position_embeddings) and the sweep "
-                      f"runs sequences to {longest:,} (context {max(contexts):,} + D {max(draft_lens)}): its acceptance "
-                      "there is priced as if it held them; give --acceptance measured at this context, or a draft "
-                      "built for it")
-            for m in mechs if m.name == "draft-model" and 0 < m.draft.max_context < limit
-            and str(m.acceptance_source).startswith("published")}  # a user's own figure was measured where they ran
-
-
 def sweep(
     model: str | ModelSpec = "llama-3.1-8b",
     hardware: str | CostModel = "h100-sxm",
@@ -385,7 +370,10 @@ def sweep(
         "command": command,
         "mechanisms": [m.label for m in mechs],
         "skipped": skipped,
-        "cautions": draft_context_cautions(mechs, target, contexts, draft_lens),
+        "cautions": drafter_context_cautions(mechs, target, contexts, draft_lens),
+        # drafters that hold fewer positions than the target (serving files note what engines do past them)
+        "drafter_positions": {m.label: held[0] for m in mechs if (held := m.drafter_positions())
+                              and (not target.max_context or held[0] < target.max_context)},
         "topk": {m.label: m.topk for m in mechs if m.is_tree},
         **_mechanism_meta(mechs, tp),
     }

@@ -19,7 +19,7 @@ import pandas as pd
 
 from speedplan.plan.pick import RISE_GAIN, TIE_TOLERANCE
 from speedplan.report.plan_lines import engine_plan_lines
-from speedplan.report.table_notes import cheaper_than_plain_line, moe_rise_line, plain_dip_line, plan_notes
+from speedplan.report.table_notes import cheaper_than_plain_line, grouped, moe_rise_line, plain_dip_line, plan_notes
 from speedplan.report.summary import (engine_source, latency_source, no_feasible_message, provenance, report_context,
                                       not_servable, plain_unfit_cells, setting_text, short_provenance, slo_line,
                                       table_rows, tuples, unplanned_line, waiting_line)
@@ -275,7 +275,7 @@ def render_html(result: "SweepResult", context: int | None, figures: list[Path],
         parts.extend(_engine_sections(plans))
         parts.extend(f'<p class="note">{_e(line)}</p>' for line in plan_notes(result, plans))
     parts.extend(f'<p class="note">{word}: {_e(name)}: {_e(why)}</p>' for key, word in (("skipped", "skipped"),
-                 ("cautions", "caution")) for name, why in (meta.get(key) or {}).items())
+                 ("cautions", "caution")) for name, why in grouped(meta.get(key)))
     parts.extend(_sensitivity_section(result, sensitivity_table))
     parts.append(f"<h2>SLO pick</h2><p>{_e(slo_line(result))}</p>")
     parts.append("<h2>Figures</h2>")

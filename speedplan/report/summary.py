@@ -19,8 +19,8 @@ from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.pick import offered_rate
 from speedplan.errors import SpeedplanInputError
 from speedplan.report.plan_lines import engine_plan_lines, pick_rows, setting_text
-from speedplan.report.table_notes import (cheaper_than_plain_line, cpu_engine_note, moe_rise_line, plain_dip_line,
-                                          plan_notes)
+from speedplan.report.table_notes import (cheaper_than_plain_line, cpu_engine_note, grouped, moe_rise_line,
+                                          plain_dip_line, plan_notes)
 from speedplan.specs.model import attention_label
 
 if TYPE_CHECKING:
@@ -395,6 +395,6 @@ def render_summary(result: "SweepResult", max_rows: int = 12, plans: dict | None
     if not acceptance:
         lines.append("acceptance: not stated")
     lines.extend(f"{word}: {name}: {why}" for key, word in (("skipped", "skipped"), ("cautions", "caution"))
-                 for name, why in (meta.get(key) or {}).items())
+                 for name, why in grouped(meta.get(key)))
     lines.append(slo_line(result))
     return "\n".join(lines)

@@ -180,3 +180,11 @@ def plain_dip_line(frame: pd.DataFrame) -> str | None:
     return ("note: plain decoding is priced slower a step at " + "; at ".join(dips) + ": the profile's measured "
             "kernels are slower at fewer rows there (speedplan profile check names such GEMM points), so every "
             "speedup at that batch size divides by a slow plain step: read it as an upper bound")
+
+
+def grouped(notes: dict[str, str] | None) -> list[tuple[str, str]]:
+    """[(names, why)]: the mechanisms that share one note on one line ("eagle3, eagle3-tree"), in order."""
+    by_why: dict[str, list[str]] = {}
+    for name, why in (notes or {}).items():
+        by_why.setdefault(why, []).append(name)
+    return [(", ".join(names), why) for why, names in by_why.items()]

@@ -135,6 +135,7 @@ class ServingPlan:
     acceptance_published: bool = True  # the acceptance priced is a published default (False: the user's or a trace's)
     engine: str | None = None  # the serving engine whose plan this is (serving_plans sets it); None: hand-built, any engine
     context_fit: ContextFit | None = None  # one full-context sequence against the launch's KV cache (None: not checked)
+    drafter_positions: int = 0  # positions the drafter holds (its config's, or the published head's); 0: not known
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS and self.mechanism != OFF:

@@ -9,8 +9,32 @@ import shlex
 from speedplan.serving.plan import OFF, ServingPlan, hf_repo
 
 
+# What each engine does past a drafter's positions (docs/engine.md, "Past the drafter's positions").
+PAST_POSITIONS = {
+    "vllm": ("a batch whose longest sequence + num_speculative_tokens passes them drafts nothing (Model Runner V1: "
+             "zero tokens verified, gpu_model_runner._input_fits_in_drafter) or runs the drafter past them (V2; vLLM "
+             "issue #48894: a device-side assert)"),
+    "sglang": "SGLang runs the drafter on past them (sglang issue #6783: slower than plain decoding there)",
+    "trtllm": "what TensorRT-LLM does past them is not stated",
+}
+
+
+def positions_note(plan: ServingPlan) -> list[str]:
+    """A note where the plan's drafter holds fewer positions than a request may reach (the target's, or the
+    launch's limit where speedplan set one); none without a drafter or where they are not known."""
+    n, fit = plan.drafter_positions, plan.context_fit
+    reach = (fit.limit or fit.max_context) if fit is not None else 0  # the longest request the launch takes (0: unknown)
+    if plan.mechanism == OFF or not n or 0 < reach <= n:
+        return []
+    return [f"the drafter holds {n:,} positions (max_position_embeddings): "
+            f"{PAST_POSITIONS.get(plan.engine or '', 'past them it was not measured')}. Keep requests within "
+            f"{n:,} tokens less the draft length, or serve a drafter that holds your context "
+            f"(speedplan priced this plan at context {plan.context})."]
+
+
 def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) -> str:
     """Comment block at the top of every file: provenance, the plan's schedule, engine limits."""
+    notes = positions_note(plan) + list(notes)
     if plan.mechanism == OFF and not plan.fits_memory:
         what = ("Mechanism: none: plain decoding fits in memory at no swept batch size and context "
                 "(see the report), so this configuration will not start.")

@@ -110,7 +110,7 @@ def test_per_mechanism_acceptance_options():
 
     opts = parse_acceptance_options(["eagle:alpha=0.9", "alpha=0.5"], ("eagle", "ngram"))
     assert set(opts) == {"eagle", "*"}
-    r = sweep(mechanisms=["eagle", "ngram"], batches=[1], draft_lens=[3], acceptance=opts)
+    r = sweep(mechanisms=["eagle", "ngram"], batches=[1], draft_lens=[3], contexts=[2000], acceptance=opts)
     al = dict(zip(r.frame.mechanism, r.frame.acceptance_length))
     assert al["eagle"] == pytest.approx(1 + 0.9 + 0.81 + 0.729)
     assert al["ngram"] == pytest.approx(1.875)

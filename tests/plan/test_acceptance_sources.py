@@ -109,7 +109,7 @@ def test_engine_acceptance_reaches_the_sweep_like_a_trace(tmp_path):
     opts = parse_acceptance_options([f"eagle3:{path}"], ("eagle3", "eagle3-tree"))
     from speedplan.plan.sweep import sweep
 
-    r = sweep(mechanisms=["eagle3"], batches=[1], draft_lens=[3], acceptance=opts)
+    r = sweep(mechanisms=["eagle3"], batches=[1], draft_lens=[3], contexts=[2000], acceptance=opts)
     assert r.frame[r.frame.mechanism == "eagle3"].acceptance_length.iloc[0] == pytest.approx(3.1)
     assert "published_acceptance" in r.meta and "eagle3" not in r.meta["published_acceptance"]
 
@@ -124,7 +124,7 @@ def test_a_servers_acceptance_without_a_mechanism_is_refused_where_several_are_s
     with pytest.raises(SpeedplanInputError, match=r"a vLLM metrics file measures the one drafter that ran; 2 "
                        r"mechanisms are swept \(eagle3, ngram\): prefix it .*\(eagle3:"):
         sweep(mechanisms=["eagle3", "ngram"], batches=[1], draft_lens=[3], acceptance=opts)
-    r = sweep(mechanisms=["eagle3"], batches=[1], draft_lens=[3], acceptance=opts)
+    r = sweep(mechanisms=["eagle3"], batches=[1], draft_lens=[3], contexts=[2000], acceptance=opts)
     assert r.frame[r.frame.mechanism == "eagle3"].acceptance_length.iloc[0] == pytest.approx(3.1)
     # numbers given bare still reach every mechanism: they are the user's, not one server's
     sweep(mechanisms=["eagle3", "ngram"], batches=[1], draft_lens=[3], acceptance=parse_acceptance_options(

@@ -47,7 +47,11 @@ def test_the_terminal_names_every_batch_a_capped_launch_is_priced_as():
     that 16k sequences are held short from B=28."""
     from speedplan import render_summary
 
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], (1, 8, 13, 14, 27, 28), (0, 3, 7), contexts=[16384, 32768])
+    from tests._heads import long_heads
+
+    # a head that holds 32k positions (the published one holds 2,048, past which vLLM gains nothing)
+    r = sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle3"), (1, 8, 13, 14, 27, 28), (0, 3, 7),
+              contexts=[16384, 32768])
     plans = plan_engines(r, engines=["vllm"])
     rows = plans["vllm"].rows.set_index(["batch", "context"])
     assert rows.loc[(14, 32768), "runs_at_batch"] == 13 and rows.loc[(28, 16384), "runs_at_batch"] == 27

@@ -117,8 +117,9 @@ def test_sampling_at_a_temperature_takes_the_engines_extra_passes_over_the_logit
     the drafter's own sampler stays greedy. Plain and speculative rows both pay it."""
     from speedplan.engine.profile import get_engine
 
-    greedy = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], temperature=0)
-    hot = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], temperature=0.7)
+    # context 2000: within the published head's 2,048 positions, where vLLM drafts (plan/drafter_positions.py)
+    greedy = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], contexts=[2000], temperature=0)
+    hot = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], contexts=[2000], temperature=0.7)
     terms = get_engine("vllm").values()
     assert terms["sample_passes_random"] == 3.0
     for (_, g), (_, h) in zip(greedy.frame.iterrows(), hot.frame.iterrows()):

@@ -183,8 +183,8 @@ def test_a_table_winner_the_pricing_engine_cannot_run_is_named():
     import speedplan
     from speedplan.report.summary import render_summary
 
-    r = speedplan.sweep(mechanisms=["eagle3-tree", "eagle3"], batches=(1, 8), draft_lens=(0, 4, 8))
-    text = render_summary(r)
+    r = speedplan.sweep(mechanisms=["eagle3-tree", "eagle3"], batches=(1, 8), draft_lens=(0, 4, 8), contexts=[2000])
+    text = render_summary(r)  # context 2000: within the published head's 2,048 positions (plan/drafter_positions.py)
     assert "note: vLLM cannot run eagle3-tree" in text
     eagle1 = speedplan.sweep(mechanisms=["eagle"], batches=(1, 8), draft_lens=(0, 2, 4), engine="trtllm")
     files = speedplan.render_serving_configs(speedplan.serving_plans(eagle1, speedplan.plan_engines(eagle1)))
@@ -208,21 +208,23 @@ def test_the_slo_pick_is_one_the_pricing_engine_runs():
     better one it cannot run; SGLang, which runs trees, keeps the tree."""
     from speedplan.plan.pick import slo_pick
     from speedplan.report.summary import slo_line
+    from tests._heads import long_heads
 
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "eagle3-tree"], [1, 8, 64], range(0, 9), min_tokens_per_user=300)
+    # a head that holds context 4096 (the published one holds 2,048 positions, past which vLLM gains nothing)
+    both = long_heads("eagle3", "eagle3-tree")
+    r = sweep("llama-3.1-8b", "h100-sxm", both, [1, 8, 64], range(0, 9), min_tokens_per_user=300)
     anyone = slo_pick(r.frame, 300)
     assert anyone["mechanism"] == "eagle3-tree" and r.slo_pick["mechanism"] == "eagle3"
     assert r.slo_pick["tokens_per_s_per_user"] >= 300 and r.slo_pick["tokens_per_s_per_gpu"] < anyone["tokens_per_s_per_gpu"]
     assert (f"; among what vLLM runs (the best of any mechanism, eagle3-tree D={int(anyone['draft_len'])} at "
             f"B={int(anyone['batch'])}, gives {anyone['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU: vLLM cannot run it)"
             in slo_line(r))
-    chain = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 8, 64], range(0, 9), min_tokens_per_user=300)
+    chain = sweep("llama-3.1-8b", "h100-sxm", both[:1], [1, 8, 64], range(0, 9), min_tokens_per_user=300)
     assert chain.slo_pick["mechanism"] == "eagle3" and "cannot run" not in slo_line(chain)
-    sglang = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "eagle3-tree"], [1, 8, 64], range(0, 9),
-                   min_tokens_per_user=300, engine="sglang")
+    sglang = sweep("llama-3.1-8b", "h100-sxm", both, [1, 8, 64], range(0, 9), min_tokens_per_user=300, engine="sglang")
     assert sglang.slo_pick["mechanism"] == "eagle3-tree" and "cannot run" not in slo_line(sglang)
     # only the tree reaches it: nothing vLLM runs does, and the line says which would
-    high = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "eagle3-tree"], [1, 8, 64], range(0, 9), min_tokens_per_user=380)
+    high = sweep("llama-3.1-8b", "h100-sxm", both, [1, 8, 64], range(0, 9), min_tokens_per_user=380)
     assert high.slo_pick is None
     assert slo_line(high).startswith("SLO pick (>= 380 tokens/s/user): nothing vLLM runs reaches it (eagle3-tree D=")
     assert "; the most is " in slo_line(high) and "(eagle3 D=" in slo_line(high)
@@ -234,7 +236,7 @@ def test_an_slo_nothing_reaches_names_the_most_any_configuration_reaches():
     from speedplan.plan.sweep import sweep
     from speedplan.report.summary import slo_line
 
-    result = sweep(mechanisms=["eagle3"], batches=[1, 8], min_tokens_per_user=5000)
+    result = sweep(mechanisms=["eagle3"], batches=[1, 8], contexts=[2000], min_tokens_per_user=5000)
     top = result.frame[result.frame["feasible"]]["tokens_per_s_per_user"].max()
     assert slo_line(result).startswith(f"SLO pick (>= 5000 tokens/s/user): no feasible configuration reaches it; "
                                        f"the most is {top:.1f} tokens/s/user (eagle3 D=")

@@ -87,6 +87,13 @@ class Mechanism:
         (a head's chain and its tree) share it."""
         return (self.label,)
 
+    def drafter_positions(self) -> tuple[int, str] | None:
+        """(positions, what says so): the sequence length the drafter holds (its config's
+        max_position_embeddings, with rope scaling), or None where that is unknown or the drafter
+        holds no positions of its own. vLLM drafts only while a batch's longest sequence + D fits
+        them (`plan.drafter_positions` cautions a sweep that runs past them)."""
+        return None
+
     def host_draft_s(self, batch, draft_len) -> np.ndarray:
         """Host time of drafting per target step (seconds); zero for GPU drafters."""
         return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(draft_len)))

@@ -64,6 +64,10 @@ class DraftModel(ChainDrafting, Mechanism):
         kv = self.draft.kv_bytes_per_rank(context, dtp, window_pool=window_pool)
         return weight_bytes_per_rank(self.draft, dtp) + batch * kv
 
+    def drafter_positions(self):
+        n = self.draft.max_context
+        return (n, f"the config of {self.draft.name} (max_position_embeddings)") if n else None
+
     @classmethod
     def cannot_run(cls, target):
         if target.name not in DEFAULT_DRAFT_FOR:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.defaults import head_default
+from speedplan.plan.defaults import head_default, head_positions
 from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism, parse_options
 from speedplan.plan.mechanisms.heads import chain_passes, head_memory_bytes, head_pass, head_spec
 from speedplan.specs.model import ModelSpec, get_model
@@ -24,6 +24,10 @@ class Eagle(ChainDrafting, Mechanism):
     text_options = ("config",)
     draft: ModelSpec | None = None  # the head, as a one-layer model of the target's dimensions
     draft_vocab: int | None = None  # the head's output vocabulary when reduced
+    positions: tuple[int, str] | None = None  # what the head holds: its config's, else the published head's
+
+    def drafter_positions(self):
+        return self.positions
 
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context = np.broadcast_arrays(*(np.asarray(x, float) for x in (batch, draft_len, context)))
@@ -55,12 +59,15 @@ class Eagle(ChainDrafting, Mechanism):
             raise SpeedplanInputError(f"mechanism {cls.name}:{arg}: vocab must be in 1..{target.vocab}")
         draft = head_spec(target, cls.name, vocab)
         config = options.pop("config", None)
+        positions = head_positions(cls.family_name(), target.name)  # the head the launch files name, whoever's AL
         if config is not None:  # the head's own config.json: its layer's shape (one layer, dense)
             layer = get_model(config)
+            positions = (layer.max_context, f"the head config {config}") if layer.max_context else None
             if layer.hidden != target.hidden or layer.layers != 1:  # its 2h→h fuse reads the target's hidden states
                 raise SpeedplanInputError(
                     f"mechanism {cls.name}:{arg}: the head config has hidden_size {layer.hidden} and {layer.layers} "
                     f"layers; an EAGLE-1/2 head for {target.name} has hidden_size {target.hidden} and 1 layer")
             draft = replace(draft, hidden=layer.hidden, heads=layer.heads, kv_heads=layer.kv_heads,
                             head_dim=layer.head_dim, intermediate=layer.dense_intermediate or draft.intermediate)
-        return cls(*cls.resolve_acceptance(acceptance, target), draft=draft, draft_vocab=vocab, **options, **fields)
+        return cls(*cls.resolve_acceptance(acceptance, target), draft=draft, draft_vocab=vocab, positions=positions,
+                   **options, **fields)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.defaults import head_default
+from speedplan.plan.defaults import head_default, head_positions
 from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism, parse_options
 from speedplan.plan.mechanisms.heads import Eagle3Head, chain_passes, eagle3_head, eagle3_memory_bytes, eagle3_pass
 
@@ -24,6 +24,10 @@ class Eagle3(ChainDrafting, Mechanism):
     usage = "eagle3[:vocab=N,config=PATH]"  # the spec --mechanism reads: any of the options, comma-separated after one colon
     options = ("vocab",)
     head: Eagle3Head | None = None
+    positions: tuple[int, str] | None = None  # what the head holds: its config's, else the published head's
+
+    def drafter_positions(self):
+        return self.positions
 
     def draft_cost(self, cost, target, batch, draft_len, context, nodes, tp):
         batch, draft_len, context = np.broadcast_arrays(*(np.asarray(x, float) for x in (batch, draft_len, context)))
@@ -67,8 +71,12 @@ class Eagle3(ChainDrafting, Mechanism):
         if config is not None and not str(config).strip():
             raise SpeedplanInputError(f"mechanism {spec}: config= needs the path of the head's config.json")
         head = eagle3_head(target, config, vocab)
+        positions = head_positions(cls.family_name(), target.name)  # the head the launch files name, whoever's AL
+        if config is not None:
+            n = head.layer.max_context
+            positions = (n, f"the head config {config}") if n else None
         rate, source = cls.resolve_acceptance(acceptance, target)
         if head.layer.layers != 1:  # the published rows are one-layer heads'
             source += (f"; the head given has {head.layer.layers} decoder layers"
                        + (", the published heads 1" if acceptance is None else ""))
-        return cls(rate, source, head=head, **options, **fields)
+        return cls(rate, source, head=head, positions=positions, **options, **fields)

@@ -1,0 +1,80 @@
+"""Drafters swept past the positions they hold: priced on vLLM, cautioned everywhere.
+
+A draft model or an EAGLE head holds the positions of its config (`max_position_embeddings`, with
+rope scaling). The published EAGLE and EAGLE-3 heads for Llama-3.1-8B, which speedplan's vLLM and
+TensorRT-LLM files name, hold 2,048 (`plan.defaults.head_positions`); `eagle3:config=PATH` (or a
+draft model's config) gives a drafter's own. Past them the engines do not run what a drafter within
+its positions runs:
+
+- vLLM caps the drafter's max_model_len at min(drafter, target)
+  (`SpeculativeConfig._maybe_override_draft_max_model_len`). Model Runner V1 drafts only while the
+  batch's longest sequence + num_speculative_tokens fits it; otherwise every sequence of the step gets
+  zero tokens, which the target verifies and rejects (vllm/v1/worker/gpu_model_runner.py,
+  `_input_fits_in_drafter` and `sample_tokens`, commit 000fc94b; vLLM issue #58080 measured
+  per-position acceptance 0.000 there). Model Runner V2 has no such gate: it runs the drafter past
+  its positions, clamped to the target's limit only (vllm/v1/worker/gpu/spec_decode, read
+  2026-12-06), past the rotary table a head's config sizes (vLLM issue #48894: a device-side assert
+  in v0.24.0 when compiled). vLLM profiles price such a step at AL 1 without drafting
+  (`drafts_dropped`): V1's step; V2's adds the drafter's forward, or aborts.
+- SGLang runs the drafter on past its positions; sglang issue #6783 measured an EAGLE-3 head of
+  2,048 positions slower than plain decoding on inputs past 2k. TensorRT-LLM's behaviour is not
+  stated. Both are priced as if the drafter held the positions.
+
+Every sweep past a drafter's positions carries a caution saying so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from speedplan.plan.mechanisms import Mechanism
+from speedplan.specs.model import ModelSpec
+
+PAST_POSITIONS = (
+    "past them vLLM gains nothing (priced so: AL 1, no drafting), SGLang runs the drafter on (sglang issue #6783: "
+    "slower than plain decoding) and TensorRT-LLM is priced as if it held them (docs/engine.md, \"Past the drafter's "
+    "positions\")"
+)
+
+
+def drops_past_positions(engine) -> bool:
+    """Whether `engine` (an EngineProfile) describes vLLM, whose step gains nothing once the batch's longest
+    sequence + D passes the drafter's positions (a calibrated copy keeps its base's engine)."""
+    return str(getattr(engine, "engine", "")).split(" ")[0].lower() == "vllm"
+
+
+def drafts_dropped(mech: Mechanism | None, engine, spec_tokens, context) -> np.ndarray:
+    """Where `engine` prices `mech`'s step without drafting and at AL 1 (bool, over the grid): a vLLM
+    profile, `spec_tokens` > 0 (D for a chain, the N nodes of a tree: vLLM's num_speculative_tokens)
+    and context + spec_tokens past the positions the drafter holds (`Mechanism.drafter_positions`).
+    vLLM tests the batch's longest sequence against num_speculative_tokens (a schedule's largest D);
+    each row here is one context and one D."""
+    k, L = np.asarray(spec_tokens, dtype=float), np.asarray(context, dtype=float)
+    held = None if mech is None else mech.drafter_positions()
+    if held is None or not drops_past_positions(engine):
+        return np.zeros(np.broadcast_shapes(k.shape, L.shape), dtype=bool)
+    return (k > 0) & (L + k > held[0])
+
+
+def drafter_context_cautions(mechs: list[Mechanism], target: ModelSpec, contexts, draft_lens) -> dict[str, str]:
+    """{label: why} for each mechanism whose drafter holds fewer positions than the sweep's longest
+    sequence (context + D, up to the target's own limit: the engines cap the drafter at the target's),
+    whatever its acceptance: vLLM's rule follows the drafter, not the acceptance."""
+    longest = max(contexts) + max(draft_lens)
+    limit = min(longest, target.max_context) if target.max_context else longest
+    cautions = {}
+    for m in mechs:
+        held = m.drafter_positions()
+        if held is None or not 0 < held[0] < limit:
+            continue
+        positions, where = held
+        published = str(m.acceptance_source).startswith("published")
+        cautions[m.label] = (
+            f"its drafter holds {positions:,} positions ({where}) and the sweep runs to {longest:,} (context "
+            f"{max(contexts):,} + D {max(draft_lens)})"
+            + (", where its published acceptance was not measured" if published else "")
+            + f"; {PAST_POSITIONS}; price a drafter that holds it"
+            + (" (its config: draft-model:PATH)" if m.name == "draft-model" else
+               f" (its config: {m.family_name()}:config=PATH)")
+            + (", with --acceptance measured at this context" if published else ""))
+    return cautions
