@@ -110,7 +110,8 @@ def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, no
     or a config.json): whether a sweep of it at TP `tp` that names no mechanism prices it (else
     why not), the acceptance length its published default gives at `draft_len` (an integer in
     1..16; trees: `nodes` verified nodes, or the topk·D a shallower tree holds: the "nodes"
-    column), and where that default comes from. `tp` and `draft_len` are refused without a model;
+    column), the positions its drafter holds where its config or the published head states them, and
+    where that default comes from. `tp` and `draft_len` are refused without a model;
     `names`: what errors call tp, draft_len and model (the CLI's --tp, --draft-len, --model)."""
     import sys
 
@@ -146,6 +147,8 @@ def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, no
                         "swept": "yes" if mech else f"no: {skipped.get(row['mechanism'], 'not swept by default')}",
                         f"AL at D={draft_len}": "-" if al is None else round(al, 2),
                         "nodes": held if mech is not None and mech.is_tree else "-",
+                        # what the drafter holds (plan/drafter_positions.py: vLLM gains nothing past it)
+                        "positions": f"{p[0]:,}" if mech is not None and (p := mech.drafter_positions()) else "-",
                         "acceptance source": mech.acceptance_source if mech else "-"})
     return out
 

@@ -204,3 +204,12 @@ def test_the_launch_files_say_what_each_engine_does_past_the_drafters_positions(
     # a draft model of 131,072 positions, Llama-3.1's own: nothing to say
     assert run(["sweep", "--mechanism", "draft-model", "--batch", "1,8", "--out", str(tmp_path / "d")]) == 0
     assert "drafter holds" not in (tmp_path / "d" / "vllm_serve.sh").read_text()
+
+
+def test_speedplan_mechanisms_lists_what_each_drafter_holds():
+    from speedplan.report.catalog import mechanism_rows
+
+    rows = {r["mechanism"]: r["positions"] for r in mechanism_rows("llama-3.1-8b")}
+    assert rows["eagle3"] == rows["eagle"] == "2,048" and rows["draft-model:llama-3.2-1b"] == "131,072"
+    assert rows["ngram"] == "-" and rows["medusa"] == "-"
+    assert "positions" not in mechanism_rows()[0]  # without a model nothing is built
