@@ -14,8 +14,18 @@ def gigabytes(nbytes: float, digits: int = 1) -> str:
     three significant digits ("3.20e9 GB", where `.1f` printed "3201639328.0 GB" and an absurd
     config 21 digits); thousands are grouped ("4,414 GB"); not a finite number prints as Python
     does ("nan GB", "inf GB")."""
-    gb = nbytes / 1e9
-    if not math.isfinite(gb) or abs(round(gb, digits)) < _PLAIN_GB_BELOW:
-        return f"{gb:,.{digits}f} GB"
-    mantissa, exponent = f"{gb:.2e}".split("e")
-    return f"{mantissa}e{int(exponent)} GB"
+    return _scaled(nbytes / 1e9, digits) + " GB"
+
+
+def billions(count: float, digits: int = 1) -> str:
+    """`count` (parameters) in billions with `digits` decimals, e.g. "8.0B"; past 100,000 billion,
+    which no model holds, a power of ten ("3.20e9B") as `gigabytes` does."""
+    return _scaled(count / 1e9, digits) + "B"
+
+
+def _scaled(value: float, digits: int) -> str:
+    """`value` with `digits` decimals and thousands grouped, or past 100,000 a power of ten."""
+    if not math.isfinite(value) or abs(round(value, digits)) < _PLAIN_GB_BELOW:
+        return f"{value:,.{digits}f}"
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"

@@ -107,8 +107,9 @@ def test_a_draft_swept_past_its_positions_on_published_acceptance_carries_a_caut
 
 @pytest.mark.parametrize("option, says", [("--mechanism", "unknown mechanism"), ("--model", "unknown model"),
                                           ("--batch", "expected whole numbers"), ("--hardware", "unknown hardware"),
-                                          # looked up as a file first: the OS's refusal, the name clipped
-                                          ("--batch-weights", "(5,000 characters): File name too long")])
+                                          # not a file the OS can look up: read as pairs and refused so (stop 60;
+                                          # the OS's "File name too long" before)
+                                          ("--batch-weights", "expected BATCH=WEIGHT pairs")])
 def test_a_name_of_thousands_of_characters_is_echoed_short(option, says, tmp_path, capsys):
     assert run(["sweep", option, "q" * 5000, "--out", str(tmp_path / "o")]) == 2
     err = _one_line(capsys)

@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from speedplan.cli import calibrate, catalog, predict, profile, run as run_cmd, sweep, validate
-from speedplan.errors import SpeedplanInputError, clipped, too_many_digits
+from speedplan.errors import SpeedplanInputError, clipped, did_you_mean, too_many_digits
 
 app = typer.Typer(
     name="speedplan",
@@ -158,12 +158,28 @@ def _run(argv: list[str] | None) -> int:
         if type(e).__name__ == "NoArgsIsHelpError":  # `speedplan` alone, or a group alone: help
             e.show()
             return 0
-        msg = e.format_message().replace("\n", " ")
+        msg = _no_such_option(e) or e.format_message().replace("\n", " ")
         typer.echo(f"speedplan: error: {msg}", err=True)
         return 2
     if rv == 130:  # Ctrl-C: Typer returns its Exit(130) in silence (no command of ours returns a number)
         typer.echo(_stopped("interrupted (Ctrl-C)"), err=True)
     return rv if isinstance(rv, int) else 0
+
+
+def _no_such_option(e) -> str | None:
+    """Click's "No such option: --nope (Possible options: --model, --tp)" compares whole names, whose shared
+    "--" made unrelated options look close; this compares the names without dashes (`did_you_mean`) and
+    names the command's help. None for other usage errors."""
+    ctx, name = getattr(e, "ctx", None), getattr(e, "option_name", None)
+    if type(e).__name__ != "NoSuchOption" or ctx is None or not name:
+        return None
+    opts = [o for p in ctx.command.params for o in getattr(p, "opts", []) if o.startswith("--")]
+    guess = did_you_mean(name.lstrip("-"), [o[2:] for o in opts]).replace(" '", " '--")
+    names, c = [], ctx
+    while c is not None and c.parent is not None:  # the subcommands under the root, whatever argv[0] was
+        names.insert(0, c.info_name)
+        c = c.parent
+    return f"no such option: {name!r:.60}{guess}; {' '.join(['speedplan', *names, '--help'])} lists them"
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from speedplan.errors import SpeedplanInputError, far_too_large
-from speedplan.specs.files import parse_json, read_problem
+from speedplan.specs.files import is_a, parse_json, read_problem
 
 
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?", re.ASCII)  # 8, 8.0 or 8.
@@ -24,7 +24,7 @@ def parse_batch_weights(spec: str | None) -> dict[int, float] | None:
     text = str(spec).strip()
     path = Path(text)
     pairs: list[tuple[str, object, str]] = []
-    if path.is_file():
+    if is_a(path, "file"):  # False for a name longer than the OS looks up: then read as pairs, and refused so
         try:
             body = path.read_text(encoding="utf-8-sig")  # Excel's "CSV UTF-8" starts with a BOM
         except (OSError, UnicodeDecodeError) as e:

@@ -26,6 +26,7 @@ from speedplan.runtime.options import IMPLAUSIBLE, MATMULS, MECHANISMS, DrafterO
 from speedplan.runtime.io.tokenizer import BPETokenizer
 from speedplan.runtime.io.trace import TraceMeta, write_trace
 from speedplan.runtime.accept import SamplingParams
+from speedplan.units import billions
 
 DISAGREE = 1.10  # rounds whose speedups differ by more than this factor: warn
 
@@ -112,7 +113,7 @@ def _check_memory(spec, weights: str) -> None:
     except (ValueError, OSError, AttributeError):  # no sysconf (Windows): let torch say
         return
     if need > 0.8 * have:
-        raise SpeedplanInputError(f"--weights {weights}: {spec.param_count() / 1e9:.1f}B parameters need "
+        raise SpeedplanInputError(f"--weights {weights}: {billions(spec.param_count())} parameters need "
                                   f"{need / 2**30:.0f} GiB in fp32, and this machine has {have / 2**30:.0f} GiB of "
                                   "memory; pick a smaller preset (random:llama-3.2-1b)")
 

@@ -14,6 +14,7 @@ from speedplan.specs.hardware import DTYPE_BYTES
 from speedplan.specs.linear_attention import linear_attention
 from speedplan.specs.model import MAX_POSITIONS, MLASpec, MoESpec, ModelSpec
 from speedplan.specs.sparse_attention import sparse_index
+from speedplan.units import billions
 
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8", "auto": "bf16"}
@@ -383,6 +384,6 @@ def check_preset_name(spec, where: str) -> None:
     if differ or round(spec.param_count() / 1e9, 2) != round(preset.param_count() / 1e9, 2):
         k = differ[0] if differ else None
         what = (f"{k} {getattr(spec, k)} where the preset has {getattr(preset, k)}" if k else
-                f"{spec.param_count() / 1e9:.2f}B parameters where the preset has {preset.param_count() / 1e9:.2f}B")
+                f"{billions(spec.param_count(), 2)} parameters where the preset has {billions(preset.param_count(), 2)}")
         raise SpeedplanInputError(f"{where}: named like the preset {spec.name} (its folder or file name) but "
                                   f"another model ({what}): rename the folder or file so it is not taken for the preset")

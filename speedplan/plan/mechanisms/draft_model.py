@@ -16,11 +16,13 @@ import numpy as np
 
 from speedplan.cost.forward import forward_cost
 from speedplan.cost.weights import weight_bytes_per_rank
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, clipped
 from speedplan.plan.defaults import draft_model_default
 from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism
 from speedplan.plan.mechanisms.heads import chain_passes
 from speedplan.specs.model import ModelSpec, get_model
+from speedplan.specs.files import is_a
+from speedplan.units import billions
 
 # The target's usual small sibling, used when the spec names no draft ("draft-model").
 DEFAULT_DRAFT_FOR = {"llama-3.1-8b": "llama-3.2-1b", "llama-3.1-70b": "llama-3.2-1b", "llama-3.1-405b": "llama-3.2-1b",
@@ -83,13 +85,13 @@ class DraftModel(ChainDrafting, Mechanism):
         name, _, tp_text = arg.rpartition(",tp=") if ",tp=" in arg else (arg, "", "")
         if arg.startswith("tp="):
             name, tp_text = "", arg[3:]
-        if "," in name or (name.partition("=")[1] and not Path(name).exists()):
-            raise SpeedplanInputError(f"mechanism draft-model:{arg}: its one option is tp (draft-model:MODEL,tp=N)")
+        if "," in name or (name.partition("=")[1] and not is_a(Path(name), "any")):
+            raise SpeedplanInputError(f"mechanism draft-model:{clipped(arg)}: its one option is tp (draft-model:MODEL,tp=N)")
         if tp_text:
             try:
                 draft_tp = int(tp_text)
             except ValueError:
-                raise SpeedplanInputError(f"mechanism draft-model:{arg}: tp takes an integer") from None
+                raise SpeedplanInputError(f"mechanism draft-model:{clipped(arg)}: tp takes an integer") from None
         if not name:
             if target.name not in DEFAULT_DRAFT_FOR:
                 raise SpeedplanInputError(f"draft-model: no preset draft for {target.name}; pass draft-model:MODEL"
@@ -98,7 +100,7 @@ class DraftModel(ChainDrafting, Mechanism):
         try:
             draft = get_model(name)
         except SpeedplanInputError as e:  # "unknown model 'x'" did not say it was the draft
-            raise SpeedplanInputError(f"mechanism draft-model:{arg}: the draft model: {e}") from None
+            raise SpeedplanInputError(f"mechanism draft-model:{clipped(arg)}: the draft model: {e}") from None
         if draft.vocab != target.vocab:
             raise SpeedplanInputError(
                 f"draft {draft.name} has vocab_size {draft.vocab}, target {target.name} has {target.vocab}: the engines "
@@ -107,10 +109,10 @@ class DraftModel(ChainDrafting, Mechanism):
             )
         if draft.param_count() >= target.param_count():
             raise SpeedplanInputError(
-                f"draft {draft.name} ({draft.param_count() / 1e9:.1f}B parameters) is not smaller than the target "
-                f"{target.name} ({target.param_count() / 1e9:.1f}B): a draft model must be cheaper to run")
+                f"draft {draft.name} ({billions(draft.param_count())} parameters) is not smaller than the target "
+                f"{target.name} ({billions(target.param_count())}): a draft model must be cheaper to run")
         if draft_tp is not None:
-            draft.check_tp(draft_tp, option=f"draft-model:{arg} tp")
+            draft.check_tp(draft_tp, option=f"draft-model:{clipped(arg)} tp")
         return cls(*cls.resolve_acceptance(acceptance, target, draft=draft), draft=draft, draft_tp=draft_tp)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, clipped
 from speedplan.plan.defaults import head_default, head_positions
 from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism, parse_options
 from speedplan.plan.mechanisms.heads import chain_passes, head_memory_bytes, head_pass, head_spec
@@ -56,7 +56,7 @@ class Eagle(ChainDrafting, Mechanism):
         options = parse_options(f"{cls.name}:{arg}", arg, cls.options, cls.text_options)
         vocab = options.pop("vocab", None)
         if vocab is not None and not 1 <= vocab <= target.vocab:
-            raise SpeedplanInputError(f"mechanism {cls.name}:{arg}: vocab must be in 1..{target.vocab}")
+            raise SpeedplanInputError(f"mechanism {cls.name}:{clipped(arg)}: vocab must be in 1..{target.vocab}")
         draft = head_spec(target, cls.name, vocab)
         config = options.pop("config", None)
         positions = head_positions(cls.family_name(), target.name)  # the head the launch files name, whoever's AL
@@ -65,7 +65,7 @@ class Eagle(ChainDrafting, Mechanism):
             positions = (layer.max_context, f"the head config {config}") if layer.max_context else None
             if layer.hidden != target.hidden or layer.layers != 1:  # its 2h→h fuse reads the target's hidden states
                 raise SpeedplanInputError(
-                    f"mechanism {cls.name}:{arg}: the head config has hidden_size {layer.hidden} and {layer.layers} "
+                    f"mechanism {cls.name}:{clipped(arg)}: the head config has hidden_size {layer.hidden} and {layer.layers} "
                     f"layers; an EAGLE-1/2 head for {target.name} has hidden_size {target.hidden} and 1 layer")
             draft = replace(draft, hidden=layer.hidden, heads=layer.heads, kv_heads=layer.kv_heads,
                             head_dim=layer.head_dim, intermediate=layer.dense_intermediate or draft.intermediate)

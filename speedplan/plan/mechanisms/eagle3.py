@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, clipped
 from speedplan.plan.defaults import head_default, head_positions
 from speedplan.plan.mechanisms.base import ChainDrafting, Mechanism, parse_options
 from speedplan.plan.mechanisms.heads import Eagle3Head, chain_passes, eagle3_head, eagle3_memory_bytes, eagle3_pass
+from speedplan.specs.files import is_a
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ class Eagle3(ChainDrafting, Mechanism):
 
     @classmethod
     def build(cls, arg, target, acceptance, **fields):
-        spec = f"{cls.name}:{arg}"
+        spec = f"{cls.name}:{clipped(arg)}"
         first = arg.split(",")[0]
-        if first and "=" not in first and (first.endswith(".json") or Path(first).exists()):
+        if first and "=" not in first and (first.endswith(".json") or is_a(Path(first), "any")):
             arg = ",".join([f"config={first}", *arg.split(",")[1:]])  # `eagle3:PATH`
         options = parse_options(spec, arg, cls.options, ("config",))
         vocab = options.pop("vocab", None)

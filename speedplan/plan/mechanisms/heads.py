@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.cost.forward import ForwardCost, forward_cost
-from speedplan.errors import SpeedplanInputError
+from speedplan.errors import SpeedplanInputError, clipped
 from speedplan.plan.mechanisms.base import first_pass_tokens
-from speedplan.specs.files import parse_json
+from speedplan.specs.files import is_a, parse_json
 from speedplan.specs.hf_config import from_hf_config
 from speedplan.specs.model import ModelSpec
 
@@ -126,22 +126,22 @@ def eagle3_head(target: ModelSpec, config: str | None = None, draft_vocab: int |
                           f"no head config given: the target's layer dimensions, {vocab}; "
                           "eagle3:config=PATH prices your head")
     path = Path(config)
-    path = path / "config.json" if path.is_dir() else path
+    path = path / "config.json" if is_a(path, "dir") else path
+    where = f"eagle3 head config {clipped(path)}"  # a path of thousands of characters is quoted by its ends
     try:
         text = path.read_text()
     except OSError as e:
-        raise SpeedplanInputError(f"eagle3 head config {path}: cannot read ({e.strerror})") from None
+        raise SpeedplanInputError(f"{where}: cannot read ({e.strerror})") from None
     except UnicodeDecodeError:
-        raise SpeedplanInputError(f"eagle3 head config {path}: not a text file (expected a config.json)") from None
-    cfg = parse_json(text, f"eagle3 head config {path}")
+        raise SpeedplanInputError(f"{where}: not a text file (expected a config.json)") from None
+    cfg = parse_json(text, where)
     if not isinstance(cfg, dict):
-        raise SpeedplanInputError(f"eagle3 head config {path}: expected a JSON object")
+        raise SpeedplanInputError(f"{where}: expected a JSON object")
     layer_cfg = dict(cfg.get("transformer_layer_config") or cfg)  # speculators format nests the layer
     layer_cfg.setdefault("num_hidden_layers", 1)
     layer_cfg.setdefault("vocab_size", target.vocab)
     vocab = draft_vocab or cfg.get("draft_vocab_size") or layer_cfg.get("draft_vocab_size") or layer_cfg["vocab_size"]
     layer_cfg["vocab_size"] = vocab
-    where = f"eagle3 head config {path}"
     eagle_cfg = cfg.get("eagle_config") or {}
     aux = eagle_cfg.get("eagle_aux_hidden_state_layer_ids") or cfg.get("eagle_aux_hidden_state_layer_ids")
     aux_states = len(aux) if isinstance(aux, list) and aux else cfg.get("num_aux_hidden_states") or EAGLE3_AUX_STATES
@@ -162,7 +162,7 @@ def eagle3_head(target: ModelSpec, config: str | None = None, draft_vocab: int |
         raise SpeedplanInputError(f"{where}: the head reads hidden states {target_hidden!r} wide (target_hidden_size, "
                                   f"else hidden_size), {target.name}'s are {target.hidden}: a head for another model")
     if not 1 <= vocab <= target.vocab:
-        raise SpeedplanInputError(f"eagle3 head config {path}: draft vocab {vocab} is outside 1..{target.vocab}")
+        raise SpeedplanInputError(f"{where}: draft vocab {vocab} is outside 1..{target.vocab}")
     return Eagle3Head(layer, aux_states, target_hidden, f"config {path}")
 
 
