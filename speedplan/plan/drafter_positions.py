@@ -37,10 +37,24 @@ PAST_POSITIONS = (
 )
 
 
+# What each serving engine does past a drafter's positions, as each launch file's note says it
+# (serving.text.positions_note); the caution above sums them up.
+ENGINE_PAST_POSITIONS = {
+    "vllm": ("a batch whose longest sequence + num_speculative_tokens passes them drafts nothing (Model Runner V1: "
+             "zero tokens verified, gpu_model_runner._input_fits_in_drafter) or runs the drafter past them (V2; vLLM "
+             "issue #48894: a device-side assert)"),
+    "sglang": "SGLang runs the drafter on past them (sglang issue #6783: slower than plain decoding there)",
+    "trtllm": "what TensorRT-LLM does past them is not stated",
+}
+
+
 def drops_past_positions(engine) -> bool:
-    """Whether `engine` (an EngineProfile) describes vLLM, whose step gains nothing once the batch's longest
-    sequence + D passes the drafter's positions (a calibrated copy keeps its base's engine)."""
-    return str(getattr(engine, "engine", "")).split(" ")[0].lower() == "vllm"
+    """Whether `engine` (an EngineProfile) describes vLLM (`engine_outputs.serving_engine`: a calibrated copy
+    keeps its base's engine), whose step gains nothing once the batch's longest sequence + D passes the
+    drafter's positions."""
+    from speedplan.plan.engine_outputs import serving_engine
+
+    return serving_engine({"engine_family": getattr(engine, "engine", "")}) == "vllm"
 
 
 def drafts_dropped(mech: Mechanism | None, engine, spec_tokens, context) -> np.ndarray:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -104,11 +105,20 @@ def unsupported(engine: str, labels, meta: dict) -> tuple[str, ...]:
 def serving_engine(meta: dict) -> str | None:
     """The serving engine (vllm, sglang, trtllm) whose family (meta's `engine_family`: "vLLM",
     "SGLang", "TensorRT-LLM", a calibrated copy's base's) priced a sweep; None for another family."""
-    from speedplan.engine.profile import get_engine
     from speedplan.serving import ENGINES
 
     family = str(meta.get("engine_family") or "").split(" ")[0].lower()
-    return next((n for n in ENGINES if family in (n, get_engine(n).engine.split(" ")[0].lower())), None)
+    return family if family in ENGINES else _shipped_families().get(family)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_families() -> dict[str, str]:
+    """{family word of a shipped profile's engine ("tensorrt-llm"): the serving engine it describes}, read
+    once (the pricing of every sweep asks: `plan.drafter_positions.drops_past_positions`)."""
+    from speedplan.engine.profile import get_engine
+    from speedplan.serving import ENGINES
+
+    return {get_engine(n).engine.split(" ")[0].lower(): n for n in ENGINES}
 
 
 def runnable_rows(frame, meta: dict):

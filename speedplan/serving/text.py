@@ -6,17 +6,8 @@ from __future__ import annotations
 import json
 import shlex
 
+from speedplan.plan.drafter_positions import ENGINE_PAST_POSITIONS
 from speedplan.serving.plan import OFF, ServingPlan, hf_repo
-
-
-# What each engine does past a drafter's positions (docs/engine.md, "Past the drafter's positions").
-PAST_POSITIONS = {
-    "vllm": ("a batch whose longest sequence + num_speculative_tokens passes them drafts nothing (Model Runner V1: "
-             "zero tokens verified, gpu_model_runner._input_fits_in_drafter) or runs the drafter past them (V2; vLLM "
-             "issue #48894: a device-side assert)"),
-    "sglang": "SGLang runs the drafter on past them (sglang issue #6783: slower than plain decoding there)",
-    "trtllm": "what TensorRT-LLM does past them is not stated",
-}
 
 
 def positions_note(plan: ServingPlan) -> list[str]:
@@ -27,7 +18,7 @@ def positions_note(plan: ServingPlan) -> list[str]:
     if plan.mechanism == OFF or not n or 0 < reach <= n:
         return []
     return [f"the drafter holds {n:,} positions (max_position_embeddings): "
-            f"{PAST_POSITIONS.get(plan.engine or '', 'past them it was not measured')}. Keep requests within "
+            f"{ENGINE_PAST_POSITIONS.get(plan.engine or '', 'past them it was not measured')}. Keep requests within "
             f"{n:,} tokens less the draft length, or serve a drafter that holds your context "
             f"(speedplan priced this plan at context {plan.context})."]
 
