@@ -64,7 +64,7 @@ HELD_OUT = {
         "a later SGLang (it serves GLM-4.7-Flash, released 2026; FlashInfer backend) than the fitted rows' 2025 "
         "runs: its speculative step at B = 1 costs AL / speedup = 1.7x its plain step where the fitted H100 MoE "
         "rows' cost 2.1-2.8x at trees of up to 8 tokens; fitted together, the SGLang fit's |residual| goes from "
-        "median 6.9% / max 18.3% to 7.7% / 30.6%. Host terms cannot close the B = 1 gap: calibrated on these rows "
+        "median 6.9% / max 18.4% to 8.0% / 31.0%. Host terms cannot close the B = 1 gap: calibrated on these rows "
         "alone with host_step_us and host_spec_seq_us free, B = 1 stays near its prediction (fit_engine_profiles.py "
         "prints both), as the verify pass's extra expert reads alone are priced nearly what the source's whole "
         "speculative step took over its plain step",

@@ -89,12 +89,12 @@ def test_a_draft_swept_past_its_positions_on_published_acceptance_carries_a_caut
     draft = f"draft-model:{_draft(tmp_path, 2048)}"
     result = sweep(mechanisms=[draft], batches=[1, 8], draft_lens=[0, 4], contexts=[4096])
     caution = result.meta["cautions"]["draft-model:draft"]
-    assert "holds 2,048 positions" in caution and "to 4,100 (context 4,096 + D 4)" in caution
+    assert "holds 2,048 positions" in caution and "need up to 4,105 (context 4,096, then 1 + k" in caution
     assert run(["sweep", "--mechanism", draft, "--batch", "1,8", "--out", str(tmp_path / "o")]) == 0
     assert "caution: draft-model:draft: its drafter holds 2,048 positions" in capsys.readouterr().out
     assert "caution: draft-model:draft" in (tmp_path / "o" / "report.html").read_text()
-    # within its positions, or with the user's own acceptance: nothing to say
-    assert sweep(mechanisms=[draft], batches=[1], draft_lens=[0, 4], contexts=[2044]).meta["cautions"] == {}
+    # within its positions (2,039 + 1 + 2 x 4 = 2,048): nothing to say
+    assert sweep(mechanisms=[draft], batches=[1], draft_lens=[0, 4], contexts=[2039]).meta["cautions"] == {}
     # with the user's own acceptance the caution stays (vLLM's rule follows the drafter, stop 60), without the
     # words on published figures
     own = sweep(mechanisms=[draft], batches=[1], draft_lens=[0, 4], contexts=[4096],

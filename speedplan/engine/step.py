@@ -8,10 +8,11 @@ Per target step:
                                                                      # the sampler's passes over the logits
            + launch_us · (layer_launches · (layers + draft forwards · draft layers)
                           + draft_step_launches · draft forwards)
-           + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work
+           + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work, in
+                                                                     # the step's path: never overlapped
     t_sample = (sample_passes_plain or _spec [+ sample_passes_random where requests sample at T > 0])
                · one pass over the target's logits + sample_passes_plain · one over the drafter's
-    t_host = host_step_us + (host_seq_us [+ host_spec_seq_us]) · B + host_token_us · T  # + host n-gram lookup
+    t_host = host_step_us + (host_seq_us [+ host_spec_seq_us]) · B + host_token_us · T
     t      = t_gpu + t_host − min(overlap · t_host, t_gpu)
 
 with s = kernel_scale (this machine's kernels now over the profile's, 1 unless fitted),

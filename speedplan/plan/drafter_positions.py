@@ -11,7 +11,10 @@ its positions runs:
   batch's longest sequence + num_speculative_tokens fits it; otherwise every sequence of the step gets
   zero tokens, which the target verifies and rejects (vllm/v1/worker/gpu_model_runner.py,
   `_input_fits_in_drafter` and `sample_tokens`, commit 000fc94b; vLLM issue #58080 measured
-  per-position acceptance 0.000 there). Model Runner V2 has no such gate: it runs the drafter past
+  per-position acceptance 0.000 there). The sequence is the verify pass's: num_computed_tokens +
+  num_scheduled_tokens (`_prepare_inputs`, seq_lens), the KV length L plus the 1 + k tokens the step
+  verifies, so a step with k speculative tokens drafts only while L + 1 + 2k fits: the positions its
+  verify pass fills, then the k its drafter writes for the next step (`positions_needed`). Model Runner V2 has no such gate: it runs the drafter past
   its positions, clamped to the target's limit only (vllm/v1/worker/gpu/spec_decode, read
   2026-12-06), past the rotary table a head's config sizes (vLLM issue #48894: a device-side assert
   in v0.24.0 when compiled). vLLM profiles price such a step at AL 1 without drafting
@@ -40,7 +43,8 @@ PAST_POSITIONS = (
 # What each serving engine does past a drafter's positions, as each launch file's note says it
 # (serving.text.positions_note); the caution above sums them up.
 ENGINE_PAST_POSITIONS = {
-    "vllm": ("a batch whose longest sequence + num_speculative_tokens passes them drafts nothing (Model Runner V1: "
+    "vllm": ("a batch whose longest sequence (this step's verified tokens included) + num_speculative_tokens passes "
+             "them drafts nothing (Model Runner V1: "
              "zero tokens verified, gpu_model_runner._input_fits_in_drafter) or runs the drafter past them (V2; vLLM "
              "issue #48894: a device-side assert)"),
     "sglang": "SGLang runs the drafter on past them (sglang issue #6783: slower than plain decoding there)",
@@ -57,38 +61,61 @@ def drops_past_positions(engine) -> bool:
     return serving_engine({"engine_family": getattr(engine, "engine", "")}) == "vllm"
 
 
+def positions_needed(spec_tokens, context):
+    """Positions (tokens) a drafter must hold for a step at KV length `context` with `spec_tokens` k
+    speculative tokens, as vLLM's V1 gate counts them: the verify pass's sequence, L + 1 + k
+    (num_computed_tokens + num_scheduled_tokens), plus the k tokens the drafter then proposes."""
+    return np.asarray(context, dtype=float) + 1 + 2 * np.asarray(spec_tokens, dtype=float)
+
+
 def drafts_dropped(mech: Mechanism | None, engine, spec_tokens, context) -> np.ndarray:
     """Where `engine` prices `mech`'s step without drafting and at AL 1 (bool, over the grid): a vLLM
     profile, `spec_tokens` > 0 (D for a chain, the N nodes of a tree: vLLM's num_speculative_tokens)
-    and context + spec_tokens past the positions the drafter holds (`Mechanism.drafter_positions`).
-    vLLM tests the batch's longest sequence against num_speculative_tokens (a schedule's largest D);
-    each row here is one context and one D."""
+    and `positions_needed` (context + 1 + 2 x spec_tokens) past the positions the drafter holds
+    (`Mechanism.drafter_positions`). vLLM tests the batch's longest sequence against
+    num_speculative_tokens (a schedule's largest D); each row here is one context and one D."""
     k, L = np.asarray(spec_tokens, dtype=float), np.asarray(context, dtype=float)
     held = None if mech is None else mech.drafter_positions()
     if held is None or not drops_past_positions(engine):
         return np.zeros(np.broadcast_shapes(k.shape, L.shape), dtype=bool)
-    return (k > 0) & (L + k > held[0])
+    return (k > 0) & (positions_needed(k, L) > held[0])
 
 
-def drafter_context_cautions(mechs: list[Mechanism], target: ModelSpec, contexts, draft_lens) -> dict[str, str]:
-    """{label: why} for each mechanism whose drafter holds fewer positions than the sweep's longest
-    sequence (context + D, up to the target's own limit: the engines cap the drafter at the target's),
-    whatever its acceptance: vLLM's rule follows the drafter, not the acceptance."""
-    longest = max(contexts) + max(draft_lens)
-    limit = min(longest, target.max_context) if target.max_context else longest
-    cautions = {}
+def widest_spec_tokens(mech: Mechanism, draft_lens, tree_nodes) -> int:
+    """The most speculative tokens `mech` is swept with: its largest D, or a tree's most nodes (vLLM counts a tree's
+    nodes as its num_speculative_tokens); 0 where it drafts none."""
+    from speedplan.plan.grid import mechanism_grid
+
+    g = mechanism_grid(mech, [1], draft_lens, [1], tree_nodes)
+    return int(max(g["nodes"] if mech.is_tree else g["draft_len"], default=0))
+
+
+def drafter_context_cautions(mechs: list[Mechanism], target: ModelSpec, contexts, draft_lens,
+                             tree_nodes=()) -> dict[str, str]:
+    """{label: why} for each mechanism whose drafter holds fewer positions than the sweep's widest step needs
+    (`positions_needed` at the largest context and the most speculative tokens, up to the target's own limit: the
+    engines cap the drafter at the target's), whatever its acceptance: vLLM's rule follows the drafter, not the
+    acceptance. Mechanisms sharing a drafter share one text (the most it needs, each one's widest step), so that
+    the terminal groups them on one line."""
+    past: dict[tuple[int, str], list[tuple[Mechanism, int, int]]] = {}
     for m in mechs:
-        held = m.drafter_positions()
-        if held is None or not 0 < held[0] < limit:
-            continue
-        positions, where = held
-        published = str(m.acceptance_source).startswith("published")
-        cautions[m.label] = (
-            f"its drafter holds {positions:,} positions ({where}) and the sweep runs to {longest:,} (context "
-            f"{max(contexts):,} + D {max(draft_lens)})"
-            + (", where its published acceptance was not measured" if published else "")
-            + f"; {PAST_POSITIONS}; price a drafter that holds it"
-            + (" (its config: draft-model:PATH)" if m.name == "draft-model" else
-               f" (its config: {m.family_name()}:config=PATH)")
-            + (", with --acceptance measured at this context" if published else ""))
+        held, k = m.drafter_positions(), widest_spec_tokens(m, draft_lens, tree_nodes)
+        needed = int(positions_needed(k, max(contexts)))
+        limit = min(needed, target.max_context) if target.max_context else needed
+        if held is not None and k > 0 and 0 < held[0] < limit:
+            past.setdefault(held, []).append((m, k, needed))
+    cautions = {}
+    for (positions, where), group in past.items():
+        widths = ", ".join(f"{k} nodes for {m.label}" if m.is_tree else f"D {k} for {m.label}" for m, k, _ in group)
+        for m, _, _ in group:
+            published = str(m.acceptance_source).startswith("published")
+            cautions[m.label] = (
+                f"its drafter holds {positions:,} positions ({where}) and the sweep's steps need up to "
+                f"{max(n for _, _, n in group):,} (context {max(contexts):,}, then 1 + k tokens verified and k drafted "
+                f"for the next step, k the speculative tokens as vLLM counts them: {widths})"
+                + (", where its published acceptance was not measured" if published else "")
+                + f"; {PAST_POSITIONS}; price a drafter that holds it"
+                + (" (its config: draft-model:PATH)" if m.name == "draft-model" else
+                   f" (its config: {m.family_name()}:config=PATH)")
+                + (", with --acceptance measured at this context" if published else ""))
     return cautions

@@ -370,7 +370,7 @@ def sweep(
         "command": command,
         "mechanisms": [m.label for m in mechs],
         "skipped": skipped,
-        "cautions": drafter_context_cautions(mechs, target, contexts, draft_lens),
+        "cautions": drafter_context_cautions(mechs, target, contexts, draft_lens, tree_nodes),
         # drafters that hold fewer positions than the target (serving files note what engines do past them)
         "drafter_positions": {m.label: held[0] for m in mechs if (held := m.drafter_positions())
                               and (not target.max_context or held[0] < target.max_context)},

@@ -19,7 +19,8 @@ def positions_note(plan: ServingPlan) -> list[str]:
         return []
     return [f"the drafter holds {n:,} positions (max_position_embeddings): "
             f"{ENGINE_PAST_POSITIONS.get(plan.engine or '', 'past them it was not measured')}. Keep requests within "
-            f"{n:,} tokens less the draft length, or serve a drafter that holds your context "
+            f"{n:,} tokens less 1 + twice the speculative tokens (the tokens a step verifies, then the ones it "
+            f"drafts), or serve a drafter that holds your context "
             f"(speedplan priced this plan at context {plan.context})."]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from speedplan.cli.app import run
 from speedplan.plan.defaults import head_positions
+from speedplan.plan.drafter_positions import positions_needed
 from speedplan.plan.mechanisms import parse_mechanism
 from speedplan.plan.sweep import sweep
 from speedplan.report.table_notes import grouped
@@ -43,7 +44,8 @@ def test_the_default_sweep_cautions_each_published_head_once_per_head(tmp_path, 
     result = sweep(mechanisms=HEADS + ["ngram"], batches=[1, 8], draft_lens=[0, 4], contexts=[4096])
     cautions = result.meta["cautions"]
     assert sorted(cautions) == sorted(HEADS)  # n-gram lookup holds no positions of its own
-    assert "holds 2,048 positions" in cautions["eagle3"] and "to 4,100 (context 4,096 + D 4)" in cautions["eagle3"]
+    assert "holds 2,048 positions" in cautions["eagle3"] and "need up to 4,161 (context 4,096, then 1 + k" in cautions["eagle3"]
+    assert "D 4 for eagle3, 32 nodes for eagle3-tree" in cautions["eagle3"]  # 4,096 + 1 + 2 x 32
     assert "vLLM gains nothing (priced so: AL 1" in cautions["eagle3"] and "#6783" in cautions["eagle3"]
     assert cautions["eagle3"] == cautions["eagle3-tree"] != cautions["eagle"] == cautions["eagle-tree"]
     assert run(["sweep", "--out", str(tmp_path / "o")]) == 0
@@ -56,9 +58,14 @@ def test_the_default_sweep_cautions_each_published_head_once_per_head(tmp_path, 
 
 
 def test_no_caution_within_the_positions_or_for_another_target_and_ones_own_acceptance_still_gets_one():
-    # 2,040 + 8 = 2,048: every drafted position fits
-    assert sweep(mechanisms=HEADS, batches=[1], draft_lens=[0, 8], contexts=[2040]).meta["cautions"] == {}
-    assert sorted(sweep(mechanisms=HEADS, batches=[1], draft_lens=[0, 8], contexts=[2041]).meta["cautions"]) == HEADS
+    # 2,031 + 1 + 2 x 8 = 2,048: every position a step verifies and then drafts fits (trees of 8 nodes)
+    within = sweep(mechanisms=HEADS, batches=[1], draft_lens=[0, 8], contexts=[2031], tree_nodes=[8])
+    assert within.meta["cautions"] == {}
+    past = sweep(mechanisms=HEADS, batches=[1], draft_lens=[0, 8], contexts=[2032], tree_nodes=[8])
+    assert sorted(past.meta["cautions"]) == HEADS and "need up to 2,049" in past.meta["cautions"]["eagle3"]
+    # a tree of 16 nodes at 2,031 needs 2,064: only the trees are cautioned, with the widest step each one takes
+    trees = sweep(mechanisms=HEADS, batches=[1], draft_lens=[0, 8], contexts=[2031], tree_nodes=[8, 16]).meta["cautions"]
+    assert sorted(trees) == ["eagle-tree", "eagle3-tree"] and "16 nodes for eagle3-tree" in trees["eagle3-tree"]
     # the user's acceptance says nothing of which head is served: the launch files name the published one, so
     # its positions hold (and vLLM's rule with them); the caution leaves out "published acceptance"
     mine = sweep(mechanisms=HEADS, batches=[1], draft_lens=[0, 4], contexts=[4096], acceptance={"eagle3": "alpha=0.7"})
@@ -114,10 +121,13 @@ def test_vllm_gains_nothing_past_the_heads_positions_and_sglang_is_priced_as_pub
         assert row["t_step_s"] > plain[b] and row["verify_tokens"] == d + 1
 
 
-def test_the_boundary_is_context_plus_d_against_the_positions():
-    # 2,041 + 7 = 2,048 fits; 2,041 + 8 does not
-    rows = _rows(sweep(mechanisms=["eagle3"], batches=[1], draft_lens=[0, 7, 8], contexts=[2041]), "eagle3")
-    assert rows.loc[(1, 7, 2041), "acceptance_length"] > 2 and rows.loc[(1, 8, 2041), "acceptance_length"] == 1
+def test_the_boundary_is_the_verified_sequence_plus_the_next_drafts_against_the_positions():
+    # vLLM's gate: max_seq_len (KV length + the 1 + D tokens the step verifies) + num_speculative_tokens D.
+    # 2,031 + 1 + 8 + 8 = 2,048 fits; 2,032 + 17 does not, 2,032 + 1 + 7 + 7 does
+    rows = _rows(sweep(mechanisms=["eagle3"], batches=[1], draft_lens=[0, 7, 8], contexts=[2031, 2032]), "eagle3")
+    assert rows.loc[(1, 8, 2031), "acceptance_length"] > 2 and rows.loc[(1, 7, 2032), "acceptance_length"] > 2
+    assert rows.loc[(1, 8, 2032), "acceptance_length"] == 1
+    assert positions_needed(8, 2031) == 2048 and positions_needed([0, 3], 10).tolist() == [11, 17]
 
 
 def test_the_default_vllm_plan_leaves_the_heads_at_4096_and_takes_eagle3_within_their_positions():
@@ -187,8 +197,8 @@ def test_drafters_without_positions_are_never_dropped_on_vllm():
 
 
 def test_a_tree_is_checked_with_its_nodes_as_vllm_counts_speculative_tokens():
-    # depth 4, 16 nodes at context 2,040: 2,040 + 4 fits 2,048 but 2,040 + 16 does not
-    r = sweep(mechanisms=["eagle3-tree"], batches=[1], draft_lens=[0, 4], contexts=[2040], tree_nodes=[4, 16])
+    # depth 4 at context 2,030: 4 nodes need 2,030 + 1 + 8 and fit 2,048; 16 nodes need 2,030 + 1 + 32 and do not
+    r = sweep(mechanisms=["eagle3-tree"], batches=[1], draft_lens=[0, 4], contexts=[2030], tree_nodes=[4, 16])
     rows = r.frame[(r.frame["mechanism"] == "eagle3-tree") & (r.frame["draft_len"] == 4)].set_index("verify_tokens")
     assert rows.loc[5, "acceptance_length"] > 1 and rows.loc[17, "acceptance_length"] == 1
 

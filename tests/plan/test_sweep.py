@@ -98,8 +98,8 @@ def test_slo_pick_meets_the_slo_and_is_best_of_those_that_do():
 @pytest.mark.parametrize("model, hardware, tp", [("llama-3.1-8b", "h100-sxm", 1), ("llama-3.1-70b", "h100-sxm", 4),
                                                  ("llama-3.1-8b", "a100-80gb", 1)])
 def test_best_draft_len_never_rises_with_batch(mechanism, model, hardware, tp):
-    # context 2040: 2,040 + D 8 within the 2,048 positions of the EAGLE head the launch files name for llama-3.1-8b
-    r = sweep(model, hardware, [mechanism], range(1, 257), range(0, 9), contexts=[2040], tp=tp,
+    # context 2031: 2,031 + 1 + 2 x D 8 within the 2,048 positions of the EAGLE head the launch files name for llama-3.1-8b
+    r = sweep(model, hardware, [mechanism], range(1, 257), range(0, 9), contexts=[2031], tp=tp,
               acceptance=Acceptance.iid(0.75))
     schedule = best_draft_len(r.frame, mechanism)
     d = schedule.draft_len.to_numpy()
