@@ -20,6 +20,7 @@ from speedplan.plan.sweep import sweep
 from speedplan.report.folder import write_outputs
 from speedplan.report.plan_lines import table_plan_note
 from speedplan.report.summary import render_summary, short_acceptance
+from tests._heads import long_heads
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
 
@@ -27,8 +28,8 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
 @pytest.fixture(scope="module")
 def capped(tmp_path_factory):
     """A small sweep priced by SGLang's profile, whose speculative steps run at most 48 requests: B = 64 is capped."""
-    result = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "eagle3-tree"], batches=[1, 8, 64], draft_lens=[0, 2, 4],
-                   tree_nodes=[8, 16], engine="sglang")
+    result = sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle3", "eagle3-tree"), batches=[1, 8, 64],
+                   draft_lens=[0, 2, 4], tree_nodes=[8, 16], engine="sglang")  # heads that hold context 4096
     plans = plan_engines(result)
     out = tmp_path_factory.mktemp("report") / "r"
     write_outputs(result, out, plans=plans)

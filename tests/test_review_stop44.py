@@ -27,6 +27,7 @@ from speedplan.plan.pick import recommendations
 from speedplan.plan.sweep import sweep
 from speedplan.specs.hardware import PRESET_DIR
 from speedplan.specs.model import get_model
+from tests._heads import long_heads
 
 
 def test_a_stray_file_named_like_a_preset_is_not_the_hardware_file(tmp_path, monkeypatch):
@@ -66,7 +67,7 @@ def test_an_fp8_lm_head_is_priced_at_a_16_bit_rate_the_hardware_has(tmp_path):
 
 
 def test_recommendations_per_batch_say_the_requests_a_step_ran():
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64], [0, 3], engine="sglang")
+    r = sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle3"), [1, 64], [0, 3], engine="sglang")
     rows = {p["batch"]: p for p in recommendations(r)["per_batch"]}
     assert rows[1]["running"] == 1 and rows[64]["running"] == 48  # SGLang's cap: the terminal's ^
     per_offered = rows[64]["tokens_per_s_per_user"] * rows[64]["running"] / 64

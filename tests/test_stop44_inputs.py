@@ -10,6 +10,7 @@ import pytest
 
 from speedplan.cli.app import run
 from speedplan.specs.hardware import PRESET_DIR as HARDWARE, load_hardware_file
+from tests._heads import long_heads
 
 SMALL = ["sweep", "--batch", "1,8", "--mechanism", "ngram", "--draft-len", "0-2"]
 
@@ -81,7 +82,7 @@ def test_a_rate_per_user_under_an_engine_cap_is_marked_with_the_rate_per_offered
     tok/s/user is a running request's, marked ^, and the note gives it per offered request
     (the same tokens over all 64); uncapped rows carry no mark and no note is printed for them."""
     out = tmp_path / "r"
-    argv = ["sweep", "--engine", "sglang", "--mechanism", "eagle3", "--batch", "8,64", "--draft-len", "0-3"]
+    argv = ["sweep", "--engine", "sglang", "--mechanism", *long_heads("eagle3"), "--batch", "8,64", "--draft-len", "0-3"]
     assert run(argv + ["--out", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     row = {line.split()[0]: line.split() for line in lines[2:4]}
@@ -136,7 +137,7 @@ def test_the_engine_line_says_when_the_profile_was_fitted_on_another_setting(tmp
 def test_the_cap_note_keeps_to_the_rows_shown_and_the_slo_pick_marks_a_capped_rate(tmp_path, capsys):
     """The ^ note named batch sizes the cut table did not show and no context where several are
     swept; the SLO pick printed a capped rate without its mark (review of stop 44)."""
-    argv = ["sweep", "--engine", "sglang", "--mechanism", "eagle3", "--draft-len", "0-3"]
+    argv = ["sweep", "--engine", "sglang", "--mechanism", *long_heads("eagle3"), "--draft-len", "0-3"]
     assert run(argv + ["--context", "1024,4096", "--out", str(tmp_path / "c")]) == 0
     lines = capsys.readouterr().out.splitlines()
     shown = {int(line.split()[0]) for line in lines[2:] if line[:3].strip().isdigit()}

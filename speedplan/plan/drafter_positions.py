@@ -20,8 +20,12 @@ its positions runs:
   in v0.24.0 when compiled). vLLM profiles price such a step at AL 1 without drafting
   (`drafts_dropped`): V1's step; V2's adds the drafter's forward, or aborts.
 - SGLang runs the drafter on past its positions; sglang issue #6783 measured an EAGLE-3 head of
-  2,048 positions slower than plain decoding on inputs past 2k. TensorRT-LLM's behaviour is not
-  stated. Both are priced as if the drafter held the positions.
+  2,048 positions slower than plain decoding on inputs past 2k. SGLang profiles price such a step at
+  AL 1 with its drafting paid (`drafts_wasted`): slower than plain decoding, as measured; how much
+  acceptance is left there was not measured, so this is the bound that keeps such a drafter out of
+  a plan. SGLang's drafter runs D steps (a tree's depth) past the tokens a step accepts, so its
+  count is L + 1 + 2D whatever the tree's nodes.
+- TensorRT-LLM's behaviour is not stated: priced as if the drafter held the positions.
 
 Every sweep past a drafter's positions carries a caution saying so.
 """
@@ -35,8 +39,8 @@ from speedplan.specs.model import ModelSpec
 
 PAST_POSITIONS = (
     "past them vLLM gains nothing (priced so: AL 1, no drafting), SGLang runs the drafter on (sglang issue #6783: "
-    "slower than plain decoding) and TensorRT-LLM is priced as if it held them (docs/engine.md, \"Past the drafter's "
-    "positions\")"
+    "slower than plain decoding; priced at AL 1 with its drafting paid) and TensorRT-LLM is priced as if it held them "
+    "(docs/engine.md, \"Past the drafter's positions\")"
 )
 
 
@@ -52,13 +56,19 @@ ENGINE_PAST_POSITIONS = {
 }
 
 
-def drops_past_positions(engine) -> bool:
-    """Whether `engine` (an EngineProfile) describes vLLM (`engine_outputs.serving_engine`: a calibrated copy
-    keeps its base's engine), whose step gains nothing once the batch's longest sequence + D passes the
-    drafter's positions."""
+def past_positions_rule(engine) -> str:
+    """What `engine` (an EngineProfile) does past a drafter's positions, as priced: "drop" (vLLM: no drafting,
+    AL 1), "run on" (SGLang: the drafter runs, AL 1) or "" (TensorRT-LLM, speedplan-runtime: priced as given).
+    By `engine_outputs.serving_engine`: a calibrated copy keeps its base's engine."""
     from speedplan.plan.engine_outputs import serving_engine
 
-    return serving_engine({"engine_family": getattr(engine, "engine", "")}) == "vllm"
+    return {"vllm": "drop", "sglang": "run on"}.get(serving_engine({"engine_family": getattr(engine, "engine", "")}), "")
+
+
+def drops_past_positions(engine) -> bool:
+    """Whether `engine` describes vLLM, whose step gains nothing and drafts nothing once the batch's longest
+    sequence + D passes the drafter's positions."""
+    return past_positions_rule(engine) == "drop"
 
 
 def positions_needed(spec_tokens, context):
@@ -66,6 +76,19 @@ def positions_needed(spec_tokens, context):
     speculative tokens, as vLLM's V1 gate counts them: the verify pass's sequence, L + 1 + k
     (num_computed_tokens + num_scheduled_tokens), plus the k tokens the drafter then proposes."""
     return np.asarray(context, dtype=float) + 1 + 2 * np.asarray(spec_tokens, dtype=float)
+
+
+def past_positions(mech: Mechanism | None, engine, draft_len, spec_tokens, context) -> tuple[np.ndarray, np.ndarray]:
+    """(dropped, wasted), bool arrays over the grid: the steps `engine` prices at AL 1 past the drafter's positions,
+    without drafting (vLLM: `drafts_dropped`, counting `spec_tokens`) or with it (SGLang: its drafter runs
+    `draft_len` D steps, so `positions_needed(D, context)` counts, a tree's depth rather than its nodes)."""
+    rule = past_positions_rule(engine)
+    dropped = drafts_dropped(mech, engine, spec_tokens, context)
+    held = None if mech is None else mech.drafter_positions()
+    D, L = np.asarray(draft_len, dtype=float), np.asarray(context, dtype=float)
+    wasted = (np.zeros(np.broadcast_shapes(D.shape, L.shape), dtype=bool) if held is None or rule != "run on"
+              else (D > 0) & (positions_needed(D, L) > held[0]))
+    return dropped, wasted
 
 
 def drafts_dropped(mech: Mechanism | None, engine, spec_tokens, context) -> np.ndarray:

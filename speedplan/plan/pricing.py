@@ -22,7 +22,7 @@ from speedplan.cost.forward import ForwardCost, forward_cost
 from speedplan.cost.ops import CostModel
 from speedplan.engine.profile import EngineProfile
 from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost, without_drafting
-from speedplan.plan.drafter_positions import drafts_dropped
+from speedplan.plan.drafter_positions import past_positions
 from speedplan.plan.engine_outputs import engine_profile_name
 from speedplan.plan.mechanisms import Mechanism
 from speedplan.plan.memory import memory_bytes, step_usable_bytes
@@ -97,9 +97,10 @@ def engine_rows(p: GridPricing, engine: EngineProfile, hardware: str, target: Mo
     # the verify width of a step that drafts: 1 + D, or N + 1 for a tree (n-gram steps without a
     # match are priced at their expected tokens q but keep this shape)
     width = (1 + np.asarray(N if mech is not None and mech.is_tree else D)).astype(int)
-    dropped = drafts_dropped(mech, engine, width - 1, L)  # vLLM past the drafter's positions: AL 1, no drafting
+    # past the drafter's positions: vLLM drafts nothing (AL 1, no drafting), SGLang's drafter runs on (AL 1)
+    dropped, wasted = past_positions(mech, engine, D, width - 1, L)
     step = step_cost(terms, without_drafting(p.parts, dropped) if dropped.any() else p.parts)
-    al, draft_s = np.where(dropped, 1.0, al), np.where(dropped, 0.0, draft.total_s)
+    al, draft_s = np.where(dropped | wasted, 1.0, al), np.where(dropped, 0.0, draft.total_s)
     k = terms["kernel_scale"]  # this machine's kernels over the profile's (1 unless fitted)
     name, acc_src = ("none", "plain decoding") if mech is None else (mech.label, mech.acceptance_source)
     t_step = step.total_s

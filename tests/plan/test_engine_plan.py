@@ -13,6 +13,7 @@ from speedplan.plan.batch_weights import parse_batch_weights
 from speedplan.plan.engine_plan import engine_pricing, plan_engines, serving_plans
 from speedplan.plan.sweep import sweep
 from speedplan.serving import ENGINES
+from tests._heads import long_heads
 
 CHAINS = ("ngram", "draft-model", "eagle", "eagle3", "mtp")
 
@@ -202,7 +203,7 @@ def test_speculation_off_is_a_first_class_answer():
 def test_batch_weights_change_the_plan():
     """SGLang runs EAGLE-3 chains with one fixed D: weight on B = 1 asks for a long draft (the best
     D there is 8), weight on B = 64 for a shorter one (verification costs more there)."""
-    r = sweep(mechanisms=["eagle3"], batches=[1, 64], draft_lens=range(0, 9))
+    r = sweep(mechanisms=long_heads("eagle3"), batches=[1, 64], draft_lens=range(0, 9))
     low = plan_engines(r, {1: 1.0, 64: 0.0}, ["sglang"])["sglang"]
     high = plan_engines(r, {1: 0.0, 64: 1.0}, ["sglang"])["sglang"]
     assert low.mode == high.mode == "fixed"
@@ -289,7 +290,7 @@ def test_one_setting_at_every_batch_size_is_the_fixed_launch():
     pick (D = 4: within 1% of D = 5 over the whole, fewer verified tokens) by more than the plan
     tie; one D everywhere is still the fixed launch, not --speculative-adaptive with one bucket
     (until 2026-12-03 it was planned as "adaptive")."""
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], acceptance="eagle:alpha=0.7")
+    r = sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle"), acceptance="eagle:alpha=0.7")
     plan = plan_engines(r, engines=["sglang"])["sglang"]
     assert plan.mode == "fixed" and set(plan.rows.draft_len) == {5}
     assert plan.how.startswith("--speculative-num-steps")

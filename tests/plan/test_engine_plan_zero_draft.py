@@ -10,6 +10,7 @@ from speedplan.plan.engine_plan import engine_pricing, plan_engines, serving_pla
 from speedplan.plan.sweep import reprice, sweep
 from speedplan.plan.zero_draft import ZeroDraft
 from speedplan.serving import ENGINES
+from tests._heads import long_heads
 
 ZERO_DRAFT = ("zero_draft_forward", "zero_draft_logits")
 
@@ -20,11 +21,12 @@ def test_sglang_speculation_off_above_its_cap_still_runs_48_requests():
     B (they were priced at B, a bucket no such server reaches), and lose against plain decoding
     without a drafter. (The cap alone: the profile's D = 0 step runs no drafter forward here.)"""
     cap_only = get_engine("sglang").with_terms({t: 0 for t in ZERO_DRAFT}, "test: the cap alone")
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [1, 8, 32, 64], acceptance="eagle:alpha=0.6", engine=cap_only)
+    r = sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle"), [1, 8, 32, 64], acceptance="eagle:alpha=0.6",
+              engine=cap_only)
     plan = plan_engines(r, engines=["sglang"])["sglang"]
     row = plan.rows.set_index("batch").loc[64]
     assert plan.mode == "adaptive" and row.draft_len == 0
-    at48 = sweep("llama-3.1-8b", "h100-sxm", ["eagle"], [48], [0], engine=cap_only).frame
+    at48 = sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle"), [48], [0], engine=cap_only).frame
     assert row.tokens_per_s_per_gpu == pytest.approx(at48.tokens_per_s_per_gpu.iloc[0])
     assert row.speedup == pytest.approx(48 / 64 * at48.tokens_per_s_per_gpu.iloc[0] / 48 * 64
                                         / engine_pricing(r, "sglang").frame.query("batch == 64 and mechanism == 'none'")

@@ -257,6 +257,8 @@ def test_the_plan_line_says_when_sglangs_cap_makes_speculation_lose():
     assert slow and slow[-1] == 128  # B = 256's bf16 KV cache does not fit on 8 H200s (ModelSpec.kv_dtype)
     assert (f"; at B = {', '.join(map(str, slow))} that cap makes it slower than plain decoding: set "
             "--max-running-requests to run more (not priced)") in line
-    default = sweep("llama-3.1-8b", "h100-sxm", ["eagle3"], [1, 64, 128], range(0, 5), engine="sglang")
+    from tests._heads import long_heads
+
+    default = sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle3"), [1, 64, 128], range(0, 5), engine="sglang")
     line = next(x for x in engine_plan_lines(plan_engines(default, engines="sglang")) if x.lstrip().startswith("sglang"))
     assert "a step runs 48 requests" in line and "slower than plain decoding" not in line
