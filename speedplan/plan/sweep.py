@@ -208,27 +208,41 @@ def _acceptance_keys(acceptance: dict, spec: str) -> list[str]:
 
 
 def _borrowed_heads(names: list[str], target: ModelSpec, acceptance) -> dict[str, str]:
-    """Trained-head mechanisms (EAGLE, EAGLE-3 and their trees) a default sweep leaves out, with
-    why: those whose only published acceptance is another target's where another head family, or
-    the model's own MTP layer, has this target's own row (qwen3-30b-a3b: EAGLE-3 has SpecForge's
-    head measured on it; EAGLE-1/2's row is Vicuna-7B's; deepseek-v3: MTP is measured on it,
-    EAGLE-3's row is Llama-3.1-8B's), unless --acceptance reaches them. Like is compared with like: where no
-    family has the target's row, every family keeps its fallback."""
-    from speedplan.plan.defaults import HEADS, head_row_for, mtp_row_for
+    """Trained-drafter mechanisms (EAGLE, EAGLE-3, their trees, MTP) a default sweep leaves out, with why, comparing
+    like with like by how near their published acceptance is to this target:
 
-    heads = {REGISTRY[n].family_name() for n in names} & {"eagle", "eagle3"}
-    own = {f for f in heads if head_row_for(f, target.name)}
-    if "mtp" in names and mtp_row_for(target.name):  # deepseek-v3: its own MTP layer measured on it
-        own.add("mtp")
+    2. a row measured on this target (qwen3-30b-a3b's EAGLE-3, deepseek-v3's MTP);
+    1. MTP on a model that ships MTP layers, with DeepSeek-V3's rows (deepseek-v3.2, glm-4.7-flash): the model's
+       own drafter, measured on a sibling;
+    0. a head whose only row is another target's (Llama-3.1-8B's EAGLE-3, Vicuna-7B's EAGLE-1/2): no such head is
+       published for this target, and its acceptance is another model's.
+
+    A family below the best level present is left out, unless --acceptance reaches it or it is named. Where every
+    family is at one level, every one keeps its fallback."""
+    from speedplan.plan.defaults import HEADS, MTP_SOURCE, head_row_for, mtp_row_for
+
+    levels = {f: 2 if head_row_for(f, target.name) else 0
+              for f in {REGISTRY[n].family_name() for n in names} & {"eagle", "eagle3"}}
+    if "mtp" in names and target.mtp_layers > 0:
+        levels["mtp"] = 2 if mtp_row_for(target.name) else 1
+    best = max(levels.values(), default=0)
+    above = {2: "has its own", 1: "runs the model's own MTP layers (on DeepSeek-V3's rows)"}
     out = {}
     for name in names:
         family = REGISTRY[name].family_name()
         given = acceptance is not None and (not isinstance(acceptance, dict) or bool(_acceptance_keys(acceptance, name)))
-        if family in heads - own and own and not given:
+        if family not in levels or levels[family] >= best or given:
+            continue
+        if family == "mtp":
+            row = "DeepSeek-V3's, " + MTP_SOURCE.split(": ", 1)[-1].split(", DeepSeek-V3, ")[0]
+            whose = f"the mtp rows are {row}"
+        else:
             row = next(p.row for p in HEADS if p.family == family and p.target is None)
-            out[name] = (f"no published acceptance for {target.name} (the {family} family's row is another target's: "
-                         f"{row.split(': ', 1)[-1]}), while {', '.join(sorted(own))} has its own; name it "
-                         f"(--mechanism {name}) or give its acceptance (--acceptance {name}:...) to price it")
+            whose = f"the {family} family's row is another target's: {row.split(': ', 1)[-1]}"
+        better = sorted(f for f, v in levels.items() if v == best)
+        out[name] = (f"no published acceptance for {target.name} ({whose}), while {', '.join(better)} "
+                     f"{above[best]}; name it (--mechanism {name}) or give its acceptance (--acceptance {name}:...) to "
+                     "price it")
     return out
 
 

@@ -57,7 +57,21 @@ def test_a_model_whose_own_mtp_is_measured_leaves_borrowed_heads_out():
     assert {"mtp", "eagle3"} == _labels(named)
 
 
-def test_mtp_borrowed_from_deepseek_v3_does_not_leave_heads_out():
-    """glm-4.7-flash's MTP default is DeepSeek-V3's rows (not its own): it does not count as own."""
+def test_mtp_borrowed_from_deepseek_v3_gives_way_to_a_head_measured_on_the_target():
+    """glm-4.7-flash's MTP default is DeepSeek-V3's rows (not its own), its EAGLE-3 row its own (SafeAILab/EAGLE PR
+    #330): a default sweep planned every engine MTP on DeepSeek-V3's numbers (a review, stop 61)."""
     r = speedplan.sweep("glm-4.7-flash", "h200-sxm", **GRID)
-    assert "mtp" in _labels(r) and {"eagle3", "eagle3-tree"} <= _labels(r)
+    assert "mtp" not in _labels(r) and {"eagle3", "eagle3-tree"} <= _labels(r)
+    assert r.meta["skipped"]["mtp"].startswith("no published acceptance for glm-4.7-flash (the mtp rows are "
+                                               "DeepSeek-V3's, ")
+    assert "while eagle3 has its own" in r.meta["skipped"]["mtp"]
+    assert "mtp" in _labels(speedplan.sweep("glm-4.7-flash", "h200-sxm", mechanisms=["mtp", "eagle3"], **GRID))
+
+
+def test_a_models_own_mtp_layers_on_a_siblings_rows_outrank_another_targets_head():
+    """deepseek-v3.2 ships an MTP layer, measured on DeepSeek-V3; no EAGLE head is published for it: a default sweep
+    planned it an EAGLE-3 tree on Llama-3.1-8B's AL 6.13, 3.86x on 8 B200s (a review, stop 61)."""
+    r = speedplan.sweep("deepseek-v3.2", "b200", tp=8, **GRID)
+    heads = {"eagle", "eagle-tree", "eagle3", "eagle3-tree"}
+    assert heads <= set(r.meta["skipped"]) and not heads & _labels(r) and "mtp" in _labels(r)
+    assert "while mtp runs the model's own MTP layers (on DeepSeek-V3's rows)" in r.meta["skipped"]["eagle3"]
