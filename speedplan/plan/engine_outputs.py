@@ -182,8 +182,12 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
         at = rows[rows["context"] == context].sort_values("batch") if len(rows) else rows
         per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best), int(r.runs_at_batch))
                           for r in at.itertuples())
+        others = rows[rows["context"] != context].sort_values(["context", "batch"]) if len(rows) else rows
+        other_contexts = tuple((int(r.context), int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best),
+                                int(r.runs_at_batch)) for r in others.itertuples())
         common = dict(model=meta["model"].get("serve_as", meta["model"]["model"]), tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
-                      per_batch=per_batch, context=context, priced_by=plan.engine_profile, sources=sources, engine=name,
+                      per_batch=per_batch, other_contexts=other_contexts, context=context, priced_by=plan.engine_profile,
+                      sources=sources, engine=name,
                       contexts=tuple(sorted(int(c) for c in set(rows["context"]))) if len(rows) else (),
                       context_fit=_context_fit(result, name, plan))
         if plan.mechanism == "none":

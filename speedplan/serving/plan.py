@@ -124,6 +124,7 @@ class ServingPlan:
     mode: str = ""  # how the engine gets the schedule when it has several ways ("adaptive" for SGLang)
     draft_tp: int | None = None  # draft model's tensor parallel size (None: the target's)
     per_batch: tuple = ()  # planner rows for the comment: (batch, D, speedup, loss_vs_best[, runs_at_batch: 0 = nothing fits])
+    other_contexts: tuple = ()  # the same rows at the plan's other contexts: (context, batch, D, speedup, loss, runs_at_batch)
     context: int | None = None  # context length (tokens) the plan was made for, for comments
     contexts: tuple = ()  # every context (tokens) the plan's one D per batch size was chosen over, when several
     unsupported: tuple = ()  # swept mechanisms this engine cannot run (said where the plan is off)

@@ -21,7 +21,8 @@ def positions_note(plan: ServingPlan) -> list[str]:
             f"{ENGINE_PAST_POSITIONS.get(plan.engine or '', 'past them it was not measured')}. Keep requests within "
             f"{n:,} tokens less 1 + twice the speculative tokens (the tokens a step verifies, then the ones it "
             f"drafts), or serve a drafter that holds your context "
-            f"(speedplan priced this plan at context {plan.context})."]
+            f"(speedplan priced this plan at context "
+            f"{', '.join(map(str, plan.contexts)) if len(plan.contexts) > 1 else plan.context})."]
 
 
 def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) -> str:
@@ -58,16 +59,20 @@ def header(plan: ServingPlan, version: str, expressed: str, notes: list[str]) ->
         lines.append(f"Speedups from {plan.sources}.")
     if plan.per_batch:
         over = (f" over contexts {', '.join(map(str, plan.contexts))} tokens, one D per batch size for all; "
-                f"the table is at context {plan.context}" if len(plan.contexts) > 1 else
+                f"the table is at context {plan.context}, then at each other" if len(plan.contexts) > 1 else
                 f" at context {plan.context} tokens" if plan.context else "")
         lines.append("Planned for this engine" + over
                      + " (loss: against the best this engine could reach at that batch size):")
         lines.append("  batch    D  speedup  loss")
         loaded = " with the drafter loaded" if plan.mechanism != OFF else ""
-        lines += [f"  {int(b):>5}  {int(d):>3}  {float(sp):>6.2f}x  {100 * float(loss):>4.1f}%"
-                  + (_off_note([loss], warm=plan.drafter_kept_warm) if int(d) == 0 else "")
-                  + (f"  (runs {runs_at} sequences, the most that fit{loaded}; the rest wait)" if 0 < runs_at < b else "")
-                  for b, d, sp, loss, runs_at in _rows(plan)]
+        row = (lambda b, d, sp, loss, runs_at: f"  {int(b):>5}  {int(d):>3}  {float(sp):>6.2f}x  {100 * float(loss):>4.1f}%"
+               + (_off_note([loss], warm=plan.drafter_kept_warm) if int(d) == 0 else "")
+               + (f"  (runs {runs_at} sequences, the most that fit{loaded}; the rest wait)" if 0 < runs_at < b else "")
+               + ("  (slower than plain decoding)" if 0 < float(sp) < 1 and int(d) > 0 else ""))
+        lines += [row(*r) for r in _rows(plan)]
+        for ctx in sorted({int(r[0]) for r in plan.other_contexts}):
+            lines.append(f"  at context {ctx}:")
+            lines += [row(*r[1:]) for r in plan.other_contexts if int(r[0]) == ctx]
     from speedplan.serving import launch_ranges
 
     ranges, routed = launch_ranges(plan.engine, plan.schedule, plan.mode, plan.spec_max_running)

@@ -97,8 +97,9 @@ def _notes(plan: ServingPlan, cfg: dict) -> list[str]:
         notes.append("the shipped vllm engine profile describes 2025 releases, whose speculative steps could not overlap "
                      "host work with the GPU (overlap_spec 0); async scheduling with EAGLE/MTP speculation arrived in "
                      "v0.14 (vLLM PR #31998), so on the release this file is for, speculation may lose less at large "
-                     "batch sizes than priced above and the planned D may fall or switch off earlier than it needs "
-                     "to: sweep with --engine vllm-async (that overlap assumed, not measured) to see the other side, "
+                     "batch sizes than priced above (where this plan switches off it may still gain), while the best D "
+                     "there may be shorter (with host work hidden, a longer draft's extra verify work weighs more): "
+                     "sweep with --engine vllm-async (that overlap assumed, not measured) to see the other side, "
                      "and calibrate on your own runs (speedplan calibrate --engine vllm ...) and sweep with the result.")
     notes.append("the schedule is by batch size only: vLLM 0.33 accepts [start, end, K] entries; context-aware "
                  "[bs_lo, bs_hi, ctx_lo, ctx_hi, K] entries exist only in open RFC #48627 / PR #48944, so they are "
