@@ -23,7 +23,8 @@ SCRAPE = "".join(f'vllm:spec_decode_{name}_total{{engine="0",model_name="{MODEL}
 
 
 def _calibrate(*files, **kw):
-    return calibrate_files("llama-3.1-8b", "h100-sxm", kw.pop("tp", 1), "vllm", [str(f) for f in files], **kw)
+    return calibrate_files("llama-3.1-8b", "h100-sxm", kw.pop("tp", 1), kw.pop("engine", "vllm"), [str(f) for f in files],
+                           **kw)
 
 
 def _one_line(proc, *words):
@@ -182,7 +183,7 @@ def test_a_row_slower_than_any_engine_term_can_make_it_is_refused(cli, tmp_path)
     f.write_text(json.dumps({"batch_size": 1, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_length": 2.8,
                              "step_time": 9.5}) + "\n")
     with pytest.raises(SpeedplanInputError, match=r"output.jsonl:1: field 'step_time' .* slower than any engine"):
-        _calibrate(f)
+        _calibrate(f, engine="sglang")
     runs = tmp_path / "runs.csv"
     runs.write_text(RUNS.replace("4.2", "4200"))  # µs for ms
     out = tmp_path / "x.json"
@@ -208,7 +209,7 @@ def test_the_sglang_drafter_option_takes_the_names_users_write(tmp_path):
     f = tmp_path / "output.jsonl"
     f.write_text(json.dumps({"batch_size": 4, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_length": 2.6,
                              "step_time": 0.0093}) + "\n")
-    assert [r["mechanism"] for r in _calibrate(f, mechanism="EAGLE-3").rows] == ["eagle3"]
+    assert [r["mechanism"] for r in _calibrate(f, mechanism="EAGLE-3", engine="sglang").rows] == ["eagle3"]
 
 
 def test_the_all_rows_too_fast_refusal_names_a_file_row_and_field(tmp_path, capsys):

@@ -166,6 +166,7 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
     from speedplan.serving import check_runs_on
 
     check_runs_on(base, setting.cost.hardware)  # TensorRT-LLM's terms fitted on an MI300X: no sweep could use them
+    _check_engine(rows, base)
     check_setting(rows, setting)
     repeats = check_consistent(rows, base.spec_max_running)  # notes on repeats far apart but kept
     check_speedups(rows)
@@ -190,6 +191,20 @@ def _fit(engine, rows: list[Measurement], setting: Setting, free, name, describe
                              f"base profile {base.name} ({base.engine} {base.version}).",
                              fit={**p.fit, "base_version": base.version, "base_description": base.description})
     return result
+
+
+def _check_engine(rows: list[Measurement], base: EngineProfile) -> None:
+    """Refuse rows a file shows another engine ran than `base` describes (SGLang's bench_speculative.py launches
+    SGLang servers; a bench_serving line with server_info was an SGLang server's): fitted into a vLLM profile, SGLang's
+    host work would be priced as vLLM's and its launch files would be vLLM's."""
+    from speedplan.plan.engine_outputs import serving_engine
+
+    family = serving_engine({"engine_family": base.engine})
+    other = next((m for m in rows if m.engine and family and m.engine != family), None)
+    if other is not None:
+        raise SpeedplanInputError(f"{other.where}: a run of {other.engine} (the file shows it), and --engine {base.name} "
+                                  f"describes {base.engine}: calibrate from a profile of the engine that ran it "
+                                  f"(--engine {other.engine}, or your own calibrated from it)")
 
 
 def _is_metrics(path: Path) -> bool:

@@ -356,14 +356,21 @@ def read_sglang_bench(path: Path, lines: list[str], mechanism: str) -> list[Meas
             quantity="step_ms", value=number_field(rec, "step_time", where) * 1e3,
             acceptance_length=number_field(rec, "acc_length", where) if steps else None, where=where, tree_nodes=nodes,
             temperature=number_field(rec, "temperature", where, required=False) or 0.0,  # the script's: greedy
-            max_running=number_field(rec, "batch_size", where, True),
+            max_running=number_field(rec, "batch_size", where, True), engine="sglang",  # it launches SGLang servers
             names=(("batch", "batch_size"), ("max_running_requests", "batch_size"), ("draft_len", "steps"),
                    ("step_ms", "step_time"), ("acceptance_length", "acc_length"), ("tree_nodes", "num_draft_tokens"),
                    ("context", context_field)),
-            notes=(CONTEXT_SAID["completion_tokens"].format(prompt=BENCH_SPECULATIVE_PROMPT_TOKENS,
-                                                           output=BENCH_SPECULATIVE_OUTPUT_TOKENS),)
-            if context_field == "completion_tokens" else ()))
+            notes=((CONTEXT_SAID["completion_tokens"].format(prompt=BENCH_SPECULATIVE_PROMPT_TOKENS,
+                                                            output=BENCH_SPECULATIVE_OUTPUT_TOKENS),)
+                   if context_field == "completion_tokens" else ()) + ((drafter_said(mechanism),) if steps else ())))
     return out
+
+
+def drafter_said(mechanism: str) -> str:
+    """The note on a speculative bench_speculative.py row: the file does not record its drafter."""
+    return (f"the file does not record which drafter ran: priced as {mechanism.split(':')[0]} (--mechanism names it; "
+            "the script at sglang commit 01d2a3d0d57b launched --speculative-algorithm EAGLE, an EAGLE-1/2 head: "
+            "--mechanism eagle; later versions pass your own --speculative-algorithm)")
 
 
 # bench_speculative.py sends its eight fixed prompts, cycled, each asking for 512 output tokens

@@ -98,6 +98,7 @@ class Measurement:
     hardware: str | None = None  # the GPU a CSV row names (its gpu column), checked against --hardware
     notes: tuple[str, ...] = ()  # how the reader read it where the file did not say (a derived context), printed
     temperature: float = 0.0  # the run's sampling temperature (0 = greedy)
+    engine: str | None = None  # the serving engine the file shows ran it ("sglang": an SGLang server's own fields); None: not said
 
     def running(self, spec_cap: float = 0.0, speculative: bool | None = None) -> int:
         """Requests one step of this run ran: min(batch, cap), the cap the row states

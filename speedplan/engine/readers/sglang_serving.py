@@ -290,7 +290,7 @@ def read_sglang_serving_run(path: Path, line: int, rec, acceptance=no_acceptance
     m = Measurement(
         mechanism=mech, batch=batch, draft_len=draft_len, context=context, quantity=quantity, value=value,
         acceptance_length=al, where=where, tree_nodes=nodes, max_running=cap,
-        temperature=_number(temperature, temperature_name, where) or 0.0,
+        temperature=_number(temperature, temperature_name, where) or 0.0, engine="sglang" if info else None,
         tp=_number(info.get("tp_size"), "server_info.tp_size", where, True),
         model=model if isinstance(model, str) else None,
         names=(("batch", batch_field), (quantity, value_field), ("acceptance_length", al_name),
