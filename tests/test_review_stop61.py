@@ -47,3 +47,19 @@ def test_sglang_runs_are_not_fitted_into_a_vllm_profile(tmp_path, capsys):
     assert not (tmp_path / "v.json").exists()
     assert run(base + ["--engine", "sglang", "--out", str(tmp_path / "s.json")]) == 0
     assert "the file does not record which drafter ran: priced as eagle3" in capsys.readouterr().out
+
+
+def test_the_sweep_command_calibrate_prints_keeps_every_measured_draft_length():
+    """Runs of eagle3 at D = 3 (AL 3.0) and D = 5 (AL 3.6): the command passed al=3@3 alone, whose i.i.d. rate
+    priced D = 5 at AL 3.8, above what was measured (a review, stop 61)."""
+    from speedplan.engine.run_calibration import calibrate_rows, sweep_arguments
+    from speedplan.plan.acceptance_sources import parse_acceptance
+
+    rows = [{"mechanism": "none", "batch": b, "draft_len": 0, "context": 1024, "tpot_ms": t} for b, t in ((1, 7.9), (8, 8.6))]
+    rows += [{"mechanism": "eagle3", "batch": b, "draft_len": d, "context": 1024, "tpot_ms": t, "acceptance_length": al}
+             for b, d, t, al in ((1, 3, 3.1, 3.0), (8, 3, 3.6, 3.0), (1, 5, 2.8, 3.6), (8, 5, 3.4, 3.6))]
+    args = sweep_arguments(calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows), "llama-3.1-8b")
+    given = args[args.index("--acceptance") + 1]
+    assert given.startswith("eagle3:positions=")
+    acceptance = parse_acceptance(given.split(":", 1)[1])
+    assert abs(acceptance.chain_al(3) - 3.0) < 0.03 and abs(acceptance.chain_al(5) - 3.6) < 0.03

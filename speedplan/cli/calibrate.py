@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -72,13 +73,18 @@ def calibrate(
                                   + f"), so no engine term fits them and {out} is not written: "
                                   "check --model, --hardware, --tp and the quantity each column holds, or add "
                                   "--fit kernel_scale if this machine's kernels are faster than the profile's")
-    write_profile(result.profile, out)
-    typer.echo(render_calibration(result))
+    report = [render_calibration(result)]
     args = sweep_arguments(result, model)
-    for note in tree_acceptance(result, args):  # a tree's measured AL, which no --acceptance form takes
-        typer.echo(f"  note: {note}")
+    report += [f"  note: {note}" for note in tree_acceptance(result, args)]  # a tree's AL, which no --acceptance takes
     measured = " and acceptance" if "--acceptance" in args else ""
     setting = ["--model", model, "--hardware", hardware] + (["--tp", str(tp)] if tp != 1 else [])
-    typer.echo(f"engine profile: {out} (plan with it, on your runs' setting, at their context{measured}: speedplan "
-               f"sweep {shlex.join(setting)} --engine {shlex.quote(str(out))} {shlex.join(args)}"
-               + ("; without --acceptance the sweep prices published acceptance)" if measured else ")"))
+    report.append(f"engine profile: {out} (plan with it, on your runs' setting, at their context{measured}: speedplan "
+                  f"sweep {shlex.join(setting)} --engine {shlex.quote(str(out))} {shlex.join(args)}"
+                  + ("; without --acceptance the sweep prices published acceptance)" if measured else ")"))
+    write_profile(result.profile, out)
+    try:  # a report that cannot be printed (a full disk behind stdout) leaves no profile behind its error
+        typer.echo("\n".join(report))
+        sys.stdout.flush()
+    except OSError:
+        out.unlink(missing_ok=True)
+        raise

@@ -294,3 +294,17 @@ def fit_acceptance_rates(base: EngineProfile, rows: list[Measurement], setting: 
         return rows, RateFit({}, {}), f"--fit-acceptance: {why}; none fitted"
     fit = fit_rates(base, [(m, setting) for m in rows], unmeasured, free)
     return with_fitted(rows, unmeasured, fit.shapes), fit, rate_note(rows, unmeasured, fit)
+
+
+def shape_from_lengths(lengths: dict[int, float]) -> tuple[float, float]:
+    """(p_1, decay) of the chain whose acceptance length at each draft length D is `lengths[D]` (measured ALs at two
+    or more D, the bonus token counted), least squares over the ALs: what `sweep_arguments` writes where runs
+    measured a chain at several draft lengths, so that the sweep prices every D as they measured, not as one D's
+    i.i.d. rate extrapolates."""
+    from scipy.optimize import least_squares
+
+    ds = np.array(sorted(lengths), dtype=int)
+    measured = np.array([lengths[d] for d in ds], dtype=float)
+    fit = least_squares(lambda x: chain_al(x[0], x[1], ds) - measured, x0=[0.7, 0.95],
+                        bounds=([1e-6, 1e-6], [1.0 - 1e-9, 1.0]))
+    return float(fit.x[0]), float(fit.x[1])

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.engine.calibrate import FOLDS, LOO_ROWS, Calibration, Setting, bound_side, calibrate
-from speedplan.engine.calibration_acceptance import (SWEEP_DEPTH, Unmeasured, fit_acceptance_rates, shape_text,
-                                                     sweep_acceptance)
+from speedplan.engine.calibration_acceptance import (SWEEP_DEPTH, Unmeasured, fit_acceptance_rates, shape_from_lengths,
+                                                     shape_text, sweep_acceptance)
 from speedplan.engine.calibration_checks import (check_distinct, check_models, check_reachable,
                                                  check_setting, check_speedups)
 from speedplan.engine.calibration_notes import one_sided, outliers
@@ -354,7 +354,9 @@ def sweep_arguments(result: Calibration, model: str | None = None) -> list[str]:
     """What `speedplan sweep` needs besides --engine to plan for the runs calibrated on: their
     contexts (--context; the median where they span more than three) and each chain mechanism's
     measured acceptance length at the draft length most of its runs used (--acceptance
-    MECH:al=A@D; a tree's AL is not a chain's, so trees are left to ranks= or a trace), both of the
+    MECH:al=A@D), or, where its runs measured two or more draft lengths, the per-position rates
+    whose chain gives each (`shape_from_lengths`: --acceptance MECH:positions=...; a tree's AL is not
+    a chain's, so trees are left to ranks= or a trace), both of the
     runs at the temperature most of them sampled at (--temperature T where above 0). Where an
     acceptance is given, --mechanism names the mechanisms the runs measured: `eagle3:` would also
     reach the EAGLE-3 tree, whose AL a chain's does not give (it would be extrapolated)."""
@@ -380,6 +382,8 @@ def sweep_arguments(result: Calibration, model: str | None = None) -> list[str]:
     for mech, by_d in sorted(runs.items()):
         d = max(by_d, key=lambda k: (len(by_d[k]), k))
         fitted = result.acceptance_shapes.get(mech)  # acceptance fitted (--fit-acceptance): its shape, as the rows were priced
+        if fitted is None and len(by_d) > 1:  # measured at several D: their shape, not one D's i.i.d. extrapolation
+            fitted = shape_from_lengths({k: float(np.mean(v)) for k, v in by_d.items()})
         args += ["--acceptance", sweep_acceptance(mech, fitted, max(SWEEP_DEPTH, *by_d)) if fitted is not None
                  else f"{mech}:al={np.mean(by_d[d]):.3g}@{d}"]
     if runs:
