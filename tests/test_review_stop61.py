@@ -63,3 +63,24 @@ def test_the_sweep_command_calibrate_prints_keeps_every_measured_draft_length():
     assert given.startswith("eagle3:positions=")
     acceptance = parse_acceptance(given.split(":", 1)[1])
     assert abs(acceptance.chain_al(3) - 3.0) < 0.03 and abs(acceptance.chain_al(5) - 3.6) < 0.03
+
+
+def test_a_calibration_whose_report_cannot_be_printed_leaves_no_profile(tmp_path):
+    """stdout on a full disk: exit 2 with 'writing output', and the profile it had already written stayed."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    runs = tmp_path / "runs.csv"
+    runs.write_text("mechanism,batch,draft_len,context,tpot_ms,acceptance_length\n"
+                    "none,1,0,1024,7.9,\nnone,8,0,1024,8.6,\neagle3,1,3,1024,3.1,3.0\neagle3,8,3,1024,3.6,3.0\n")
+    out = tmp_path / "p.json"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "speedplan.entry", "calibrate", "--model", "llama-3.1-8b",
+                               "--hardware", "h100-sxm", "--measurements", str(runs), "--out", str(out)],
+                              stdout=full, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 2 and "No space left on device" in proc.stderr and not out.exists()
