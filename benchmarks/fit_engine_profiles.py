@@ -76,6 +76,29 @@ def same_terms(shipped: dict, fitted: dict) -> bool:
         math.isclose(shipped[t]["value"], fitted[t]["value"], rel_tol=TERM_RTOL, abs_tol=1e-9) for t in shipped)
 
 
+def differences(shipped, fitted, where: str = "") -> list[str]:
+    """Where a shipped profile's JSON differs from what the fit writes now: every field, its sources, fit rows,
+    residuals and held-out notes as well as its terms (a stale source text had passed a check of the values alone),
+    numbers within TERM_RTOL, the "created" stamps left out."""
+    if isinstance(shipped, dict) and isinstance(fitted, dict):
+        keys = (shipped.keys() | fitted.keys()) - {"created"}
+        return [d for k in sorted(keys) for d in (differences(shipped.get(k), fitted.get(k), f"{where}.{k}")
+                                                  if k in shipped and k in fitted else [f"{where}.{k}: only in one"])]
+    if isinstance(shipped, list) and isinstance(fitted, list):
+        if len(shipped) != len(fitted):
+            return [f"{where}: {len(shipped)} items, the fit writes {len(fitted)}"]
+        return [d for i, (a, b) in enumerate(zip(shipped, fitted)) for d in differences(a, b, f"{where}[{i}]")]
+    numbers = (int, float)
+    if isinstance(shipped, numbers) and isinstance(fitted, numbers) and not isinstance(shipped, bool):
+        return [] if math.isclose(shipped, fitted, rel_tol=TERM_RTOL, abs_tol=1e-9) else [f"{where}: {shipped} -> {fitted}"]
+    if shipped == fitted:
+        return []
+    a, b = str(shipped), str(fitted)
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))  # where they part
+    start = max(at - 20, 0)
+    return [f"{where}: ...{a[start:at + 40]!r} -> ...{b[start:at + 40]!r}"]
+
+
 # Shipped profiles derived from a fitted one: name -> (the fitted profile, {term: value}, the terms' source,
 # version, description). vLLM schedules speculative steps asynchronously by default since v0.14 (PR #31998,
 # January 2026; 0.33.0: vllm/config/vllm.py, async_scheduling None -> True; with the V1 model runner not for
@@ -235,9 +258,10 @@ def main(argv=None) -> int:
                 status = 1
                 continue
             shipped = json.loads(path.read_text())
-            same = same_terms(shipped["terms"], data["terms"]) and shipped.get("memory") == data.get("memory")
-            print(f"{path.name}: {'matches the fit' if same else 'DIFFERS from the fit'}")
-            status |= not same
+            diffs = differences(shipped, json.loads(json.dumps(data, ensure_ascii=False)))
+            print(f"{path.name}: " + ("matches the fit (every field)" if not diffs else
+                                      f"DIFFERS from the fit at {len(diffs)} field(s): " + "; ".join(diffs[:5])))
+            status |= bool(diffs)
         else:
             path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
             print(f"wrote {path}")

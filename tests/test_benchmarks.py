@@ -151,6 +151,26 @@ def test_the_fit_check_allows_float_order_not_a_changed_term(monkeypatch):
     assert not same_terms(shipped, {t: v for t, v in shipped.items() if t != "host_step_us"})
 
 
+def test_the_fit_check_compares_every_field_not_the_values_alone(monkeypatch):
+    """A term's source citing a file no reader has (/work/research/engines.md) passed --check, which compared the
+    values alone (a review, stop 61): every field is compared now, the stamps left out."""
+    import json
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from fit_engine_profiles import differences
+
+    shipped = json.loads((BENCHMARKS.parent / "speedplan/specs/presets/engines/trtllm.json").read_text())
+    assert differences(shipped, json.loads(json.dumps(shipped))) == []
+    assert differences(shipped, {**shipped, "created": "another day"}) == []
+    nudged = json.loads(json.dumps(shipped))
+    nudged["terms"]["launch_us"]["value"] *= 1 + 1e-7
+    assert differences(shipped, nudged) == []
+    stale = json.loads(json.dumps(shipped))
+    stale["terms"]["overlap_spec"]["source"] += " (an old note)"
+    [said] = differences(shipped, stale)
+    assert said.startswith(".terms.overlap_spec.source: ...") and "(an old note)" in said
+
+
 @pytest.mark.skipif(not SHARED_CASES.exists(), reason="../shared/cases (the fit's rows) is not next to this checkout")
 def test_fit_engine_profiles_by_source_predicts_each_source_from_the_others():
     shipped = {p.name: p.read_bytes() for p in (BENCHMARKS.parent / "speedplan/specs/presets/engines").glob("*.json")}

@@ -6,7 +6,7 @@ them without importing any of the package's Python (`importlib.util.find_spec` l
 folder; pyarrow reads the files) and returns them as speedplan columns, latency in µs.
 
 What the tables mean (checked against the upstream collectors and loaders; see
-/work/research/aic/REPORT.md §2, and docs/profiles.md):
+docs/profiles.md):
 
 - `latency` is milliseconds per call (mean of CUDA-graph replays) in every table;
 - GEMM rows are C[m, n] = A[m, k] · W[k, n]; `fp8` is per-tensor scaled (vLLM's

@@ -19,7 +19,7 @@ Worked number (H100, 32 heads / 8 KV heads / d 128, b = 8, q = 4, L = 8192; vLLM
 T_dec = 100.5 µs, T_ctx ≈ 7,200 µs, w = (32,762 − 8,192) / (33,558,528 − 8,192) = 7.3e-4,
 so T = 100.5 + 7.3e-4 · 7,100 = 105.7 µs.
 
-Uncertainty (/work/research/aic/REPORT.md §6, on the three systems' tables): for q = 2..16
+Uncertainty (docs/profiles.md, "Uncertainty"; on the three systems' tables): for q = 2..16
 this model sits 2-22% above T_once (median 1.02 at q = 2, 1.19-1.22 at q = 16). The upper bound
 is AIConfigurator's own rule, T_dec(b · q, L) (every draft token read as its own sequence),
 1.26× T_once at q = 2 and 4.4× at q = 16. Nothing measured separates these; a q_len sweep
