@@ -84,3 +84,17 @@ def test_a_calibration_whose_report_cannot_be_printed_leaves_no_profile(tmp_path
                                "--hardware", "h100-sxm", "--measurements", str(runs), "--out", str(out)],
                               stdout=full, stderr=subprocess.PIPE, text=True)
     assert proc.returncode == 2 and "No space left on device" in proc.stderr and not out.exists()
+
+
+def test_rows_of_another_board_of_the_same_gpu_are_refused(tmp_path, capsys):
+    """gpu 'H100 PCIe' was accepted for --hardware h100-sxm (SXM5): 2.0 against 3.35 TB/s, absorbed by the host terms
+    (a review, stop 61). An H100 of no stated board, or an SXM5, is still taken."""
+    head = "mechanism,batch,draft_len,context,tpot_ms,acceptance_length,gpu\n"
+    body = "none,1,0,1024,7.9,,{g}\nnone,8,0,1024,8.6,,{g}\neagle3,1,3,1024,3.1,3.0,{g}\neagle3,8,3,1024,3.6,3.0,{g}\n"
+    argv = ["calibrate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--measurements"]
+    for gpu, code in (("H100 PCIe", 2), ("NVIDIA H100 80GB HBM3", 0), ("H100 SXM5", 0)):
+        runs = tmp_path / f"{gpu.replace(' ', '_')}.csv"
+        runs.write_text(head + body.format(g=gpu))
+        assert run(argv + [str(runs), "--out", str(tmp_path / f"{runs.stem}.json")]) == code, gpu
+    err = capsys.readouterr().err
+    assert "field 'gpu' 'H100 PCIe' names a PCIe board, and --hardware h100-sxm is SXM" in err

@@ -137,6 +137,16 @@ def _gpu_family(name: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+_FORMS = {"pcie": r"pcie", "sxm": r"sxm\d?", "nvl": r"nvl"}  # a GPU's board: memory bandwidth and clocks differ
+_SHOWN = {"pcie": "PCIe", "sxm": "SXM", "nvl": "NVL"}
+
+
+def _form(text: str) -> str | None:
+    """The board a GPU's name or a preset's description names (PCIe, SXM, NVL), or None where it names none."""
+    found = [f for f, pattern in _FORMS.items() if re.search(rf"(?<![a-z0-9]){pattern}(?![a-z0-9])", text.lower())]
+    return found[0] if len(found) == 1 else None
+
+
 def check_setting(rows: list[Measurement], setting: Setting) -> None:
     """Rows whose own tp or gpu column names another setting than the one calibrated (--tp,
     --hardware), or two GPUs between them: a fit of one setting's terms to both would split the
@@ -155,6 +165,13 @@ def check_setting(rows: list[Measurement], setting: Setting) -> None:
             raise SpeedplanInputError(f"{m.where}: field {m._f('gpu')} {shown(m.hardware)} names another GPU than "
                                       f"--hardware {setting.cost.hardware.name}: calibrate fits the terms of one "
                                       "setting; give each GPU's rows with its own --hardware")
+        board, preset_board = _form(m.hardware), _form(setting.cost.hardware.description or "")
+        if ours is not None and board and preset_board and board != preset_board:  # H100 PCIe rows on h100-sxm
+            raise SpeedplanInputError(f"{m.where}: field {m._f('gpu')} {shown(m.hardware)} names a {_SHOWN[board]} "
+                                      f"board, and --hardware {setting.cost.hardware.name} is {_SHOWN[preset_board]} "
+                                      f"({setting.cost.hardware.description}): its memory bandwidth and clocks differ, "
+                                      "and the fitted terms would absorb it; give --hardware a hardware JSON of that "
+                                      "board (docs/extending.md: --hardware path/to/preset.json)")
         seen.setdefault(family, m)
         other = next((o for f, o in seen.items() if f != family), None)
         if other is not None:  # a --hardware of no preset's family: the rows still name one GPU
