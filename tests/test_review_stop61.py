@@ -98,3 +98,21 @@ def test_rows_of_another_board_of_the_same_gpu_are_refused(tmp_path, capsys):
         assert run(argv + [str(runs), "--out", str(tmp_path / f"{runs.stem}.json")]) == code, gpu
     err = capsys.readouterr().err
     assert "field 'gpu' 'H100 PCIe' names a PCIe board, and --hardware h100-sxm is SXM" in err
+
+
+def test_tensorrt_llm_runs_ngram_steps_without_overlap():
+    """TensorRT-LLM disables its overlap scheduler for NGram (support_overlap_scheduler() excludes it); its profile's
+    overlap_spec 1 had hidden an n-gram step's host work as for EAGLE-3 (a review, stop 61). host_draft_overlap 0
+    exposes it there; EAGLE-3 steps, and n-gram steps on vllm-async, keep theirs hidden."""
+    from speedplan.plan.sweep import sweep
+
+    def host_exposed(engine, mech):
+        f = sweep(mechanisms=[mech], batches=[1, 64], draft_lens=[0, 3], contexts=[1024], engine=engine).frame
+        rows = f[f["mechanism"] == mech]
+        return rows["t_host_exposed_s"].to_numpy(), rows["t_host_s"].to_numpy()
+
+    exposed, host = host_exposed("trtllm", "ngram")
+    assert (host > 0).all() and (exposed == host).all()
+    for engine, mech in (("trtllm", "eagle3"), ("vllm-async", "ngram")):
+        exposed, host = host_exposed(engine, mech)
+        assert (exposed < host).all(), (engine, mech)

@@ -1,10 +1,9 @@
 """Engine profiles: the terms of the engine step model for one serving engine, as data.
 
-A profile is a JSON file (`speedplan/specs/presets/engines/NAME.json`, or any path a user
-gives): the engine, the version it describes, and for every term of `TERMS` its value and
-where that came from (a fit with its rows and residuals, a document, a measurement, or a stated
-assumption). `speedplan calibrate` writes the same format. Adding an engine is one JSON file.
-Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in B.
+A profile is a JSON file (`speedplan/specs/presets/engines/NAME.json`, or any path a user gives): the engine,
+the version it describes, and for every term of `TERMS` its value and where that came from (a fit with its rows
+and residuals, a document, a measurement, or a stated assumption). `speedplan calibrate` writes the same format.
+Adding an engine is one JSON file. Every term has a unit and a physical meaning (`TERMS`); none is a polynomial in B.
 
     {"name": "vllm", "engine": "vLLM", "version": "...", "description": "...", "fit": {...},
      "terms": {"host_step_us": {"value": 950, "source": "fitted: ..."}, ...}}   # fit: calibrate's"""
@@ -101,6 +100,9 @@ TERMS: dict[str, TermSpec] = {
     "zero_draft_logits": TermSpec(
         "0 or 1", "whether that forward also computes the drafter's logits (1) or stops before its lm_head "
         "(0). Not fitted: how the engine's code runs", 0.0, 1.0),
+    "host_draft_overlap": TermSpec("0 or 1", "whether a speculative step whose drafter runs on the host (n-gram lookup) "
+        "overlaps host work as the engine's other speculative steps do (1: overlap_spec) or runs with the overlap "
+        "scheduler off (0). Not fitted: how the engine's code runs", 0.0, 1.0),
 }
 
 # Terms a profile file may leave out (files written before the term existed), with the value
@@ -115,20 +117,20 @@ OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
     "zero_draft_logits": (0.0, "default: no drafter logits in a step with draft length 0 (the profile does not say)"),
     "sample_passes_random": (0.0, "default: sampling at a temperature above 0 priced as greedy (the profile does not "
                                   "say)"),
+    "host_draft_overlap": (1.0, "default: steps drafted on the host overlap as the others (the profile does not say)"),
 }
 
 
 def running_requests(batch, speculative, spec_max_running: float) -> np.ndarray:
-    """Requests one step runs when `batch` are in flight: min(batch, spec_max_running) for a
-    speculative step of an engine with that cap (> 0), else batch. Worked example: SGLang's
-    cap 48, B = 64 → 48 for a speculative step, 64 for a plain one."""
+    """Requests one step runs when `batch` are in flight: min(batch, spec_max_running) for a speculative step of an
+    engine with that cap (> 0), else batch. SGLang's cap 48, B = 64 → 48 for a speculative step, 64 for a plain one."""
     batch = np.asarray(batch, dtype=float)
     capped = np.asarray(speculative, dtype=bool) & (spec_max_running > 0)
     return np.where(capped, np.minimum(batch, spec_max_running if spec_max_running > 0 else np.inf), batch)
 
 
 # engine settings the pricing applies as given (a cap; what a D = 0 step runs), never fitted
-SETTINGS = ("spec_max_running", "zero_draft_forward", "zero_draft_logits")
+SETTINGS = ("spec_max_running", "zero_draft_forward", "zero_draft_logits", "host_draft_overlap")
 SOURCE_KINDS = ("fitted", "document", "assumption", "measured", "starting point", "default")
 
 

@@ -13,7 +13,7 @@ Per target step:
     t_sample = (sample_passes_plain or _spec [+ sample_passes_random where requests sample at T > 0])
                · one pass over the target's logits + sample_passes_plain · one over the drafter's
     t_host = host_step_us + (host_seq_us [+ host_spec_seq_us]) · B + host_token_us · T
-    t      = t_gpu + t_host − min(overlap · t_host, t_gpu)
+    t      = t_gpu + t_host − min(overlap · t_host, t_gpu)   # overlap_spec × host_draft_overlap for n-gram
 
 with s = kernel_scale (this machine's kernels now over the profile's, 1 unless fitted),
 T = B tokens for a plain step and B·(1+D) (or B·(N+1)) for a speculative one, and
@@ -50,6 +50,7 @@ class StepParts:
     draft_tokens: positions the drafter proposes or scores per step (B·D for a chain);
     host_draft_s: drafting done on the host (n-gram lookup), seconds;
     speculative: whether the step drafts (it then takes overlap_spec and sample_passes_spec);
+    host_drafted: whether its drafter runs on the host (n-gram lookup: overlap_spec x host_draft_overlap);
     draft_ops_s: the drafting kernels alone (part of ops_s), seconds;
     temperature: the sampling temperature served (above 0 the sampler takes sample_passes_random
     more passes over the target's logits; 0: greedy)."""
@@ -67,6 +68,7 @@ class StepParts:
     speculative: np.ndarray
     draft_ops_s: np.ndarray
     temperature: np.ndarray | float = 0.0  # an array where calibrate gathers rows of several steps
+    host_drafted: np.ndarray | bool = False  # the drafter runs on the host (n-gram lookup): host_draft_overlap applies
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ def step_cost(terms: dict, parts: StepParts) -> StepCost:
     draft_s = (scale * (parts.draft_ops_s + terms["sample_passes_plain"] * parts.draft_pass_s)
                + (launch_s - verify_launch_s) + draft_host)
     return StepCost(scale * parts.ops_s, scale * sample, launch_s, draft_host, host,
-                    np.where(spec, terms["overlap_spec"], terms["overlap_plain"]), verify_s, draft_s)
+                    np.where(spec, terms["overlap_spec"] * np.where(parts.host_drafted, terms["host_draft_overlap"], 1.0),
+                             terms["overlap_plain"]), verify_s, draft_s)
 
 
 def without_drafting(parts: StepParts, dropped) -> StepParts:
@@ -169,7 +172,7 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
                      logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
                      mech.draft_rows(batch, draft_len, nodes), mech.host_draft_s(batch, draft_len),
                      np.ones(batch.shape, dtype=bool), np.broadcast_to(draft.total_s, batch.shape) + 0.0,
-                     temperature)
+                     temperature, np.full(batch.shape, bool(mech.drafts_on_host)))
 
 
 def zero_draft_parts(cost, target: ModelSpec, mech, batch, forward: ForwardCost, upkeep: ForwardCost,

@@ -41,6 +41,9 @@ class Mechanism:
     family: ClassVar[str] = ""
     # The spec `speedplan sweep --mechanism` reads, options in brackets ("" : the name alone).
     usage: ClassVar[str] = ""
+    # Its drafter runs on the host from the accepted tokens (n-gram lookup): engines may not overlap such steps
+    # (EngineProfile term host_draft_overlap).
+    drafts_on_host: ClassVar[bool] = False
 
     acceptance: Acceptance
     acceptance_source: str

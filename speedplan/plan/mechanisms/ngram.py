@@ -24,6 +24,7 @@ LOOKUP_US_PER_SEQ = 1.0
 @dataclass(frozen=True)
 class Ngram(Mechanism):
     name = "ngram"
+    drafts_on_host = True
     lookup_us: float = LOOKUP_US  # host lookup per step (µs) ...
     lookup_us_per_seq: float = LOOKUP_US_PER_SEQ  # ... plus this per sequence
 
