@@ -92,7 +92,7 @@ def test_an_engine_profile_error_names_the_file_once_and_a_device_is_no_file(tmp
     f = tmp_path / "mine.json"
     f.write_text(json.dumps(data))
     err = _error(capsys, ["engines", str(f)])
-    assert err == f"speedplan: error: engine profile {f}: launch_us = -5.0 outside 0..100 µs per kernel launch\n"
+    assert err == f"speedplan: error: engine profile {f}: launch_us = -5.0 outside 0..100 (µs per kernel launch)\n"
     assert "not a regular file" in _error(capsys, [*SMALL, "--engine", "/dev/null"])
     (tmp_path / "runs.csv").write_text("mechanism,batch\n")
     assert "(give a shipped profile's name" in _error(capsys, ["engines", str(tmp_path / "runs.csv")])

@@ -116,3 +116,75 @@ def test_tensorrt_llm_runs_ngram_steps_without_overlap():
     for engine, mech in (("trtllm", "eagle3"), ("vllm-async", "ngram")):
         exposed, host = host_exposed(engine, mech)
         assert (exposed < host).all(), (engine, mech)
+
+
+def test_rows_past_the_drafters_positions_are_marked_and_kept_out_of_the_al_sensitivity():
+    """The AL ±10% table gave the heads past their 2,048 positions three equal speedups and a wandering 'fastest D':
+    priced at AL 1, their acceptance moves nothing (a review, stop 61). sweep.csv marks those rows; the figures'
+    caption says so."""
+    from speedplan.plan.pick import sensitivity
+    from speedplan.plan.sweep import sweep
+    from speedplan.report.summary import short_provenance
+
+    r = sweep(mechanisms=["eagle3", "ngram"], batches=[1, 8], draft_lens=[0, 2, 4], contexts=[2000, 4096])
+    f = r.frame
+    past = f[f["past_positions"]]
+    assert set(past["mechanism"]) == {"eagle3"} and set(past["context"]) == {4096}
+    assert (past["acceptance_length"] == 1).all() and not f[f["mechanism"] == "none"]["past_positions"].any()
+    table = sensitivity(f, ["eagle3", "ngram"])
+    assert set(zip(table["mechanism"], table["context"])) == {("eagle3", 2000), ("ngram", 2000), ("ngram", 4096)}
+    caption = short_provenance(r)
+    assert "eagle3: published" in caption and "(AL 1 past its drafter's positions)" in caption
+    assert "ngram: published" in caption and caption.count("AL 1 past") == 1
+
+
+def test_plan_lines_weigh_and_place_their_losses(tmp_path, capsys):
+    """--batch-weights 1=4,8=2: the worst loss was B = 64's, which counts for nothing; with two contexts the line
+    said 'at B = 1, ... it is slower than plain decoding' where that held at one context only (a review, stop 61)."""
+    assert run(["sweep", "--batch-weights", "1=4,8=2", "--plan-for", "trtllm", "--out", str(tmp_path / "w")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  trtllm"))
+    assert "over the batch sizes --batch-weights counts (B=1" in line or "worst loss 0.0%" in line
+    assert "(B=64" not in line
+    assert run(["sweep", "--context", "1024,8192", "--plan-for", "vllm", "--out", str(tmp_path / "c")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  vllm"))
+    assert "at context 8192 it is slower than plain decoding" in line and ", context 8192):" in line
+
+
+def test_a_config_in_the_hugging_face_cache_is_named_by_its_repo_and_null_means_not_given(tmp_path):
+    """models--Qwen--Qwen3-30B-A3B/snapshots/COMMIT/config.json was named COMMIT, and a folder of the model's own
+    name got other defaults than the cache's; "num_key_value_heads": null was refused as missing, where Hugging Face
+    reads it as not given (a review, stop 61)."""
+    import shutil
+    from pathlib import Path
+
+    from speedplan.specs.model import get_model
+
+    config = Path(__file__).parent / "specs" / "configs" / "qwen3-30b-a3b.json"
+    cached = tmp_path / "models--Qwen--Qwen3-30B-A3B" / "snapshots" / "0123abc"
+    cached.mkdir(parents=True)
+    shutil.copy(config, cached / "config.json")
+    named = tmp_path / "Qwen3-30B-A3B"
+    named.mkdir()
+    shutil.copy(config, named / "config.json")
+    assert get_model(str(cached)).name == get_model(str(named)).name == "Qwen3-30B-A3B"
+    raw = json.loads(config.read_text())
+    given = get_model(str(config))
+    raw["num_key_value_heads"] = None
+    (tmp_path / "null.json").write_text(json.dumps(raw))
+    assert get_model(str(tmp_path / "null.json")).kv_heads == raw["num_attention_heads"] != given.kv_heads
+
+
+def test_calibrate_rows_takes_fit_acceptance_as_a_bool_and_bounds_read_with_their_unit():
+    """calibrate_rows(fit_acceptance="no") turned the acceptance fit on; a setting out of range read "outside 0..1 0
+    or 1" (a review, stop 61)."""
+    import pytest
+
+    from speedplan.engine.profile import get_engine
+    from speedplan.engine.run_calibration import calibrate_rows
+    from speedplan.errors import SpeedplanInputError
+
+    rows = [{"mechanism": "none", "batch": 1, "draft_len": 0, "context": 1024, "tpot_ms": 7.9}]
+    with pytest.raises(SpeedplanInputError, match="fit_acceptance must be True or False, got 'no'"):
+        calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, fit_acceptance="no")
+    with pytest.raises(SpeedplanInputError, match=r"host_draft_overlap = 7.0 outside 0..1 \(0 or 1\)$"):
+        get_engine("vllm").with_terms({"host_draft_overlap": 7}, "a test")

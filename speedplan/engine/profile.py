@@ -195,7 +195,7 @@ class EngineProfile:
                 raise SpeedplanInputError(f"engine profile {self.name}: unknown term {name!r}; terms: {', '.join(TERMS)}")
             if not spec.low <= term.value <= spec.high:
                 raise SpeedplanInputError(f"engine profile {self.name}: {name} = {term.value} outside "
-                                          f"{spec.low:g}..{spec.high:g} {spec.unit}")
+                                          f"{spec.low:g}..{spec.high:g} ({spec.unit})")
             if name in SETTINGS and term.value != int(term.value):
                 whole = "0 or 1" if spec.high == 1 else f"a whole number of {spec.unit}"
                 raise SpeedplanInputError(f"engine profile {self.name}: {name} = {term.value} must be {whole}")

@@ -107,6 +107,8 @@ def calibrate_rows(model: str, hardware: str, tp: int = 1, engine: str | EngineP
         sweep(engine=cal.profile)
     """
     free = _fit_terms(free, fit)  # fit=, as the CLI's --fit names it, was a TypeError
+    if not isinstance(fit_acceptance, (bool, np.bool_)):  # "no" is true: it had turned the fit on
+        raise SpeedplanInputError(f"calibrate: fit_acceptance must be True or False, got {fit_acceptance!r:.60}")
     where = lambda i: f"row {i}"
     if rows is None or isinstance(rows, (str, bytes)):
         raise SpeedplanInputError(f"calibrate: rows must be a list of measurements (dicts or Measurement records), "

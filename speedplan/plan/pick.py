@@ -237,8 +237,11 @@ def sensitivity(frame: pd.DataFrame, mechanisms, factor: float = 0.1) -> pd.Data
     speedup' = AL' · (R / B) · t_plain / t_step, as in the sweep (R: the requests a step runs,
     below B where an engine caps speculative steps). Worked example: best AL 3.0 → 3.3 needs k = 1.15, so a
     D = 1 row with AL 1.8 becomes 1.92. Columns: engine (the profile that priced the steps),
-    mechanism, batch, context, draft_len_low/mid/high, speedup_low/mid/high."""
+    mechanism, batch, context, draft_len_low/mid/high, speedup_low/mid/high. Rows past the drafter's
+    positions (`past_positions`: priced at AL 1 whatever the acceptance) are left out."""
     rows = frame[frame["feasible"] & frame["mechanism"].isin(list(mechanisms))]
+    if "past_positions" in rows:  # priced at AL 1 past the drafter's positions: no acceptance to move there
+        rows = rows[~rows["past_positions"].astype(bool)]
     if rows.empty:
         return pd.DataFrame(columns=["engine", "mechanism", "batch", "context"])
     keys = ["mechanism", "batch", "context"]

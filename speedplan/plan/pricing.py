@@ -30,7 +30,7 @@ from speedplan.specs.model import ModelSpec
 
 FRAME_COLUMNS = [
     "model", "hardware", "engine", "mechanism", "draft_len", "verify_tokens", "batch", "context", "tp",
-    "acceptance_length", "acceptance_source",
+    "acceptance_length", "acceptance_source", "past_positions",
     "running", "t_plain_s", "t_step_s", "t_verify_s", "t_draft_s", "t_sample_s", "t_launch_s", "t_draft_host_s", "t_host_s",
     "t_host_exposed_s",
     "t_gemm_s", "t_attention_s", "t_tree_mask_s", "t_comm_s", "t_elementwise_s",
@@ -108,7 +108,7 @@ def engine_rows(p: GridPricing, engine: EngineProfile, hardware: str, target: Mo
     return pd.DataFrame({
         "model": target.name, "hardware": hardware, "engine": engine_profile_name({"engine": engine.name, "engine_source": engine.origin}), "mechanism": name,
         "draft_len": D, "verify_tokens": width, "batch": B, "context": L, "tp": tp,
-        "acceptance_length": al, "acceptance_source": acc_src,
+        "acceptance_length": al, "acceptance_source": acc_src, "past_positions": dropped | wasted,
         "running": p.running, "t_plain_s": np.nan, "t_step_s": t_step, "t_verify_s": k * verify.total_s, "t_draft_s": k * draft_s,
         "t_sample_s": step.sample_s, "t_launch_s": step.launch_s, "t_draft_host_s": step.draft_host_s,
         "t_host_s": step.host_s,

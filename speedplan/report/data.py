@@ -110,7 +110,7 @@ def figure_set(result: "SweepResult", context: int) -> FigureSet:
                                                                   for m, g in grids.items()},
                                              tolerance=TIE_TOLERANCE), best_d=_best_d(result, context),
         breakdown=_breakdown(result, context), roofline=_roofline(result, context),
-        titles={"pareto": f"Pareto frontier: {head} (all contexts)",
+        titles={"pareto": f"Pareto frontier: {head}" + (" (all contexts)" if frame["context"].nunique() > 1 else f", {at}"),
                 "heatmap": f"Speedup over plain decoding, {head}, {at}",
                 "best_d": f"Best draft length per batch, {head}, {at}",
                 "breakdown": f"Step time of the picked configuration, {head}, {at}",

@@ -135,10 +135,12 @@ def heatmap_figure(grids: dict, stars: dict, tolerance: float, path: Path, capti
     nrows = max(1, -(-len(mechanisms) // ncols))
     panel_w, panel_h = 3.3, 2.45  # inches per panel slot, labels included
     natural = panel_w * ncols + 1.3
-    w, h = max(natural, CAPTION_WIDTH_IN + 0.2), panel_h * nrows + 1.1  # one panel: as wide as the caption and title
+    bottom_in = caption_pixels(caption).shape[0] / DPI + 0.35
+    # one panel: as wide as the caption and title; as tall as the panels above a caption of any length (a long one
+    # had pushed the top panels' names into the subtitle)
+    w, h = max(natural, CAPTION_WIDTH_IN + 0.2), panel_h * nrows + max(1.1, bottom_in + 0.3)
     x0 = (w - natural) / 2  # the panels and the colour bar centred in the extra width
     fig = canvas(w, h, caption)
-    bottom_in = caption_pixels(caption).shape[0] / DPI + 0.35
     board = fig.add_axes((0, 0, 1, 1))
     board.set_axis_off()
     board.set_autoscale_on(False)

@@ -207,7 +207,8 @@ def _sensitivity_section(result: "SweepResult", table: pd.DataFrame | None = Non
             "not the shortest draft within 1% that the recommendation table takes; a tree's D is its depth, at its "
             "best node count) and that speedup with every AL 10% lower and higher (step times unchanged: priced "
             f"with engine profile {_e(result.meta.get('engine', '?'))} and the latency named in the header). Measure "
-            "your own with --acceptance (a trace, a vLLM /metrics scrape or an SGLang log).</p>",
+            "your own with --acceptance (a trace, a vLLM /metrics scrape or an SGLang log). Steps past their "
+            "drafter's positions are left out: priced at AL 1, their acceptance moves nothing (the cautions).</p>",
             _html_table(rows, {"mechanism"})]
 
 

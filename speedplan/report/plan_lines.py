@@ -73,8 +73,11 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
                                              "not planned: its memory rule holds no sequence at any planned batch size"))
             continue
         per_b = p.rows.groupby("batch").agg(d=("draft_len", "first"), loss=("loss_vs_best", "max"))
+        weighted = p.rows[p.rows["weight"] > 0] if "weight" in p.rows and (p.rows["weight"] > 0).any() else p.rows
+        if len(weighted) < len(p.rows):  # --batch-weights leaves batch sizes out: their loss counts for nothing
+            per_b["loss"] = weighted.groupby("batch")["loss_vs_best"].max().reindex(per_b.index).fillna(0.0)
         worst = per_b["loss"].idxmax()
-        at = p.rows[p.rows["batch"] == worst].sort_values("loss_vs_best").iloc[-1]
+        at = weighted[weighted["batch"] == worst].sort_values("loss_vs_best").iloc[-1]
         where = f"B={worst}" + (f", context {at.context}" if several_contexts else "")
         best = setting_text(at.best_mechanism, at.best_draft_len, at.best_verify_tokens)
         if per_b["loss"].max() >= 0.9995:  # the plan's own setting does not fit there
@@ -82,7 +85,9 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
                        f"D = 0 with the {p.mechanism} drafter loaded")  # D = 0 does not unload it
             tail = f"worst loss 100% ({where}: {setting} does not fit in memory; {best} does)"
         elif per_b["loss"].max() > 0.0005:
-            tail = f"worst loss {100 * per_b['loss'].max():.1f}% ({where}: {best} reaches {at.best_speedup:.2f}x)"
+            tail = (f"worst loss {100 * per_b['loss'].max():.1f}%"
+                    + (" over the batch sizes --batch-weights counts" if len(weighted) < len(p.rows) else "")
+                    + f" ({where}: {best} reaches {at.best_speedup:.2f}x)")
         else:
             tail = "worst loss 0.0%"
         short = p.rows[(p.rows["runs_at_batch"] > 0) & (p.rows["runs_at_batch"] < p.rows["batch"])]
@@ -128,9 +133,11 @@ def _slower_than_plain(p, capped) -> str:
     why = ("its launch holds fewer sequences with the drafter loaded" if at.runs_at_batch < at.batch
            else "one setting serves every batch size and speculation cannot be turned off for some" if p.mode == "fixed"
            else "its schedule keeps drafting there (turning it off and on again costs more over the weighted batches)")
-    batches = sorted({int(b) for b in rows["batch"]})
-    return (f"; at B = {', '.join(map(str, batches))} it is slower than plain decoding "
-            f"({at.speedup:.2f}x at B={int(at.batch)}): {why}")
+    several = p.rows["context"].nunique() > 1  # say at which context: at another the same D may gain
+    where = "; ".join(f"B = {', '.join(map(str, sorted({int(b) for b in group['batch']})))}"
+                      + (f" at context {int(c)}" if several else "") for c, group in rows.groupby("context"))
+    return (f"; at {where} it is slower than plain decoding "
+            f"({at.speedup:.2f}x at B={int(at.batch)}" + (f", context {int(at.context)}" if several else "") + f"): {why}")
 
 
 def table_plan_note(result: "SweepResult", plans: dict) -> str | None:

@@ -1,7 +1,6 @@
-"""The terminal summary `speedplan sweep` prints, and the provenance lines every output carries:
-where the latencies came from (measured profile or datasheet roofline) and where acceptance
-came from. `speedplan.report.html` builds the page from the same pieces.
-"""
+"""The terminal summary `speedplan sweep` prints, and the provenance lines every output carries: where the
+latencies came from (measured profile or datasheet roofline) and where acceptance came from.
+`speedplan.report.html` builds the page from the same pieces."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ if TYPE_CHECKING:
 
 
 def report_context(frame: pd.DataFrame) -> int | None:
-    """The context length the per-context figures show: the one with most feasible rows
-    (all rows when none is feasible), ties to the first in sweep order."""
+    """The context the per-context figures show: most feasible rows (all rows where none is), ties to the first."""
     if frame.empty:
         return None
     rows = frame[frame["feasible"]] if frame["feasible"].any() else frame
@@ -127,12 +125,14 @@ def provenance(result: "SweepResult") -> str:
 
 
 def short_provenance(result: "SweepResult") -> str:
-    """The caption inside every figure: the same facts with each acceptance source cut to its
-    kind and the row it came from ('eagle3: published: "EAGLE-3 paper Tab.1"'; a default with no
-    row for the target adds how it got one: `short_acceptance`); text is the costliest thing to
-    draw, and report.html carries the full line."""
-    acceptance = result.meta.get("acceptance") or {}
-    parts = [f"{mech}: {short_acceptance(source)}" for mech, source in acceptance.items()]
+    """The caption inside every figure: the same facts with each acceptance source cut to its kind and the row it
+    came from ('eagle3: published: "EAGLE-3 paper Tab.1"'; a default with no row for the target adds how it got one:
+    `short_acceptance`; "AL 1 past its drafter's positions" where its rows are priced so, whatever that source says).
+    Text is the costliest thing to draw, and report.html carries the full line."""
+    acceptance, frame = result.meta.get("acceptance") or {}, result.frame
+    past = set(frame.loc[frame["past_positions"].astype(bool), "mechanism"]) if "past_positions" in frame else set()
+    parts = [f"{mech}: {short_acceptance(source)}" + (" (AL 1 past its drafter's positions)" if mech in past else "")
+             for mech, source in acceptance.items()]
     return (f"latency: {latency_source(result, notes=False)}; engine profile {engine_profile_name(result.meta)}; "
             f"acceptance: {'; '.join(parts) or 'not stated'}")
 

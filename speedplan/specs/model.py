@@ -1,9 +1,7 @@
-"""Model architecture, and the shipped presets (`speedplan.specs.hf_config` reads a Hugging
-Face config.json into one).
-
-`ModelSpec` holds what the cost model needs: layer shapes (dense GQA, MoE, MLA, sliding or chunked
-windows, linear and sparse attention), vocabulary, MTP layers. Parameter counts follow from the shapes
-(within 1% of the published totals), and weight and KV bytes from the same numbers the op list uses."""
+"""Model architecture, and the shipped presets (`speedplan.specs.hf_config` reads a Hugging Face config.json into one).
+`ModelSpec` holds what the cost model needs: layer shapes (dense GQA, MoE, MLA, sliding or chunked windows, linear
+and sparse attention), vocabulary, MTP layers. Parameter counts follow from the shapes (within 1% of the published
+totals), and weight and KV bytes from the same numbers the op list uses."""
 
 from __future__ import annotations
 
@@ -366,6 +364,8 @@ def get_model(name_or_path: str) -> ModelSpec:
         if not there:
             raise SpeedplanInputError(f"{clipped(key)}: no such file")
         name = path.parent.name if path.name == "config.json" else path.stem
+        if path.name == "config.json" and path.parent.parent.name == "snapshots":  # the Hugging Face cache's layout,
+            name = path.parent.parent.parent.name.split("--")[-1]  # models--ORG--NAME/snapshots/COMMIT: NAME, not COMMIT
         spec = from_hf_config(read_json(path), name=name or "custom", where=str(path))
         check_preset_name(spec, str(path))
         return spec

@@ -48,7 +48,8 @@ def test_cli_writes_a_profile_sweep_can_use(tmp_path):
             als = [m.acceptance_length for m in spec if m.mechanism == mech and m.draft_len == d]
             assert acceptance.chain_al(d) == pytest.approx(sum(als) / len(als), rel=0.06)
     rep = tmp_path / "rep"
-    s = runner.invoke(app, ["sweep", "--engine", str(out), "--mechanism", "eagle", "--batch", "1,16", "--out", str(rep)])
+    s = runner.invoke(app, ["sweep", "--engine", str(out), "--mechanism", "eagle", "--batch", "1,16", "--context", "2000",
+                            "--out", str(rep)])  # within the published head's 2,048 positions
     assert s.exit_code == 0, s.output
     assert "engine profile mine" in s.output
     # the terms this fit set are counted as fitted to these rows; those the base had fitted are named apart

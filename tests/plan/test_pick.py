@@ -53,7 +53,9 @@ def test_sensitivity_mid_is_the_sweeps_own_best_speedup_under_a_speculative_cap(
     from speedplan.plan.pick import sensitivity
     from speedplan.plan.sweep import sweep
 
-    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "ngram"], [1, 64, 256], [0, 2, 5], engine="sglang")
+    from tests._heads import long_heads
+
+    r = sweep("llama-3.1-8b", "h100-sxm", [*long_heads("eagle3"), "ngram"], [1, 64, 256], [0, 2, 5], engine="sglang")
     table = sensitivity(r.frame, ["eagle3", "ngram"]).set_index(["mechanism", "batch"])
     f = r.frame[r.frame.feasible & (r.frame.mechanism != "none")]
     best = f.groupby(["mechanism", "batch"])["speedup"].max()

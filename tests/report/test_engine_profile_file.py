@@ -17,7 +17,7 @@ from speedplan.plan.engine_plan import schedule_frame
 from speedplan.report.folder import write_outputs
 from speedplan.report.summary import short_provenance
 
-GRID = dict(mechanisms=["eagle3"], batches=(1, 8), draft_lens=(0, 2, 4))
+GRID = dict(mechanisms=["eagle3"], batches=(1, 8), draft_lens=(0, 2, 4), contexts=(2000,))  # within the head
 
 
 @pytest.fixture(scope="module")
