@@ -188,3 +188,18 @@ def test_calibrate_rows_takes_fit_acceptance_as_a_bool_and_bounds_read_with_thei
         calibrate_rows("llama-3.1-8b", "h100-sxm", 1, "vllm", rows, fit_acceptance="no")
     with pytest.raises(SpeedplanInputError, match=r"host_draft_overlap = 7.0 outside 0..1 \(0 or 1\)$"):
         get_engine("vllm").with_terms({"host_draft_overlap": 7}, "a test")
+
+
+def test_the_hardware_table_names_a_files_latency_as_the_sweep_does_and_bars_keep_their_names_apart(tmp_path):
+    """`speedplan hardware FILE` said "datasheet" where a sweep on it says the roofline and what it was fitted to; the
+    step breakdown's bars were labelled "draft-model:llama-3.2-1b" in one line each, running into each other (a
+    review, stop 61)."""
+    from speedplan.report.catalog import hardware_rows
+    from speedplan.report.figures import _bar_name
+    from speedplan.specs.hardware import PRESET_DIR
+
+    mine = tmp_path / "myh.json"
+    mine.write_text((PRESET_DIR / "h100-sxm.json").read_text().replace('"name": "h100-sxm"', '"name": "myh"'))
+    assert hardware_rows([str(mine)])[0]["latency"].startswith("datasheet roofline (roofline efficiencies fitted to ")
+    assert _bar_name("draft-model:llama-3.2-1b") == "draft-model:\nllama-3.2-1b" and _bar_name("eagle3") == "eagle3"
+    assert _bar_name("draft-model:/a/very/long/path/to/a/draft") == "draft-model:\n/a/very/long…"

@@ -173,7 +173,8 @@ def check(
 @app.command("roofline")
 def roofline(
     hardware: str = typer.Option(..., "--hardware", help="hardware preset, e.g. h200-sxm"),
-    out: str = typer.Option(..., "--out", help="profile folder to (over)write"),
+    out: str = typer.Option(..., "--out", help="profile folder to write (a roofline profile there is replaced; "
+                                               "a profile of another kind, or a folder of other files, is refused)"),
     grid: list[str] = typer.Option(["gpu"], "--grid", help="grid names as for `speedplan bench`"),
     device: str = typer.Option("cuda", "--device", help="whose grid shapes to use: cpu or cuda"),
 ) -> None:
@@ -196,7 +197,8 @@ def roofline(
 def derive(
     source: str = typer.Argument(..., help="measured profile folder, or the name of a shipped one (h200-sxm)"),
     hardware: str = typer.Option(..., "--hardware", help="target preset, e.g. h100-sxm"),
-    out: str = typer.Option(..., "--out", help="profile folder to (over)write"),
+    out: str = typer.Option(..., "--out", help="profile folder to write (a derived profile there is replaced; "
+                                               "a profile of another kind, or a folder of other files, is refused)"),
 ) -> None:
     """Derive a profile for a sibling chip from a measured one by the two chips' roofline
     ratios (bandwidth where memory-bound, compute where compute-bound); marked derived.
@@ -215,7 +217,7 @@ def import_aic(
     system: str = typer.Option(..., "--system", help="AIConfigurator system, e.g. h100_sxm, h200_sxm, b200_sxm"),
     backend: str = typer.Option("vllm", "--backend", help="vllm, sglang or trtllm"),
     version: Optional[str] = typer.Option(None, "--version", help="backend version (default: AIConfigurator's current)"),
-    out: str = typer.Option(..., "--out", help="profile folder to write (a profile folder there is replaced)"),
+    out: str = typer.Option(..., "--out", help="profile folder to write (an import there is replaced; a profile of another kind, or a folder of other files, is refused)"),
     all_heads: bool = typer.Option(False, "--all-heads", help="every measured attention head shape and MoE shape, "
                                    "not only those the model presets need"),
     moe_routing: str = typer.Option("balanced", "--moe-routing", help="the fused-MoE rows' routing: balanced "

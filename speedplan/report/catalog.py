@@ -56,8 +56,9 @@ def hardware_rows(names=None) -> list[dict]:
     """One row per hardware preset and per shipped profile of a machine without a preset of its
     own (datasheet numbers: TFLOP/s, TB/s, GB as the driver reports memory, link GB/s), or the
     rows of `names`: presets, shipped profiles, hardware JSON files or profile folders."""
-    from speedplan.cost.ops import PROFILE_DIR, load_cost_model
+    from speedplan.cost.ops import PROFILE_DIR, latency_label, load_cost_model
     from speedplan.profile.load import origin_label
+    from speedplan.specs.fallback import describe_fit
     from speedplan.specs.hardware import PRESETS
 
     rows = [_hardware_row(h) for h in PRESETS.values()]
@@ -78,7 +79,8 @@ def hardware_rows(names=None) -> list[dict]:
     for name in names:  # a listed row by name, else a hardware file or profile folder (unknown: an input error)
         if name not in known:
             cost = load_cost_model(name)
-            known[name] = {**_hardware_row(cost.hardware, cost.origin), "hardware": str(name)}
+            label = latency_label(cost.origin, "", describe_fit(cost.hardware.roofline_fit))  # as the sweep says it
+            known[name] = {**_hardware_row(cost.hardware, label), "hardware": str(name)}
         out.append(known[name])
     return out
 

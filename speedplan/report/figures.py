@@ -254,7 +254,9 @@ def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, tit
         pick = {k: np.asarray(v)[shown] for k, v in pick.items()}
         components = {k: np.asarray(v)[shown] for k, v in components.items()}
     n = len(pick["batch"])
-    fig, ax, _ = figure_with_axes(max(7.5, 0.85 * n + 2.8), 5.0, caption, below_in=0.7)  # room for "eagle3-tree"
+    names = {m: _bar_name(m) for m in dict.fromkeys(pick["mechanism"])}  # "draft-model:\nllama-3.2-1b": bars 0.85 in apart
+    tall = max((v.count("\n") for v in names.values()), default=0)
+    fig, ax, _ = figure_with_axes(max(7.5, 0.85 * n + 2.8), 5.0, caption, below_in=0.7 + 0.14 * tall)
     set_title(ax, title)
     if not n:
         empty_note(ax)
@@ -275,13 +277,20 @@ def breakdown_figure(pick: dict, components: dict, path: Path, caption: str, tit
     y_max = 1.08 * max(base.max(), t_plain_ms.max())
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, y_max)
-    labels = [f"B={b}\n{m}\nD={d}" for b, m, d in rows_of(pick, "batch", "mechanism", "draft_len")]
+    labels = [f"B={b}\n{names[m]}\nD={d}" for b, m, d in rows_of(pick, "batch", "mechanism", "draft_len")]
     tick_labels(ax, "x", x, labels, grid=False)
     ticks = linear_ticks(y_max)
     tick_labels(ax, "y", ticks, [f"{t:g}" for t in ticks])
     axis_titles(ax, "", "time per target step (ms)", y_pad_pt=24)
     side_key(ax, entries[::-1])
     return save_png(fig, path)
+
+
+def _bar_name(mechanism: str, width: int = 13) -> str:
+    """A mechanism's name under a bar of the step breakdown: split after its ':' ("draft-model:" / "llama-3.2-1b"),
+    each line cut to `width` characters ("…"): long names ran into their neighbours'."""
+    head, colon, rest = str(mechanism).partition(":")
+    return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in [head + colon, rest] if line)
 
 
 def roofline_figure(plain: dict, pick: dict, peak: float, bandwidth: float, ridge: float, path: Path,
