@@ -70,12 +70,6 @@ def fit(name: str, cases) -> tuple[EngineProfile, str]:
 TERM_RTOL = 1e-5
 
 
-def same_terms(shipped: dict, fitted: dict) -> bool:
-    """Whether two profiles' {term: {"value": ...}} agree: the same terms, each value within TERM_RTOL."""
-    return shipped.keys() == fitted.keys() and all(
-        math.isclose(shipped[t]["value"], fitted[t]["value"], rel_tol=TERM_RTOL, abs_tol=1e-9) for t in shipped)
-
-
 def differences(shipped, fitted, where: str = "") -> list[str]:
     """Where a shipped profile's JSON differs from what the fit writes now: every field, its sources, fit rows,
     residuals and held-out notes as well as its terms (a stale source text had passed a check of the values alone),

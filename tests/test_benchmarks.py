@@ -141,14 +141,14 @@ def test_the_fit_check_allows_float_order_not_a_changed_term(monkeypatch):
     import json
 
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    from fit_engine_profiles import same_terms
+    from fit_engine_profiles import differences
 
     shipped = json.loads((BENCHMARKS.parent / "speedplan/specs/presets/engines/sglang.json").read_text())["terms"]
     nudged = {t: {**v, "value": v["value"] * (1 + 1e-7)} for t, v in shipped.items()}
-    assert same_terms(shipped, nudged)
+    assert differences(shipped, nudged) == []
     moved = {**shipped, "host_step_us": {**shipped["host_step_us"], "value": shipped["host_step_us"]["value"] * 1.0001}}
-    assert not same_terms(shipped, moved)
-    assert not same_terms(shipped, {t: v for t, v in shipped.items() if t != "host_step_us"})
+    assert differences(shipped, moved) and differences(shipped, moved)[0].startswith(".host_step_us.value: ")
+    assert differences(shipped, {t: v for t, v in shipped.items() if t != "host_step_us"}) == [".host_step_us: only in one"]
 
 
 def test_the_fit_check_compares_every_field_not_the_values_alone(monkeypatch):

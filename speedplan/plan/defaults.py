@@ -176,8 +176,9 @@ def ngram_default() -> tuple[Acceptance, str]:
 # p_1 = 0.720 and each reuse multiplies by 0.886: AL(2) = 1 + p1 + p1·p2 = 2.18, AL(3) = 2.44.
 MTP_FIRST = 0.720
 MTP_REUSE_DECAY = 0.886
+MTP_ROW = f'{EM}: "LMSYS/SGLang blog Accelerating SGLang with Multiple Token Prediction"'  # the rows, as cited
 MTP_SOURCE = (
-    f'published: {EM}: "LMSYS/SGLang blog Accelerating SGLang with Multiple Token Prediction", DeepSeek-V3, '
+    f"published: {MTP_ROW}, DeepSeek-V3, "
     "H200, NextN topk 1, 3- and 4-token windows (D = 2, 3): AL 2.18 and 2.44; fitted p_1 = 0.720 and a decay "
     "of 0.886 per step that reuses the model's one MTP layer (p_i = 0.720 x 0.886^(i-1))"
 )

@@ -18,10 +18,10 @@ its positions runs:
   its positions, clamped to the target's limit only (vllm/v1/worker/gpu/spec_decode, read
   2026-12-06), past the rotary table a head's config sizes (vLLM issue #48894: a device-side assert
   in v0.24.0 when compiled). vLLM profiles price such a step at AL 1 without drafting
-  (`drafts_dropped`): V1's step; V2's adds the drafter's forward, or aborts.
+  (`past_positions`): V1's step; V2's adds the drafter's forward, or aborts.
 - SGLang runs the drafter on past its positions; sglang issue #6783 measured an EAGLE-3 head of
   2,048 positions slower than plain decoding on inputs past 2k. SGLang profiles price such a step at
-  AL 1 with its drafting paid (`drafts_wasted`): slower than plain decoding, as measured; how much
+  AL 1 with its drafting paid (`past_positions`): slower than plain decoding, as measured; how much
   acceptance is left there was not measured, so this is the bound that keeps such a drafter out of
   a plan. SGLang's drafter runs D steps (a tree's depth) past the tokens a step accepts, so its
   count is L + 1 + 2D whatever the tree's nodes.
@@ -56,21 +56,6 @@ ENGINE_PAST_POSITIONS = {
 }
 
 
-def past_positions_rule(engine) -> str:
-    """What `engine` (an EngineProfile) does past a drafter's positions, as priced: "drop" (vLLM: no drafting,
-    AL 1), "run on" (SGLang: the drafter runs, AL 1) or "" (TensorRT-LLM, speedplan-runtime: priced as given).
-    By `engine_outputs.serving_engine`: a calibrated copy keeps its base's engine."""
-    from speedplan.plan.engine_outputs import serving_engine
-
-    return {"vllm": "drop", "sglang": "run on"}.get(serving_engine({"engine_family": getattr(engine, "engine", "")}), "")
-
-
-def drops_past_positions(engine) -> bool:
-    """Whether `engine` describes vLLM, whose step gains nothing and drafts nothing once the batch's longest
-    sequence + D passes the drafter's positions."""
-    return past_positions_rule(engine) == "drop"
-
-
 def positions_needed(spec_tokens, context):
     """Positions (tokens) a drafter must hold for a step at KV length `context` with `spec_tokens` k
     speculative tokens, as vLLM's V1 gate counts them: the verify pass's sequence, L + 1 + k
@@ -79,29 +64,27 @@ def positions_needed(spec_tokens, context):
 
 
 def past_positions(mech: Mechanism | None, engine, draft_len, spec_tokens, context) -> tuple[np.ndarray, np.ndarray]:
-    """(dropped, wasted), bool arrays over the grid: the steps `engine` prices at AL 1 past the drafter's positions,
-    without drafting (vLLM: `drafts_dropped`, counting `spec_tokens`) or with it (SGLang: its drafter runs
-    `draft_len` D steps, so `positions_needed(D, context)` counts, a tree's depth rather than its nodes)."""
-    rule = past_positions_rule(engine)
-    dropped = drafts_dropped(mech, engine, spec_tokens, context)
-    held = None if mech is None else mech.drafter_positions()
-    D, L = np.asarray(draft_len, dtype=float), np.asarray(context, dtype=float)
-    wasted = (np.zeros(np.broadcast_shapes(D.shape, L.shape), dtype=bool) if held is None or rule != "run on"
-              else (D > 0) & (positions_needed(D, L) > held[0]))
-    return dropped, wasted
+    """(dropped, wasted), bool arrays over the grid: the steps `engine` (an EngineProfile) prices at AL 1 because
+    `positions_needed` passes the positions `mech`'s drafter holds (`Mechanism.drafter_positions`).
 
+    - dropped, a vLLM profile: no drafting. vLLM counts `spec_tokens` (D for a chain, the N nodes of a tree: its
+      num_speculative_tokens); it tests the batch's longest sequence against the schedule's largest D, each row
+      here is one context and one D.
+    - wasted, an SGLang profile: the drafter runs on. It runs `draft_len` D steps, a tree's depth, not its nodes.
 
-def drafts_dropped(mech: Mechanism | None, engine, spec_tokens, context) -> np.ndarray:
-    """Where `engine` prices `mech`'s step without drafting and at AL 1 (bool, over the grid): a vLLM
-    profile, `spec_tokens` > 0 (D for a chain, the N nodes of a tree: vLLM's num_speculative_tokens)
-    and `positions_needed` (context + 1 + 2 x spec_tokens) past the positions the drafter holds
-    (`Mechanism.drafter_positions`). vLLM tests the batch's longest sequence against
-    num_speculative_tokens (a schedule's largest D); each row here is one context and one D."""
-    k, L = np.asarray(spec_tokens, dtype=float), np.asarray(context, dtype=float)
+    TensorRT-LLM and speedplan-runtime profiles: neither (priced as given). By `engine_outputs.serving_engine`: a
+    calibrated copy keeps its base's engine."""
+    from speedplan.plan.engine_outputs import serving_engine
+
+    L = np.asarray(context, dtype=float)
+    none = np.zeros(np.broadcast_shapes(np.shape(spec_tokens), np.shape(draft_len), L.shape), dtype=bool)
     held = None if mech is None else mech.drafter_positions()
-    if held is None or not drops_past_positions(engine):
-        return np.zeros(np.broadcast_shapes(k.shape, L.shape), dtype=bool)
-    return (k > 0) & (positions_needed(k, L) > held[0])
+    engine_name = serving_engine({"engine_family": getattr(engine, "engine", "")})
+    if held is None or engine_name not in ("vllm", "sglang"):
+        return none, none
+    k = np.asarray(spec_tokens if engine_name == "vllm" else draft_len, dtype=float)
+    past = none | ((k > 0) & (positions_needed(k, L) > held[0]))
+    return (past, none) if engine_name == "vllm" else (none, past)
 
 
 def widest_spec_tokens(mech: Mechanism, draft_lens, tree_nodes) -> int:

@@ -114,7 +114,7 @@ def serving_engine(meta: dict) -> str | None:
 @functools.lru_cache(maxsize=1)
 def _shipped_families() -> dict[str, str]:
     """{family word of a shipped profile's engine ("tensorrt-llm"): the serving engine it describes}, read
-    once (the pricing of every sweep asks: `plan.drafter_positions.drops_past_positions`)."""
+    once (the pricing of every sweep asks: `plan.drafter_positions.past_positions`)."""
     from speedplan.engine.profile import get_engine
     from speedplan.serving import ENGINES
 
@@ -180,11 +180,10 @@ def serving_plans(result, plans: dict[str, EnginePlan]) -> dict:
                    + (f"; caution: {caution}" if caution else ""))
         context = int(rows["context"].min()) if len(rows) else None
         at = rows[rows["context"] == context].sort_values("batch") if len(rows) else rows
-        per_batch = tuple((int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best), int(r.runs_at_batch))
-                          for r in at.itertuples())
+        shown = lambda r: (int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best), int(r.runs_at_batch))  # noqa: E731
+        per_batch = tuple(shown(r) for r in at.itertuples())
         others = rows[rows["context"] != context].sort_values(["context", "batch"]) if len(rows) else rows
-        other_contexts = tuple((int(r.context), int(r.batch), int(r.draft_len), float(r.speedup), float(r.loss_vs_best),
-                                int(r.runs_at_batch)) for r in others.itertuples())
+        other_contexts = tuple((int(r.context), *shown(r)) for r in others.itertuples())
         common = dict(model=meta["model"].get("serve_as", meta["model"]["model"]), tp=int(meta["tp"]), hardware=meta.get("hardware", ""),
                       per_batch=per_batch, other_contexts=other_contexts, context=context, priced_by=plan.engine_profile,
                       sources=sources, engine=name,

@@ -219,7 +219,7 @@ def _borrowed_heads(names: list[str], target: ModelSpec, acceptance) -> dict[str
 
     A family below the best level present is left out, unless --acceptance reaches it or it is named. Where every
     family is at one level, every one keeps its fallback."""
-    from speedplan.plan.defaults import HEADS, MTP_SOURCE, head_row_for, mtp_row_for
+    from speedplan.plan.defaults import HEADS, MTP_ROW, head_row_for, mtp_row_for
 
     levels = {f: 2 if head_row_for(f, target.name) else 0
               for f in {REGISTRY[n].family_name() for n in names} & {"eagle", "eagle3"}}
@@ -234,8 +234,7 @@ def _borrowed_heads(names: list[str], target: ModelSpec, acceptance) -> dict[str
         if family not in levels or levels[family] >= best or given:
             continue
         if family == "mtp":
-            row = "DeepSeek-V3's, " + MTP_SOURCE.split(": ", 1)[-1].split(", DeepSeek-V3, ")[0]
-            whose = f"the mtp rows are {row}"
+            whose = f"the mtp rows are DeepSeek-V3's, {MTP_ROW}"
         else:
             row = next(p.row for p in HEADS if p.family == family and p.target is None)
             whose = f"the {family} family's row is another target's: {row.split(': ', 1)[-1]}"

@@ -107,7 +107,8 @@ MAX_COUNT = 10_000_000  # no dimension, vocabulary or layer count of a real mode
 
 
 def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
-    value = cfg.get(key) if cfg.get(key) is not None else default  # null, as Hugging Face reads it: not given
+    value = cfg.get(key)
+    value = default if value is None else value  # null, as Hugging Face reads it: not given
     if value is None:
         raise SpeedplanInputError(f"{where}: missing {key!r}")
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:

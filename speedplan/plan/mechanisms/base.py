@@ -93,8 +93,8 @@ class Mechanism:
     def drafter_positions(self) -> tuple[int, str] | None:
         """(positions, what says so): the sequence length the drafter holds (its config's
         max_position_embeddings, with rope scaling), or None where that is unknown or the drafter
-        holds no positions of its own. vLLM drafts only while a batch's longest sequence + D fits
-        them (`plan.drafter_positions` cautions a sweep that runs past them)."""
+        holds no positions of its own. Past them vLLM drafts nothing and SGLang's drafter runs on for
+        nothing (`plan.drafter_positions`: how each counts, and the caution a sweep past them gets)."""
         return None
 
     def host_draft_s(self, batch, draft_len) -> np.ndarray:
