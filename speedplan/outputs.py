@@ -279,3 +279,13 @@ def write_whole(path: str | Path, text: str, option: str = "--out") -> Path:
             if missing and missing[-1].is_dir():
                 shutil.rmtree(missing[-1], ignore_errors=True)  # made here: it held nothing but the way to tmp
     return out
+
+
+def shipped_default(path: str | Path) -> str | None:
+    """`path`, a file the speedplan package ships, as a developer tool's default --out where the
+    package runs from a source checkout (a pyproject.toml beside it: the tool refits or retrains
+    what the repository ships); None where it is installed (a wheel in site-packages), so that
+    the tool asks for --out rather than change an installed package's files."""
+    import speedplan
+
+    return str(path) if (Path(speedplan.__file__).resolve().parent.parent / "pyproject.toml").is_file() else None

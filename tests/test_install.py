@@ -57,6 +57,8 @@ def test_wheel_ships_presets_profiles_and_drafter_weights(wheel_env):
                    "speedplan/data/profiles/cpu-local/gemm.csv", "speedplan/data/profiles/cpu-local/meta.json",
                    "speedplan/data/drafters/eagle_smollm2.pt", "speedplan/runtime/kernels/q4_1_matmul.c"):
         assert needed in names, needed
+    licences = {n.split(".dist-info/licenses/")[1] for n in names if ".dist-info/licenses/" in n}
+    assert licences == {"LICENSE", "speedplan/data/licenses/LICENSE.aiconfigurator-core.txt"}  # speedplan's, AIC's
 
 
 def test_planner_imports_with_base_dependencies_only(wheel_env):

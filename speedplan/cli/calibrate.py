@@ -12,13 +12,13 @@ import typer
 
 def calibrate(
     model: str = typer.Option(..., help="Model preset or Hugging Face config.json the measurements ran."),
-    hardware: str = typer.Option(..., help="Hardware preset or profile folder they ran on."),
+    hardware: str = typer.Option(..., help="Hardware preset, profile folder or hardware JSON file they ran on."),
     tp: int = typer.Option(1, help="Tensor-parallel size they ran at."),
     engine: str = typer.Option("vllm", help="Base engine profile (name or JSON): its values stand where the data cannot fit."),
     measurements: List[Path] = typer.Option(..., help="A file, and more after it or repeated (--measurements a.csv b.csv, or runs/*.csv): a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
                                             "tokens_per_s|speedup|verify_ms|draft_ms,acceptance_length; optional tree_nodes, "
                                             "max_running_requests, and tp and gpu, which must match --tp and --hardware, and model: one of "
-                                            "another size than --model is refused, another name noted, as a fine-tune's "
+                                            "another size than --model or another shipped preset is refused, another name noted, as a fine-tune's "
                                             "may be), a vllm bench serve --save-result JSON (its mean_tpot_ms; "
                                             "output_throughput where it has none), "
                                             "SGLang bench_serving --output-file JSON lines (the same fields, its "

@@ -51,7 +51,7 @@ def mechanisms(
         model: Optional[str] = typer.Option(None, help="A model preset or config.json: show which mechanisms a sweep of it "
                                             "prices by default, why the others are left out, and their default acceptance."),
         tp: int = typer.Option(1, help="Tensor-parallel size of the target (with --model)."),
-        draft_len: int = typer.Option(3, help="Draft length D at which the acceptance length is shown (with --model; "
+        draft_len: int = typer.Option(3, help="Draft length D, 1..16, at which the acceptance length is shown (with --model; "
                                       "trees: 16 verified nodes)."),
 ) -> None:
     """List speculative-decoding mechanisms: the spec --mechanism reads, what the target verifies and

@@ -100,7 +100,7 @@ def bench(
     cupy: bool = typer.Option(False, "--cupy", help="also time GEMMs with cupy (cuda cross-check)"),
     stop_after: Optional[int] = typer.Option(None, "--stop-after", help="stop after N new points (resume later)"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
-    quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a block of points timed while other processes ran (more than 0.25 cores): 3 (default) retries such blocks at the end of the run and keeps the quieter try; 2 or fewer retry at once, at most that many times, and keep the quietest; either way the folder's busy points are counted and reported"),
+    quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a block of points timed while other processes ran (more than 0.25 cores): 3 (default) retries such blocks at the end of the run and keeps the quieter try; 1 or 2 retry at once, at most that many times, and keep the quietest; either way the folder's busy points are counted and reported"),
     visits: Optional[int] = typer.Option(None, "--visits", help="visits per block of points (fresh buffers each), median of their medians (default 1)"),
     interleave: bool = typer.Option(True, "--interleave/--one-by-one", help="CPU: time the points that share weights / KV cache together, repeats taking turns (default; see speedplan/data/profiles/cpu-local/README.md), or each point on its own"),
 ) -> None:
@@ -157,7 +157,8 @@ def check(
     if as_json:
         typer.echo(json.dumps(result, indent=1))
         return
-    typer.echo(f"{path} ({result['origin']}): leave-one-out median {result['median_error']:.1%}, "
+    name, shipped = result["profile"].removesuffix(" (shipped)"), result["profile"].endswith(" (shipped)")
+    typer.echo(f"{name} ({'shipped, ' if shipped else ''}{result['origin']}): leave-one-out median {result['median_error']:.1%}, "
                f"p90 {result['p90_error']:.1%} over {result['points']} points")
     for family, r in result["families"].items():
         answers = ", ".join(f"{k} {v}" for k, v in r["answers"].items())
@@ -205,11 +206,11 @@ def derive(
 
     Example: speedplan profile derive profiles/h200-sxm --hardware h100-sxm --out profiles/h100-sxm
     """
-    from speedplan.profile.tools import derive_profile
+    from speedplan.profile.tools import derive_profile, shown_name
 
     source = shipped_or_path(source)  # `profile check h200-sxm` took the name, derive said "no such profile folder"
     check_out(out, "derive", inputs=[source])  # before the work, not after it
-    typer.echo(f"{derive_profile(source, hardware, out)}: derived from {source} for {hardware}")
+    typer.echo(f"{derive_profile(source, hardware, out)}: derived from {shown_name(source)} for {hardware}")
 
 
 @app.command("import-aic")

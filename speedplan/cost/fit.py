@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from speedplan.cost.roofline import _attention_terms, prefill_sol_us
+from speedplan.outputs import shipped_default
 from speedplan.specs.fallback import FIT_PATH
 from speedplan.specs.hardware import DTYPE_BYTES, get_hardware
 
@@ -236,7 +237,9 @@ def fit_all(out: Path = FIT_PATH, profiles: Path = PROFILES) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(FIT_PATH))
+    out_default = shipped_default(FIT_PATH)  # an installed wheel's own file is not replaced
+    ap.add_argument("--out", default=out_default, required=out_default is None,
+                    help=f"the fit's JSON file (default, in a source checkout: {FIT_PATH.name}, the shipped one)")
     ap.add_argument("--profiles", default=str(PROFILES))
     args = ap.parse_args(argv)
     doc = fit_all(Path(args.out), Path(args.profiles))

@@ -14,6 +14,7 @@ from speedplan.engine.calibrate import Calibration, Setting
 from speedplan.engine.calibration_bounds import beyond_fastest, beyond_slowest, slow_terms
 from speedplan.engine.readers.measurement import PLAUSIBLE, Measurement, shown
 from speedplan.errors import SpeedplanInputError
+from speedplan.specs.model import preset_names
 
 
 def check_distinct(files: list) -> None:
@@ -70,6 +71,20 @@ def check_models(named: list[tuple[str, str]], target: str, given: str) -> None:
         if size:
             raise SpeedplanInputError(f"{where}: names the model {shown(model)}, another size than --model {given} "
                                       f"({target}, {size}): give the --model the measurements ran")
+        preset = _preset_named(model)
+        if preset and target in preset_names() and preset != target:
+            raise SpeedplanInputError(f"{where}: names the model {shown(model)}, the preset {preset}, not --model "
+                                      f"{given}{f' ({target})' if target != given else ''}: give the --model the measurements ran")
+
+
+def _preset_named(name: str) -> str | None:
+    """The shipped model preset a name in a measurement file plainly names: the preset's own name
+    (Qwen3-32B) or the Hugging Face repo its config.json came from, or that repo's instruct variant
+    (Qwen/Qwen3-32B); None for any other name (a fine-tune, an alias, a path)."""
+    from speedplan.specs.model import _preset_of_repo
+
+    key = name.strip().rstrip("/").lower()
+    return key if key in preset_names() else _preset_of_repo(name)
 
 
 def _other_size(reference: str, name: str) -> str | None:

@@ -8,8 +8,7 @@ family's name, `eagle` or `eagle3`, also reaches its tree):
     positions=0.9,0.8,0.7         conditional per-position rates (last one repeats)
     ranks=0.6,0.2,0.05            per-rank rates of one head (Sequoia); its chain uses ranks[0]
     alpha=0.6,match=0.5           ... with a chance `match` that a step proposes anything (n-gram)
-    al=3.2@4                      a chain's AL measured at D = 4 (an engine's mean accept length): its i.i.d.
-                                  rate (mtp refits it with its decay: defaults.mtp_from_al)
+    al=3.2@4                      a chain's AL measured at D = 4 (an engine's mean accept length): its i.i.d. rate (mtp refits it with its decay: defaults.mtp_from_al)
     al=2.2@4,match=0.5            ... over the steps that drafted, and the share that did (n-gram)
     FILE.jsonl                    a runtime trace (docs/trace.md); a short one's source names its widest rate interval
     FILE (vLLM /metrics scrape)   per-position accepted counts over drafts
@@ -178,9 +177,10 @@ def _from_file(text: str) -> Acceptance:
     if not is_a(path, "file"):
         from speedplan.plan.mechanisms import MECHANISMS
 
-        head = text.partition(":")[0]
-        hint = (f" ({head!r:.40} is not a mechanism: MECH:alpha=... takes one of {', '.join(MECHANISMS)})"
-                if ":" in text and "=" in text else "")
+        hint = (f" ({text.partition(':')[0]!r:.40} is not a mechanism: MECH:alpha=... takes one of "
+                f"{', '.join(MECHANISMS)})" if ":" in text and "=" in text else "")
+        if not hint and "=" not in text and ("/" in path_text or path.suffix in (".json", ".jsonl", ".txt", ".log")):
+            raise SpeedplanInputError(f"--acceptance {text!r:.80}: no such file {path_text!r:.80}")
         raise SpeedplanInputError(f"--acceptance {text!r:.80}: not alpha=, positions=, ranks=, al=A@D or an existing file{hint}")
     if at and (path.suffix == ".jsonl" or not looks_like_sglang_log(path.read_text(errors="replace"))):
         raise SpeedplanInputError(f"--acceptance {text!r:.80}: @D is for an SGLang server log whose lines give no "

@@ -131,6 +131,9 @@ def read_meta(path: Path) -> dict:
     meta = read_json(meta_path)  # a leading byte-order mark is skipped, as by the other readers
     if not isinstance(meta, dict):
         raise SpeedplanInputError(f"{meta_path}: expected a JSON object")
+    if "sweep_id" in meta:  # what speedplan sweep writes
+        raise SpeedplanInputError(f"{path}: a sweep's report folder, not a profile folder (speedplan hardware lists "
+                                  "the profiles)")
     for key in META_REQUIRED:
         if key not in meta:
             raise SpeedplanInputError(f"{meta_path}: missing field {key!r}")

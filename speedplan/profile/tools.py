@@ -74,11 +74,12 @@ def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
     if not pooled:
         raise SpeedplanInputError(f"{path}: no table has two or more points to check")
     e = np.asarray(pooled)
-    result = {"profile": str(path), "origin": profile.origin, "median_error": float(np.median(e)),
+    result = {"profile": shown_name(path), "origin": profile.origin, "median_error": float(np.median(e)),
               "p90_error": float(np.percentile(e, 90)), "points": len(e), "families": families}
     notes = []
     if profile.origin == "datasheet-roofline":
-        notes.append("tables are the datasheet roofline itself (not measured): zero error is trivial")
+        notes.append("tables are the datasheet roofline itself (not measured): the errors say only how well the grid "
+                     "interpolates the roofline between its points, nothing of a GPU")
     spikes = gemm_spikes(profile.tables.get("gemm"))
     if spikes:
         m, n, k, dt, lat, _, m_lo, lo, m_hi, hi = spikes[0]
@@ -291,15 +292,26 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
                         row[col] = f"{float(row[col]) * r:.4f}"
         if rows:
             tables[family] = rows
-    meta = {**target_meta, "origin": "derived", "derived_from": str(source),
+    named = shown_name(source)
+    meta = {**target_meta, "origin": "derived", "derived_from": named,
             "origin_label": f"derived by roofline ratio from {src.origin_label} {src.hardware.name}",
             "device_name": f"{get_hardware(hardware).description} (derived from {src.meta.get('device_name')})",
-            "note": f"DERIVED, not measured: latencies of {source} scaled point by point by the ratio of the "
+            "note": f"DERIVED, not measured: latencies of {named} scaled point by point by the ratio of the "
                     f"{hardware} and {src.hardware.name} datasheet rooflines (same efficiency per shape)."
                     + "".join(f" Its {dt} {', '.join(fams)} rows are left out: {get_hardware(hardware).name} states "
                               f"no {dt} peak (no such units)." for dt, fams in left_out.items())}
-    return _write_profile_folder(Path(out), tables, meta, f"# {hardware}: derived from {source}, not measured\n\n{meta['note']}\n",
+    if isinstance(meta.get("tables"), dict):  # the rows each table holds here (MoE left out), not the source's
+        meta["tables"] = {family: len(rows) for family, rows in tables.items()}
+    return _write_profile_folder(Path(out), tables, meta, f"# {hardware}: derived from {named}, not measured\n\n{meta['note']}\n",
                                  _licence_files(Path(source), meta["note"]))
+
+
+def shown_name(path: str | Path) -> str:
+    """How outputs name a profile folder: a shipped one as "NAME (shipped)", not by the place the
+    package is installed in (a site-packages path means nothing on another machine); any other by its path."""
+    from speedplan.cost.ops import PROFILE_DIR
+
+    return f"{Path(path).name} (shipped)" if Path(path).resolve().parent == PROFILE_DIR.resolve() else str(path)
 
 
 def _licence_files(source: Path, change: str) -> dict[str, str]:

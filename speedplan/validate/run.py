@@ -163,6 +163,11 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
                 if item[0] == "calibration" else f"{item[1]} B={item[2]} D={item[3]}")
 
     plan = interleave([("evaluation", *x) for x in eval_plan], [("calibration", *x) for x in cal_plan])
+    for name in ("none", *grid.mechanisms):  # untimed warm-up (api.warm_up): first calls allocate and pick kernels,
+        d = 0 if name == "none" else grid.calibration_draft_len  # which the first timed run (plain, B = 1) had paid
+        opts = DrafterOptions(tree_topk=grid.tree_topk, tree_depth=max(d, 1), tree_nodes=grid.tree_nodes(max(d, 1)))
+        generate(target.model, calib[:1], make_drafter(name if d else "none", target.model, opts), d, 1,
+                 max_new_tokens=min(4, grid.max_new_tokens), eos_ids=eos, seed=0)
     timed_list = timed_rounds(plan, measure, grid.rounds, say, describe)
     timed_list = settle_rounds(plan, timed_list, measure, grid.settle_tolerance, grid.max_timings, say, describe)
     timed_all = dict(zip(plan, timed_list))

@@ -67,7 +67,7 @@ def counted_check(monkeypatch):
 
     def stub(path):
         calls.append(path)
-        return {"origin": "measured", "median_error": 0.01, "p90_error": 0.02, "points": 3, "families": {}}
+        return {"profile": str(path), "origin": "measured", "median_error": 0.01, "p90_error": 0.02, "points": 3, "families": {}}
 
     monkeypatch.setattr(tools, "leave_one_out", stub)
     return calls

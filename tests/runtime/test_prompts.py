@@ -1,6 +1,7 @@
-"""The prompt splits: training, calibration and evaluation never share a prompt or a function,
-and calibration and evaluation hold the same kinds, so that acceptance fitted on one carries to
-the other."""
+"""The prompt splits: training, calibration and evaluation never share a prompt, calibration and
+evaluation never share a function (training holds every function's "complete" prompt: see
+docs/runtime.md), and calibration and evaluation hold the same kinds, so that acceptance fitted
+on one carries to the other."""
 
 from collections import Counter
 
@@ -21,7 +22,7 @@ def test_calibration_and_evaluation_hold_the_same_kinds():
     assert len({p.kind for p in calib[:4]}) == 2 and len({p.kind for p in evals[:4]}) == 2
 
 
-def test_no_prompt_or_function_serves_two_splits():
+def test_no_prompt_serves_two_splits_nor_a_function_calibration_and_evaluation():
     splits = {s: stdlib_prompts(s) for s in ("training", "calibration", "evaluation")}
     assert {p.kind for p in splits["training"]} == {"complete"}
     assert not {_function(p) for p in splits["calibration"]} & {_function(p) for p in splits["evaluation"]}

@@ -202,6 +202,10 @@ def _check_counts(run: dict, where: str) -> None:
         value = number_field(run, key, where, required=False)
         if value is not None and value < low:
             raise SpeedplanInputError(f"{where}: field {key!r} must be a count >= {low}, got {shown(run[key])}")
+    for key in ("completed", "total_output_tokens"):  # a run that decoded nothing measured nothing
+        if number_field(run, key, where, required=False) == 0:
+            raise SpeedplanInputError(f"{where}: field {key!r} is 0: no request finished decoding, so the run's "
+                                      "throughput and TPOT measured nothing; rerun until requests complete")
 
 
 def _vllm_batch(run: dict, where: str) -> tuple[int, str]:

