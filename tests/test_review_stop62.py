@@ -33,6 +33,9 @@ def test_a_vllm_run_that_decoded_nothing_is_refused(tmp_path, capsys, field):
     err = capsys.readouterr().err
     assert f"field '{field}' is 0: no request finished decoding" in err and str(f) in err
     assert not (tmp_path / "e.json").exists()
+    f = _vllm_file(tmp_path, completed=0, failed=320)  # every request failed: that is what is said
+    assert run([*BASE, "--measurements", str(f), "--out", str(tmp_path / "e.json")]) == 2
+    assert "320 of 320 requests failed" in capsys.readouterr().err
     assert run([*BASE, "--measurements", str(_vllm_file(tmp_path)), "--out", str(tmp_path / "e.json")]) == 0
 
 
@@ -50,7 +53,8 @@ def test_measurements_of_another_shipped_model_are_refused(tmp_path, capsys):
     assert run([*BASE, "--measurements", str(_csv(tmp_path, "Qwen/Qwen3-32B")), "--out", str(tmp_path / "e.json")]) == 2
     err = capsys.readouterr().err
     assert "names the model 'Qwen/Qwen3-32B', the preset qwen3-32b, not --model llama-3.1-8b" in err
-    assert run([*BASE, "--measurements", str(_csv(tmp_path, "Qwen3-32B")), "--out", str(tmp_path / "e.json")]) == 2
+    for name in ("Qwen3-32B", "Qwen/Qwen3-32B/", "Qwen3-32B-Instruct"):
+        assert run([*BASE, "--measurements", str(_csv(tmp_path, name)), "--out", str(tmp_path / "e.json")]) == 2
     # its own repo (instruct) and a fine-tune's name of no preset are taken; the second is noted
     for name in ("meta-llama/Llama-3.1-8B-Instruct", "acme/llama8b-support-ft"):
         assert run([*BASE, "--measurements", str(_csv(tmp_path, name)), "--out", str(tmp_path / "e.json")]) == 0
@@ -73,12 +77,16 @@ def test_refusals_name_what_was_given(tmp_path, capsys):
     capsys.readouterr()
     assert run(["sweep", "--hardware", str(report), "--out", str(tmp_path / "o")]) == 2
     assert "a sweep's report folder, not a profile folder" in capsys.readouterr().err
-    profile = Path(__file__).resolve().parent.parent / "speedplan" / "data" / "profiles" / "h200-sxm" / "meta.json"
-    assert run(["sweep", "--hardware", str(profile), "--out", str(tmp_path / "o")]) == 2
-    assert "a profile folder's meta.json, not a hardware file: give the folder that holds it" in capsys.readouterr().err
-    missing = tmp_path / "nope.json"
+    for name in ("h200-sxm", "cpu-local"):  # imported and bench-measured profiles' meta.json differ
+        meta = Path(__file__).resolve().parent.parent / "speedplan" / "data" / "profiles" / name / "meta.json"
+        assert run(["sweep", "--hardware", str(meta), "--out", str(tmp_path / "o")]) == 2
+        assert "a profile folder's meta.json, not a hardware file: give the folder" in capsys.readouterr().err
+    missing = tmp_path / ("long-folder-name-" * 6) / "nope.json"  # named whole, however long
     assert run(["sweep", "--acceptance", f"eagle3:{missing}", "--out", str(tmp_path / "o")]) == 2
-    assert f"no such file '{missing}'" in capsys.readouterr().err
+    assert f"--acceptance '{missing}': no such file" in capsys.readouterr().err
+    (tmp_path / "a.json").write_text('{"alpha": 0.7}')
+    assert run(["sweep", "--acceptance", f"eagel3:{tmp_path / 'a.json'}", "--out", str(tmp_path / "o")]) == 2
+    assert "'eagel3' is not a mechanism" in capsys.readouterr().err  # the file is there: the name is wrong
     assert not (tmp_path / "o").exists()
 
 
@@ -100,7 +108,7 @@ def test_a_roofline_profiles_check_does_not_call_its_error_zero(tmp_path, capsys
     assert run(["profile", "roofline", "--hardware", "h100-sxm", "--grid", "tiny", "--out", str(tmp_path / "r")]) == 0
     assert run(["profile", "check", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
-    assert "how well the grid interpolates the roofline" in out and "zero error" not in out
+    assert "how well the grid reproduces the roofline" in out and "zero error" not in out
 
 
 def test_developer_tools_ask_for_out_in_an_installed_package(monkeypatch, tmp_path, capsys):

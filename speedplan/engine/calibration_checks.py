@@ -83,7 +83,8 @@ def _preset_named(name: str) -> str | None:
     (Qwen/Qwen3-32B); None for any other name (a fine-tune, an alias, a path)."""
     from speedplan.specs.model import _preset_of_repo
 
-    key = name.strip().rstrip("/").lower()
+    name = name.strip().rstrip("/")
+    key = re.sub(r"-(instruct|chat|it|base)(?=-|$)", "", name.lower())  # Qwen3-32B-Instruct: the preset qwen3-32b
     return key if key in preset_names() else _preset_of_repo(name)
 
 

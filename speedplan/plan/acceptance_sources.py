@@ -176,11 +176,11 @@ def _from_file(text: str) -> Acceptance:
         raise SpeedplanInputError(f"--acceptance {text!r:.80}: is a folder; give a file in it")
     if not is_a(path, "file"):
         from speedplan.plan.mechanisms import MECHANISMS
-
-        hint = (f" ({text.partition(':')[0]!r:.40} is not a mechanism: MECH:alpha=... takes one of "
-                f"{', '.join(MECHANISMS)})" if ":" in text and "=" in text else "")
+        head, _, rest = text.partition(":")  # eagel3:alpha=0.8 or eagel3:FILE: a misspelt mechanism
+        hint = (f" ({head!r:.40} is not a mechanism: MECH:... takes one of {', '.join(MECHANISMS)})" if rest and (
+                "=" in rest or is_a(Path(rest), "file") or is_a(Path(rest.rpartition("@")[0]), "file")) else "")
         if not hint and "=" not in text and ("/" in path_text or path.suffix in (".json", ".jsonl", ".txt", ".log")):
-            raise SpeedplanInputError(f"--acceptance {text!r:.80}: no such file {path_text!r:.80}")
+            raise SpeedplanInputError(f"--acceptance {path_text!r}: no such file")  # the whole path, however long
         raise SpeedplanInputError(f"--acceptance {text!r:.80}: not alpha=, positions=, ranks=, al=A@D or an existing file{hint}")
     if at and (path.suffix == ".jsonl" or not looks_like_sglang_log(path.read_text(errors="replace"))):
         raise SpeedplanInputError(f"--acceptance {text!r:.80}: @D is for an SGLang server log whose lines give no "

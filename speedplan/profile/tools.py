@@ -79,7 +79,7 @@ def leave_one_out(path: str | Path, sample: int = LOO_SAMPLE) -> dict:
     notes = []
     if profile.origin == "datasheet-roofline":
         notes.append("tables are the datasheet roofline itself (not measured): the errors say only how well the grid "
-                     "interpolates the roofline between its points, nothing of a GPU")
+                     "reproduces the roofline between and beyond its points, nothing measured")
     spikes = gemm_spikes(profile.tables.get("gemm"))
     if spikes:
         m, n, k, dt, lat, _, m_lo, lo, m_hi, hi = spikes[0]

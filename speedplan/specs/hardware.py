@@ -252,7 +252,7 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
     if not isinstance(data, dict):
         raise SpeedplanInputError(f"{where}: expected a JSON object")
     unknown = sorted(set(data) - set(_NUMBERS) - set(_TEXTS) - {"peak_flops_per_s", "platform"})
-    if unknown and {"origin", "tables"} <= set(data):  # a profile folder's meta.json
+    if unknown and "origin" in data:  # a profile folder's meta.json (a hardware file has no origin)
         raise SpeedplanInputError(f"{where}: a profile folder's meta.json, not a hardware file: give the folder that holds it")
     if unknown:
         raise SpeedplanInputError(f"{where}: unknown field {unknown[0]!r}")

@@ -260,3 +260,11 @@ def repeated_lines(rows: list[tuple[int, list[str]]], read: list[Measurement]) -
         out.append(m if seen == line else replace(
             m, notes=m.notes + (f"the same cells as line {seen}: counted as a second run (delete a pasted line)",)))
     return out
+
+
+def check_decoded(run: dict, where: str) -> None:
+    """Refuse a run that decoded nothing (checked after its failed requests, which say why)."""
+    for key in ("completed", "total_output_tokens"):
+        if number_field(run, key, where, required=False) == 0:
+            raise SpeedplanInputError(f"{where}: field {key!r} is 0: no request finished decoding, so the run's "
+                                      "throughput and TPOT measured nothing; rerun until requests complete")

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from speedplan.engine.readers.bench_results import (FAILED_SHARE, _check_counts, _check_held, _vllm_context,
                                                     read_vllm_bench, throughput_note, vllm_decode)
-from speedplan.engine.readers.measurement import (MAX_TREE_NODES, Measurement, canonical_mechanism, no_acceptance,
+from speedplan.engine.readers.measurement import (MAX_TREE_NODES, Measurement, canonical_mechanism, check_decoded, no_acceptance,
                                                   number_field, scraped, shown)
 from speedplan.errors import SpeedplanInputError
 
@@ -222,6 +222,7 @@ def _batch(rec: dict, where: str) -> tuple[int, str]:
         raise SpeedplanInputError(f"{where}: {failed} of {failed + (done or 0)} requests failed ('errors'); a failed "
                                   "request leaves the batch short of max_concurrency, and output_throughput and "
                                   "mean_tpot_ms count only the completed ones: rerun without failures")
+    check_decoded(rec, where)
     if done is not None and 1 <= done + failed < batch:
         return done + failed, "completed"
     return batch, "max_concurrency"
