@@ -38,8 +38,7 @@ from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_p
 from speedplan.plan.acceptance_notes import small_sample_note
 
 _FORMS = ("alpha", "positions", "ranks")
-# How the sources below that measured one drafter begin (a vLLM scrape, an SGLang log, a trace): the
-# sweep refuses one of them for several mechanisms at once
+# How the sources that measured one drafter begin: the sweep refuses one for several mechanisms at once
 ONE_DRAFTER_SOURCES = ("vLLM metrics:", "SGLang log:", "trace:")
 _AL = re.compile(r"([0-9]{1,20}(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)@([0-9]{1,12})", re.ASCII)  # al=A@D: 3.2@4
 _EXPECTED = "give alpha=, positions=, ranks=, al=A@D or an acceptance file (a trace, a vLLM scrape, an SGLang log, JSON)"
@@ -237,7 +236,8 @@ def from_vllm_metrics(path: Path) -> Acceptance:
     short = drafts_ran_short(counters.mean_draft_tokens, len(rates))
     source = (f"vLLM metrics: {path} ({counters.num_drafts:g} drafts, AL {counters.acceptance_length:.3f} "
               f"at D={len(rates)}" + (f"; drafts averaged {short:.2f} of {len(rates)} tokens (a schedule or an n-gram "
-                                      "drafter): understated for full drafts" if short is not None else "") + ")")
+                                      "drafter): understated for full drafts" if short is not None else "")
+              + "".join(f"; its server's model {m!r:.60}" for m in counters.models) + ")")  # a scrape of which model
     return Acceptance.positional(np.maximum(p, 1e-6), source)
 
 

@@ -53,6 +53,7 @@ def test_vllm_scrape_gives_per_position_acceptance(tmp_path):
     assert acc.positions == pytest.approx((0.9, 0.7 / 0.9, 0.5 / 0.7))
     assert float(acc.chain_al(3)) == pytest.approx(3.1)
     assert acc.source.startswith(f"vLLM metrics: {path} (100 drafts, AL 3.100 at D=3")
+    assert acc.source.endswith("; its server's model 'meta-llama/Llama-3.1-8B-Instruct')")  # which model it measured
 
 
 @pytest.mark.parametrize("text, words", [
