@@ -14,11 +14,13 @@ its positions runs:
   per-position acceptance 0.000 there). The sequence is the verify pass's: num_computed_tokens +
   num_scheduled_tokens (`_prepare_inputs`, seq_lens), the KV length L plus the 1 + k tokens the step
   verifies, so a step with k speculative tokens drafts only while L + 1 + 2k fits: the positions its
-  verify pass fills, then the k its drafter writes for the next step (`positions_needed`). Model Runner V2 has no such gate: it runs the drafter past
-  its positions, clamped to the target's limit only (vllm/v1/worker/gpu/spec_decode, read
-  2026-12-06), past the rotary table a head's config sizes (vLLM issue #48894: a device-side assert
-  in v0.24.0 when compiled). vLLM profiles price such a step at AL 1 without drafting
-  (`past_positions`): V1's step; V2's adds the drafter's forward, or aborts.
+  verify pass fills, then the k its drafter writes for the next step (`positions_needed`). Model
+  Runner V2 (vLLM 0.33's default) has no such gate: it raises a head's max_position_embeddings to the
+  target's max_model_len where the head's RoPE type only sizes the rotary table (llama3 among them;
+  `SpeculativeConfig._maybe_override_draft_max_position_embeddings`, 0.33.0 wheel, commit 4ba787ec9,
+  after vLLM issue #48894's device-side assert past the table) and drafts on, at an acceptance not
+  measured past the positions the head was trained on. vLLM profiles describe V1 and price such a
+  step as V1 runs it: AL 1 without drafting (`past_positions`).
 - SGLang runs the drafter on past its positions; sglang issue #6783 measured an EAGLE-3 head of
   2,048 positions slower than plain decoding on inputs past 2k. SGLang profiles price such a step at
   AL 1 with its drafting paid (`past_positions`): slower than plain decoding, as measured; how much
@@ -38,7 +40,8 @@ from speedplan.plan.mechanisms import Mechanism
 from speedplan.specs.model import ModelSpec
 
 PAST_POSITIONS = (
-    "past them vLLM gains nothing (priced so: AL 1, no drafting), SGLang runs the drafter on (sglang issue #6783: "
+    "past them vLLM's Model Runner V1 drafts nothing (priced so: AL 1, no drafting; V2, vLLM 0.33's default, drafts "
+    "on at an acceptance not measured there), SGLang runs the drafter on (sglang issue #6783: "
     "slower than plain decoding; priced at AL 1 with its drafting paid) and TensorRT-LLM is priced as if it held them "
     "(docs/engine.md, \"Past the drafter's positions\")"
 )
@@ -48,9 +51,11 @@ PAST_POSITIONS = (
 # (serving.text.positions_note); the caution above sums them up.
 ENGINE_PAST_POSITIONS = {
     "vllm": ("a batch whose longest sequence (this step's verified tokens included) + num_speculative_tokens passes "
-             "them drafts nothing (Model Runner V1: "
-             "zero tokens verified, gpu_model_runner._input_fits_in_drafter) or runs the drafter past them (V2; vLLM "
-             "issue #48894: a device-side assert)"),
+             "them drafts nothing on Model Runner V1 (zero tokens verified, gpu_model_runner._input_fits_in_drafter; "
+             "this plan is priced so); Model Runner V2, vLLM 0.33's default, raises a head's positions to "
+             "--max-model-len where its RoPE type allows (llama3 does) and drafts on, at an acceptance not measured "
+             "past them: measure it there, and price it with a head config that holds the context "
+             "(eagle3:config=PATH or eagle:config=PATH) and that --acceptance"),
     "sglang": "SGLang runs the drafter on past them (sglang issue #6783: slower than plain decoding there)",
     "trtllm": "what TensorRT-LLM does past them is not stated",
 }
