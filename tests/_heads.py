@@ -1,7 +1,7 @@
 """Head configs of the published EAGLE and EAGLE-3 heads' shapes for Llama-3.1-8B (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B,
 as in tests/plan/test_eagle_head_configs.py) that holds Llama-3.1's 131,072 positions, where the published one
 holds 2,048: tests that price EAGLE or EAGLE-3 at long contexts for what they check (memory caps, SLO picks, figures,
-SGLang's cap) use them, since past a drafter's positions vLLM gains nothing and SGLang's drafter runs on for
+SGLang's cap) use them, since past a drafter's positions vLLM's V1 runner drafts nothing and SGLang's drafter runs on for
 nothing (plan/drafter_positions.py). They price as the default heads do (tests/plan/test_mechanisms.py: test_eagle3_head_shape_comes_from_its_config)."""
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def test_calibrate_refuses_an_engine_on_hardware_it_does_not_run_on():
 def test_the_table_says_why_it_is_off_where_the_plan_speculates_with_fewer_running():
     from tests._heads import long_heads
 
-    # a head that holds 8k positions (the published one holds 2,048, past which vLLM gains nothing)
+    # a head that holds 8k positions (the published one holds 2,048, past which vLLM's V1 runner drafts nothing)
     r = speedplan.sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle3"), batches=[1, 40, 56], contexts=[8192])
     plans = speedplan.plan_engines(r)
     assert r.best.set_index("batch").loc[56, "mechanism"] == "none" and plans["vllm"].running[-1] < 56

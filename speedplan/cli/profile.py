@@ -100,7 +100,7 @@ def bench(
     cupy: bool = typer.Option(False, "--cupy", help="also time GEMMs with cupy (cuda cross-check)"),
     stop_after: Optional[int] = typer.Option(None, "--stop-after", help="stop after N new points (resume later)"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
-    quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a block of points timed while other processes ran (more than 0.25 cores): 3 or more (default 3) retries such blocks at the end of the run, up to that many times, and keeps the quietest try; 1 or 2 retry at once, at most that many times, and keep the quietest; either way the folder's busy points are counted and reported"),
+    quiet_tries: int = typer.Option(3, "--quiet-tries", help="CPU: tries of a block of points timed while other processes ran (more than 0.25 cores): 3 or more (default 3) tries such a block twice at once, then retries it at the end of the run, up to that many times, and keeps the quietest try; 1 or 2 retry at once, at most that many times, and keep the quietest; either way the folder's busy points are counted and reported"),
     visits: Optional[int] = typer.Option(None, "--visits", help="visits per block of points (fresh buffers each), median of their medians (default 1)"),
     interleave: bool = typer.Option(True, "--interleave/--one-by-one", help="CPU: time the points that share weights / KV cache together, repeats taking turns (default; see speedplan/data/profiles/cpu-local/README.md), or each point on its own"),
 ) -> None:

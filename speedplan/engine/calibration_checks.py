@@ -50,7 +50,8 @@ def _words(name: str) -> list[str]:
 def check_models(named: list[tuple[str, str]], target: str, given: str) -> None:
     """Refuse names that are plainly two models: two sizes of one family in two files (Llama-3.1-8B
     and Llama-3.1-70B) or in a file and --model (Llama-3.1-70B for llama-3.1-8b), or two repo ids
-    (org/name) neither of which holds the other. Other names are not refused: a fine-tune, a
+    (org/name) neither of which holds the other, or a name of another shipped preset than --model's
+    (`_preset_named`). Other names are not refused: a fine-tune, a
     local path or a --served-model-name alias ("llama8b", which the /metrics scrape labels where
     the bench JSON has the repo id) has any name; the caller notes them."""
     first: dict[str, str] = {}  # each name once, where it is first named

@@ -31,11 +31,12 @@ from speedplan.engine.readers.measurement import drafts_ran_short
 from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, check_totals, looks_like_vllm_metrics,
                                                    plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError, clipped
-from speedplan.specs.files import finite, is_a, parse_json, read_problem, refuse_wide_text
+from speedplan.specs.files import finite, is_a, parse_json, refuse_wide_text
 from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
                                        fit_positions, fit_ranks, fit_runs)
 from speedplan.plan.acceptance_notes import small_sample_note
+from speedplan.plan.trace_records import read_trace
 
 _FORMS = ("alpha", "positions", "ranks")
 # How the sources that measured one drafter begin: the sweep refuses one for several mechanisms at once
@@ -47,11 +48,13 @@ _EXPECTED = "give alpha=, positions=, ranks=, al=A@D or an acceptance file (a tr
 def _split_mechanism(spec: str, mechanisms: tuple[str, ...]) -> tuple[str, str]:
     """(key, value) of one --acceptance text: `MECH:SPEC` → (MECH, SPEC), where MECH may be a
     whole mechanism spec with its argument (`draft-model:llama-3.2-1b:alpha=0.6`, for one of two
-    draft models) when SPEC is numbers (or empty); a bare SPEC → ("*", SPEC)."""
+    draft models) when SPEC is numbers, an existing file (`draft-model:llama-3.2-1b:run.jsonl`) or empty;
+    a bare SPEC → ("*", SPEC)."""
     parts = spec.split(":")
-    for i in range(len(parts) - 1, 1, -1):  # the longest MECH:ARG prefix followed by numbers
+    for i in range(len(parts) - 1, 1, -1):  # the longest MECH:ARG prefix followed by numbers or a file
         head, rest = canonical_spec(":".join(parts[:i]).lower()), ":".join(parts[i:])
-        if head.split(":")[0] in mechanisms and (rest.partition("=")[0].strip() in (*_FORMS, "al") or not rest.strip()):
+        if head.split(":")[0] in mechanisms and (rest.partition("=")[0].strip() in (*_FORMS, "al") or not rest.strip()
+                                                 or is_a(Path(rest), "file") or is_a(Path(rest.rpartition("@")[0]), "file")):
             return head, rest
     head, colon, rest = spec.partition(":")
     return (canonical_name(head), rest) if colon and canonical_name(head) in mechanisms else ("*", spec)
@@ -175,11 +178,15 @@ def _from_file(text: str) -> Acceptance:
         raise SpeedplanInputError(f"--acceptance {text!r:.80}: is a folder; give a file in it")
     if not is_a(path, "file"):
         from speedplan.plan.mechanisms import MECHANISMS
-        head, _, rest = text.partition(":")  # eagel3:alpha=0.8 or eagel3:FILE: a misspelt mechanism
-        hint = (f" ({head!r:.40} is not a mechanism: MECH:... takes one of {', '.join(MECHANISMS)})" if rest and (
-                "=" in rest or is_a(Path(rest), "file") or is_a(Path(rest.rpartition("@")[0]), "file")) else "")
-        if not hint and "=" not in text and ("/" in path_text or path.suffix in (".json", ".jsonl", ".txt", ".log")):
-            raise SpeedplanInputError(f"--acceptance {path_text!r}: no such file")  # the whole path, however long
+
+        head, _, rest = text.partition(":")  # eagel3:alpha=0.8, eagel3:FILE: a misspelt mechanism in front
+        prefixed = rest and re.fullmatch(r"[A-Za-z][\w.-]*", head) and (
+            "=" in rest or "/" in rest or is_a(Path(rest), "file") or is_a(Path(rest.rpartition("@")[0]), "file"))
+        hint = f" ({head!r:.40} is not a mechanism: MECH:... takes one of {', '.join(MECHANISMS)})" if prefixed else ""
+        if "=" not in text and ("/" in path_text or path.suffix in (".json", ".jsonl", ".txt", ".log")):
+            missing = rest.rpartition("@")[0] if prefixed and "@" in rest and not is_a(Path(rest), "file") else rest
+            if not prefixed or not is_a(Path(missing), "file"):  # the whole path, however long
+                raise SpeedplanInputError(f"--acceptance {(missing if prefixed else path_text)!r}: no such file{hint}")
         raise SpeedplanInputError(f"--acceptance {text!r:.80}: not alpha=, positions=, ranks=, al=A@D or an existing file{hint}")
     if at and (path.suffix == ".jsonl" or not looks_like_sglang_log(path.read_text(errors="replace"))):
         raise SpeedplanInputError(f"--acceptance {text!r:.80}: @D is for an SGLang server log whose lines give no "
@@ -289,89 +296,6 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
     source = (f"SGLang log: {path} ({len(records)} decode lines, mean accept len {al:.3f}, D={draft_len} {how}; "
               f"i.i.d. alpha {alpha:.3f})")
     return Acceptance.iid(alpha, source)
-
-
-# ---- runtime traces (speedplan.trace/1) ---------------------------------------------------
-def read_trace(path: Path) -> tuple[dict, list[dict]]:
-    """The meta line and the step records of a speedplan.trace/1 file."""
-    meta: dict = {}
-    steps: list[tuple[int, dict]] = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpeedplanInputError(f"{path}: cannot read trace ({read_problem(e)})") from None
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        rec = parse_json(line, f"{path}:{i}")
-        kind = rec.get("type") if isinstance(rec, dict) else None
-        if kind == "meta":
-            meta = rec
-            tree = rec.get("tree")
-            if rec.get("draft_len") is not None and not _count(rec["draft_len"], 0):
-                raise SpeedplanInputError(f"{path}:{i}: meta 'draft_len' must be an integer in 0..{MAX_DRAFT}")
-            if rec.get("batch") is not None and not _whole(rec["batch"], 1):
-                raise SpeedplanInputError(f"{path}:{i}: meta 'batch' must be an integer >= 1, got {rec['batch']!r}")
-            if tree is not None and not (isinstance(tree, dict) and all(
-                    tree.get(k) is None or _count(tree[k], 1) for k in ("depth", "topk"))):
-                raise SpeedplanInputError(f"{path}:{i}: meta 'tree' must be an object with integer depth and topk")
-        elif kind == "step":
-            accepted = rec.get("accepted")
-            if not isinstance(accepted, list) or not all(_count(a, 0) for a in accepted):
-                raise SpeedplanInputError(f"{path}:{i}: step without a list of 'accepted' counts in 0..{MAX_DRAFT}")
-            for key, depth in (("accepted_ranks", 1), ("offered_ranks", 2)):
-                if key in rec and not _nested_ints(rec[key], depth + 1, len(accepted)):
-                    raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
-                                              "(docs/trace.md)")
-            steps.append((i, rec))
-    if not steps or meta.get("schema") != "speedplan.trace/1":  # another schema's meta: the runtime's reader refuses it too
-        raise SpeedplanInputError(f"{path}: no speedplan.trace/1 meta line (its schema: {meta.get('schema')!r}; "
-                                  "docs/trace.md)" if steps else f"{path}: trace has no step records")
-    for i, rec in steps:
-        _check_step(rec, meta, f"{path}:{i}")
-    return meta, [rec for _, rec in steps]
-
-
-def _check_step(rec: dict, meta: dict, where: str) -> None:
-    """A step against its trace's own header (docs/trace.md): one accepted count per active
-    sequence (the step's batch, at most the meta's), each in 0..draft_len."""
-    batch, limit, draft_len = rec.get("batch"), meta.get("batch"), meta.get("draft_len")
-    accepted = rec["accepted"]
-    if batch is not None and not _whole(batch, 1):
-        raise SpeedplanInputError(f"{where}: step 'batch' must be an integer >= 1, got {batch!r}")
-    if batch is not None and limit is not None and batch > limit:
-        raise SpeedplanInputError(f"{where}: step 'batch' {batch} exceeds the meta's batch {limit}")
-    if batch is not None and len(accepted) != batch:
-        raise SpeedplanInputError(f"{where}: 'accepted' holds {len(accepted)} counts but the step's 'batch' is {batch} "
-                                  "(one per active sequence)")
-    if limit is not None and len(accepted) > limit:
-        raise SpeedplanInputError(f"{where}: 'accepted' holds {len(accepted)} counts but the meta's 'batch' is {limit} "
-                                  "(one per active sequence)")
-    if draft_len is not None and max(accepted, default=0) > draft_len:
-        raise SpeedplanInputError(f"{where}: 'accepted' count {max(accepted)} exceeds the meta's draft_len {draft_len} "
-                                  "(a step accepts 0..draft_len draft tokens)")
-    topk = (meta.get("tree") or {}).get("topk")  # a rank outside 1..topk, or a path not as long as its count, had
-    for s, (a, path) in enumerate(zip(accepted, rec.get("accepted_ranks") or [])):  # been dropped without a word
-        if len(path) != a or any(r < 1 or (topk and r > topk) for r in path):
-            raise SpeedplanInputError(f"{where}: accepted_ranks[{s}] {path!r:.40} must hold {a} ranks (its 'accepted' "
-                                      f"count), each in 1..{topk or 'topk'} (docs/trace.md)")
-
-
-def _count(value, low: int) -> bool:
-    return _whole(value, low) and value <= MAX_DRAFT
-
-
-def _whole(value, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value
-
-
-def _nested_ints(value, depth: int, length: int | None = None) -> bool:
-    """`value` is lists nested `depth` deep around integers (the outer one `length` long)."""
-    if not isinstance(value, list) or (length is not None and len(value) != length):
-        return False
-    if depth == 1:
-        return all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    return all(_nested_ints(v, depth - 1) for v in value)
 
 
 def fit_trace(path: Path) -> Acceptance:

@@ -15,12 +15,15 @@ its positions runs:
   num_scheduled_tokens (`_prepare_inputs`, seq_lens), the KV length L plus the 1 + k tokens the step
   verifies, so a step with k speculative tokens drafts only while L + 1 + 2k fits: the positions its
   verify pass fills, then the k its drafter writes for the next step (`positions_needed`). Model
-  Runner V2 (vLLM 0.33's default) has no such gate: it raises a head's max_position_embeddings to the
-  target's max_model_len where the head's RoPE type only sizes the rotary table (llama3 among them;
-  `SpeculativeConfig._maybe_override_draft_max_position_embeddings`, 0.33.0 wheel, commit 4ba787ec9,
-  after vLLM issue #48894's device-side assert past the table) and drafts on, at an acceptance not
-  measured past the positions the head was trained on. vLLM profiles describe V1 and price such a
-  step as V1 runs it: AL 1 without drafting (`past_positions`).
+  Runner V2 (vLLM 0.33's default) has no such gate: it raises the max_position_embeddings of every
+  drafter but an independent draft model to the target's max_model_len where its RoPE type only sizes
+  the rotary table (llama3 among them; `SpeculativeConfig._maybe_override_draft_max_position_embeddings`,
+  0.33.0 wheel, commit 4ba787ec9, after vLLM issue #48894's device-side assert past the table) and
+  drafts on, at an acceptance not measured past the positions the head was trained on; for a draft
+  model or another RoPE type it lowers the server's max_model_len to the drafter's
+  (`VllmConfig._limit_max_model_len_to_draft`). vLLM profiles price such a step as Model Runner V1
+  runs it: AL 1 without drafting (`past_positions`), though their D = 0 upkeep follows V2
+  (`zero_draft_forward`).
 - SGLang runs the drafter on past its positions; sglang issue #6783 measured an EAGLE-3 head of
   2,048 positions slower than plain decoding on inputs past 2k. SGLang profiles price such a step at
   AL 1 with its drafting paid (`past_positions`): slower than plain decoding, as measured; how much
@@ -40,8 +43,9 @@ from speedplan.plan.mechanisms import Mechanism
 from speedplan.specs.model import ModelSpec
 
 PAST_POSITIONS = (
-    "past them vLLM's Model Runner V1 drafts nothing (priced so: AL 1, no drafting; V2, vLLM 0.33's default, drafts "
-    "on at an acceptance not measured there), SGLang runs the drafter on (sglang issue #6783: "
+    "past them vLLM's Model Runner V1 drafts nothing (priced so: AL 1, no drafting; V2, vLLM 0.33's default, gives "
+    "a head whose RoPE type allows it the target's positions and drafts on at an acceptance not measured there, or "
+    "else lowers max_model_len to the drafter's), SGLang runs the drafter on (sglang issue #6783: "
     "slower than plain decoding; priced at AL 1 with its drafting paid) and TensorRT-LLM is priced as if it held them "
     "(docs/engine.md, \"Past the drafter's positions\")"
 )
@@ -52,10 +56,11 @@ PAST_POSITIONS = (
 ENGINE_PAST_POSITIONS = {
     "vllm": ("a batch whose longest sequence (this step's verified tokens included) + num_speculative_tokens passes "
              "them drafts nothing on Model Runner V1 (zero tokens verified, gpu_model_runner._input_fits_in_drafter; "
-             "this plan is priced so); Model Runner V2, vLLM 0.33's default, raises a head's positions to "
-             "--max-model-len where its RoPE type allows (llama3 does) and drafts on, at an acceptance not measured "
-             "past them: measure it there, and price it with a head config that holds the context "
-             "(eagle3:config=PATH or eagle:config=PATH) and that --acceptance"),
+             "this plan is priced so); Model Runner V2, vLLM 0.33's default, raises an EAGLE or MTP head's positions "
+             "to max_model_len where its RoPE type allows (llama3 does) and drafts on, at an acceptance not "
+             "measured past them (measure it there, and price it with a head config that holds the context, "
+             "eagle3:config=PATH or eagle:config=PATH, and that --acceptance), and otherwise (a draft model, another "
+             "RoPE type) lowers max_model_len to the drafter's, refusing longer requests"),
     "sglang": "SGLang runs the drafter on past them (sglang issue #6783: slower than plain decoding there)",
     "trtllm": "what TensorRT-LLM does past them is not stated",
 }

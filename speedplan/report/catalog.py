@@ -149,7 +149,7 @@ def mechanism_rows(model: str | None = None, tp: int = 1, draft_len: int = 3, no
                         "swept": "yes" if mech else f"no: {skipped.get(row['mechanism'], 'not swept by default')}",
                         f"AL at D={draft_len}": "-" if al is None else round(al, 2),
                         "nodes": held if mech is not None and mech.is_tree else "-",
-                        # what the drafter holds (plan/drafter_positions.py: vLLM gains nothing past it)
+                        # what the drafter holds (plan/drafter_positions.py: AL 1 on vLLM past it)
                         "positions": f"{p[0]:,}" if mech is not None and (p := mech.drafter_positions()) else "-",
                         "acceptance source": mech.acceptance_source if mech else "-"})
     return out

@@ -252,6 +252,8 @@ def hardware_from_json(data: dict, where: str) -> Hardware:
     if not isinstance(data, dict):
         raise SpeedplanInputError(f"{where}: expected a JSON object")
     unknown = sorted(set(data) - set(_NUMBERS) - set(_TEXTS) - {"peak_flops_per_s", "platform"})
+    if unknown and "sweep_id" in data:  # what speedplan sweep writes
+        raise SpeedplanInputError(f"{where}: a sweep report's meta.json, not a hardware file")
     if unknown and "origin" in data:  # a profile folder's meta.json (a hardware file has no origin)
         raise SpeedplanInputError(f"{where}: a profile folder's meta.json, not a hardware file: give the folder that holds it")
     if unknown:

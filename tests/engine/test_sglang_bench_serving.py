@@ -134,6 +134,9 @@ def test_server_info_says_trees_mtp_and_the_cap_the_server_ran(tmp_path):
     ({"tag": 3}, "field 'tag' must be text"),
     ({"mean_tpot_ms": 0}, "field 'mean_tpot_ms' is 0: SGLang's bench_serving writes 0 where no request produced"),
     ({"errors": [""] * 300 + ["timeout"] * 20, "completed": 300}, "20 of 320 requests failed ('errors')"),
+    ({"completed": 0}, "field 'completed' is 0: no request finished decoding"),  # a review, stop 62
+    ({"total_output_tokens": 0}, "field 'total_output_tokens' is 0: no request finished decoding"),
+    ({"errors": ["timeout"] * 16, "completed": 0}, "16 of 16 requests failed ('errors')"),  # said first
 ])
 def test_a_bad_bench_serving_line_is_exit_2_naming_file_line_and_field(tmp_path, capsys, change, word):
     f = _write(tmp_path, sglang_line(batch=1, tpot=6.3, spec=False), sglang_line(**change))

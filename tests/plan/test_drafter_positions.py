@@ -47,7 +47,8 @@ def test_the_default_sweep_cautions_each_published_head_once_per_head(tmp_path, 
     assert "holds 2,048 positions" in cautions["eagle3"] and "need up to 4,161 (context 4,096, then 1 + k" in cautions["eagle3"]
     assert "D 4 for eagle3, 32 nodes for eagle3-tree" in cautions["eagle3"]  # 4,096 + 1 + 2 x 32
     assert "Model Runner V1 drafts nothing (priced so: AL 1" in cautions["eagle3"] and "#6783" in cautions["eagle3"]
-    assert "V2, vLLM 0.33's default, drafts on at an acceptance not measured there" in cautions["eagle3"]
+    assert "V2, vLLM 0.33's default, gives a head whose RoPE type allows it the target's positions and drafts on at an " \
+        "acceptance not measured there, or else lowers max_model_len to the drafter's" in cautions["eagle3"]
     assert cautions["eagle3"] == cautions["eagle3-tree"] != cautions["eagle"] == cautions["eagle-tree"]
     assert run(["sweep", "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
@@ -217,8 +218,9 @@ def test_the_launch_files_say_what_each_engine_does_past_the_drafters_positions(
     vllm = (tmp_path / "o" / "vllm_serve.sh").read_text()
     assert "# Note: the drafter holds 2,048 positions" in vllm and "_input_fits_in_drafter" in vllm
     # vLLM 0.33's Model Runner V2 gives a head whose RoPE type allows it the target's positions (a review, stop 62)
-    assert "Model Runner V2, vLLM 0.33's default, raises a head's positions to --max-model-len" in " ".join(
-        line.lstrip("# ") for line in vllm.splitlines())
+    note = " ".join(line.lstrip("# ") for line in vllm.splitlines())
+    assert "Model Runner V2, vLLM 0.33's default, raises an EAGLE or MTP head's positions to max_model_len" in note
+    assert "otherwise (a draft model, another RoPE type) lowers max_model_len to the drafter's" in note
     assert "sglang issue #6783" in (tmp_path / "o" / "sglang_launch.sh").read_text()
     assert "what TensorRT-LLM does past them is not stated" in (tmp_path / "o" / "trtllm_serve.sh").read_text()
     # a draft model of 131,072 positions, Llama-3.1's own: nothing to say

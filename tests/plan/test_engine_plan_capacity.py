@@ -49,7 +49,7 @@ def test_the_terminal_names_every_batch_a_capped_launch_is_priced_as():
 
     from tests._heads import long_heads
 
-    # a head that holds 32k positions (the published one holds 2,048, past which vLLM gains nothing)
+    # a head that holds 32k positions (the published one holds 2,048, past which vLLM's V1 runner drafts nothing)
     r = sweep("llama-3.1-8b", "h100-sxm", long_heads("eagle3"), (1, 8, 13, 14, 27, 28), (0, 3, 7),
               contexts=[16384, 32768])
     plans = plan_engines(r, engines=["vllm"])

@@ -145,7 +145,7 @@ def test_the_heatmap_stars_the_table_pick():
     from speedplan.report.data import figure_set
     from tests._heads import long_heads
 
-    # a head that holds these contexts (the published one holds 2,048 positions, past which vLLM gains nothing)
+    # a head that holds these contexts (the published one holds 2,048 positions, past which vLLM's V1 runner drafts nothing)
     for mechs, context in ((["eagle3"], 4096), (["eagle3-tree"], 8192)):  # contexts where the two differ somewhere
         r = sweep("llama-3.1-8b", "h100-sxm", long_heads(*mechs), batches=[1, 2, 4, 8, 16, 32, 64, 128],
                   draft_lens=range(0, 9), contexts=[context])

@@ -210,7 +210,7 @@ def test_the_slo_pick_is_one_the_pricing_engine_runs():
     from speedplan.report.summary import slo_line
     from tests._heads import long_heads
 
-    # a head that holds context 4096 (the published one holds 2,048 positions, past which vLLM gains nothing)
+    # a head that holds context 4096 (the published one holds 2,048 positions, past which vLLM's V1 runner drafts nothing)
     both = long_heads("eagle3", "eagle3-tree")
     r = sweep("llama-3.1-8b", "h100-sxm", both, [1, 8, 64], range(0, 9), min_tokens_per_user=300)
     anyone = slo_pick(r.frame, 300)

@@ -205,7 +205,6 @@ def _check_counts(run: dict, where: str) -> None:
             raise SpeedplanInputError(f"{where}: field {key!r} must be a count >= {low}, got {shown(run[key])}")
 
 
-
 def _vllm_batch(run: dict, where: str) -> tuple[int, str]:
     """The most requests the run had in flight: --max-concurrency, or --num-prompts where fewer."""
     batch = number_field(run, "max_concurrency", where, True)

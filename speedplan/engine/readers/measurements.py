@@ -70,7 +70,6 @@ def read_csv(path: Path, acceptance=no_acceptance) -> list[Measurement]:
     return repeated_lines(rows, read)
 
 
-
 def _records(path, f):
     """(line, cells) of each record of an open CSV file: the line it starts on and its cells,
     separated as the first line that is not blank or a comment separates them. Blank records and

@@ -45,8 +45,8 @@ from pathlib import Path
 
 from speedplan.engine.readers.bench_results import (FAILED_SHARE, _check_counts, _check_held, _vllm_context,
                                                     read_vllm_bench, throughput_note, vllm_decode)
-from speedplan.engine.readers.measurement import (MAX_TREE_NODES, Measurement, canonical_mechanism, check_decoded, no_acceptance,
-                                                  number_field, scraped, shown)
+from speedplan.engine.readers.measurement import (MAX_TREE_NODES, Measurement, canonical_mechanism, check_decoded,
+                                                  no_acceptance, number_field, scraped, shown)
 from speedplan.errors import SpeedplanInputError
 
 # Result keys only one of the two benchmarks writes (not arguments a user might repeat in --metadata).

@@ -1,0 +1,94 @@
+"""The step records of a runtime trace (speedplan.trace/1, docs/trace.md) as the planner reads
+them: the meta line and each step's accepted counts, checked field by field
+(`acceptance_sources.fit_trace` fits acceptance from them; the runtime writes them,
+`speedplan.runtime.io.trace`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import MAX_DRAFT
+from speedplan.specs.files import parse_json, read_problem
+
+
+def read_trace(path: Path) -> tuple[dict, list[dict]]:
+    """The meta line and the step records of a speedplan.trace/1 file."""
+    meta: dict = {}
+    steps: list[tuple[int, dict]] = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpeedplanInputError(f"{path}: cannot read trace ({read_problem(e)})") from None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        rec = parse_json(line, f"{path}:{i}")
+        kind = rec.get("type") if isinstance(rec, dict) else None
+        if kind == "meta":
+            meta = rec
+            tree = rec.get("tree")
+            if rec.get("draft_len") is not None and not _count(rec["draft_len"], 0):
+                raise SpeedplanInputError(f"{path}:{i}: meta 'draft_len' must be an integer in 0..{MAX_DRAFT}")
+            if rec.get("batch") is not None and not _whole(rec["batch"], 1):
+                raise SpeedplanInputError(f"{path}:{i}: meta 'batch' must be an integer >= 1, got {rec['batch']!r}")
+            if tree is not None and not (isinstance(tree, dict) and all(
+                    tree.get(k) is None or _count(tree[k], 1) for k in ("depth", "topk"))):
+                raise SpeedplanInputError(f"{path}:{i}: meta 'tree' must be an object with integer depth and topk")
+        elif kind == "step":
+            accepted = rec.get("accepted")
+            if not isinstance(accepted, list) or not all(_count(a, 0) for a in accepted):
+                raise SpeedplanInputError(f"{path}:{i}: step without a list of 'accepted' counts in 0..{MAX_DRAFT}")
+            for key, depth in (("accepted_ranks", 1), ("offered_ranks", 2)):
+                if key in rec and not _nested_ints(rec[key], depth + 1, len(accepted)):
+                    raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
+                                              "(docs/trace.md)")
+            steps.append((i, rec))
+    if not steps or meta.get("schema") != "speedplan.trace/1":  # another schema's meta: the runtime's reader refuses it too
+        raise SpeedplanInputError(f"{path}: no speedplan.trace/1 meta line (its schema: {meta.get('schema')!r}; "
+                                  "docs/trace.md)" if steps else f"{path}: trace has no step records")
+    for i, rec in steps:
+        _check_step(rec, meta, f"{path}:{i}")
+    return meta, [rec for _, rec in steps]
+
+
+def _check_step(rec: dict, meta: dict, where: str) -> None:
+    """A step against its trace's own header (docs/trace.md): one accepted count per active
+    sequence (the step's batch, at most the meta's), each in 0..draft_len."""
+    batch, limit, draft_len = rec.get("batch"), meta.get("batch"), meta.get("draft_len")
+    accepted = rec["accepted"]
+    if batch is not None and not _whole(batch, 1):
+        raise SpeedplanInputError(f"{where}: step 'batch' must be an integer >= 1, got {batch!r}")
+    if batch is not None and limit is not None and batch > limit:
+        raise SpeedplanInputError(f"{where}: step 'batch' {batch} exceeds the meta's batch {limit}")
+    if batch is not None and len(accepted) != batch:
+        raise SpeedplanInputError(f"{where}: 'accepted' holds {len(accepted)} counts but the step's 'batch' is {batch} "
+                                  "(one per active sequence)")
+    if limit is not None and len(accepted) > limit:
+        raise SpeedplanInputError(f"{where}: 'accepted' holds {len(accepted)} counts but the meta's 'batch' is {limit} "
+                                  "(one per active sequence)")
+    if draft_len is not None and max(accepted, default=0) > draft_len:
+        raise SpeedplanInputError(f"{where}: 'accepted' count {max(accepted)} exceeds the meta's draft_len {draft_len} "
+                                  "(a step accepts 0..draft_len draft tokens)")
+    topk = (meta.get("tree") or {}).get("topk")  # a rank outside 1..topk, or a path not as long as its count, had
+    for s, (a, path) in enumerate(zip(accepted, rec.get("accepted_ranks") or [])):  # been dropped without a word
+        if len(path) != a or any(r < 1 or (topk and r > topk) for r in path):
+            raise SpeedplanInputError(f"{where}: accepted_ranks[{s}] {path!r:.40} must hold {a} ranks (its 'accepted' "
+                                      f"count), each in 1..{topk or 'topk'} (docs/trace.md)")
+
+
+def _count(value, low: int) -> bool:
+    return _whole(value, low) and value <= MAX_DRAFT
+
+
+def _whole(value, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value
+
+
+def _nested_ints(value, depth: int, length: int | None = None) -> bool:
+    """`value` is lists nested `depth` deep around integers (the outer one `length` long)."""
+    if not isinstance(value, list) or (length is not None and len(value) != length):
+        return False
+    if depth == 1:
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    return all(_nested_ints(v, depth - 1) for v in value)
