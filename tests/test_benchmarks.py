@@ -184,3 +184,18 @@ def test_fit_engine_profiles_by_source_predicts_each_source_from_the_others():
         assert n + fit_on == 20
     assert "all 20 rows out of source: median" in sglang
     assert {p.name: p.read_bytes() for p in (BENCHMARKS.parent / "speedplan/specs/presets/engines").glob("*.json")} == shipped
+
+
+def test_bench_unseen_functions_builds_its_prompts_from_modules_no_split_holds():
+    """The script itself takes minutes (the runtime); its prompt set is checked here."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from bench_unseen_functions import PROMPTS, UNSEEN, unseen_prompts
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    from speedplan.runtime.io.prompts import MODULES, stdlib_prompts
+
+    texts = unseen_prompts()
+    assert len(texts) == PROMPTS and not set(UNSEEN) & set(MODULES)
+    assert sum(t.startswith("Summarize") for t in texts) == sum(t.startswith("Here is") for t in texts) == PROMPTS // 2
+    assert not set(texts) & {p.text for p in stdlib_prompts()}
