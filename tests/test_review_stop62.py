@@ -182,3 +182,16 @@ def test_validate_warms_up_every_mechanism_before_its_first_timed_run(monkeypatc
     assert len(calls) == len(warm)  # nothing else ran before the timed rounds
     assert [c[1] for c in warm] == [0] + [run_module.QUICK.calibration_draft_len] * len(run_module.QUICK.mechanisms)
     assert all(c[2] == 1 and c[3] == 4 and c[4] is None for c in warm)  # batch 1, 4 tokens, no shared prefill cache
+
+
+def test_a_plan_whose_weighed_batches_lose_nothing_writes_its_report(tmp_path):
+    """--batch-weights leaving out B = 1, every weighed batch at loss 0: the worst loss was read at the unweighed
+    B = 1 (filled with 0, first in idxmax) and the report ended in an IndexError (the final review, stop 62)."""
+    assert run(["sweep", "--mechanism", "eagle3", "--batch", "1,8,64", "--batch-weights", "8=1,64=1",
+                "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "report.html").exists()
+
+
+def test_a_presets_instruct_name_points_at_the_preset(capsys):
+    assert run(["sweep", "--model", "Qwen3-32B-Instruct"]) == 2
+    assert "its architecture is the preset qwen3-32b (--model qwen3-32b)" in capsys.readouterr().err

@@ -157,8 +157,10 @@ def check(
     if as_json:
         typer.echo(json.dumps(result, indent=1))
         return
-    name, shipped = result["profile"].removesuffix(" (shipped)"), result["profile"].endswith(" (shipped)")
-    typer.echo(f"{name} ({'shipped, ' if shipped else ''}{result['origin']}): leave-one-out median {result['median_error']:.1%}, "
+    from speedplan.cost.ops import shipped_profile_name
+
+    shipped = shipped_profile_name(path)
+    typer.echo(f"{shipped or path} ({'shipped, ' if shipped else ''}{result['origin']}): leave-one-out median {result['median_error']:.1%}, "
                f"p90 {result['p90_error']:.1%} over {result['points']} points")
     for family, r in result["families"].items():
         answers = ", ".join(f"{k} {v}" for k, v in r["answers"].items())

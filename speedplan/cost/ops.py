@@ -299,5 +299,9 @@ def profile_name(cost: "CostModel") -> str | None:
     path = getattr(getattr(cost, "profile", None), "path", None)
     if path is None or not str(path):
         return None
-    resolved = Path(path).resolve()
-    return path.name if resolved.parent == PROFILE_DIR.resolve() else str(resolved)  # ./cpu-local: not the shipped one
+    return shipped_profile_name(path) or str(Path(path).resolve())  # ./cpu-local: not the shipped one
+
+
+def shipped_profile_name(path: str | Path) -> str | None:
+    """The name of a profile folder speedplan ships (`path` is in its profiles folder), else None."""
+    return Path(path).name if Path(path).resolve().parent == PROFILE_DIR.resolve() else None

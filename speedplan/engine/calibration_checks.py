@@ -14,7 +14,7 @@ from speedplan.engine.calibrate import Calibration, Setting
 from speedplan.engine.calibration_bounds import beyond_fastest, beyond_slowest, slow_terms
 from speedplan.engine.readers.measurement import PLAUSIBLE, Measurement, shown
 from speedplan.errors import SpeedplanInputError
-from speedplan.specs.model import preset_names
+from speedplan.specs.model import preset_named, preset_names
 
 
 def check_distinct(files: list) -> None:
@@ -51,7 +51,7 @@ def check_models(named: list[tuple[str, str]], target: str, given: str) -> None:
     """Refuse names that are plainly two models: two sizes of one family in two files (Llama-3.1-8B
     and Llama-3.1-70B) or in a file and --model (Llama-3.1-70B for llama-3.1-8b), or two repo ids
     (org/name) neither of which holds the other, or a name of another shipped preset than --model's
-    (`_preset_named`). Other names are not refused: a fine-tune, a
+    (`specs.model.preset_named`). Other names are not refused: a fine-tune, a
     local path or a --served-model-name alias ("llama8b", which the /metrics scrape labels where
     the bench JSON has the repo id) has any name; the caller notes them."""
     first: dict[str, str] = {}  # each name once, where it is first named
@@ -72,21 +72,10 @@ def check_models(named: list[tuple[str, str]], target: str, given: str) -> None:
         if size:
             raise SpeedplanInputError(f"{where}: names the model {shown(model)}, another size than --model {given} "
                                       f"({target}, {size}): give the --model the measurements ran")
-        preset = _preset_named(model)
+        preset = preset_named(model)
         if preset and target in preset_names() and preset != target:
             raise SpeedplanInputError(f"{where}: names the model {shown(model)}, the preset {preset}, not --model "
                                       f"{given}{f' ({target})' if target != given else ''}: give the --model the measurements ran")
-
-
-def _preset_named(name: str) -> str | None:
-    """The shipped model preset a name in a measurement file plainly names: the preset's own name
-    (Qwen3-32B) or the Hugging Face repo its config.json came from, or that repo's instruct variant
-    (Qwen/Qwen3-32B); None for any other name (a fine-tune, an alias, a path)."""
-    from speedplan.specs.model import _preset_of_repo
-
-    name = name.strip().rstrip("/")
-    key = re.sub(r"-(instruct|chat|it|base)(?=-|$)", "", name.lower())  # Qwen3-32B-Instruct: the preset qwen3-32b
-    return key if key in preset_names() else _preset_of_repo(name)
 
 
 def _other_size(reference: str, name: str) -> str | None:

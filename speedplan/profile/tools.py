@@ -309,9 +309,9 @@ def derive_profile(source: str | Path, hardware: str, out: str | Path) -> Path:
 def shown_name(path: str | Path) -> str:
     """How outputs name a profile folder: a shipped one as "NAME (shipped)", not by the place the
     package is installed in (a site-packages path means nothing on another machine); any other by its path."""
-    from speedplan.cost.ops import PROFILE_DIR
+    from speedplan.cost.ops import shipped_profile_name
 
-    return f"{Path(path).name} (shipped)" if Path(path).resolve().parent == PROFILE_DIR.resolve() else str(path)
+    return f"{name} (shipped)" if (name := shipped_profile_name(path)) else str(path)
 
 
 def _licence_files(source: Path, change: str) -> dict[str, str]:

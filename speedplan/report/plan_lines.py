@@ -72,21 +72,19 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
             lines.append(f"  {name:7s} " + (p.how if p.not_run else
                                              "not planned: its memory rule holds no sequence at any planned batch size"))
             continue
-        per_b = p.rows.groupby("batch").agg(d=("draft_len", "first"), loss=("loss_vs_best", "max"))
+        d_at = p.rows.groupby("batch")["draft_len"].first()
         weighted = p.rows[p.rows["weight"] > 0] if "weight" in p.rows and (p.rows["weight"] > 0).any() else p.rows
-        if len(weighted) < len(p.rows):  # --batch-weights leaves batch sizes out: their loss counts for nothing
-            per_b["loss"] = weighted.groupby("batch")["loss_vs_best"].max().reindex(per_b.index).fillna(0.0)
-        worst = per_b["loss"].idxmax()
-        at = weighted[weighted["batch"] == worst].sort_values("loss_vs_best").iloc[-1]
+        some_weighed = len(weighted) < len(p.rows)  # --batch-weights leaves batch sizes out: their loss counts for nothing
+        at = weighted.sort_values(["loss_vs_best", "batch"], ascending=[False, True]).iloc[0]  # the worst, smallest B
+        worst, loss = at.batch, at.loss_vs_best
         where = f"B={worst}" + (f", context {at.context}" if several_contexts else "")
         best = setting_text(at.best_mechanism, at.best_draft_len, at.best_verify_tokens)
-        if per_b["loss"].max() >= 0.9995:  # the plan's own setting does not fit there
+        if loss >= 0.9995:  # the plan's own setting does not fit there
             setting = (setting_text(p.mechanism, at.draft_len, at.verify_tokens) if at.draft_len else
                        f"D = 0 with the {p.mechanism} drafter loaded")  # D = 0 does not unload it
             tail = f"worst loss 100% ({where}: {setting} does not fit in memory; {best} does)"
-        elif per_b["loss"].max() > 0.0005:
-            tail = (f"worst loss {100 * per_b['loss'].max():.1f}%"
-                    + (" over the batch sizes --batch-weights counts" if len(weighted) < len(p.rows) else "")
+        elif loss > 0.0005:
+            tail = (f"worst loss {100 * loss:.1f}%" + (" over the batch sizes --batch-weights counts" if some_weighed else "")
                     + f" ({where}: {best} reaches {at.best_speedup:.2f}x)")
         else:
             tail = "worst loss 0.0%"
@@ -109,7 +107,7 @@ def engine_plan_lines(plans: dict, max_batches: int = 12, own: str | None = None
                 tail += (f"; at B = {', '.join(map(str, slow))} that cap makes it slower than plain decoding: set "
                          "--max-running-requests to run more (not priced) or serve those loads without speculation")
         tail += _slower_than_plain(p, capped)
-        ds = " ".join(str(int(per_b["d"][b])) if b in per_b.index else "-" for b in shown)
+        ds = " ".join(str(int(d_at[b])) if b in d_at.index else "-" for b in shown)
         unheld = sorted(cells - set(zip(p.rows["batch"], p.rows["context"])))
         if unheld:  # cells the sweep's profile serves where this engine's memory rule holds no sequence
             tail += ("; its memory rule holds no sequence at " + ", ".join(

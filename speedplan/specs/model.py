@@ -369,25 +369,25 @@ def get_model(name_or_path: str) -> ModelSpec:
         spec = from_hf_config(read_json(path), name=name or "custom", where=str(path))
         check_preset_name(spec, str(path))
         return spec
-    preset = _preset_of_repo(key)
-    if preset:  # a Hugging Face repo id whose architecture a preset holds (its config.json's source)
+    preset = preset_named(key)
+    if preset:  # a preset's instruct variant, or a Hugging Face repo id whose architecture a preset holds
         raise SpeedplanInputError(f"unknown model {key!r:.60}: its architecture is the preset {preset} (--model {preset}); "
                                   "a config.json path prices any other checkpoint")
     raise SpeedplanInputError(f"unknown model {key!r:.60}{did_you_mean(key, preset_names())}; presets: {', '.join(preset_names())} (or a config.json path)")
 
 
-def _preset_of_repo(repo: str) -> str | None:
-    """The preset whose config.json came from Hugging Face repo `repo` or its instruct/chat
-    variant (`meta-llama/Llama-3.1-8B-Instruct` -> llama-3.1-8b), else None."""
+def preset_named(name: str) -> str | None:
+    """The preset a name plainly names, itself or its instruct/chat variant: the preset's name (Qwen3-32B-Instruct) or
+    its config.json's Hugging Face repo (meta-llama/Llama-3.1-8B-Instruct -> llama-3.1-8b); else None (a fine-tune, a path)."""
     def base(text: str) -> str:
         return re.sub(r"-(instruct|chat|it|base)(?=-|$)", "", text.strip().strip("/").lower())
 
-    if repo.count("/") != 1:
-        return None
-    for name in preset_names():
-        match = re.search(r"huggingface\.co/([^/]+/[^/]+)/", _preset_model(name).source or "")
+    if (repo := name.strip().strip("/")).count("/") != 1:
+        return base(repo) if "/" not in repo and base(repo) in preset_names() else None
+    for preset in preset_names():
+        match = re.search(r"huggingface\.co/([^/]+/[^/]+)/", _preset_model(preset).source or "")
         if match and base(match.group(1)) == base(repo):
-            return name
+            return preset
     return None
 
 

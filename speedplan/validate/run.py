@@ -130,12 +130,12 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
 
     prefills = PrefillCache()  # the target's prefill of each wave, computed once (it is not what is timed)
 
-    def run(mech: str, prompts, batch: int, draft_len: int):
+    def run(mech: str, prompts, batch: int, draft_len: int, new_tokens: int = grid.max_new_tokens, cache=prefills):
         opts = DrafterOptions(tree_topk=grid.tree_topk, tree_depth=max(draft_len, 1),
                               tree_nodes=grid.tree_nodes(max(draft_len, 1)))
         drafter = make_drafter(mech if draft_len else "none", target.model, opts)
-        return generate(target.model, prompts, drafter, draft_len, batch, max_new_tokens=grid.max_new_tokens,
-                        eos_ids=eos, seed=0, prefills=prefills), drafter
+        return generate(target.model, prompts, drafter, draft_len, batch, max_new_tokens=new_tokens,
+                        eos_ids=eos, seed=0, prefills=cache), drafter
 
     def prompts_for(batch: int) -> list:  # a point's prompts: whole waves, at least min_prompts
         return spread(evals, int(math.ceil(max(batch, grid.min_prompts) / batch) * batch))
@@ -165,9 +165,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     plan = interleave([("evaluation", *x) for x in eval_plan], [("calibration", *x) for x in cal_plan])
     for name in ("none", *grid.mechanisms):  # untimed warm-up (api.warm_up): first calls allocate and pick kernels,
         d = 0 if name == "none" else grid.calibration_draft_len  # which the first timed run (plain, B = 1) had paid
-        opts = DrafterOptions(tree_topk=grid.tree_topk, tree_depth=max(d, 1), tree_nodes=grid.tree_nodes(max(d, 1)))
-        generate(target.model, calib[:1], make_drafter(name if d else "none", target.model, opts), d, 1,
-                 max_new_tokens=min(4, grid.max_new_tokens), eos_ids=eos, seed=0)
+        run(name, calib[:1], 1, d, new_tokens=min(4, grid.max_new_tokens), cache=None)
     timed_list = timed_rounds(plan, measure, grid.rounds, say, describe)
     timed_list = settle_rounds(plan, timed_list, measure, grid.settle_tolerance, grid.max_timings, say, describe)
     timed_all = dict(zip(plan, timed_list))
