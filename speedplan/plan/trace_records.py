@@ -14,7 +14,15 @@ from speedplan.specs.files import parse_json, read_problem
 
 def read_trace(path: Path) -> tuple[dict, list[dict]]:
     """The meta line and the step records of a speedplan.trace/1 file."""
+    meta, steps, _ = read_trace_lines(path)
+    return meta, steps
+
+
+def read_trace_lines(path: Path) -> tuple[dict, list[dict], dict | None]:
+    """The meta line, the step records and the summary line (None where absent) of a
+    speedplan.trace/1 file, every step checked against the meta."""
     meta: dict = {}
+    summary: dict | None = None
     steps: list[tuple[int, dict]] = []
     try:
         lines = Path(path).read_text().splitlines()
@@ -44,12 +52,14 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
                     raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
                                               "(docs/trace.md)")
             steps.append((i, rec))
+        elif kind == "summary":
+            summary = rec
     if not steps or meta.get("schema") != "speedplan.trace/1":  # another schema's meta: the runtime's reader refuses it too
         raise SpeedplanInputError(f"{path}: no speedplan.trace/1 meta line (its schema: {meta.get('schema')!r}; "
                                   "docs/trace.md)" if steps else f"{path}: trace has no step records")
     for i, rec in steps:
         _check_step(rec, meta, f"{path}:{i}")
-    return meta, [rec for _, rec in steps]
+    return meta, [rec for _, rec in steps], summary
 
 
 def _check_step(rec: dict, meta: dict, where: str) -> None:

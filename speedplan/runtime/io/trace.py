@@ -60,25 +60,18 @@ def write_trace(path: str | Path, meta: TraceMeta, result) -> Path:
 
 
 def read_trace(path: str | Path) -> tuple[dict, list[dict], dict | None]:
-    """(meta, steps, summary) of a trace file, checked against the schema; ValueError if not.
+    """(meta, steps, summary) of a trace file as the runtime writes it: read and checked as the
+    planner reads any trace (`speedplan.plan.trace_records`), and every step holding every field of
+    STEP_KEYS with one context per sequence; SpeedplanInputError (a ValueError) if not.
     For tree mechanisms draft_len is the tree depth (the most drafts one step can accept)."""
-    lines = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
-    if not lines or lines[0].get("type") != "meta" or lines[0].get("schema") != SCHEMA:
-        raise ValueError(f"{path}: first line is not a {SCHEMA} meta line")
-    meta, steps, summary = lines[0], [], None
-    for i, line in enumerate(lines[1:], start=2):
-        kind = line.get("type")
-        if kind == "step":
-            missing = [k for k in STEP_KEYS if k not in line]
-            if missing:
-                raise ValueError(f"{path}:{i}: step line lacks {', '.join(missing)}")
-            if len(line["accepted"]) != line["batch"] or len(line["context"]) != line["batch"]:
-                raise ValueError(f"{path}:{i}: accepted/context lengths differ from batch")
-            if any(not 0 <= a <= meta["draft_len"] for a in line["accepted"]):
-                raise ValueError(f"{path}:{i}: accepted count outside 0..draft_len")
-            steps.append(line)
-        elif kind == "summary":
-            summary = line
-        else:
-            raise ValueError(f"{path}:{i}: unknown line type {kind!r}")
+    from speedplan.errors import SpeedplanInputError
+    from speedplan.plan.trace_records import read_trace_lines
+
+    meta, steps, summary = read_trace_lines(Path(path))
+    for n, step in enumerate(steps, start=1):
+        missing = [k for k in STEP_KEYS if k not in step]
+        if missing:
+            raise SpeedplanInputError(f"{path}: step record {n} lacks {', '.join(missing)}")
+        if not isinstance(step["context"], list) or len(step["context"]) != len(step["accepted"]):
+            raise SpeedplanInputError(f"{path}: step record {n}: 'context' must hold one length per sequence")
     return meta, steps, summary
