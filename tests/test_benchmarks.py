@@ -193,9 +193,9 @@ def test_bench_unseen_functions_builds_its_prompts_from_modules_no_split_holds()
         from bench_unseen_functions import PROMPTS, UNSEEN, unseen_prompts
     finally:
         sys.path.remove(str(BENCHMARKS))
-    from speedplan.runtime.io.prompts import MODULES, stdlib_prompts
+    from speedplan.runtime.io.prompts import MODULES, TRAINING_MODULES, stdlib_prompts
 
     texts = unseen_prompts()
-    assert len(texts) == PROMPTS and not set(UNSEEN) & set(MODULES)
+    assert len(texts) == PROMPTS and not set(UNSEEN) & (set(MODULES) | set(TRAINING_MODULES))
     assert sum(t.startswith("Summarize") for t in texts) == sum(t.startswith("Here is") for t in texts) == PROMPTS // 2
     assert not set(texts) & {p.text for p in stdlib_prompts()}

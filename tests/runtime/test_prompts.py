@@ -1,11 +1,10 @@
-"""The prompt splits: training, calibration and evaluation never share a prompt, calibration and
-evaluation never share a function (training holds every function's "complete" prompt: see
-docs/runtime.md), and calibration and evaluation hold the same kinds, so that acceptance fitted
-on one carries to the other."""
+"""The prompt splits: training, calibration and evaluation never share a prompt, a function nor a
+module (docs/runtime.md, "Prompts"), and calibration and evaluation hold the same kinds, so that
+acceptance fitted on one carries to the other."""
 
 from collections import Counter
 
-from speedplan.runtime.io.prompts import KINDS, stdlib_prompts
+from speedplan.runtime.io.prompts import MODULES, TRAINING_MODULES, stdlib_prompts
 
 
 def _function(prompt) -> str:
@@ -22,10 +21,14 @@ def test_calibration_and_evaluation_hold_the_same_kinds():
     assert len({p.kind for p in calib[:4]}) == 2 and len({p.kind for p in evals[:4]}) == 2
 
 
-def test_no_prompt_serves_two_splits_nor_a_function_calibration_and_evaluation():
+def test_no_prompt_function_nor_module_serves_two_splits():
     splits = {s: stdlib_prompts(s) for s in ("training", "calibration", "evaluation")}
-    assert {p.kind for p in splits["training"]} == {"complete"}
-    assert not {_function(p) for p in splits["calibration"]} & {_function(p) for p in splits["evaluation"]}
+    assert {p.kind for p in splits["training"]} == {"complete"} and len(splits["training"]) >= 60
+    functions = {s: {_function(p) for p in v} for s, v in splits.items()}
+    modules = {s: {f.split(":")[0] for f in v} for s, v in functions.items()}
+    assert not functions["calibration"] & functions["evaluation"]
+    assert not functions["training"] & (functions["calibration"] | functions["evaluation"])
+    assert not modules["training"] & (modules["calibration"] | modules["evaluation"])
+    assert not set(TRAINING_MODULES) & set(MODULES)
     every = stdlib_prompts()
     assert len(every) == sum(len(v) for v in splits.values()) == len({p.id for p in every})
-    assert len(every) == len(KINDS) * len(splits["training"])

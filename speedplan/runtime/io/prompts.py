@@ -4,14 +4,18 @@ Three kinds, from functions that have a docstring and a body of at least 6 lines
 - "complete": the function's signature, docstring and first half, to be completed;
 - "summarize": the docstring, to be summarised;
 - "explain": a question about the function with its source.
-Selection is deterministic for a given Python version (modules in a fixed list, functions in
-source order). Three splits, so that no prompt serves two purposes:
-- "training": every function's "complete" prompt (the drafters are trained on the target's
-  continuations of them);
-- "calibration" and "evaluation": the "summarize" and "explain" prompts, a function's two going
-  to one split, functions alternating between the two, so that both splits hold both kinds
-  (speedplan validate fits acceptance and the runtime's engine terms on calibration and checks
-  its predictions on evaluation).
+Selection is deterministic for a given Python version (modules in fixed lists, functions in
+source order). Three splits, so that no prompt serves two purposes and no function two splits:
+- "training": the "complete" prompts of the functions of TRAINING_MODULES, modules no other
+  split reads (the drafters are trained on the target's continuations of them);
+- "calibration" and "evaluation": the "summarize" and "explain" prompts of the functions of
+  MODULES, a function's two going to one split, functions alternating between the two, so that
+  both splits hold both kinds (speedplan validate fits acceptance and the runtime's engine terms
+  on calibration and checks its predictions on evaluation).
+Until 2026-12-07 the training split held the "complete" prompts of MODULES' own functions, so
+the drafters had seen the first half of the code that the "explain" prompts show; on prompts of
+functions no split held, both trained drafters accepted 0.90x what they did on evaluation
+prompts, where n-gram lookup accepted 1.22x (benchmarks/bench_unseen_functions.py, 2026-12-07).
 Earlier the splits took turns prompt by prompt; with three kinds and three splits that put
 each kind in a split of its own, and n-gram acceptance fitted on the "summarize" prompts came
 out 1.26x what the "explain" prompts gave (reports/validation-cpu before 2026-12-01 16:00).
@@ -29,6 +33,12 @@ MODULES = ("textwrap.py", "string.py", "heapq.py", "bisect.py", "shlex.py", "fra
            "fnmatch.py", "calendar.py", "statistics.py", "difflib.py", "base64.py", "colorsys.py",
            "pprint.py", "copy.py", "queue.py", "sched.py", "json/decoder.py", "json/encoder.py",
            "csv.py", "ipaddress.py", "random.py", "dataclasses.py", "functools.py")
+# The drafters' training functions: modules none of the above is, and none of the held-out set of
+# benchmarks/bench_unseen_functions.py; each exists as a single file from Python 3.10 to 3.13.
+TRAINING_MODULES = ("contextlib.py", "enum.py", "collections/__init__.py", "datetime.py", "gzip.py",
+                    "subprocess.py", "threading.py", "ast.py", "dis.py", "traceback.py", "tempfile.py",
+                    "uuid.py", "mimetypes.py", "optparse.py", "cmd.py", "code.py", "pkgutil.py", "pickle.py",
+                    "warnings.py", "graphlib.py", "os.py", "codecs.py", "selectors.py", "typing.py")
 MAX_SOURCE_LINES = 40
 KINDS = ("complete", "summarize", "explain")
 SPLITS = ("training", "calibration", "evaluation")
@@ -69,23 +79,24 @@ def _text(kind: str, module: str, name: str, doc: str, src: str) -> str:
     return f"Here is `{module}.{name}` from Python's standard library:\n```python\n{code}\n```\nHow does it work, and when would you use it?"
 
 
+def _module_functions(modules: tuple[str, ...], per_module: int) -> list[tuple[str, str, str, str]]:
+    """(module, qualified name, docstring, source) of the first `per_module` functions of each module
+    present on this Python."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return [(rel[:-3].replace("/", ".").removesuffix(".__init__"), *fn)
+            for rel in modules if (root / rel).exists() for fn in _functions(root / rel)[:per_module]]
+
+
 def stdlib_prompts(split: str | None = None, per_module: int = 3, limit: int | None = None) -> list[Prompt]:
     """Prompts from the standard library; split = one of SPLITS, or None for all of them."""
     if split is not None and split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    root = Path(sysconfig.get_paths()["stdlib"])
     prompts: list[Prompt] = []
-    functions = 0
-    for rel in MODULES:
-        path = root / rel
-        if not path.exists():
-            continue
-        module = rel[:-3].replace("/", ".")
-        for name, doc, src in _functions(path)[:per_module]:
-            checked = "calibration" if functions % 2 == 0 else "evaluation"
-            functions += 1
-            for kind in KINDS:
-                part = "training" if kind == "complete" else checked
-                prompts.append(Prompt(f"{module}:{name}:{kind}", kind, _text(kind, module, name, doc, src), part))
+    for i, (module, name, doc, src) in enumerate(_module_functions(MODULES, per_module)):
+        checked = "calibration" if i % 2 == 0 else "evaluation"
+        prompts += [Prompt(f"{module}:{name}:{kind}", kind, _text(kind, module, name, doc, src), checked)
+                    for kind in ("summarize", "explain")]
+    prompts += [Prompt(f"{module}:{name}:complete", "complete", _text("complete", module, name, doc, src), "training")
+                for module, name, doc, src in _module_functions(TRAINING_MODULES, per_module)]
     chosen = [p for p in prompts if split is None or p.split == split]
     return chosen[:limit] if limit else chosen

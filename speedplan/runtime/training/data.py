@@ -45,9 +45,9 @@ def load_target(path: str | Path | None = None):
 
 
 def training_texts() -> list[str]:
-    """User messages of the training split of `speedplan.runtime.io.prompts`: never a calibration or
-    evaluation prompt that speedplan validate uses, but the first half of the same functions' code
-    (docs/runtime.md, "Prompts")."""
+    """User messages of the training split of `speedplan.runtime.io.prompts`: the first half of the
+    code of functions from modules (`TRAINING_MODULES`) no calibration or evaluation prompt that
+    speedplan validate uses comes from (docs/runtime.md, "Prompts")."""
     from speedplan.runtime.io.prompts import stdlib_prompts
 
     return [p.text for p in stdlib_prompts("training")]
