@@ -5,10 +5,11 @@
 Until 2026-12-07 the shipped drafters (speedplan/data/drafters) were trained on the "complete"
 prompt (the first half of the code) of the very functions that the calibration and evaluation
 prompts `speedplan validate` checks ask about; since then on functions of TRAINING_MODULES, which no
-other split reads (docs/runtime.md, "Prompts", gives both drafters' figures). This measures the acceptance length (greedy, mean over sequence-steps, the bonus token
-counted) of each drafter at D = 3 on 16 evaluation prompts and on 16 prompts of the same two
-kinds ("summarize", "explain"), built the same way from functions of standard-library modules no
-split holds (UNSEEN), and prints the ratio. n-gram lookup, which nothing trained, is the control:
+other split reads (docs/runtime.md, "Prompts", gives both drafters' figures). This measures the
+acceptance length (greedy, mean over sequence-steps, the bonus token counted) of each drafter at
+D = 3 on 16 evaluation prompts and on 16 prompts of the same two kinds ("summarize", "explain"),
+built the same way from functions of standard-library modules no split holds (UNSEEN), and prints
+the ratio. n-gram lookup, which nothing trained, is the control:
 its ratio says how much the two prompt sets differ on their own.
 
 Acceptance does not depend on timing, so no pairing is needed; greedy speculative output equals
@@ -17,11 +18,9 @@ plain output (tests/runtime/test_lossless.py), so batch 4 gives batch 1's accept
 
 from __future__ import annotations
 
-import sysconfig
 import time
-from pathlib import Path
 
-from speedplan.runtime.io.prompts import MODULES, TRAINING_MODULES, _functions, _text, stdlib_prompts
+from speedplan.runtime.io.prompts import MODULES, TRAINING_MODULES, _module_functions, _text, stdlib_prompts
 
 UNSEEN = ("locale.py", "tokenize.py", "gettext.py", "argparse.py", "configparser.py", "tarfile.py",
           "email/utils.py", "urllib/parse.py", "http/cookies.py", "posixpath.py", "inspect.py", "shutil.py")
@@ -32,15 +31,8 @@ MECHANISMS = ("eagle", "draft-model", "ngram")
 def unseen_prompts(n: int = PROMPTS) -> list[str]:
     """"summarize" and "explain" prompts, alternating, from functions of modules no split holds (up to 2 each)."""
     assert not set(UNSEEN) & (set(MODULES) | set(TRAINING_MODULES))
-    root = Path(sysconfig.get_paths()["stdlib"])
-    texts = []
-    for rel in UNSEEN:
-        if not (root / rel).exists():
-            continue
-        module = rel[:-3].replace("/", ".")
-        for name, doc, src in _functions(root / rel)[:2]:
-            texts.append(_text("summarize" if len(texts) % 2 == 0 else "explain", module, name, doc, src))
-    return texts[:n]
+    return [_text("summarize" if i % 2 == 0 else "explain", module, name, doc, src)
+            for i, (module, name, doc, src) in enumerate(_module_functions(UNSEEN, 2))][:n]
 
 
 def main() -> None:

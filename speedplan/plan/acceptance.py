@@ -35,7 +35,7 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 
-MAX_DRAFT = 64  # the largest draft length or tree depth speedplan sweeps, reads or calibrates on
+from speedplan.specs.trace_records import MAX_DRAFT  # noqa: F401 (the largest draft length or depth speedplan reads)
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,11 @@ from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, check_total
                                                    plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError, clipped
 from speedplan.specs.files import finite, is_a, parse_json, refuse_wide_text
+from speedplan.specs.trace_records import read_trace
 from speedplan.plan.mechanism_names import canonical_name, canonical_spec
 from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
                                        fit_positions, fit_ranks, fit_runs)
 from speedplan.plan.acceptance_notes import small_sample_note
-from speedplan.plan.trace_records import read_trace
 
 _FORMS = ("alpha", "positions", "ranks")
 # How the sources that measured one drafter begin: the sweep refuses one for several mechanisms at once
@@ -54,10 +54,15 @@ def _split_mechanism(spec: str, mechanisms: tuple[str, ...]) -> tuple[str, str]:
     for i in range(len(parts) - 1, 1, -1):  # the longest MECH:ARG prefix followed by numbers or a file
         head, rest = canonical_spec(":".join(parts[:i]).lower()), ":".join(parts[i:])
         if head.split(":")[0] in mechanisms and (rest.partition("=")[0].strip() in (*_FORMS, "al") or not rest.strip()
-                                                 or is_a(Path(rest), "file") or is_a(Path(rest.rpartition("@")[0]), "file")):
+                                                 or _names_file(rest)):
             return head, rest
     head, colon, rest = spec.partition(":")
     return (canonical_name(head), rest) if colon and canonical_name(head) in mechanisms else ("*", spec)
+
+
+def _names_file(text: str) -> bool:
+    """`text` is an existing file, or FILE@D of one (an SGLang log read at draft length D)."""
+    return is_a(Path(text), "file") or is_a(Path(text.rpartition("@")[0]), "file")
 
 
 def parse_acceptance_options(specs: list[str], mechanisms: tuple[str, ...]) -> dict[str, Acceptance]:
@@ -181,7 +186,7 @@ def _from_file(text: str) -> Acceptance:
 
         head, _, rest = text.partition(":")  # eagel3:alpha=0.8, eagel3:FILE: a misspelt mechanism in front
         prefixed = rest and re.fullmatch(r"[A-Za-z][\w.-]*", head) and (
-            "=" in rest or "/" in rest or is_a(Path(rest), "file") or is_a(Path(rest.rpartition("@")[0]), "file"))
+            "=" in rest or "/" in rest or _names_file(rest))
         hint = f" ({head!r:.40} is not a mechanism: MECH:... takes one of {', '.join(MECHANISMS)})" if prefixed else ""
         if "=" not in text and ("/" in path_text or path.suffix in (".json", ".jsonl", ".txt", ".log")):
             missing = rest.rpartition("@")[0] if prefixed and "@" in rest and not is_a(Path(rest), "file") else rest

@@ -143,7 +143,7 @@ def smol():
     return target, tokenizer, prompts
 
 
-# Floors well below what the committed weights measure (weights_trained/*.json: held-out top-1;
+# Floors well below what the committed weights measure (speedplan/data/drafters/*.json: held-out top-1;
 # AL on these prompts), so only broken loading or drafting fails them; an untrained or
 # mis-loaded drafter scores ~0.
 TOP1_FLOOR = {"draft-model": 0.07, "eagle": 0.2}
@@ -275,3 +275,24 @@ def test_tree_level_one_in_one_pass_drafts_what_two_passes_draft():
     assert runs[True].token_ids == runs[False].token_ids == generate(target, prompts, None, 0, batch=5,
                                                                      max_new_tokens=14).token_ids
     assert runs[True].acceptance_length > 1.0  # drafts were accepted: the comparison says something
+
+
+def test_a_cached_corpus_is_reused_only_for_its_own_prompts(tmp_path, monkeypatch):
+    """The training corpus cache was keyed on the prompts' count alone: a training split of other
+    prompts, as many, reused the cached continuations of the old ones without a word."""
+    built = []
+
+    def build(target, tokenizer, texts, new_tokens, samples, temperature, batch):
+        built.append(list(texts))
+        return td.Corpus([torch.tensor([1, 2])], [torch.zeros(2, 4)], [1], [torch.tensor([-1, 2])],
+                         {"prompts": len(texts), "prompts_sha256": td.texts_digest(texts), "samples_per_prompt": samples,
+                          "temperature": temperature, "new_tokens": new_tokens})
+
+    monkeypatch.setattr(td, "build_corpus", build)
+    cache = tmp_path / "corpus.pt"
+    args = (8, 3, 0.8, 4)
+    td.load_or_build(cache, None, None, ["a", "b"], *args)
+    td.load_or_build(cache, None, None, ["a", "b"], *args)
+    assert built == [["a", "b"]]  # the same prompts: reused
+    td.load_or_build(cache, None, None, ["a", "c"], *args)
+    assert built == [["a", "b"], ["a", "c"]]  # as many prompts, others: made again

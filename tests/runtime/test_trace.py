@@ -59,20 +59,20 @@ def test_trace_schema(tmp_path, mechanism):
 
 
 def test_read_trace_rejects_bad_files(tmp_path):
-    """The runtime's reader checks what the planner's does (one reader of the records) and that every
-    field the runtime writes is there."""
+    """The runtime's reader is the planner's (specs.trace_records) asking for every field the runtime writes."""
     meta = {"type": "meta", "schema": SCHEMA, "draft_len": 2, "batch": 2}
     step = {"type": "step", "step": 0, "batch": 2, "context": [5, 6], "accepted": [1, 2], "t_draft_s": 0.1,
             "t_verify_s": 0.2, "t_accept_s": 0.0, "t_overhead_s": 0.0, "t_step_s": 0.3}
     good = tmp_path / "good.jsonl"
     good.write_text("\n".join(json.dumps(r) for r in (meta, step, {"type": "summary", "steps": 1})) + "\n")
     assert read_trace(good)[1] == [step] and read_trace(good)[2] == {"type": "summary", "steps": 1}
-    for name, lines, says in (
-            ("no-meta", [{"type": "step"}], "meta"),
-            ("over-draft-len", [meta, step | {"accepted": [1, 3]}], "draft_len"),
-            ("no-timing", [meta, {k: v for k, v in step.items() if k != "t_step_s"}], "t_step_s"),
-            ("short-context", [meta, step | {"context": [5]}], "context")):
-        bad = tmp_path / f"{name}.jsonl"
+    for n, (lines, says) in enumerate((
+            ([step], "no speedplan.trace/1 meta line"),
+            ([meta, step | {"accepted": [1, 3]}], "exceeds the meta's draft_len"),
+            ([meta, {k: v for k, v in step.items() if k != "t_step_s"}], "lacks t_step_s"),
+            ([meta, step | {"context": [5]}], "one length per sequence"),
+            ([meta, step, meta, step], "a second meta line"))):
+        bad = tmp_path / f"bad{n}.jsonl"
         bad.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
         with pytest.raises(ValueError, match=says):
             read_trace(bad)

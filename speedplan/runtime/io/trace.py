@@ -61,17 +61,9 @@ def write_trace(path: str | Path, meta: TraceMeta, result) -> Path:
 
 def read_trace(path: str | Path) -> tuple[dict, list[dict], dict | None]:
     """(meta, steps, summary) of a trace file as the runtime writes it: read and checked as the
-    planner reads any trace (`speedplan.plan.trace_records`), and every step holding every field of
-    STEP_KEYS with one context per sequence; SpeedplanInputError (a ValueError) if not.
+    planner reads any trace (`speedplan.specs.trace_records`), every step holding every field of
+    STEP_KEYS; SpeedplanInputError (a ValueError) if not.
     For tree mechanisms draft_len is the tree depth (the most drafts one step can accept)."""
-    from speedplan.errors import SpeedplanInputError
-    from speedplan.plan.trace_records import read_trace_lines
+    from speedplan.specs.trace_records import read_trace_lines
 
-    meta, steps, summary = read_trace_lines(Path(path))
-    for n, step in enumerate(steps, start=1):
-        missing = [k for k in STEP_KEYS if k not in step]
-        if missing:
-            raise SpeedplanInputError(f"{path}: step record {n} lacks {', '.join(missing)}")
-        if not isinstance(step["context"], list) or len(step["context"]) != len(step["accepted"]):
-            raise SpeedplanInputError(f"{path}: step record {n}: 'context' must hold one length per sequence")
-    return meta, steps, summary
+    return read_trace_lines(Path(path), required=STEP_KEYS)

@@ -156,15 +156,24 @@ def build_corpus(target: Transformer, tokenizer, texts: list[str], new_tokens: i
     t0 = time.perf_counter()
     ids = [chat_ids(tokenizer, t) for t in texts]
     corpus = generate_corpus(target, ids, new_tokens, samples, batch, temperature, tokenizer.eos_ids, seed)
-    corpus.meta = {"prompts": len(texts), "samples_per_prompt": samples, "temperature": temperature,
+    corpus.meta = {"prompts": len(texts), "prompts_sha256": texts_digest(texts), "samples_per_prompt": samples,
+                   "temperature": temperature,
                    "new_tokens": new_tokens, "tokens": corpus.num_tokens, "generated_tokens": corpus.generated_tokens,
                    "generate_s": round(time.perf_counter() - t0, 1)}
     return corpus
 
 
+def texts_digest(texts: list[str]) -> str:
+    """SHA-256 of the prompt texts in order: a cached corpus is reused only for the very prompts it was made from."""
+    import hashlib
+
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()
+
+
 def load_or_build(path: str | None, target, tokenizer, texts, new_tokens, samples, temperature, batch) -> Corpus:
-    """Reuse a cached corpus at `path` if its settings match, else generate (and cache) it."""
-    want = {"prompts": len(texts), "samples_per_prompt": samples, "temperature": temperature, "new_tokens": new_tokens}
+    """Reuse a cached corpus at `path` if its prompts and settings match, else generate (and cache) it."""
+    want = {"prompts": len(texts), "prompts_sha256": texts_digest(texts), "samples_per_prompt": samples,
+            "temperature": temperature, "new_tokens": new_tokens}
     if path and Path(path).exists():
         corpus = Corpus.load(Path(path))
         if all(corpus.meta.get(k) == v for k, v in want.items()):

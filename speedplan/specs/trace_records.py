@@ -1,15 +1,17 @@
-"""The step records of a runtime trace (speedplan.trace/1, docs/trace.md) as the planner reads
-them: the meta line and each step's accepted counts, checked field by field
-(`acceptance_sources.fit_trace` fits acceptance from them; the runtime writes them,
-`speedplan.runtime.io.trace`)."""
+"""The records of a runtime trace (speedplan.trace/1, docs/trace.md): the meta line, each step's
+accepted counts and the summary line, checked field by field. The one reader of traces: the
+planner's (`plan.acceptance_sources.fit_trace` fits acceptance from them) and the runtime's
+(`speedplan.runtime.io.trace`, which writes them); here in specs because the runtime imports
+nothing of the planner's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.acceptance import MAX_DRAFT
 from speedplan.specs.files import parse_json, read_problem
+
+MAX_DRAFT = 64  # the largest draft length or tree depth speedplan sweeps, reads or calibrates on
 
 
 def read_trace(path: Path) -> tuple[dict, list[dict]]:
@@ -18,9 +20,9 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
     return meta, steps
 
 
-def read_trace_lines(path: Path) -> tuple[dict, list[dict], dict | None]:
+def read_trace_lines(path: Path, required: tuple[str, ...] = ()) -> tuple[dict, list[dict], dict | None]:
     """The meta line, the step records and the summary line (None where absent) of a
-    speedplan.trace/1 file, every step checked against the meta."""
+    speedplan.trace/1 file, every step checked against the meta and holding every field of `required`."""
     meta: dict = {}
     summary: dict | None = None
     steps: list[tuple[int, dict]] = []
@@ -34,6 +36,9 @@ def read_trace_lines(path: Path) -> tuple[dict, list[dict], dict | None]:
         rec = parse_json(line, f"{path}:{i}")
         kind = rec.get("type") if isinstance(rec, dict) else None
         if kind == "meta":
+            if meta or steps:
+                raise SpeedplanInputError(f"{path}:{i}: a second meta line, or one after step records: a trace "
+                                          "holds one, first (two traces joined? docs/trace.md)")
             meta = rec
             tree = rec.get("tree")
             if rec.get("draft_len") is not None and not _count(rec["draft_len"], 0):
@@ -45,8 +50,13 @@ def read_trace_lines(path: Path) -> tuple[dict, list[dict], dict | None]:
                 raise SpeedplanInputError(f"{path}:{i}: meta 'tree' must be an object with integer depth and topk")
         elif kind == "step":
             accepted = rec.get("accepted")
+            missing = [k for k in required if k not in rec]
+            if missing:
+                raise SpeedplanInputError(f"{path}:{i}: step record lacks {', '.join(missing)}")
             if not isinstance(accepted, list) or not all(_count(a, 0) for a in accepted):
                 raise SpeedplanInputError(f"{path}:{i}: step without a list of 'accepted' counts in 0..{MAX_DRAFT}")
+            if "context" in rec and not _nested_ints(rec["context"], 1, len(accepted)):
+                raise SpeedplanInputError(f"{path}:{i}: 'context' must hold one length per sequence of 'accepted'")
             for key, depth in (("accepted_ranks", 1), ("offered_ranks", 2)):
                 if key in rec and not _nested_ints(rec[key], depth + 1, len(accepted)):
                     raise SpeedplanInputError(f"{path}:{i}: '{key}' must hold one list per sequence of 'accepted' "
