@@ -35,8 +35,6 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 
-from speedplan.specs.trace_records import MAX_DRAFT  # noqa: F401 (the largest draft length or depth speedplan reads)
-
 
 @dataclass(frozen=True)
 class Acceptance:

@@ -32,10 +32,10 @@ from speedplan.engine.readers.vllm_metrics import (NO_SPEC_COUNTERS, check_total
                                                    plain_server_scrape, read_vllm_metrics)
 from speedplan.errors import SpeedplanInputError, clipped
 from speedplan.specs.files import finite, is_a, parse_json, refuse_wide_text
-from speedplan.specs.trace_records import read_trace
+from speedplan.specs.trace_records import MAX_DRAFT, read_trace
 from speedplan.plan.mechanism_names import canonical_name, canonical_spec
-from speedplan.plan.acceptance import (MAX_DRAFT, Acceptance, conditional_from_position_rates, fit_iid_alpha,
-                                       fit_positions, fit_ranks, fit_runs)
+from speedplan.plan.acceptance import (Acceptance, conditional_from_position_rates, fit_iid_alpha, fit_positions,
+                                       fit_ranks, fit_runs)
 from speedplan.plan.acceptance_notes import small_sample_note
 
 _FORMS = ("alpha", "positions", "ranks")
@@ -306,7 +306,7 @@ def from_sglang_log(path: Path, draft_len: int | None = None) -> Acceptance:
 def fit_trace(path: Path) -> Acceptance:
     """Fit acceptance from a runtime trace (speedplan.trace/1): per-rank for tree traces that
     carry `accepted_ranks`, per-position otherwise."""
-    meta, steps = read_trace(path)
+    meta, steps, _ = read_trace(path)
     counts = np.array([a for s in steps for a in s["accepted"]], dtype=int)
     draft_len = int(meta.get("draft_len") or counts.max(initial=0))
     if draft_len < 1:

@@ -27,7 +27,8 @@ from pathlib import Path
 import pandas as pd
 
 from speedplan import __version__
-from speedplan.plan.acceptance import MAX_DRAFT, Acceptance
+from speedplan.plan.acceptance import Acceptance
+from speedplan.specs.trace_records import MAX_DRAFT
 from speedplan.cost.ops import CostModel, load_cost_model, profile_name
 from speedplan.cost.weights import weight_bytes_per_rank
 from speedplan.errors import SpeedplanInputError

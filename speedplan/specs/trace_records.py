@@ -14,13 +14,7 @@ from speedplan.specs.files import parse_json, read_problem
 MAX_DRAFT = 64  # the largest draft length or tree depth speedplan sweeps, reads or calibrates on
 
 
-def read_trace(path: Path) -> tuple[dict, list[dict]]:
-    """The meta line and the step records of a speedplan.trace/1 file."""
-    meta, steps, _ = read_trace_lines(path)
-    return meta, steps
-
-
-def read_trace_lines(path: Path, required: tuple[str, ...] = ()) -> tuple[dict, list[dict], dict | None]:
+def read_trace(path: Path, required: tuple[str, ...] = ()) -> tuple[dict, list[dict], dict | None]:
     """The meta line, the step records and the summary line (None where absent) of a
     speedplan.trace/1 file, every step checked against the meta and holding every field of `required`."""
     meta: dict = {}

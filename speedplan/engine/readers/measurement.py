@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, replace
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.plan.acceptance import MAX_DRAFT
+from speedplan.specs.trace_records import MAX_DRAFT
 from speedplan.plan.mechanism_names import canonical_spec
 from speedplan.plan.temperature import MAX_TEMPERATURE, check_temperature
 

@@ -64,6 +64,6 @@ def read_trace(path: str | Path) -> tuple[dict, list[dict], dict | None]:
     planner reads any trace (`speedplan.specs.trace_records`), every step holding every field of
     STEP_KEYS; SpeedplanInputError (a ValueError) if not.
     For tree mechanisms draft_len is the tree depth (the most drafts one step can accept)."""
-    from speedplan.specs.trace_records import read_trace_lines
+    from speedplan.specs.trace_records import read_trace as read_records
 
-    return read_trace_lines(Path(path), required=STEP_KEYS)
+    return read_records(Path(path), required=STEP_KEYS)
