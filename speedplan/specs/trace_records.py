@@ -12,6 +12,7 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.specs.files import parse_json, read_problem
 
 MAX_DRAFT = 64  # the largest draft length or tree depth speedplan sweeps, reads or calibrates on
+SCHEMA = "speedplan.trace/1"  # the meta line's schema, which the runtime writes (runtime.io.trace)
 
 
 def read_trace(path: Path, required: tuple[str, ...] = ()) -> tuple[dict, list[dict], dict | None]:
@@ -58,7 +59,7 @@ def read_trace(path: Path, required: tuple[str, ...] = ()) -> tuple[dict, list[d
             steps.append((i, rec))
         elif kind == "summary":
             summary = rec
-    if not steps or meta.get("schema") != "speedplan.trace/1":  # another schema's meta: the runtime's reader refuses it too
+    if not steps or meta.get("schema") != SCHEMA:  # another schema's meta: the runtime's reader refuses it too
         raise SpeedplanInputError(f"{path}: no speedplan.trace/1 meta line (its schema: {meta.get('schema')!r}; "
                                   "docs/trace.md)" if steps else f"{path}: trace has no step records")
     for i, rec in steps:

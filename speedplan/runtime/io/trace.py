@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-SCHEMA = "speedplan.trace/1"
+from speedplan.specs.trace_records import SCHEMA, read_trace as read_records
+
 STEP_KEYS = ("step", "batch", "context", "accepted", "t_draft_s", "t_verify_s", "t_accept_s", "t_overhead_s", "t_step_s")
 
 
@@ -64,6 +65,4 @@ def read_trace(path: str | Path) -> tuple[dict, list[dict], dict | None]:
     planner reads any trace (`speedplan.specs.trace_records`), every step holding every field of
     STEP_KEYS; SpeedplanInputError (a ValueError) if not.
     For tree mechanisms draft_len is the tree depth (the most drafts one step can accept)."""
-    from speedplan.specs.trace_records import read_trace as read_records
-
     return read_records(Path(path), required=STEP_KEYS)
