@@ -68,12 +68,20 @@ def fit(name: str, cases) -> tuple[EngineProfile, str]:
 # had 4256.942981 µs: floating-point order in the BLAS), so --check compares each fitted term to a
 # relative 1e-5, far below what a term's value means, instead of to six decimals.
 TERM_RTOL = 1e-5
+# A held-out error comes from a refit without its row, started at the base values; where the rows leave
+# the objective several minima, that refit's stopping point moves further: on the Zen 4 EPYC of
+# 2026-12-07 sglang.json's rows 7 and 8 had leave-one-out errors 0.00581338 and 0.0861238 where the
+# Zen 3 EPYC that wrote them had 0.00581242 and 0.0861300 (1.7e-4 and 7e-5 apart, relative), with
+# every term within TERM_RTOL. --check compares held-out errors, diagnostics of the fit and not
+# part of the profile's pricing, to a relative 1e-3 (0.1% of the error).
+HELD_OUT_RTOL = 1e-3
+HELD_OUT_FIELDS = ("loo_error", "loo_median_error", "loo_max_error")
 
 
 def differences(shipped, fitted, where: str = "") -> list[str]:
     """Where a shipped profile's JSON differs from what the fit writes now: every field, its sources, fit rows,
     residuals and held-out notes as well as its terms (a stale source text had passed a check of the values alone),
-    numbers within TERM_RTOL, the "created" stamps left out."""
+    numbers within TERM_RTOL (held-out errors within HELD_OUT_RTOL), the "created" stamps left out."""
     if isinstance(shipped, dict) and isinstance(fitted, dict):
         keys = (shipped.keys() | fitted.keys()) - {"created"}
         return [d for k in sorted(keys) for d in (differences(shipped.get(k), fitted.get(k), f"{where}.{k}")
@@ -84,7 +92,8 @@ def differences(shipped, fitted, where: str = "") -> list[str]:
         return [d for i, (a, b) in enumerate(zip(shipped, fitted)) for d in differences(a, b, f"{where}[{i}]")]
     numbers = (int, float)
     if isinstance(shipped, numbers) and isinstance(fitted, numbers) and not isinstance(shipped, bool):
-        return [] if math.isclose(shipped, fitted, rel_tol=TERM_RTOL, abs_tol=1e-9) else [f"{where}: {shipped} -> {fitted}"]
+        rtol = HELD_OUT_RTOL if where.rsplit(".", 1)[-1] in HELD_OUT_FIELDS else TERM_RTOL
+        return [] if math.isclose(shipped, fitted, rel_tol=rtol, abs_tol=1e-9) else [f"{where}: {shipped} -> {fitted}"]
     if shipped == fitted:
         return []
     a, b = str(shipped), str(fitted)

@@ -151,6 +151,23 @@ def test_the_fit_check_allows_float_order_not_a_changed_term(monkeypatch):
     assert differences(shipped, {t: v for t, v in shipped.items() if t != "host_step_us"}) == [".host_step_us: only in one"]
 
 
+def test_the_fit_check_allows_a_held_out_refit_moved_by_another_cpu(monkeypatch):
+    """The Zen 4 EPYC of 2026-12-07 refitted sglang.json with every term within 1e-5 but two rows'
+    leave-one-out errors 1.7e-4 apart (relative): --check passes that, and fails a held-out error
+    moved by 1%, or a residual moved by 1e-4."""
+    import json
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from fit_engine_profiles import differences
+
+    fit = json.loads((BENCHMARKS.parent / "speedplan/specs/presets/engines/sglang.json").read_text())["fit"]
+    moved = lambda key, factor: {**fit, "rows": [{**r, key: r[key] * factor} if i == 7 else r
+                                                 for i, r in enumerate(fit["rows"])]}
+    assert differences(fit, moved("loo_error", 1 + 1.7e-4)) == []
+    assert differences(fit, moved("loo_error", 1.01))[0].startswith(".rows[7].loo_error: ")
+    assert differences(fit, moved("residual", 1 + 1e-4))[0].startswith(".rows[7].residual: ")
+
+
 def test_the_fit_check_compares_every_field_not_the_values_alone(monkeypatch):
     """A term's source citing a file no reader has (/work/research/engines.md) passed --check, which compared the
     values alone (a review, stop 61): every field is compared now, the stamps left out."""
@@ -199,3 +216,17 @@ def test_bench_unseen_functions_builds_its_prompts_from_modules_no_split_holds()
     assert len(texts) == PROMPTS and not set(UNSEEN) & (set(MODULES) | set(TRAINING_MODULES))
     assert sum(t.startswith("Summarize") for t in texts) == sum(t.startswith("Here is") for t in texts) == PROMPTS // 2
     assert not set(texts) & {p.text for p in stdlib_prompts()}
+
+
+def test_bench_overhead_rows_refits_a_stored_run_both_ways(tmp_path):
+    """The 2026-12-07 09:29 Zen 3 run refitted without overhead_ms rows gives back its own step-time
+    errors (5.3% / 11.2%, summary.json); with them, other figures; a folder that is not a run is
+    named as skipped, not a traceback."""
+    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen3-2026-12-07-b"
+    done = _run("bench_overhead_rows.py", str(run), str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
+    without, with_rows = line.split("|")
+    assert without.split()[2:4] == ["5.3%", "11.2%"]
+    assert with_rows.split()[:2] != ["5.3%", "11.2%"]
+    assert f"{tmp_path.name}" in done.stdout and "skipped" in done.stdout

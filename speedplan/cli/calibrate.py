@@ -16,7 +16,7 @@ def calibrate(
     tp: int = typer.Option(1, help="Tensor-parallel size they ran at."),
     engine: str = typer.Option("vllm", help="Base engine profile (name or JSON): its values stand where the data cannot fit."),
     measurements: List[Path] = typer.Option(..., help="A file, and more after it or repeated (--measurements a.csv b.csv, or runs/*.csv): a CSV (mechanism,batch,draft_len,context,tpot_ms|step_ms|"
-                                            "tokens_per_s|speedup|verify_ms|draft_ms,acceptance_length; optional tree_nodes, "
+                                            "tokens_per_s|speedup|verify_ms|draft_ms|overhead_ms,acceptance_length; optional tree_nodes, "
                                             "max_running_requests, and tp and gpu, which must match --tp and --hardware, and model: one of "
                                             "another size than --model or another shipped preset is refused, another name noted, as a fine-tune's "
                                             "may be), a vllm bench serve --save-result JSON (its mean_tpot_ms; "

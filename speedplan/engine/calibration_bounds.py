@@ -26,7 +26,8 @@ def kernels_alone(values: dict, priced: Priced) -> np.ndarray:
 def too_fast(values: dict, priced: Priced, margin: float = KERNEL_MARGIN) -> np.ndarray:
     """Rows measured faster than their kernels alone can run on the setting's hardware (by more
     than `margin`): another GPU, another TP or a miscounted quantity. No host or launch term
-    (each ≥ 0) can fit them; only kernel_scale < 1. Boolean per row; ratios and parts (speedup, verify_ms, draft_ms) are never flagged."""
+    (each ≥ 0) can fit them; only kernel_scale < 1. Boolean per row; ratios and parts (speedup, verify_ms, draft_ms,
+    overhead_ms) are never flagged."""
     bound = kernels_alone(values, priced)  # NaN (never flagged) for ratios and parts
     measured, q = priced.measured, priced.quantity
     return np.where(q == "tokens_per_s", measured > (1 + margin) * bound, bound > (1 + margin) * measured)

@@ -4,7 +4,7 @@ others (`outliers`), and a tree's measured acceptance, which `speedplan sweep --
 form for (`tree_acceptance`).
 
 A row's residual is predicted / measured − 1 of its own quantity: + is priced slower for a time
-(step_ms, tpot_ms, verify_ms, draft_ms) and faster for a rate (tokens_per_s, speedup)."""
+(step_ms, tpot_ms, verify_ms, draft_ms, overhead_ms) and faster for a rate (tokens_per_s, speedup)."""
 
 from __future__ import annotations
 

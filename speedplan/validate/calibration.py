@@ -16,7 +16,7 @@ from speedplan.engine.profile import get_engine
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.engine.step import step_cost
 from speedplan.plan.acceptance import Acceptance, fit_positions, fit_ranks, fit_runs
-from speedplan.plan.mechanisms import REGISTRY, Mechanism
+from speedplan.plan.mechanisms import REGISTRY, TREE_MECHANISMS, Mechanism
 from speedplan.plan.mechanisms.heads import head_spec
 from speedplan.errors import SpeedplanInputError
 
@@ -107,10 +107,38 @@ def _lookup_us(runs) -> tuple[float, float]:
     whose rows had ended too: at B = 16 the line then priced 2.10 ms of drafting at D = 7 where
     the whole-batch steps took 2.77 ms, in two runs on the Zen 3 EPYC (the fit's largest
     residual, 24%)."""
-    points = sorted((b, _full_batch_mean(res.steps, b, "t_draft_s") * 1e6) for b, res in runs)
+    return lookup_line([(b, _full_batch_mean(res.steps, b, "t_draft_s") * 1e6) for b, res in runs])
+
+
+def lookup_line(points) -> tuple[float, float]:
+    """(µs per step, µs per sequence) of a line through the (batch, drafting µs) points of the
+    smallest and largest batch, neither negative (`_lookup_us`)."""
+    points = sorted(points)
     (b1, t1), (b2, t2) = points[0], points[-1]
     per_seq = max((t2 - t1) / (b2 - b1), 0.0) if b2 > b1 else t1 / b1
     return max(t1 - per_seq * b1, 0.0), per_seq
+
+
+def drafter_shapes(drafters: dict) -> dict:
+    """What each drafter the calibration built was priced as: its draft vocabulary and its
+    decoder layers (None where it has none: n-gram lookup, a head's layers come from its spec)."""
+    return {name: {"draft_vocab": d.draft_vocab_size(), "draft_layers": d.draft_layers()}
+            for name, d in drafters.items() if d is not None}
+
+
+def predicted_grid(grid, target_spec, cost, mechs, contexts: dict, engine):
+    """The planner's row for every (mechanism, B, D) of the grid, priced on `engine`, each batch
+    size at its own context (`contexts`: batch -> tokens) and each tree at the runtime's node
+    count for its depth (`grid.tree_nodes`): a pandas frame of `speedplan.plan.sweep`'s columns."""
+    from speedplan.plan.sweep import sweep
+
+    nodes = sorted({grid.tree_nodes(d) for d in grid.draft_lens if d >= 1})
+    pred = sweep(target_spec, cost, mechs, grid.batches, grid.draft_lens, sorted(set(contexts.values())),
+                 tree_nodes=nodes, engine=engine).frame
+    pred = pred[pred["context"] == pred["batch"].map(contexts)]
+    is_tree = pred["mechanism"].isin(TREE_MECHANISMS)
+    wanted_nodes = pred["draft_len"].map(lambda d: grid.tree_nodes(max(int(d), 1)) + 1)
+    return pred[~is_tree | (pred["verify_tokens"] == wanted_nodes)]
 
 
 def calibration_plan(grid) -> list[tuple[str, int]]:
@@ -165,15 +193,27 @@ def runtime_base(cost):
 def run_measurements(label: str, name: str, batch: int, draft_len: int, res, acceptance_length: float | None,
                      tree_nodes: int | None) -> list[Measurement]:
     """One calibration run as calibrate's rows: its step, and the parts of it the runtime times
-    (the target's forward, verify_ms; the drafting, draft_ms, when it drafts), in ms, each at the
-    context its timed steps attended (`timed_steps`, `attended_measured`)."""
+    (the target's forward, verify_ms; the drafting, draft_ms, when it drafts; the rest,
+    overhead_ms: acceptance and the step's bookkeeping, `StepRecord.t_accept_s` + `t_overhead_s`),
+    in ms, each at the context its timed steps attended (`timed_steps`, `attended_measured`).
+
+    Without overhead_ms the fit took the host terms from what was left of the step once the
+    forwards were fitted, a percent or two of it and less than the steps' noise: in four runs on
+    the Zen 3 EPYC (2026-12-06 and -07) host_step_us came out 0, 3030, 245 and 1315 µs, and in
+    three of them the predicted rest of a step was 1.4-7.7% of it where the runtime measured
+    1.0-1.2%. Refitted on the same runs' measurements with overhead_ms rows, host_step_us came
+    out 473-582 µs with 0-29 µs a sequence, and the step-time median error went from 5.9%, 5.5%,
+    11.7% and 5.3% to 6.0%, 5.5%, 8.7% and 4.7% (`benchmarks/bench_overhead_rows.py`,
+    docs/validation.md)."""
     ctx = int(round(attended_measured(res.steps, batch)))
     rows = []
-    for quantity, attr in (("step_ms", "t_step_s"), ("verify_ms", "t_verify_s"), ("draft_ms", "t_draft_s")):
+    for quantity, attrs in (("step_ms", ("t_step_s",)), ("verify_ms", ("t_verify_s",)), ("draft_ms", ("t_draft_s",)),
+                            ("overhead_ms", ("t_accept_s", "t_overhead_s"))):
         if quantity == "draft_ms" and not draft_len:
             continue
-        rows.append(Measurement(label, batch, draft_len, ctx, quantity, _full_batch_mean(res.steps, batch, attr) * 1e3,
-                                acceptance_length, f"calibration {name} B={batch} D={draft_len} {quantity}", tree_nodes))
+        value = sum(_full_batch_mean(res.steps, batch, a) for a in attrs) * 1e3
+        rows.append(Measurement(label, batch, draft_len, ctx, quantity, value, acceptance_length,
+                                f"calibration {name} B={batch} D={draft_len} {quantity}", tree_nodes))
     return rows
 
 

@@ -56,14 +56,13 @@ from speedplan.errors import SpeedplanInputError
 from speedplan.plan.mechanisms import TREE_MECHANISMS
 from speedplan.runtime.options import IMPLAUSIBLE
 from speedplan.specs.model import get_model
-from speedplan.plan.sweep import sweep
 from speedplan.engine.calibrate import Setting
 from speedplan.validate.timing import (measured_ratio, merge_timed, points_to_confirm, settle_rounds, settle_spread,
                                       timed_rounds)
 from speedplan.validate.device_profile import machine_check, profile_for_this_cpu
 from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
-                                            calibration_runs, fit_runtime, interleave, predicted_parts, spread,
-                                            timed_steps)
+                                            calibration_runs, drafter_shapes, fit_runtime, interleave,
+                                            predicted_grid, predicted_parts, spread, timed_steps)
 
 TARGET_PRESET = "smollm2-135m"
 
@@ -180,13 +179,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     # each batch priced at the context its own waves of prompts make the runtime's attention read
     context = attended_context([len(p) for p in spread(evals, need)], 1, grid.max_new_tokens)
     contexts = {b: attended_context([len(p) for p in prompts_for(b)], b, grid.max_new_tokens) for b in grid.batches}
-    nodes = sorted({grid.tree_nodes(d) for d in grid.draft_lens if d >= 1})
-    pred = sweep(target_spec, cost, mechs, grid.batches, grid.draft_lens, sorted(set(contexts.values())),
-                 tree_nodes=nodes, engine=engine).frame
-    pred = pred[pred["context"] == pred["batch"].map(contexts)]
-    is_tree = pred["mechanism"].isin(TREE_MECHANISMS)
-    wanted_nodes = pred["draft_len"].map(lambda d: grid.tree_nodes(max(int(d), 1)) + 1)
-    pred = pred[~is_tree | (pred["verify_tokens"] == wanted_nodes)]
+    pred = predicted_grid(grid, target_spec, cost, mechs, contexts, engine)
 
     # ---- 4. time each batch's pick and measured best again (points_to_confirm) -------
     label_of = {m.name: m.label for m in mechs}
@@ -279,6 +272,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         **reprice_facts,
         "context": context,
         "context_per_batch": contexts,  # the context each batch's points were priced at
+        "drafters": drafter_shapes(drafters),  # what each was priced as (`validate.refit` reads it)
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": round(time.perf_counter() - t_start, 1),
         "torch_threads": torch.get_num_threads(),
     })

@@ -1,6 +1,8 @@
 """`speedplan calibrate`: recovers engine terms from measurements an engine with known terms
 would produce, keeps what the rows cannot identify, and refuses bad files with one line."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -142,6 +144,52 @@ def test_timed_parts_of_a_step_tell_slow_kernels_from_host_work():
     steps_only = calibrate(base.with_terms({"host_step_us": 3000.0}, "guess"),
                            [(m, _setting()) for m in _measured(steps, truth)], free=["host_step_us"])
     assert abs(predict(steps_only.profile.values(), price([(far[0], _setting())]))[0] / far[0].value - 1) > 0.1
+
+
+def test_overhead_ms_is_the_step_beyond_its_forward_and_drafting():
+    """overhead_ms rows are priced as the step less the target's forward (verify_ms) and the
+    drafting (draft_ms), each with the same terms: the sampler's passes and the exposed host work."""
+    values = {**get_engine("speedplan-runtime").values(), "host_step_us": 300.0, "host_seq_us": 40.0}
+    for mech, b, d in (("none", 4, 0), ("eagle", 4, 3), ("eagle", 16, 5)):
+        al = None if d == 0 else 2.0
+        rows = [Measurement(mech, b, d, 1024, q, 1.0, al, q) for q in ("step_ms", "verify_ms", "draft_ms", "overhead_ms")
+                if not (d == 0 and q == "draft_ms")]
+        pred = dict(zip([m.quantity for m in rows], predict(values, price([(m, _setting()) for m in rows]))))
+        assert pred["overhead_ms"] == pytest.approx(pred["step_ms"] - pred["verify_ms"] - pred.get("draft_ms", 0.0))
+        assert pred["overhead_ms"] > (300.0 + 40.0 * b) * 1e-3  # the host work, and the sampler on top
+
+
+def test_overhead_rows_pin_host_work_that_noisy_step_times_leave_loose():
+    """An eager runtime whose host work (100 µs a step, 5 µs a sequence) is about 1% of its steps,
+    measured with step and forward times 2-4% off as a busy VM gives them. From those alone the
+    fit cannot see the host work (it put 127 µs a step and none per sequence); with each run's
+    overhead_ms beside them (what the runtime times outside its forwards), it finds both."""
+    base = get_engine("speedplan-runtime")
+    truth = {**base.values(), "kernel_scale": 1.1, "host_step_us": 100.0, "host_seq_us": 5.0}
+    runs = [(b, d) for b in (1, 4, 16) for d in (0, 3)]
+
+    def rows(quantity):
+        return [Measurement("none" if d == 0 else "eagle", b, d, 2048, quantity, 1.0, None if d == 0 else 2.5,
+                            f"B={b} D={d} {quantity}") for b, d in runs]
+
+    noisy = [replace(m, value=m.value * e) for m, e in zip(_measured(rows("step_ms"), truth), (1.03, 0.98, 0.97, 1.04, 1.02, 0.97))]
+    noisy += [replace(m, value=m.value * e) for m, e in zip(_measured(rows("verify_ms"), truth), (0.98, 1.02, 1.03, 0.97, 0.99, 1.03))]
+    free = ["kernel_scale", "host_step_us", "host_seq_us"]
+    without = calibrate(base, [(m, _setting()) for m in noisy], free=free).profile
+    with_rows = calibrate(base, [(m, _setting()) for m in noisy + _measured(rows("overhead_ms"), truth)], free=free).profile
+    assert with_rows.host_step_us == pytest.approx(100.0, rel=0.02)
+    assert with_rows.host_seq_us == pytest.approx(5.0, rel=0.05)
+    assert abs(without.host_seq_us - 5.0) > 2.5 or abs(without.host_step_us - 100.0) > 20.0
+
+
+def test_a_csv_column_of_overhead_ms_is_read_as_that_quantity(tmp_path):
+    from speedplan.engine.readers.measurements import read_measurements
+
+    f = tmp_path / "parts.csv"
+    f.write_text("mechanism,batch,draft_len,context,overhead_ms,acceptance_length\nnone,8,0,1024,0.9,\n"
+                 "eagle,8,3,1024,1.4,2.6\n")
+    rows = read_measurements(f)
+    assert [(m.mechanism, m.quantity, m.value) for m in rows] == [("none", "overhead_ms", 0.9), ("eagle", "overhead_ms", 1.4)]
 
 
 def test_draft_ms_of_plain_decoding_is_refused():

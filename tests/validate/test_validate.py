@@ -201,7 +201,8 @@ def test_calibration_rows_state_the_context_of_the_steps_they_time():
     class Step:
         def __init__(self, batch, context, t):
             self.batch, self.context = batch, context
-            self.t_step_s, self.t_verify_s, self.t_draft_s = t, 0.75 * t, 0.25 * t
+            self.t_step_s, self.t_verify_s, self.t_draft_s = t, 0.75 * t, 0.2 * t
+            self.t_accept_s, self.t_overhead_s = 0.03 * t, 0.02 * t  # the rest of the step, 5%
 
     short = [Step(2, [100, 60], 0.002), Step(1, [101], 0.001), Step(1, [102], 0.001)]
     long_ = [Step(2, [500, 400], 0.004), Step(2, [501, 401], 0.004), Step(2, [502, 402], 0.004)]
@@ -210,12 +211,13 @@ def test_calibration_rows_state_the_context_of_the_steps_they_time():
     assert attended_measured(res.steps, 2) == pytest.approx((100 + 500 + 501 + 502) / 4)
     assert attended_measured(res.steps) == pytest.approx(np.mean([100, 101, 102, 500, 501, 502]))
     rows = run_measurements("eagle", "eagle", 2, 3, res, 2.5, None)
-    assert [r.quantity for r in rows] == ["step_ms", "verify_ms", "draft_ms"]
+    assert [r.quantity for r in rows] == ["step_ms", "verify_ms", "draft_ms", "overhead_ms"]
     assert {r.context for r in rows} == {round((100 + 500 + 501 + 502) / 4)}
     assert rows[0].value == pytest.approx(3.5)  # (2 + 4 + 4 + 4) / 4 ms
-    assert rows[2].value == pytest.approx(0.875)
+    assert rows[2].value == pytest.approx(0.7)
+    assert rows[3].value == pytest.approx(0.175)  # acceptance and bookkeeping: 5% of 3.5 ms
     plain = run_measurements("none", "none", 2, 0, res, None, None)
-    assert [r.quantity for r in plain] == ["step_ms", "verify_ms"]  # no drafting to time
+    assert [r.quantity for r in plain] == ["step_ms", "verify_ms", "overhead_ms"]  # no drafting to time
     one = type("Res", (), {"steps": short[1:]})()  # no step ran the whole batch: every step counts
     assert attended_measured(one.steps, 2) == pytest.approx(101.5)
 

@@ -14,13 +14,14 @@ from speedplan.specs.trace_records import MAX_DRAFT
 from speedplan.plan.mechanism_names import canonical_spec
 from speedplan.plan.temperature import MAX_TEMPERATURE, check_temperature
 
-QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup", "verify_ms", "draft_ms")
+QUANTITIES = ("tpot_ms", "step_ms", "tokens_per_s", "speedup", "verify_ms", "draft_ms", "overhead_ms")
 DEFAULT_CONTEXT = 1024  # tokens, when a benchmark file does not say (stated in the fit's output)
 # What a measurement of each quantity can be: wider than any engine on any GPU runs (a decode
 # step of 1 µs to 10 minutes; 10^8 tokens/s; a speedup of 1/1000 to 100, where 1 + D ≤ 33 bounds
 # a real one), so that only a unit slip or a corrupted cell is refused.
 PLAUSIBLE = {"tpot_ms": (1e-3, 6e5, "ms"), "step_ms": (1e-3, 6e5, "ms"), "verify_ms": (1e-3, 6e5, "ms"),
-             "draft_ms": (1e-3, 6e5, "ms"), "tokens_per_s": (1e-3, 1e8, "tokens/s"), "speedup": (1e-3, 100.0, "x")}
+             "draft_ms": (1e-3, 6e5, "ms"), "overhead_ms": (1e-3, 6e5, "ms"),
+             "tokens_per_s": (1e-3, 1e8, "tokens/s"), "speedup": (1e-3, 100.0, "x")}
 # Drafts a server's counters show shorter on average than this share of the draft length: the
 # length varied over the run (vLLM's per-batch-size num_speculative_tokens), so the run is not
 # one draft length. Truncation at a request's last tokens shortens a few drafts below that.
@@ -70,7 +71,9 @@ class Measurement:
     quantity: "step_ms" (one engine step), "tpot_ms" (time per output token of one sequence),
     "tokens_per_s" (aggregate output tokens/s of the batch), "speedup" (over the same
     engine's plain decoding at that batch), or a part of one step a profiler times: "verify_ms"
-    (the target's forward pass, its kernels and launches) and "draft_ms" (the drafting: its
+    (the target's forward pass, its kernels and launches), "overhead_ms" (the rest of the step
+    outside the target's forward and the drafting: the sampler's and the rejection's passes over
+    the logits and the exposed host work) and "draft_ms" (the drafting: its
     kernels, sampler, launches and host loop; speculative rows only). `mechanism` is "none" or a speedplan mechanism spec
     (e.g. "eagle3", "eagle-tree:topk=4", "draft-model:llama-3.2-1b"); `tree_nodes` is a tree's
     verified draft nodes N. `where` says which file and row it came from. `max_running` is the

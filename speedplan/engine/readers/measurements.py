@@ -274,7 +274,7 @@ def check_consistent(rows: list[Measurement], spec_cap: float = 0.0) -> list[str
 def _compared(m: Measurement, spec_cap: float, plains: dict) -> tuple[str, float, Measurement | None]:
     """What `check_consistent` compares of `m`: ("step", its engine step in ms, the plain row a
     speedup was taken against), ("speedup", AL / speedup, None) for a speedup with no plain row
-    of its batch, or (quantity, value, None) for a part of a step (verify_ms, draft_ms)."""
+    of its batch, or (quantity, value, None) for a part of a step (verify_ms, draft_ms, overhead_ms)."""
     step = implied_step_ms(m, spec_cap)
     if step is not None:
         return "step", step, None

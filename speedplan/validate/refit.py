@@ -1,0 +1,136 @@
+"""Fit a stored validation's `speedplan-runtime` terms again from its calibration rows and price
+its evaluation points with them: a paired comparison of two ways to calibrate, on one run's
+measurements, with no runtime run (the VM's pace moves 10-20% between runs, more than most
+changes to the fit). `benchmarks/bench_overhead_rows.py` runs it over stored runs.
+
+A `speedplan validate` folder keeps what this needs: summary.json's calibration rows (each
+Measurement with what it measured), its grid, the context each batch was priced at and, since
+2026-12-07, the shape of each drafter (`drafters`); validation.csv's measured step times. Runs
+from before keep no drafter shapes: they are read from the drafters shipped now, and a run
+whose own predictions this does not reproduce (its drafters, or the planner, have changed
+since: `reproduced`) is left out by the benchmark, so that a comparison never mixes code.
+
+The overhead_ms rows (the step outside the target's forward and the drafting) are in the
+calibration of runs since 2026-12-07; for earlier runs they are derived as step_ms − verify_ms
+− draft_ms of the same run, which is what the runtime's parts add up to (`StepRecord`). Times
+are seconds unless a name says ms. Imports torch only to read shipped drafters' shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from speedplan.cost.ops import load_cost_model
+from speedplan.engine.calibrate import Setting, calibrate
+from speedplan.engine.readers.measurements import Measurement
+from speedplan.errors import SpeedplanInputError
+from speedplan.plan.acceptance import Acceptance
+from speedplan.specs.model import get_model
+from speedplan.validate.calibration import ENGINE, _mechanism, lookup_line, predicted_grid, runtime_base
+from speedplan.validate.reprice import load_validation
+
+REPRODUCED = 1e-3  # the stored predictions rebuilt within this (relative): the same code priced them
+PARTS = ("verify_ms", "draft_ms")
+
+
+class _Shape:
+    """A drafter as the planner prices it (`calibration._mechanism` asks it these two)."""
+
+    def __init__(self, vocab, layers):
+        self.vocab, self.layers = vocab, layers
+
+    def draft_vocab_size(self):
+        return self.vocab
+
+    def draft_layers(self):
+        return self.layers
+
+
+def shipped_drafter_shapes() -> dict:
+    """Draft vocabulary and layers of the drafters this package ships (the runtime's weights)."""
+    import torch
+
+    from speedplan.runtime.drafters.draft_model import DRAFT_WEIGHTS
+    from speedplan.runtime.drafters.eagle import EAGLE_WEIGHTS
+
+    head = torch.load(EAGLE_WEIGHTS, map_location="cpu", weights_only=False)
+    student = torch.load(DRAFT_WEIGHTS, map_location="cpu", weights_only=False)
+    eagle = {"draft_vocab": len(head["vocab"]), "draft_layers": None}
+    return {"ngram": {"draft_vocab": None, "draft_layers": None},
+            "draft-model": {"draft_vocab": len(student["vocab"]), "draft_layers": len(student["layers"])},
+            "eagle": eagle, "eagle-tree": eagle}
+
+
+def calibration_rows(summary: dict, overhead: bool) -> list[Measurement]:
+    """The run's calibration Measurements; with `overhead`, an overhead_ms row per run (derived
+    from its step and parts where the run has none), without, none."""
+    names = {f.name for f in fields(Measurement)} - {"names"}
+    rows = [Measurement(**{k: v for k, v in r.items() if k in names}) for r in summary["calibration"]]
+    kept = [m for m in rows if m.quantity != "overhead_ms"]
+    if not overhead:
+        return kept
+    if len(kept) < len(rows):
+        return rows
+    runs: dict[tuple, dict] = {}
+    for m in kept:
+        runs.setdefault((m.mechanism, m.batch, m.draft_len, m.context), {})[m.quantity] = m
+    extra = []
+    for parts in runs.values():
+        step = parts["step_ms"]
+        rest = step.value - sum(parts[q].value for q in PARTS if q in parts)
+        if rest > 0:
+            extra.append(replace(step, quantity="overhead_ms", value=rest, where=step.where[:-len("step_ms")] + "overhead_ms"))
+    return kept + extra
+
+
+def refit(folder: str | Path, overhead: bool = True) -> tuple[pd.DataFrame, dict]:
+    """Refit the stored run in `folder` with or without overhead_ms rows; returns its evaluation
+    points with `refit_t_step` (seconds) beside the stored `pred_t_step`, and the fit's terms and
+    residuals."""
+    from speedplan.validate.run import TARGET_PRESET, ValidationGrid
+
+    table, summary = load_validation(folder)
+    if not summary.get("calibration") or not summary.get("context_per_batch"):
+        raise SpeedplanInputError(f"{folder}: summary.json keeps no calibration rows or contexts (a run before 2026-12-05)")
+    grid = ValidationGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in summary["grid"].items()})
+    kept = Path(folder) / str(summary["hardware"])  # a profile validate measured first, kept in the folder
+    cost = load_cost_model(str(kept) if kept.is_dir() else summary["hardware"])
+    target = replace(get_model(TARGET_PRESET), dtype="fp32")
+    shapes = summary.get("drafters") or shipped_drafter_shapes()
+    cal = calibration_rows(summary, False)  # the n-gram lookup's line, as validate drew it from these runs
+    lookup = lookup_line([(m.batch, m.value * 1e3) for m in cal if m.mechanism == "ngram" and m.quantity == "draft_ms"])
+    placeholder = Acceptance.positional(np.full(grid.calibration_draft_len, 0.5), "not read: step times only")
+    mechs = [_mechanism(name, placeholder, _Shape(shapes[name]["draft_vocab"], shapes[name]["draft_layers"]), target,
+                        grid, lookup if name == "ngram" else (0.0, 0.0)) for name in grid.mechanisms]
+    setting = Setting(target, cost, 1, f"{target.name} on {cost.hardware.name}", mechanisms={m.label: m for m in mechs})
+    rows = calibration_rows(summary, overhead)
+    fit = calibrate(runtime_base(cost), [(m, setting) for m in rows], name=ENGINE,
+                    described=f"refit of {Path(folder).name}")
+    contexts = {int(b): int(c) for b, c in summary["context_per_batch"].items()}
+    pred = predicted_grid(grid, target, cost, mechs, contexts, fit.profile)
+    merged = table.merge(pred[["mechanism", "batch", "draft_len", "t_step_s"]].rename(columns={"t_step_s": "refit_t_step"}),
+                         on=["mechanism", "batch", "draft_len"], how="left")
+    if merged["refit_t_step"].isna().any() or len(merged) != len(table):
+        raise SpeedplanInputError(f"{folder}: its points are not the grid's ({summary['grid']}): not refitted")
+    had = any(r.get("quantity") == "overhead_ms" for r in summary["calibration"])
+    return merged, {"terms": {t: fit.profile.terms[t].value for t in fit.fitted}, "values": fit.profile.values(),
+                    "rows": len(rows),
+                    "median_abs_residual": float(np.median(np.abs(fit.residual))),
+                    # the run's own rows: the stored predictions are rebuilt within REPRODUCED where this
+                    # code prices the run as the run did (`reproduced`)
+                    "as_run": had == overhead}
+
+
+def reproduced(merged: pd.DataFrame) -> float:
+    """Largest relative difference between a refit's predictions and the stored ones."""
+    return float((merged.refit_t_step / merged.pred_t_step - 1.0).abs().max())
+
+
+def step_errors(merged: pd.DataFrame, column: str) -> dict:
+    """Median and p90 of |pred / meas − 1| of the step time, and the signed median (fractions)."""
+    e = merged[column] / merged["meas_t_step"] - 1.0
+    return {"median": float(e.abs().median()), "p90": float(e.abs().quantile(0.9)), "signed": float(e.median())}
