@@ -14,10 +14,13 @@ import sys
 from pathlib import Path
 
 from speedplan.errors import SpeedplanInputError
-from speedplan.validate.refit import REPRODUCED, refit, reproduced, step_errors
+from speedplan.validate.refit import REPRODUCE_RTOL, has_overhead_rows, refit, reproduction_gap, step_errors
 from speedplan.validate.reprice import load_validation
 
 HOST = ("host_step_us", "host_seq_us", "host_spec_seq_us", "host_token_us")
+# what a folder that is not a refittable run raises: a file or field missing, torch or the drafters' weights
+# missing (runs before summary.json kept the drafters' shapes), a grid the code no longer has
+SKIPPED = (SpeedplanInputError, KeyError, TypeError, ValueError, AttributeError, IndexError, ImportError, OSError)
 
 
 def main(folders: list[str]) -> None:
@@ -27,17 +30,17 @@ def main(folders: list[str]) -> None:
     for folder in folders:
         name = Path(folder).name
         try:
-            own = any(r.get("quantity") == "overhead_ms" for r in load_validation(folder)[1].get("calibration") or [])
+            own = has_overhead_rows(load_validation(folder)[1])
             runs = {own: refit(folder, overhead=own)}  # the run's own rows first: does this code price it as it did?
-            off = reproduced(runs[own][0])
-            if off > REPRODUCED:
-                print(f"{name:45s} skipped: this code prices it {off:.1%} away from its stored predictions")
+            gap = reproduction_gap(runs[own][0])
+            if gap > REPRODUCE_RTOL:
+                print(f"{name:45s} skipped: this code prices it {gap:.1%} away from its stored predictions")
                 continue
             runs[not own] = refit(folder, overhead=not own)
-        except (SpeedplanInputError, KeyError, TypeError) as exc:
-            print(f"{name:45s} skipped: {exc}")
+            e = {flag: step_errors(merged, "refit_t_step") for flag, (merged, _) in runs.items()}
+        except SKIPPED as exc:
+            print(f"{name:45s} skipped: {type(exc).__name__}: {exc}")
             continue
-        e = {flag: step_errors(merged, "refit_t_step") for flag, (merged, _) in runs.items()}
         host = {flag: "/".join(f"{info['values'][t]:.0f}" for t in HOST) for flag, (_, info) in runs.items()}
         print(f"{name:45s} {runs[True][1]['rows']:4d}  {e[False]['median']:6.1%} {e[False]['p90']:6.1%} {e[False]['signed']:+6.1%}"
               f"                    | {e[True]['median']:6.1%} {e[True]['p90']:6.1%} {e[True]['signed']:+6.1%}"

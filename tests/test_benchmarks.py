@@ -153,7 +153,7 @@ def test_the_fit_check_allows_float_order_not_a_changed_term(monkeypatch):
 
 def test_the_fit_check_allows_a_held_out_refit_moved_by_another_cpu(monkeypatch):
     """The Zen 4 EPYC of 2026-12-07 refitted sglang.json with every term within 1e-5 but two rows'
-    leave-one-out errors 1.7e-4 apart (relative): --check passes that, and fails a held-out error
+    leave-one-out errors up to 1.7e-4 apart (relative): --check passes that, and fails a held-out error
     moved by 1%, or a residual moved by 1e-4."""
     import json
 
@@ -222,11 +222,13 @@ def test_bench_overhead_rows_refits_a_stored_run_both_ways(tmp_path):
     """The 2026-12-07 09:29 Zen 3 run refitted without overhead_ms rows gives back its own step-time
     errors (5.3% / 11.2%, summary.json); with them, other figures; a folder that is not a run is
     named as skipped, not a traceback."""
+    pytest.importorskip("torch")  # the run keeps no drafter shapes: they are read from the shipped weights
     run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen3-2026-12-07-b"
     done = _run("bench_overhead_rows.py", str(run), str(tmp_path))
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
     without, with_rows = line.split("|")
     assert without.split()[2:4] == ["5.3%", "11.2%"]
-    assert with_rows.split()[:2] != ["5.3%", "11.2%"]
+    median, p90 = (float(x.rstrip("%")) for x in with_rows.split()[:2])
+    assert 0 < median < p90 < 30 and (median, p90) != (5.3, 11.2)
     assert f"{tmp_path.name}" in done.stdout and "skipped" in done.stdout

@@ -200,8 +200,8 @@ def run_measurements(label: str, name: str, batch: int, draft_len: int, res, acc
     Without overhead_ms the fit took the host terms from what was left of the step once the
     forwards were fitted, a percent or two of it and less than the steps' noise: in four runs on
     the Zen 3 EPYC (2026-12-06 and -07) host_step_us came out 0, 3030, 245 and 1315 µs, and in
-    three of them the predicted rest of a step was 1.4-7.7% of it where the runtime measured
-    1.0-1.2%. Refitted on the same runs' measurements with overhead_ms rows, host_step_us came
+    three of them the predicted rest of a step, median by batch size, was 1.4-7.7% of it where the
+    runtime measured 1.0-1.2%. Refitted on the same runs' measurements with overhead_ms rows, host_step_us came
     out 473-582 µs with 0-29 µs a sequence, and the step-time median error went from 5.9%, 5.5%,
     11.7% and 5.3% to 6.0%, 5.5%, 8.7% and 4.7% (`benchmarks/bench_overhead_rows.py`,
     docs/validation.md)."""
@@ -223,9 +223,10 @@ def fit_runtime(grid, cost, plan, timed, drafters, target_spec
     terms, fitted by `speedplan.engine.calibrate` (the code `speedplan calibrate` runs) to the
     step times of plain decoding and of every drafter at the calibration batch sizes (fastest of
     `grid.rounds` timings; acceptance from the first round), and to the parts of each step
-    the runtime times: the target's forward (verify_ms) and the drafting (draft_ms). With the
-    step alone the fit cannot tell slow kernels from host work: one such fit put 20 ms per step
-    into host_step_us where the runtime measured under 2 ms outside its forwards (2026-12-02)."""
+    the runtime times: the target's forward (verify_ms), the drafting (draft_ms) and the rest
+    (overhead_ms). With the step alone the fit cannot tell slow kernels from host work: one such
+    fit put 20 ms per step into host_step_us where the runtime measured under 2 ms outside its
+    forwards (2026-12-02)."""
     runs: dict[str, list] = {}
     timing: dict[str, list] = {}
     for (name, b), (first, fast, _) in zip(plan, timed):
@@ -245,15 +246,19 @@ def fit_runtime(grid, cost, plan, timed, drafters, target_spec
             measured += run_measurements(by_name[name].label if name != "none" else "none", name, b, d, res,
                                          first.acceptance_length if d else None,
                                          grid.tree_nodes(d) if name.endswith("-tree") else None)
-    base = runtime_base(cost)
-    setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
-                      mechanisms={m.label: m for m in mechs})
-    fit = calibrate(base, [(m, setting) for m in measured], name=ENGINE,
-                    described=f"speedplan validate calibration split, {len(plan)} runs")
+    fit = fit_engine(cost, target_spec, mechs, measured, f"speedplan validate calibration split, {len(plan)} runs")
     plain = dict(timing["none"])[1]
     reprice = {"calibration_verify_s": _full_batch_mean(plain.steps, 1, "t_verify_s"),  # for reprice
                "calibration_context": attended_measured(plain.steps, 1)}
     return mechs, fit, measured, reprice
+
+
+def fit_engine(cost, target_spec, mechs, measured: list[Measurement], described: str):
+    """The speedplan-runtime terms fitted by `speedplan.engine.calibrate` to calibration rows
+    priced on `cost` with the runtime's drafters as `mechs` (validate, and `validate.refit`)."""
+    setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
+                      mechanisms={m.label: m for m in mechs})
+    return calibrate(runtime_base(cost), [(m, setting) for m in measured], name=ENGINE, described=described)
 
 
 def predicted_parts(engine, setting: Setting, points: list[tuple[str, int, int, int, int | None]]

@@ -8,11 +8,12 @@ Measurement with what it measured), its grid, the context each batch was priced 
 2026-12-07, the shape of each drafter (`drafters`); validation.csv's measured step times. Runs
 from before keep no drafter shapes: they are read from the drafters shipped now, and a run
 whose own predictions this does not reproduce (its drafters, or the planner, have changed
-since: `reproduced`) is left out by the benchmark, so that a comparison never mixes code.
+since: `reproduction_gap`) is left out by the benchmark, so that a comparison never mixes code.
 
 The overhead_ms rows (the step outside the target's forward and the drafting) are in the
 calibration of runs since 2026-12-07; for earlier runs they are derived as step_ms − verify_ms
-− draft_ms of the same run, which is what the runtime's parts add up to (`StepRecord`). Times
+− draft_ms of the same run (`calibration_rows`), which is what the runtime's acceptance and
+bookkeeping add up to (`StepRecord`), to within a microsecond. Times
 are seconds unless a name says ms. Imports torch only to read shipped drafters' shapes.
 """
 
@@ -25,16 +26,17 @@ import numpy as np
 import pandas as pd
 
 from speedplan.cost.ops import load_cost_model
-from speedplan.engine.calibrate import Setting, calibrate
+from speedplan.engine.readers.measurement import PLAUSIBLE
 from speedplan.engine.readers.measurements import Measurement
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
 from speedplan.specs.model import get_model
-from speedplan.validate.calibration import ENGINE, _mechanism, lookup_line, predicted_grid, runtime_base
+from speedplan.validate.calibration import _mechanism, fit_engine, lookup_line, predicted_grid
 from speedplan.validate.reprice import load_validation
 
-REPRODUCED = 1e-3  # the stored predictions rebuilt within this (relative): the same code priced them
+REPRODUCE_RTOL = 1e-3  # stored predictions rebuilt within this (relative): this code prices the run as it did
 PARTS = ("verify_ms", "draft_ms")
+COLUMNS = ("pred_t_step", "meas_t_step")  # what a refit compares, beyond `reprice.load_validation`'s
 
 
 class _Shape:
@@ -67,24 +69,27 @@ def shipped_drafter_shapes() -> dict:
 
 def calibration_rows(summary: dict, overhead: bool) -> list[Measurement]:
     """The run's calibration Measurements; with `overhead`, an overhead_ms row per run (derived
-    from its step and parts where the run has none), without, none."""
+    from its step and parts where the run has none: step_ms less verify_ms and draft_ms, which
+    for plain decoding also holds its drafting stage's bookkeeping, under a microsecond), without,
+    none. A derived rest below a plausible measurement (`PLAUSIBLE`, 1 µs) is left out."""
     names = {f.name for f in fields(Measurement)} - {"names"}
     rows = [Measurement(**{k: v for k, v in r.items() if k in names}) for r in summary["calibration"]]
-    kept = [m for m in rows if m.quantity != "overhead_ms"]
+    others = [m for m in rows if m.quantity != "overhead_ms"]
     if not overhead:
-        return kept
-    if len(kept) < len(rows):
+        return others
+    if len(others) < len(rows):
         return rows
     runs: dict[tuple, dict] = {}
-    for m in kept:
+    for m in others:
         runs.setdefault((m.mechanism, m.batch, m.draft_len, m.context), {})[m.quantity] = m
     extra = []
     for parts in runs.values():
-        step = parts["step_ms"]
-        rest = step.value - sum(parts[q].value for q in PARTS if q in parts)
-        if rest > 0:
-            extra.append(replace(step, quantity="overhead_ms", value=rest, where=step.where[:-len("step_ms")] + "overhead_ms"))
-    return kept + extra
+        step = parts.get("step_ms")
+        rest = step.value - sum(parts[q].value for q in PARTS if q in parts) if step else 0.0
+        if rest >= PLAUSIBLE["overhead_ms"][0]:
+            where = f"calibration {step.mechanism} B={step.batch} D={step.draft_len} overhead_ms (step less its parts)"
+            extra.append(replace(step, quantity="overhead_ms", value=rest, where=where))
+    return others + extra
 
 
 def refit(folder: str | Path, overhead: bool = True) -> tuple[pd.DataFrame, dict]:
@@ -94,39 +99,41 @@ def refit(folder: str | Path, overhead: bool = True) -> tuple[pd.DataFrame, dict
     from speedplan.validate.run import TARGET_PRESET, ValidationGrid
 
     table, summary = load_validation(folder)
+    missing = [c for c in COLUMNS if c not in table.columns]
+    if missing:
+        raise SpeedplanInputError(f"{Path(folder) / 'validation.csv'}: missing column {missing[0]!r}")
     if not summary.get("calibration") or not summary.get("context_per_batch"):
         raise SpeedplanInputError(f"{folder}: summary.json keeps no calibration rows or contexts (a run before 2026-12-05)")
     grid = ValidationGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in summary["grid"].items()})
-    kept = Path(folder) / str(summary["hardware"])  # a profile validate measured first, kept in the folder
-    cost = load_cost_model(str(kept) if kept.is_dir() else summary["hardware"])
+    measured_here = Path(folder) / str(summary["hardware"])  # a profile validate measured first, kept in the folder
+    cost = load_cost_model(str(measured_here) if measured_here.is_dir() else summary["hardware"])
     target = replace(get_model(TARGET_PRESET), dtype="fp32")
     shapes = summary.get("drafters") or shipped_drafter_shapes()
     cal = calibration_rows(summary, False)  # the n-gram lookup's line, as validate drew it from these runs
-    lookup = lookup_line([(m.batch, m.value * 1e3) for m in cal if m.mechanism == "ngram" and m.quantity == "draft_ms"])
+    drafted = [(m.batch, m.value * 1e3) for m in cal if m.mechanism == "ngram" and m.quantity == "draft_ms"]
+    lookup = lookup_line(drafted) if drafted else (0.0, 0.0)
     placeholder = Acceptance.positional(np.full(grid.calibration_draft_len, 0.5), "not read: step times only")
     mechs = [_mechanism(name, placeholder, _Shape(shapes[name]["draft_vocab"], shapes[name]["draft_layers"]), target,
                         grid, lookup if name == "ngram" else (0.0, 0.0)) for name in grid.mechanisms]
-    setting = Setting(target, cost, 1, f"{target.name} on {cost.hardware.name}", mechanisms={m.label: m for m in mechs})
     rows = calibration_rows(summary, overhead)
-    fit = calibrate(runtime_base(cost), [(m, setting) for m in rows], name=ENGINE,
-                    described=f"refit of {Path(folder).name}")
+    fit = fit_engine(cost, target, mechs, rows, f"refit of {Path(folder).name}")
     contexts = {int(b): int(c) for b, c in summary["context_per_batch"].items()}
     pred = predicted_grid(grid, target, cost, mechs, contexts, fit.profile)
     merged = table.merge(pred[["mechanism", "batch", "draft_len", "t_step_s"]].rename(columns={"t_step_s": "refit_t_step"}),
                          on=["mechanism", "batch", "draft_len"], how="left")
     if merged["refit_t_step"].isna().any() or len(merged) != len(table):
         raise SpeedplanInputError(f"{folder}: its points are not the grid's ({summary['grid']}): not refitted")
-    had = any(r.get("quantity") == "overhead_ms" for r in summary["calibration"])
-    return merged, {"terms": {t: fit.profile.terms[t].value for t in fit.fitted}, "values": fit.profile.values(),
-                    "rows": len(rows),
-                    "median_abs_residual": float(np.median(np.abs(fit.residual))),
-                    # the run's own rows: the stored predictions are rebuilt within REPRODUCED where this
-                    # code prices the run as the run did (`reproduced`)
-                    "as_run": had == overhead}
+    return merged, {"values": fit.profile.values(), "rows": len(rows)}
 
 
-def reproduced(merged: pd.DataFrame) -> float:
-    """Largest relative difference between a refit's predictions and the stored ones."""
+def has_overhead_rows(summary: dict) -> bool:
+    """Whether the run's own calibration measured overhead_ms (runs since 2026-12-07)."""
+    return any(r.get("quantity") == "overhead_ms" for r in summary.get("calibration") or [])
+
+
+def reproduction_gap(merged: pd.DataFrame) -> float:
+    """Largest relative difference between a refit's predictions and the stored ones: within
+    REPRODUCE_RTOL for a refit with the run's own rows, this code prices the run as it did."""
     return float((merged.refit_t_step / merged.pred_t_step - 1.0).abs().max())
 
 

@@ -124,6 +124,14 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     assert [len(t["step_s"]) for t in summary["timings"]] == table.timings.tolist()
     assert all(len(t["plain_s"]) == (len(t["step_s"]) if t["point"][2] else 0) for t in summary["timings"])
     assert summary["settled_again"] == 0
+    # one overhead_ms row per calibration run (the step outside the forwards), the drafters' shapes kept,
+    # and `validate.refit` prices the run from its summary as validate priced it
+    quantities = [r["quantity"] for r in summary["calibration"]]
+    assert quantities.count("overhead_ms") == quantities.count("step_ms") > 0
+    assert summary["drafters"]["eagle"]["draft_vocab"] > 0 and summary["drafters"]["ngram"]["draft_vocab"] is None
+    from speedplan.validate.refit import REPRODUCE_RTOL, refit, reproduction_gap
+
+    assert reproduction_gap(refit(out, overhead=True)[0]) <= REPRODUCE_RTOL
     from speedplan.validate.reprice import load_validation, reprice_verify
 
     # priced again with the profile it ran with: the run's predictions moved by one constant (reprice
