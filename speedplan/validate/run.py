@@ -9,7 +9,7 @@ the same machine (DESIGN.md, "Validation protocol").
    split): acceptance is fitted per drafter from its own runs (per-position for chains, as runs
    of copied text for n-gram lookup: `plan.acceptance.fit_runs`; per-rank for trees), and the `speedplan-runtime` engine profile is fitted to the step times
    of plain decoding and every drafter at three batch sizes, and to the parts of those steps
-   the runtime times (the target's forward, the drafting), by `speedplan.engine.calibrate` (the
+   the runtime times (the target's forward, the drafting, the rest), by `speedplan.engine.calibrate` (the
    code `speedplan calibrate` runs).
 3. The planner predicts t_step, AL and speedup for every (mechanism, B, D) of the grid, priced
    through that engine profile, each batch size at the context its own waves of prompts make
