@@ -94,8 +94,8 @@ def calibration_rows(summary: dict, overhead: bool) -> list[Measurement]:
 
 def refit(folder: str | Path, overhead: bool = True) -> tuple[pd.DataFrame, dict]:
     """Refit the stored run in `folder` with or without overhead_ms rows; returns its evaluation
-    points with `refit_t_step` (seconds) beside the stored `pred_t_step`, and the fit's terms and
-    residuals."""
+    points with `refit_t_step` (seconds) beside the stored `pred_t_step`, and the fitted profile's
+    term values (`values`) and the number of calibration rows fitted (`rows`)."""
     from speedplan.validate.run import TARGET_PRESET, ValidationGrid
 
     table, summary = load_validation(folder)
