@@ -147,6 +147,6 @@ def predict(values: dict, priced: Priced) -> np.ndarray:
     out[i] = cost.verify_s[i] * 1e3
     i = priced.rows_of("draft_ms")
     out[i] = cost.draft_s[i] * 1e3
-    i = priced.rows_of("overhead_ms")  # the step outside the target's forward and the drafting
-    out[i] = (cost.total_s[i] - cost.verify_s[i] - cost.draft_s[i]) * 1e3
+    i = priced.rows_of("overhead_ms")
+    out[i] = cost.overhead_s[i] * 1e3
     return out

@@ -102,6 +102,12 @@ class StepCost:
     def total_s(self) -> np.ndarray:
         return self.gpu_s + self.exposed_host_s
 
+    @property
+    def overhead_s(self) -> np.ndarray:
+        """The step outside the target's forward and the drafting: the sampler's passes over the
+        target's logits and the exposed host work (what calibrate's overhead_ms rows measure)."""
+        return self.total_s - self.verify_s - self.draft_s
+
 
 def step_cost(terms: dict, parts: StepParts) -> StepCost:
     """The engine model of the module docstring: `terms` maps each term of
