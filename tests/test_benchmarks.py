@@ -7,6 +7,7 @@ Only the cheap ones run here; each is asserted to print its figures, not timed.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -232,3 +233,31 @@ def test_bench_overhead_rows_refits_a_stored_run_both_ways(tmp_path):
     median, p90 = (float(x.rstrip("%")) for x in with_rows.split()[:2])
     assert 0 < median < p90 < 30 and (median, p90) != (5.3, 11.2)
     assert f"{tmp_path.name}" in done.stdout and "skipped" in done.stdout
+
+
+def test_bench_overhead_rows_gives_back_a_run_priced_with_its_own_overhead_rows():
+    """The first run whose own calibration had overhead_ms rows (Zen 4, 2026-12-07 15:27) keeps its
+    drafters' shapes, so it refits without torch: with its rows, its own step-time errors
+    (summary.json); without them, other figures."""
+    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen4-2026-12-07-b"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["drafters"] and any(r["quantity"] == "overhead_ms" for r in summary["calibration"])
+    done = _run("bench_overhead_rows.py", str(run))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
+    without, with_rows = line.split("|")
+    own = [f"{summary['step_time_median_error']:.1%}", f"{summary['step_time_p90_error']:.1%}"]
+    assert with_rows.split()[:2] == own
+    assert without.split()[2:4] != own
+
+
+def test_bench_sweep_times_the_sweep_with_and_without_bytecode():
+    """One interleaved run each way (after the untimed one that writes the bytecode): a wall
+    time per setting, each the time of a sweep that succeeded."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from bench_sweep import whole_process_s
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    times = whole_process_s(repeats=1, bytecode=(False, True))
+    assert set(times) == {False, True} and all(0 < t < 120 for t in times.values())

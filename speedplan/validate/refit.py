@@ -92,13 +92,15 @@ def calibration_rows(summary: dict, overhead: bool) -> list[Measurement]:
     return others + extra
 
 
-def refit(folder: str | Path, overhead: bool = True) -> tuple[pd.DataFrame, dict]:
+def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame, dict] | None = None
+          ) -> tuple[pd.DataFrame, dict]:
     """Refit the stored run in `folder` with or without overhead_ms rows; returns its evaluation
     points with `refit_t_step` (seconds) beside the stored `pred_t_step`, and the fitted profile's
-    term values (`values`) and the number of calibration rows fitted (`rows`)."""
+    term values (`values`) and the number of calibration rows fitted (`rows`). `loaded`: the
+    folder's `reprice.load_validation(folder)`, where the caller has read it already."""
     from speedplan.validate.run import TARGET_PRESET, ValidationGrid
 
-    table, summary = load_validation(folder)
+    table, summary = loaded if loaded is not None else load_validation(folder)
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise SpeedplanInputError(f"{Path(folder) / 'validation.csv'}: missing column {missing[0]!r}")
