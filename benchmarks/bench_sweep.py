@@ -30,11 +30,14 @@ def sweep_command() -> list[str]:
 
 def whole_process_s(repeats: int = 5, bytecode: tuple[bool, ...] = (False,)) -> dict[bool, float]:
     """Median wall time of `speedplan sweep` on the default, in seconds, for each `bytecode`
-    setting, the settings' runs interleaved (the VM's pace drifts over minutes). False: this
-    environment as it is (where PYTHONDONTWRITEBYTECODE is set, as on the development VM,
-    speedplan's own modules are compiled from source on every run; pip compiled
-    site-packages). True: .pyc files written and read under a private prefix, after one untimed
-    run, as after `pip install .` or an editable install's first run elsewhere."""
+    setting, the settings' runs interleaved, their order alternating (the VM's pace drifts over
+    minutes). False: this environment as it is (where PYTHONDONTWRITEBYTECODE is set, as on the
+    development VM, speedplan's own modules are compiled from source on every run; pip compiled
+    site-packages). True: .pyc files written and read under a private prefix (PYTHONPYCACHEPREFIX,
+    which also sets aside site-packages' own __pycache__: the first run compiles everything there),
+    as after `pip install .` or an editable install's first run elsewhere. With True among the
+    settings, each setting's first run is untimed (True's writes the bytecode; False's is dropped
+    alike, so that both medians are of warm runs)."""
     times: dict[bool, list[float]] = {flag: [] for flag in bytecode}
     with tempfile.TemporaryDirectory() as tmp:
         envs = {flag: dict(os.environ) for flag in bytecode}
@@ -42,7 +45,7 @@ def whole_process_s(repeats: int = 5, bytecode: tuple[bool, ...] = (False,)) -> 
             envs[True].pop("PYTHONDONTWRITEBYTECODE", None)
             envs[True]["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         for i in range(repeats + (True in envs)):
-            for flag, env in envs.items():
+            for flag, env in (list(envs.items())[::-1] if i % 2 else envs.items()):
                 t0 = time.perf_counter()
                 subprocess.run([*sweep_command(), "sweep", "--out", str(Path(tmp) / f"r{i}-{flag}")],
                                check=True, capture_output=True, env=env)

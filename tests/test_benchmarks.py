@@ -245,6 +245,7 @@ def test_bench_overhead_rows_gives_back_a_run_priced_with_its_own_overhead_rows(
     done = _run("bench_overhead_rows.py", str(run))
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
+    assert "skipped" not in line, line  # a change to the planner's pricing shows here first: rerun validate
     without, with_rows = line.split("|")
     own = [f"{summary['step_time_median_error']:.1%}", f"{summary['step_time_p90_error']:.1%}"]
     assert with_rows.split()[:2] == own

@@ -19,6 +19,7 @@ are seconds unless a name says ms. Imports torch only to read shipped drafters' 
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -59,8 +60,11 @@ def shipped_drafter_shapes() -> dict:
     from speedplan.runtime.drafters.draft_model import DRAFT_WEIGHTS
     from speedplan.runtime.drafters.eagle import EAGLE_WEIGHTS
 
-    head = torch.load(EAGLE_WEIGHTS, map_location="cpu", weights_only=False)
-    student = torch.load(DRAFT_WEIGHTS, map_location="cpu", weights_only=False)
+    try:
+        head = torch.load(EAGLE_WEIGHTS, map_location="cpu", weights_only=False)
+        student = torch.load(DRAFT_WEIGHTS, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, pickle.UnpicklingError) as exc:  # missing, or a Git LFS pointer
+        raise SpeedplanInputError(f"the shipped drafters' weights could not be read ({exc})") from None
     eagle = {"draft_vocab": len(head["vocab"]), "draft_layers": None}
     return {"ngram": {"draft_vocab": None, "draft_layers": None},
             "draft-model": {"draft_vocab": len(student["vocab"]), "draft_layers": len(student["layers"])},
@@ -73,7 +77,10 @@ def calibration_rows(summary: dict, overhead: bool) -> list[Measurement]:
     for plain decoding also holds its drafting stage's bookkeeping, under a microsecond), without,
     none. A derived rest below a plausible measurement (`PLAUSIBLE`, 1 µs) is left out."""
     names = {f.name for f in fields(Measurement)} - {"names"}
-    rows = [Measurement(**{k: v for k, v in r.items() if k in names}) for r in summary["calibration"]]
+    try:
+        rows = [Measurement(**{k: v for k, v in r.items() if k in names}) for r in summary["calibration"]]
+    except (AttributeError, TypeError) as exc:
+        raise SpeedplanInputError(f"summary.json's calibration rows are not Measurements ({exc})") from None
     others = [m for m in rows if m.quantity != "overhead_ms"]
     if not overhead:
         return others
@@ -98,7 +105,7 @@ def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame,
     points with `refit_t_step` (seconds) beside the stored `pred_t_step`, and the fitted profile's
     term values (`values`) and the number of calibration rows fitted (`rows`). `loaded`: the
     folder's `reprice.load_validation(folder)`, where the caller has read it already."""
-    from speedplan.validate.run import TARGET_PRESET, ValidationGrid
+    from speedplan.validate.run import TARGET_PRESET
 
     table, summary = loaded if loaded is not None else load_validation(folder)
     missing = [c for c in COLUMNS if c not in table.columns]
@@ -106,11 +113,10 @@ def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame,
         raise SpeedplanInputError(f"{Path(folder) / 'validation.csv'}: missing column {missing[0]!r}")
     if not summary.get("calibration") or not summary.get("context_per_batch"):
         raise SpeedplanInputError(f"{folder}: summary.json keeps no calibration rows or contexts (a run before 2026-12-05)")
-    grid = ValidationGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in summary["grid"].items()})
+    grid, shapes = _grid_and_shapes(folder, summary)
     measured_here = Path(folder) / str(summary["hardware"])  # a profile validate measured first, kept in the folder
     cost = load_cost_model(str(measured_here) if measured_here.is_dir() else summary["hardware"])
     target = replace(get_model(TARGET_PRESET), dtype="fp32")
-    shapes = summary.get("drafters") or shipped_drafter_shapes()
     cal = calibration_rows(summary, False)  # the n-gram lookup's line, as validate drew it from these runs
     drafted = [(m.batch, m.value * 1e3) for m in cal if m.mechanism == "ngram" and m.quantity == "draft_ms"]
     lookup = lookup_line(drafted) if drafted else (0.0, 0.0)
@@ -126,6 +132,25 @@ def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame,
     if merged["refit_t_step"].isna().any() or len(merged) != len(table):
         raise SpeedplanInputError(f"{folder}: its points are not the grid's ({summary['grid']}): not refitted")
     return merged, {"values": fit.profile.values(), "rows": len(rows)}
+
+
+def _grid_and_shapes(folder, summary: dict) -> tuple:
+    """The run's ValidationGrid and each of its drafters' shapes (summary.json's, else the shipped
+    drafters'); a field missing or not this code's is a SpeedplanInputError naming it."""
+    from speedplan.validate.run import ValidationGrid
+
+    absent = [k for k in ("grid", "hardware") if k not in summary]
+    if absent:
+        raise SpeedplanInputError(f"{folder}: summary.json has no {absent[0]!r}")
+    try:
+        grid = ValidationGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in summary["grid"].items()})
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise SpeedplanInputError(f"{folder}: summary.json's grid is not one this code runs ({exc})") from None
+    shapes = summary.get("drafters") or shipped_drafter_shapes()
+    for name in grid.mechanisms:
+        if not isinstance(shapes.get(name), dict) or not {"draft_vocab", "draft_layers"} <= set(shapes[name]):
+            raise SpeedplanInputError(f"{folder}: no draft_vocab and draft_layers for {name!r} in summary.json's drafters")
+    return grid, shapes
 
 
 def has_overhead_rows(summary: dict) -> bool:

@@ -62,3 +62,27 @@ def _stored_calibration():
     import json
 
     return json.loads((RUN / "summary.json").read_text())["calibration"]
+
+
+NEW = ROOT / "reports" / "validation-cpu-epyc-zen4-2026-12-07-b"  # keeps its drafters' shapes: no torch needed
+
+
+@pytest.mark.skipif(not (NEW / "summary.json").is_file(), reason="the stored run is not in this checkout")
+@pytest.mark.parametrize("broken, message", [
+    (lambda s: s.pop("grid"), "summary.json has no 'grid'"),
+    (lambda s: s["grid"].update(rounds_per_point=3), "summary.json's grid is not one this code runs"),
+    (lambda s: s["drafters"].pop("eagle"), "no draft_vocab and draft_layers for 'eagle'"),
+    (lambda s: s["calibration"][0].pop("quantity"), "calibration rows are not Measurements"),
+])
+def test_a_stored_run_with_a_field_missing_or_foreign_is_an_input_error_naming_it(broken, message):
+    """What `bench_overhead_rows.py` lists as skipped (it lets every other exception through)."""
+    import json
+
+    from speedplan.errors import SpeedplanInputError
+    from speedplan.validate.reprice import load_validation
+
+    table, summary = load_validation(NEW)
+    summary = json.loads(json.dumps(summary))  # a copy to break
+    broken(summary)
+    with pytest.raises(SpeedplanInputError, match=message.replace("(", r"\(")):
+        refit(NEW, True, (table, summary))
