@@ -44,14 +44,14 @@ def whole_process_s(repeats: int = 5, bytecode: tuple[bool, ...] = (False,)) -> 
         if True in envs:
             envs[True].pop("PYTHONDONTWRITEBYTECODE", None)
             envs[True]["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-        for i in range(repeats + (True in envs)):
+        warm = int(True in envs)  # untimed first runs: True's writes the bytecode
+        for i in range(repeats + warm):
             for flag, env in (list(envs.items())[::-1] if i % 2 else envs.items()):
                 t0 = time.perf_counter()
                 subprocess.run([*sweep_command(), "sweep", "--out", str(Path(tmp) / f"r{i}-{flag}")],
                                check=True, capture_output=True, env=env)
                 times[flag].append(time.perf_counter() - t0)
-    first = int(True in envs)  # the untimed run that writes the bytecode
-    return {flag: statistics.median(t[first:]) for flag, t in times.items()}
+    return {flag: statistics.median(t[warm:]) for flag, t in times.items()}
 
 
 def library_sweep_s(repeats: int = 5) -> tuple[float, int]:

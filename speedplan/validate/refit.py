@@ -61,8 +61,8 @@ def shipped_drafter_shapes() -> dict:
     from speedplan.runtime.drafters.eagle import EAGLE_WEIGHTS
 
     try:
-        head = torch.load(EAGLE_WEIGHTS, map_location="cpu", weights_only=False)
-        student = torch.load(DRAFT_WEIGHTS, map_location="cpu", weights_only=False)
+        head = torch.load(EAGLE_WEIGHTS, map_location="cpu")  # tensors only, as `io.weights.load_trained` reads them
+        student = torch.load(DRAFT_WEIGHTS, map_location="cpu")
     except (OSError, RuntimeError, pickle.UnpicklingError) as exc:  # missing, or a Git LFS pointer
         raise SpeedplanInputError(f"the shipped drafters' weights could not be read ({exc})") from None
     eagle = {"draft_vocab": len(head["vocab"]), "draft_layers": None}
