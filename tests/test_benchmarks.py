@@ -235,11 +235,12 @@ def test_bench_overhead_rows_refits_a_stored_run_both_ways(tmp_path):
     assert f"{tmp_path.name}" in done.stdout and "skipped" in done.stdout
 
 
-def test_bench_overhead_rows_gives_back_a_run_priced_with_its_own_overhead_rows():
-    """The first run whose own calibration had overhead_ms rows (Zen 4, 2026-12-07 15:27) keeps its
-    drafters' shapes, so it refits without torch: with its rows, its own step-time errors
+@pytest.mark.parametrize("name", ["validation-cpu-epyc-zen4-2026-12-07-b", "validation-cpu-epyc-zen4-2026-12-07-c"])
+def test_bench_overhead_rows_gives_back_a_run_priced_with_its_own_overhead_rows(name):
+    """The runs whose own calibration had overhead_ms rows (Zen 4, 2026-12-07 15:27 and 17:50) keep
+    their drafters' shapes, so they refit without torch: with their rows, their own step-time errors
     (summary.json); without them, other figures."""
-    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen4-2026-12-07-b"
+    run = BENCHMARKS.parent / "reports" / name
     summary = json.loads((run / "summary.json").read_text())
     assert summary["drafters"] and any(r["quantity"] == "overhead_ms" for r in summary["calibration"])
     done = _run("bench_overhead_rows.py", str(run))
@@ -262,3 +263,15 @@ def test_bench_sweep_times_the_sweep_with_and_without_bytecode():
         sys.path.remove(str(BENCHMARKS))
     times = whole_process_s(repeats=1, bytecode=(False, True))
     assert set(times) == {False, True} and all(0 < t < 120 for t in times.values())
+
+
+def test_bench_sweep_timeline_stamps_the_parent_and_the_figure_worker():
+    """One run: the parent's stages and the worker's, in the order they happen (the worker draws
+    after the parent sends the figures, and the parent leaves after waiting for it)."""
+    done = _run("bench_sweep_timeline.py", "--runs", "1")
+    assert done.returncode == 0, done.stderr
+    stages = [line.split("]", 1)[1].strip() for line in done.stdout.splitlines()[1:]]
+    for stage in ("> sweep", "< send_figures", "W:< warm_up", "W:> draw_in_two", "> wait", "< wait", "exit"):
+        assert stage in stages, (stage, stages)
+    assert stages.index("< sweep") < stages.index("< send_figures") < stages.index("W:> draw_in_two")
+    assert stages.index("W:< draw_in_two") < stages.index("< wait") < stages.index("exit")

@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
 
 
+# the columns `starred_rows` and `_best_d` read (through pick.best_per_batch and pick.best_draft_len): their
+# filters and sorts copy these, not the sweep's 38 (figure_set on the default sweep, in-process, 2026-12-07:
+# 36-44 ms where the whole frame took 47-90 ms, benchmarks/README.md)
+PICK_COLUMNS = ["mechanism", "batch", "context", "draft_len", "verify_tokens", "feasible", "speedup",
+                "tokens_per_s_per_gpu"]
+
+
 def _cols(frame: pd.DataFrame, *names: str) -> dict[str, np.ndarray]:
     """The named columns as numpy arrays."""
     return {n: frame[n].to_numpy() for n in names}
@@ -68,7 +75,7 @@ def _best_d(result: "SweepResult", context: int) -> dict:
     from speedplan.plan.pick import best_draft_len
 
     frame = result.frame
-    at = frame[(frame["context"] == context) & frame["feasible"]]
+    at = frame.loc[(frame["context"] == context) & frame["feasible"], PICK_COLUMNS]
     pick = result.best[result.best["context"] == context].sort_values("batch")
     mechanisms = [m for m in dict.fromkeys(at["mechanism"]) if m != "none"]
     schedules = {str(m): _cols(best_draft_len(at, m, context), "batch", "draft_len", "pointwise_draft_len")
@@ -102,7 +109,7 @@ def figure_set(result: "SweepResult", context: int) -> FigureSet:
     frame = result.frame
     head = f"{(meta.get('model') or {}).get('model', '')} on {meta.get('hardware', '')}, TP={meta.get('tp', 1)}"
     at = f"context {context} tokens"
-    at_context = frame[frame["context"] == context]
+    at_context = frame.loc[frame["context"] == context, PICK_COLUMNS]
     heat_rows = at_context[at_context["mechanism"] != "none"]
     grids = {str(m): speedup_grid(heat_rows[heat_rows["mechanism"] == m]) for m in dict.fromkeys(heat_rows["mechanism"])}
     return FigureSet(

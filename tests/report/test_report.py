@@ -160,6 +160,32 @@ def test_the_heatmap_stars_the_table_pick():
         assert any(fastest[b] != d for b, d in starred.items()), mechs  # where the old star (the fastest D) was elsewhere
 
 
+def test_the_figures_read_the_same_picks_off_their_narrowed_columns_as_off_the_whole_frame():
+    """figure_set hands pick.best_per_batch and pick.best_draft_len only the columns they read
+    (`data.PICK_COLUMNS`, for speed): the best-D schedules and the stars are those of the sweep's whole
+    frame, at each of two contexts."""
+    import numpy as np
+
+    from speedplan.plan.pick import best_draft_len, best_per_batch
+    from speedplan.report.data import figure_set
+
+    r = sweep("llama-3.1-8b", "h100-sxm", ["eagle3", "ngram", "eagle-tree"], batches=[1, 8, 64, 256],
+              draft_lens=range(0, 7), contexts=[1024, 16384])
+    for context in (1024, 16384):
+        figs = figure_set(r, context)
+        for mech in ("eagle3", "ngram", "eagle-tree"):
+            whole = best_draft_len(r.frame, mech, context)
+            got = figs.best_d["schedules"][mech]
+            for col in ("batch", "draft_len", "pointwise_draft_len"):
+                assert np.array_equal(got[col], whole[col].to_numpy()), (context, mech, col)
+            batches, drafts, _ = figs.heatmap["grids"][mech]
+            at = r.frame[(r.frame.context == context) & r.frame.mechanism.isin([mech, "none"])]
+            pick = best_per_batch(at).set_index("batch")
+            assert [drafts[k] if k >= 0 else None for k in figs.heatmap["stars"][mech]] == [
+                int(pick.at[b, "draft_len"]) if b in pick.index and pick.at[b, "mechanism"] == mech else None
+                for b in batches], (context, mech)
+
+
 def test_a_model_named_in_emoji_draws_without_a_warning(tmp_path):
     """A config folder named 'ünicode🙂' wrote two matplotlib 'Glyph 128578 missing' warnings to
     stderr on an otherwise clean run (an audit of 2026-12-04): the glyph is a box in the title."""
