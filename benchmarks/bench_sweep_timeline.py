@@ -5,11 +5,13 @@ the console entry point (`speedplan.entry.main`, with its figure worker), median
     python benchmarks/bench_sweep_timeline.py --runs 9
 
 Each run is a fresh interpreter that wraps a few library functions with timestamps (ms since
-the wrapper's first line; the interpreter's own start-up, ~20-40 ms, comes before it) and then
-runs the entry point as the console script does. The wrapping adds microseconds. Where
-PYTHONDONTWRITEBYTECODE is set (the development VM sets it), the runs use bytecode cached under
-a private prefix, as an installed speedplan does (`bench_sweep.py` gives both), after one
-untimed run that writes it. Prints one line per stage: median, min and max ms over the runs.
+the wrapper's first line; the interpreter's own start-up, ~20-40 ms, comes before it) as their
+modules load, and then runs the entry point as the console script does. The wrapping adds
+microseconds and imports nothing the plain run does not. "W:" marks the figure worker, "W2:" the
+child it forks to draw in two processes. The runs use bytecode cached under a private prefix, as
+an installed speedplan does (`bench_sweep.py` gives the figure without it too), after one untimed
+run that writes it; SPEEDPLAN_SERIAL is dropped (every trick on). Prints one line per stage:
+median, min and max ms over the runs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-# (module, function) pairs whose entry and return are stamped; "W:" marks the figure worker's
+# (module, function) pairs whose entry and return are stamped
 WRAPPED = [
     ("speedplan.plan.sweep", "sweep"),
     ("speedplan.report.html", "send_figures"),
@@ -38,7 +40,7 @@ import os, sys, time
 T0 = time.perf_counter()
 MAIN = os.getpid()
 def mark(what):
-    who = "" if os.getpid() == MAIN else "W:"
+    who = "" if os.getpid() == MAIN else "W:" if os.getppid() == MAIN else "W2:"
     os.write(2, f"@@ {(time.perf_counter() - T0) * 1e3:.1f} {who}{what}\n".encode())
 def wrap(owner, name):
     f = getattr(owner, name)
@@ -49,8 +51,8 @@ def wrap(owner, name):
         finally:
             mark("< " + name)
     setattr(owner, name, stamped)
-import importlib.abc, importlib.machinery
-class Stamper(importlib.abc.MetaPathFinder):
+import importlib.machinery
+class Stamper:  # a finder on sys.meta_path (importlib.abc would import typing, tempfile and more first)
     # wraps a module's functions as it is imported, so that nothing is imported earlier than in a plain run
     def find_spec(self, fullname, path, target=None):
         names = [n for m, n in WRAPPED if m == fullname]
@@ -96,13 +98,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="timed runs (default 5)")
     args = ap.parse_args()
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "SPEEDPLAN_SERIAL")}
     with tempfile.TemporaryDirectory() as tmp:
-        if env.pop("PYTHONDONTWRITEBYTECODE", None):
-            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-            one_run(Path(tmp) / "warm", env)  # writes the bytecode
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        one_run(Path(tmp) / "warm", env)  # writes the bytecode
         runs = [one_run(Path(tmp) / f"r{i}", env) for i in range(args.runs)]
-    order = {s: i for r in runs for i, s in enumerate(sorted(r, key=r.get))}  # a stage's place in a run, for ties
+    order = {s: i for r in runs for i, s in enumerate(sorted(r, key=r.get))}  # a stage's place in the last run it was in: ties
     stages = sorted({s for r in runs for s in r}, key=lambda s: (statistics.median(r[s] for r in runs if s in r), order[s]))
     print(f"speedplan sweep (default), ms after the wrapper's first line, {args.runs} runs: median [min-max]")
     for stage in stages:

@@ -8,6 +8,7 @@ Only the cheap ones run here; each is asserted to print its figures, not timed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -265,13 +266,53 @@ def test_bench_sweep_times_the_sweep_with_and_without_bytecode():
     assert set(times) == {False, True} and all(0 < t < 120 for t in times.values())
 
 
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin", reason="the figure worker needs fork (Linux)")
 def test_bench_sweep_timeline_stamps_the_parent_and_the_figure_worker():
     """One run: the parent's stages and the worker's, in the order they happen (the worker draws
-    after the parent sends the figures, and the parent leaves after waiting for it)."""
+    after the parent starts sending the figures, and the parent leaves after waiting for it)."""
     done = _run("bench_sweep_timeline.py", "--runs", "1")
     assert done.returncode == 0, done.stderr
     stages = [line.split("]", 1)[1].strip() for line in done.stdout.splitlines()[1:]]
     for stage in ("> sweep", "< send_figures", "W:< warm_up", "W:> draw_in_two", "> wait", "< wait", "exit"):
         assert stage in stages, (stage, stages)
-    assert stages.index("< sweep") < stages.index("< send_figures") < stages.index("W:> draw_in_two")
+    assert stages.index("< sweep") < stages.index("> send_figures") < stages.index("W:> draw_in_two")
+    assert "W2:exit" in stages  # the worker's drawing child
     assert stages.index("W:< draw_in_two") < stages.index("< wait") < stages.index("exit")
+
+
+def test_bench_plain_pool_reads_plain_decoding_both_ways_from_a_stored_run():
+    """Run 2026-12-07-c: plain decoding read off its own rounds gives the stored run's own errors (its
+    validation.csv, whose plain rows predate the pooled reading); read over its pairs, B = 8's -36%
+    (its own two rounds caught by one slow spell) comes within 10%. A folder without paired
+    timings is named as skipped."""
+    import pandas as pd
+
+    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen4-2026-12-07-c"
+    old = BENCHMARKS.parent / "reports" / "validation-cpu-repeat"
+    done = _run("bench_plain_pool.py", str(run), str(old))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
+    table = pd.read_csv(run / "validation.csv")
+    plain = table[table.draft_len == 0]
+    for b, e in zip(plain.batch, plain.pred_t_step / plain.meas_t_step - 1):
+        own, pooled = line.split(f"B{b} ")[1].split()[0].split("->")
+        assert own == f"{e:+.1%}"
+    pooled_b8 = float(line.split("B8 ")[1].split()[0].split("->")[1].rstrip("%"))
+    assert abs(pooled_b8) < 10 < abs(float(line.split("B8 ")[1].split("->")[0].rstrip("%")))
+    assert next(x for x in done.stdout.splitlines() if x.startswith(old.name)).endswith("skipped: no paired plain timings kept")
+
+
+def test_bench_planner_pick_gives_back_the_stored_regret_and_the_planners_pick():
+    """Read the old way (the most predicted tokens/s), each batch's regret is the run's stored figure;
+    read at the planner's pick, 2026-12-07-b's B = 1 moves from n-gram D = 3 to D = 2 (0.8% behind in
+    predicted tokens/s, fewer verified tokens), its measured best."""
+    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen4-2026-12-07-b"
+    done = _run("bench_planner_pick.py", str(run))
+    assert done.returncode == 0, done.stderr
+    stored = json.loads((run / "summary.json").read_text())["regret_per_batch"]
+    line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
+    for batch, regret in stored.items():
+        assert line.split(f"B{batch} ")[1].split("->")[0] == f"{regret:.1%}"
+    assert "B1 4.2%->0.0%" in line
+    moved = [x for x in done.stdout.splitlines() if x.strip().startswith(f"{run.name} B=1")]
+    assert len(moved) == 1 and "ngram D=3" in moved[0].split("->")[0] and "ngram D=2" in moved[0].split("->")[1]

@@ -186,9 +186,10 @@ def test_validate_warns_of_speedups_above_their_al():
 
     row = dict(mechanism="eagle", batch=2, draft_len=3, pred_t_step=0.1, meas_t_step=0.1, pred_acceptance_length=1.4,
                meas_acceptance_length=1.39, pred_speedup=1.2, meas_speedup=3.41, pred_tokens_per_s=10.0,
-               meas_tokens_per_s=10.0)
-    plain = {**row, "mechanism": "none", "draft_len": 0, "meas_acceptance_length": 1.0, "meas_speedup": 1.0}
-    fine = {**row, "draft_len": 1, "meas_speedup": 1.3}
+               meas_tokens_per_s=10.0, verify_tokens=4, context=100)
+    plain = {**row, "mechanism": "none", "draft_len": 0, "meas_acceptance_length": 1.0, "meas_speedup": 1.0,
+             "verify_tokens": 1}
+    fine = {**row, "draft_len": 1, "meas_speedup": 1.3, "verify_tokens": 2}
     summary = summarize(pd.DataFrame([plain, row, fine]))
     assert summary["implausible_points"] == [["eagle", 2, 3, 3.41, 1.39]]
     summary.update(wall_s=1.0, grid={"rounds": 1}, rounds=1)

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from speedplan.plan.sweep import SweepResult
 
 
-# the columns `starred_rows` and `_best_d` read (through pick.best_per_batch and pick.best_draft_len): their
-# filters and sorts copy these, not the sweep's 38 (figure_set on the default sweep, in-process, 2026-12-07:
-# 36-44 ms where the whole frame took 47-90 ms, benchmarks/README.md)
+# the columns `speedup_grid`, `starred_rows` and `_best_d` read (the last two through pick.best_per_batch and
+# pick.best_draft_len): their filters and sorts copy these, not the sweep's 38 (figure_set on the default sweep,
+# in-process, 2026-12-07: 35.8 ms where the whole frame took 47.1 ms, benchmarks/README.md)
 PICK_COLUMNS = ["mechanism", "batch", "context", "draft_len", "verify_tokens", "feasible", "speedup",
                 "tokens_per_s_per_gpu"]
 

@@ -1,7 +1,8 @@
 """How `speedplan validate` times the runtime on a VM whose speed drifts: rounds in rotated
 order (`timed_rounds`), more rounds for the points whose rounds disagree (`settle_rounds`), a
-speedup from one round's plain + speculative pair (`paired_ratio`), and each batch's pick and
-measured best timed again before regret is read (`points_to_confirm`). Times are seconds."""
+speedup from one round's plain + speculative pair (`paired_ratio`), plain decoding's step time
+from its own rounds and its pairs (`expected_fastest`), and each batch's pick and measured best
+timed again before regret is read (`points_to_confirm`). Times are seconds."""
 
 from __future__ import annotations
 
@@ -30,6 +31,26 @@ def paired_ratio(plain_s: list[float], spec_s: list[float]) -> tuple[float, int]
     middle = order[(len(order) - 1) // 2: len(order) // 2 + 1]
     r = min(middle, key=lambda i: plain_s[i] + spec_s[i])
     return float(plain_s[r] / spec_s[r]), r
+
+
+def expected_fastest(seconds: list[float], k: int) -> float:
+    """The expected fastest of `k` timings drawn without replacement from `seconds`: what the
+    fastest of k rounds reads on average, with all of them to average over. Plain decoding at a
+    batch size is timed in its own rounds and again as the pair of every speculative point at that
+    batch (the same prompts; ~80 runs in a full run), so its step time need not rest on its own two
+    or three rounds, which a slow spell can catch whole (2026-12-07 17:50, B = 8: 103.5 and 108.3 ms
+    against its pairs' median of 70.2 ms). Taking the pool's fastest would read its luckiest run
+    out of ~80 where every other point reads its fastest of k; this reads the same order statistic.
+
+    >>> expected_fastest([1.0, 2.0, 3.0], 2)  # pairs (1,2) (1,3) (2,3): fastest 1, 1, 2
+    1.3333333333333333
+    """
+    from math import comb
+
+    x = np.sort(np.asarray(seconds, dtype=float))
+    n, k = len(x), max(1, min(int(k), len(x)))
+    weight = np.array([comb(n - 1 - i, k - 1) for i in range(n)], dtype=float) / comb(n, k)  # P(x[i] is the fastest)
+    return float(weight @ x)
 
 
 def measured_ratio(plain_s: list[float] | None, spec_s: list[float], plain_base_s: float) -> tuple[float, int | None]:

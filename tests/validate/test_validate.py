@@ -20,6 +20,7 @@ def test_summary_math_and_regret():
         "pred_acceptance_length": [1, 2.0, 1, 2.0], "meas_acceptance_length": [1, 2.5, 1, 2.0],
         "pred_speedup": [1, 1.8, 1, 1.6], "meas_speedup": [1, 2.0, 1, 1.3],
         "pred_tokens_per_s": [1.0, 1.8, 4.0, 6.7], "meas_tokens_per_s": [1.0, 2.5, 4.0, 5.3],
+        "verify_tokens": [1, 4, 1, 4], "context": 100,
     })
     s = summarize(table)
     assert s["step_time_median_error"] == pytest.approx(0.05)
@@ -35,6 +36,26 @@ def test_summary_math_and_regret():
     table.loc[2, "meas_tokens_per_s"] = 8.0
     s = summarize(table)
     assert s["regret_per_batch"][8] == 0.0 and s["regret_per_batch_unpaired"][8] == pytest.approx(1 - 5.3 / 8.0)
+
+
+def test_regret_is_read_at_the_point_the_planner_recommends_by_its_own_tie_rule():
+    """Within 1% of the most predicted tokens/s the planner recommends the fewest verified tokens
+    (`plan.pick.best_per_batch`); validate took the most predicted tokens/s until 2026-12-07, which
+    read three Zen 4 runs' B = 1 regret at n-gram D = 3 where the planner recommends D = 2."""
+    from speedplan.validate.run import picked_row
+
+    assert picked_row([100.0, 99.5, 90.0], [4, 3, 1]) == 1  # D = 2 within 1% of D = 3: fewer tokens
+    assert picked_row([100.0, 98.0, 90.0], [4, 3, 1]) == 0  # 2% behind: the fastest
+    assert picked_row([100.0, 100.0], [4, 4]) == 0  # a tie in both: the first
+    table = pd.DataFrame({
+        "mechanism": ["none", "ngram", "ngram"], "batch": 1, "draft_len": [0, 2, 3], "verify_tokens": [1, 3, 4],
+        "context": 100, "pred_t_step": 1.0, "meas_t_step": 1.0, "pred_acceptance_length": [1, 1.4, 1.44],
+        "meas_acceptance_length": [1, 1.4, 1.43], "pred_speedup": [1, 1.132, 1.141], "meas_speedup": [1, 1.121, 1.074],
+        "pred_tokens_per_s": [25.0, 28.30, 28.52], "meas_tokens_per_s": [25.0, 28.0, 26.9],
+    })
+    assert summarize(table)["regret_per_batch"][1] == 0.0  # D = 2, the planner's pick, measured best
+    table.loc[1, "pred_tokens_per_s"] = 27.0  # now 5% behind: the planner picks D = 3
+    assert summarize(table)["regret_per_batch"][1] == pytest.approx(1 - 1.074 / 1.121)
 
 
 def test_timed_rounds_keep_the_fastest_and_rotate_the_order():
@@ -124,6 +145,16 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     assert [len(t["step_s"]) for t in summary["timings"]] == table.timings.tolist()
     assert all(len(t["plain_s"]) == (len(t["step_s"]) if t["point"][2] else 0) for t in summary["timings"])
     assert summary["settled_again"] == 0
+    # plain decoding's step time reads its own rounds and every plain run paired at its batch, as the
+    # fastest of `rounds` timings reads on average; a speculative point's is its own rounds' fastest
+    from speedplan.validate.timing import expected_fastest
+
+    plain = table[table.draft_len == 0].set_index("batch")
+    for b, row in plain.iterrows():
+        pool = [t for x in summary["timings"] if x["point"][1] == b for t in (x["step_s"] if x["point"][2] == 0 else x["plain_s"])]
+        assert len(pool) > row.timings and row.meas_t_step == pytest.approx(expected_fastest(pool, summary["rounds"]), rel=1e-4)
+    assert np.allclose(spec.meas_t_step, spec.meas_t_step_own) and np.allclose(plain.meas_t_step_own,
+        [min(x["step_s"]) for x in summary["timings"] if x["point"][2] == 0], rtol=1e-4)
     # one overhead_ms row per calibration run (the step outside the forwards), the drafters' shapes kept,
     # and `validate.refit` prices the run from its summary as validate priced it
     quantities = [r["quantity"] for r in summary["calibration"]]
@@ -387,3 +418,21 @@ def test_the_ngram_lookup_line_is_drawn_through_whole_batch_steps():
 
     base, per_seq = _lookup_us([(1, run(1, [])), (16, run(16, [3, 2, 1, 1, 1, 1]))])
     assert base == pytest.approx(100) and per_seq == pytest.approx(50)
+
+
+def test_the_expected_fastest_of_k_reads_the_order_statistic_of_every_timing():
+    """expected_fastest(x, k): the mean over every k-subset of its fastest (validate reads plain
+    decoding's step time so, from its own rounds and its ~80 paired runs)."""
+    from itertools import combinations
+
+    from speedplan.validate.timing import expected_fastest
+
+    rng = np.random.default_rng(0)
+    x = list(rng.uniform(40, 110, size=9))
+    for k in (1, 2, 3, 9):
+        assert expected_fastest(x, k) == pytest.approx(np.mean([min(c) for c in combinations(x, k)]))
+    assert expected_fastest(x, 1) == pytest.approx(np.mean(x)) and expected_fastest(x, 9) == min(x)
+    assert expected_fastest([5.0], 2) == 5.0  # fewer timings than k: the fastest of them
+    # one slow spell that caught a point's own two rounds moves the pooled figure little
+    own, pairs = [103.5, 108.3], [70.0 + i % 7 for i in range(80)]
+    assert min(own) > 100 and expected_fastest(own + pairs, 2) < 73
