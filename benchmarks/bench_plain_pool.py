@@ -1,7 +1,7 @@
 """Plain decoding's measured step time in stored validation runs, read two ways: the fastest of
-its own rounds (how validate read it until 2026-12-07), and the fastest of `rounds` timings
-as read on average over its own rounds and the plain runs paired with the batch's speculative
-points (`speedplan.validate.timing.expected_fastest`, how validate reads it since). No runtime
+its own rounds (how validate read it until 2026-12-07), and the fastest of as many timings as
+it took, as read on average over its own rounds and the plain runs paired with the batch's
+speculative points (`speedplan.validate.timing.expected_fastest`, how validate reads it since). No runtime
 run: the stored timings (summary.json "timings") and predictions (validation.csv) are re-read.
 
     python benchmarks/bench_plain_pool.py [REPORT_DIR ...]     # default: every reports/validation-cpu*
@@ -31,18 +31,17 @@ def plain_both_ways(folder: Path) -> dict | None:
     timings = summary.get("timings") or []
     if not any(t.get("plain_s") for t in timings):
         return None
-    k = int(summary.get("rounds") or 2)
     out = {}
     for t in timings:
         label, batch, d = t["point"]
         if d == 0:
             pairs = [s for u in timings if u["point"][1] == batch and u["point"][2] > 0 for s in u["plain_s"]]
-            out[int(batch)] = (min(t["step_s"]), expected_fastest([*t["step_s"], *pairs], k), len(pairs))
+            out[int(batch)] = (min(t["step_s"]), expected_fastest([*t["step_s"], *pairs], len(t["step_s"])), len(pairs))
     return {"plain": out, "table": table}
 
 
 def main(folders: list[Path]) -> None:
-    all_own, all_pool = [], []
+    all_own, all_pool, worse = [], [], []
     print("run                                 plain step error per batch: own rounds' fastest -> pooled (pairs)"
           "   | run step median / p90: own -> pooled")
     for folder in folders:
@@ -62,18 +61,24 @@ def main(folders: list[Path]) -> None:
                 meas[j] = got["plain"][int(table.batch.iloc[j])][i]
             err[way] = np.asarray(table.pred_t_step, float) / meas - 1
         plain = (table.draft_len == 0).to_numpy()
-        all_own += list(np.abs(err["own"][plain]))
-        all_pool += list(np.abs(err["pool"][plain]))
+        all_own += list(err["own"][plain])
+        all_pool += list(err["pool"][plain])
+        worse += [f"{folder.name} B{int(b)} {o:+.1%}->{p:+.1%}" for b, o, p in
+                  zip(table.batch[plain], err["own"][plain], err["pool"][plain]) if abs(p) > abs(o) + 0.02]
         per_batch = " ".join(f"B{int(b)} {o:+.1%}->{p:+.1%}" for b, o, p in
                              zip(table.batch[plain], err["own"][plain], err["pool"][plain]))
         stats = {w: (np.median(np.abs(e)), np.quantile(np.abs(e), 0.9)) for w, e in err.items()}
         print(f"{folder.name:35s} {per_batch}   | {stats['own'][0]:.1%} / {stats['own'][1]:.1%} -> "
               f"{stats['pool'][0]:.1%} / {stats['pool'][1]:.1%}")
     if all_own:
-        own, pool = np.array(all_own), np.array(all_pool)
+        signed_own, signed_pool = np.array(all_own), np.array(all_pool)
+        own, pool = np.abs(signed_own), np.abs(signed_pool)
         print(f"plain decoding over {len(own)} points: |error| median {np.median(own):.1%} -> {np.median(pool):.1%}, "
               f"p90 {np.quantile(own, 0.9):.1%} -> {np.quantile(pool, 0.9):.1%}, beyond 12%: {(own > 0.12).sum()} -> "
-              f"{(pool > 0.12).sum()}")
+              f"{(pool > 0.12).sum()}; signed median {np.median(signed_own):+.1%} -> {np.median(signed_pool):+.1%}; "
+              f"better by over 2 points at {int((pool < own - 0.02).sum())}, worse at {len(worse)}:")
+        for line in worse:
+            print(f"  {line}")
 
 
 if __name__ == "__main__":

@@ -57,12 +57,18 @@ def _parity(table: pd.DataFrame, out: Path, caption: str) -> None:
 def _best_d(table: pd.DataFrame, out: Path, caption: str) -> None:
     from matplotlib.ticker import MaxNLocator
 
+    from speedplan.validate.run import picked_row
+
     fig = _figure(9, 4.5)
     ax = fig.add_subplot(1, 1, 1)
     for mech in [m for m in table.mechanism.unique() if m != "none"]:
         g = table[table.mechanism.isin([mech, "none"])]
         for kind, style in (("pred", "-"), ("meas", "--")):
-            best = g.loc[g.groupby("batch")[f"{kind}_tokens_per_s"].idxmax()].sort_values("batch")
+            if kind == "pred":  # what the planner picks from its predictions (its tie rule, as regret reads it)
+                best = pd.DataFrame([b.iloc[picked_row(b.pred_tokens_per_s, b.verify_tokens)]
+                                     for _, b in g.groupby("batch")]).sort_values("batch")
+            else:  # the measured best
+                best = g.loc[g.groupby("batch")["meas_tokens_per_s"].idxmax()].sort_values("batch")
             ax.plot(best.batch, best.draft_len, style, marker="o", ms=4,
                     color=COLORS.get(mech.split(":")[0], "#333333"), label=f"{mech} {'predicted' if kind == 'pred' else 'measured'}")
     ax.set_xscale("log", base=2)

@@ -19,9 +19,9 @@ the same machine (DESIGN.md, "Validation protocol").
    `rounds` rounds, the second in an order rotated by half the plan (a point's two timings are
    minutes apart), and the faster round is kept (`round_spread` says how far apart they were;
    `meas_t_step_first` is the first round alone). Plain decoding is also timed as the pair of
-   every speculative point (below): its step time is the fastest of `rounds` timings as read on
-   average over its own rounds and all those pairs (`expected_fastest`; `meas_t_step_own` is its
-   own rounds' fastest). A point whose two fastest rounds differ by
+   every speculative point (below): its step time is the fastest of as many timings as it took,
+   as read on average over its own rounds and all those pairs (`expected_fastest`;
+   `meas_t_step_own` is its own rounds' fastest). A point whose two fastest rounds differ by
    more than `settle_tolerance` is timed in more rounds, up to `max_timings` (`settle_rounds`).
    A point's prompts are spread evenly through the split (`spread`), not its first few. Greedy
    decoding makes the rounds' tokens identical, so AL comes from the first. A measured speedup
@@ -201,7 +201,7 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     def planner_pick(points: list) -> tuple:
         """The point the planner recommends among `points` (one batch size), by its own rule."""
         rows = pd.DataFrame([pred_row(label_of.get(x[0], x[0]), *x[1:]) for x in points])
-        return points[picked_row(rows.tokens_per_s_per_gpu, rows.verify_tokens)]
+        return points[picked_row(rows.tokens_per_s_per_gpu, rows.verify_tokens, rows.feasible)]
 
     picks = {b: planner_pick([x for x in eval_plan if x[1] == b]) for b in grid.batches}
     confirmed: set = set()
@@ -235,8 +235,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         pairs = paired.get((label, batch, d))
         plain_ratio, pair_round = measured_ratio(pairs, seconds, base_meas[batch])
         # plain decoding: its own rounds and the plain runs paired with the batch's speculative points, the same
-        # workload, read as the fastest of `rounds` would read on average (`expected_fastest`)
-        t_step = (expected_fastest([*seconds, *plain_pairs[batch]], grid.rounds) if label == "none" and plain_pairs.get(batch)
+        # workload, read as the fastest of as many timings as it took would read on average (`expected_fastest`)
+        t_step = (expected_fastest([*seconds, *plain_pairs[batch]], len(seconds)) if label == "none" and plain_pairs.get(batch)
                   else min(seconds))
         p = pred_row(label, batch, d)
         pred_verify, pred_draft = float(verify_s[i]), float(draft_s[i])
@@ -290,13 +290,15 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     return table, summary
 
 
-def picked_row(tokens_per_s, verify_tokens) -> int:
+def picked_row(tokens_per_s, verify_tokens, feasible=True) -> int:
     """Which of one batch size's points the planner picks from their predicted tokens/s: its own rule,
-    `plan.pick.best_per_batch` (within TIE_TOLERANCE of the most, the fewest verified tokens, then the
-    fastest), as `speedplan sweep` and its report pick. Until 2026-12-07 validate took the most
+    `plan.pick.best_per_batch` (among the feasible, within TIE_TOLERANCE of the most, the fewest verified
+    tokens, then the fastest), as `speedplan sweep` and its report pick among the same points (the
+    validated grid: one tree size per depth, the runtime's). Until 2026-12-07 validate took the most
     predicted tokens/s, which is not what the planner recommends where a shorter draft is within 1%."""
     rows = pd.DataFrame({"tokens_per_s_per_gpu": np.asarray(tokens_per_s, float), "verify_tokens": np.asarray(verify_tokens),
-                         "batch": 0, "context": 0, "feasible": True})  # one batch size: one context
+                         "batch": 0, "context": 0})  # one batch size: one context
+    rows["feasible"] = np.broadcast_to(np.asarray(feasible, dtype=bool), len(rows))
     rows["row"] = np.arange(len(rows))
     return int(best_per_batch(rows).row.iloc[0])
 

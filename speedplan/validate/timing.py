@@ -40,13 +40,16 @@ def expected_fastest(seconds: list[float], k: int) -> float:
     batch (the same prompts; ~80 runs in a full run), so its step time need not rest on its own two
     or three rounds, which a slow spell can catch whole (2026-12-07 17:50, B = 8: 103.5 and 108.3 ms
     against its pairs' median of 70.2 ms). Taking the pool's fastest would read its luckiest run
-    out of ~80 where every other point reads its fastest of k; this reads the same order statistic.
+    out of ~80 where every other point reads the fastest of its own k timings; validate passes the
+    plain point's own k, so this reads that order statistic, averaged over the pool.
 
     >>> expected_fastest([1.0, 2.0, 3.0], 2)  # pairs (1,2) (1,3) (2,3): fastest 1, 1, 2
     1.3333333333333333
     """
     from math import comb
 
+    if not len(seconds):
+        raise ValueError("expected_fastest: no timings")
     x = np.sort(np.asarray(seconds, dtype=float))
     n, k = len(x), max(1, min(int(k), len(x)))
     weight = np.array([comb(n - 1 - i, k - 1) for i in range(n)], dtype=float) / comb(n, k)  # P(x[i] is the fastest)
