@@ -1,7 +1,7 @@
 """Plain decoding's measured step time in stored validation runs, read two ways: the fastest of
 its own rounds (how validate read it until 2026-12-07), and the fastest of as many timings as
 it took, as read on average over its own rounds and the plain runs paired with the batch's
-speculative points (`speedplan.validate.timing.expected_fastest`, how validate reads it since). No runtime
+speculative points (`speedplan.validate.timing.plain_step_s`, how validate reads it since). No runtime
 run: the stored timings (summary.json "timings") and predictions (validation.csv) are re-read.
 
     python benchmarks/bench_plain_pool.py [REPORT_DIR ...]     # default: every reports/validation-cpu*
@@ -20,7 +20,7 @@ import numpy as np
 
 from speedplan.errors import SpeedplanInputError
 from speedplan.validate.reprice import load_validation
-from speedplan.validate.timing import expected_fastest
+from speedplan.validate.timing import plain_step_s
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,12 +31,9 @@ def plain_both_ways(folder: Path) -> dict | None:
     timings = summary.get("timings") or []
     if not any(t.get("plain_s") for t in timings):
         return None
-    out = {}
-    for t in timings:
-        label, batch, d = t["point"]
-        if d == 0:
-            pairs = [s for u in timings if u["point"][1] == batch and u["point"][2] > 0 for s in u["plain_s"]]
-            out[int(batch)] = (min(t["step_s"]), expected_fastest([*t["step_s"], *pairs], len(t["step_s"])), len(pairs))
+    paired = {tuple(t["point"]): t["plain_s"] for t in timings if t["point"][2] > 0}
+    out = {int(t["point"][1]): (min(t["step_s"]), plain_step_s(t["step_s"], paired, t["point"][1]))
+           for t in timings if t["point"][2] == 0}
     return {"plain": out, "table": table}
 
 

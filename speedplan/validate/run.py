@@ -20,7 +20,7 @@ the same machine (DESIGN.md, "Validation protocol").
    minutes apart), and the faster round is kept (`round_spread` says how far apart they were;
    `meas_t_step_first` is the first round alone). Plain decoding is also timed as the pair of
    every speculative point (below): its step time is the fastest of as many timings as it took,
-   as read on average over its own rounds and all those pairs (`expected_fastest`;
+   as read on average over its own rounds and all those pairs (`plain_step_s`;
    `meas_t_step_own` is its own rounds' fastest). A point whose two fastest rounds differ by
    more than `settle_tolerance` is timed in more rounds, up to `max_timings` (`settle_rounds`).
    A point's prompts are spread evenly through the split (`spread`), not its first few. Greedy
@@ -61,7 +61,7 @@ from speedplan.plan.pick import best_per_batch
 from speedplan.runtime.options import IMPLAUSIBLE
 from speedplan.specs.model import get_model
 from speedplan.engine.calibrate import Setting
-from speedplan.validate.timing import (expected_fastest, measured_ratio, merge_timed, points_to_confirm, settle_rounds,
+from speedplan.validate.timing import (measured_ratio, merge_timed, plain_step_s, points_to_confirm, settle_rounds,
                                       settle_spread, timed_rounds)
 from speedplan.validate.device_profile import machine_check, profile_for_this_cpu
 from speedplan.validate.calibration import (_full_batch_mean, attended_context, attended_measured, calibration_plan,
@@ -222,7 +222,6 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
     labelled = [(label_of.get(name, name), b, d) for name, b, d in eval_plan]  # eval_plan by mechanism label
     timed_again = {(label_of.get(name, name), b, d) for name, b, d in confirmed}
     paired = {(label_of.get(name, name), b, d): ts for (name, b, d), ts in paired.items()}
-    plain_pairs = {b: [t for (_, pb, _), ts in paired.items() if pb == b for t in ts] for b in grid.batches}
     base_meas = {b: min(ts) for (label, b, _), (_, _, ts) in zip(labelled, timed) if label == "none"}
     setting = Setting(target_spec, cost, 1, mechanisms={m.label: m for m in mechs})
     verify_s, draft_s = predicted_parts(engine, setting, [
@@ -234,10 +233,8 @@ def run_validation(grid: ValidationGrid = FULL, hardware: str = "cpu-local", pro
         # pairing, against the batch's one plain point
         pairs = paired.get((label, batch, d))
         plain_ratio, pair_round = measured_ratio(pairs, seconds, base_meas[batch])
-        # plain decoding: its own rounds and the plain runs paired with the batch's speculative points, the same
-        # workload, read as the fastest of as many timings as it took would read on average (`expected_fastest`)
-        t_step = (expected_fastest([*seconds, *plain_pairs[batch]], len(seconds)) if label == "none" and plain_pairs.get(batch)
-                  else min(seconds))
+        # plain decoding: its own rounds and the plain runs paired with the batch's speculative points, the same workload
+        t_step = plain_step_s(seconds, paired, batch) if label == "none" else min(seconds)
         p = pred_row(label, batch, d)
         pred_verify, pred_draft = float(verify_s[i]), float(draft_s[i])
         al = first.acceptance_length

@@ -1,7 +1,7 @@
 """How `speedplan validate` times the runtime on a VM whose speed drifts: rounds in rotated
 order (`timed_rounds`), more rounds for the points whose rounds disagree (`settle_rounds`), a
 speedup from one round's plain + speculative pair (`paired_ratio`), plain decoding's step time
-from its own rounds and its pairs (`expected_fastest`), and each batch's pick and measured best
+from its own rounds and its pairs (`plain_step_s`), and each batch's pick and measured best
 timed again before regret is read (`points_to_confirm`). Times are seconds."""
 
 from __future__ import annotations
@@ -54,6 +54,15 @@ def expected_fastest(seconds: list[float], k: int) -> float:
     n, k = len(x), max(1, min(int(k), len(x)))
     weight = np.array([comb(n - 1 - i, k - 1) for i in range(n)], dtype=float) / comb(n, k)  # P(x[i] is the fastest)
     return float(weight @ x)
+
+
+def plain_step_s(own_s: list[float], paired: dict, batch: int) -> float:
+    """Plain decoding's step time at `batch` (seconds): the fastest of as many timings as its own
+    rounds took (`own_s`), as read on average over them and every plain run paired with a
+    speculative point at that batch (`paired`: (mechanism, batch, D) -> the plain run's seconds per
+    round; `expected_fastest`); its own fastest where none was paired."""
+    pool = [t for (_, b, _), seconds in paired.items() if b == batch for t in seconds]
+    return expected_fastest([*own_s, *pool], len(own_s)) if pool else min(own_s)
 
 
 def measured_ratio(plain_s: list[float] | None, spec_s: list[float], plain_base_s: float) -> tuple[float, int | None]:

@@ -150,7 +150,7 @@ def test_validate_quick_end_to_end(cli, tmp_path):
     from speedplan.validate.timing import expected_fastest
 
     plain = table[table.draft_len == 0].set_index("batch")
-    for b, row in plain.iterrows():
+    for b, row in plain.iterrows():  # the pool written out here, not through validate's plain_step_s
         pool = [t for x in summary["timings"] if x["point"][1] == b for t in (x["step_s"] if x["point"][2] == 0 else x["plain_s"])]
         assert len(pool) > row.timings and row.meas_t_step == pytest.approx(expected_fastest(pool, row.timings), rel=1e-4, abs=1e-6)
     assert np.allclose(spec.meas_t_step, spec.meas_t_step_own) and np.allclose(plain.meas_t_step_own,
@@ -438,6 +438,12 @@ def test_the_expected_fastest_of_k_reads_the_order_statistic_of_every_timing():
     assert expected_fastest(repeated, 2) == pytest.approx(np.mean([min(c) for c in combinations(repeated, 2)]))
     with pytest.raises(ValueError, match="no timings"):
         expected_fastest([], 2)
+    # plain_step_s pools the plain runs paired at its batch only, and reads its own fastest without any
+    from speedplan.validate.timing import plain_step_s
+
+    paired = {("ngram", 8, 1): [0.05, 0.06], ("eagle", 4, 2): [0.01]}
+    assert plain_step_s([0.1, 0.2], paired, 8) == pytest.approx(expected_fastest([0.1, 0.2, 0.05, 0.06], 2))
+    assert plain_step_s([0.1, 0.2], paired, 16) == 0.1
     # one slow spell that caught a point's own two rounds moves the pooled figure little
     own, pairs = [103.5, 108.3], [70.0 + i % 7 for i in range(80)]
     assert min(own) > 100 and expected_fastest(own + pairs, 2) < 73
