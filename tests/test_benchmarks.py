@@ -236,9 +236,10 @@ def test_bench_overhead_rows_refits_a_stored_run_both_ways(tmp_path):
     assert f"{tmp_path.name}" in done.stdout and "skipped" in done.stdout
 
 
-@pytest.mark.parametrize("name", ["validation-cpu-epyc-zen4-2026-12-07-b", "validation-cpu-epyc-zen4-2026-12-07-c"])
+@pytest.mark.parametrize("name", ["validation-cpu-epyc-zen4-2026-12-07-b", "validation-cpu-epyc-zen4-2026-12-07-c",
+                                  "validation-cpu-epyc-zen4-2026-12-07-d"])
 def test_bench_overhead_rows_gives_back_a_run_priced_with_its_own_overhead_rows(name):
-    """The runs whose own calibration had overhead_ms rows (Zen 4, 2026-12-07 15:27 and 17:50) keep
+    """The runs whose own calibration had overhead_ms rows (Zen 4, 2026-12-07 15:27, 17:50 and 20:34) keep
     their drafters' shapes, so they refit without torch: with their rows, their own step-time errors
     (summary.json); without them, other figures."""
     run = BENCHMARKS.parent / "reports" / name
@@ -300,6 +301,25 @@ def test_bench_plain_pool_reads_plain_decoding_both_ways_from_a_stored_run():
     pooled_b8 = float(line.split("B8 ")[1].split()[0].split("->")[1].rstrip("%"))
     assert abs(pooled_b8) < 10 < abs(float(line.split("B8 ")[1].split("->")[0].rstrip("%")))
     assert next(x for x in done.stdout.splitlines() if x.startswith(old.name)).endswith("skipped: no paired plain timings kept")
+
+
+def test_bench_plain_pool_gives_back_a_run_that_read_plain_decoding_over_its_pairs():
+    """Run 2026-12-07-d read plain decoding over its pairs itself: re-read from its stored timings, the
+    pooled figure is its validation.csv's error, the own-rounds figure its `meas_t_step_own`'s, and the
+    run's step median / p90 read that way its summary's."""
+    import pandas as pd
+
+    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen4-2026-12-07-d"
+    done = _run("bench_plain_pool.py", str(run))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
+    plain = pd.read_csv(run / "validation.csv").query("draft_len == 0")
+    assert len(plain) == 5 and (plain.meas_t_step != plain.meas_t_step_own).any()
+    for b, pred, pooled, own in zip(plain.batch, plain.pred_t_step, plain.meas_t_step, plain.meas_t_step_own):
+        assert line.split(f"B{b} ")[1].split()[0] == f"{pred / own - 1:+.1%}->{pred / pooled - 1:+.1%}"
+    summary = json.loads((run / "summary.json").read_text())
+    assert line.split("->")[-1].split() == [f"{summary['step_time_median_error']:.1%}", "/",
+                                          f"{summary['step_time_p90_error']:.1%}"]
 
 
 def test_bench_planner_pick_gives_back_the_stored_regret_and_the_planners_pick():
