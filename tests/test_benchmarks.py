@@ -54,7 +54,7 @@ def test_fit_engine_profiles_matches_the_shipped_files():
     assert done.stdout.count("eagle-tree:topk=4 B=32 D=3") == 2
     alone = done.stdout.split("calibrated on these rows alone (--fit host_step_us,host_spec_seq_us): ")[1]
     b1 = next(line for line in alone.splitlines() if line.strip().startswith("eagle-tree:topk=4 B=1 D=3"))
-    assert float(b1.split()[-2]) < 1.2  # host terms cannot reach the measured 1.39 (README, "held out")
+    assert float(b1.split()[-2]) < 1.2  # host terms cannot reach the measured 1.39 (docs/measurements.md, "Held out")
     assert "B=1: verify kernels priced +" in alone
 
 
