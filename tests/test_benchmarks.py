@@ -322,6 +322,21 @@ def test_bench_plain_pool_gives_back_a_run_that_read_plain_decoding_over_its_pai
                                           f"{summary['step_time_p90_error']:.1%}"]
 
 
+def test_bench_tree_term_gives_back_the_run_then_frees_the_tree_term():
+    """Run 2026-12-07-d, whose calibration could not free tree_level_us (it did not exist): refitted with
+    its own terms it gives back its summary's step errors; with the term free, the fit takes some
+    (its EAGLE tree's drafting was priced low) and the figures move."""
+    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen4-2026-12-07-d"
+    summary = json.loads((run / "summary.json").read_text())
+    assert "tree_level_us" not in summary["engine"]["fit_order"]
+    done = _run("bench_tree_term.py", str(run))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
+    own, more = line[len(run.name):].split("|")
+    assert own.split()[:2] == [f"{summary['step_time_median_error']:.1%}", f"{summary['step_time_p90_error']:.1%}"]
+    assert more.split()[:2] != own.split()[:2] and float(more.split()[-1]) > 0
+
+
 def test_bench_planner_pick_gives_back_the_stored_regret_and_the_planners_pick():
     """Read the old way (the most predicted tokens/s), each batch's regret is the run's stored figure;
     read at the planner's pick, 2026-12-07-b's B = 1 moves from n-gram D = 3 to D = 2 (0.8% behind in

@@ -165,7 +165,7 @@ def test_the_engines_table_counts_a_calibrated_copys_own_fit(monkeypatch):
     monkeypatch.setattr(engine_profile, "preset_names", lambda: ["mine"])
     monkeypatch.setattr(engine_profile, "get_engine", lambda name: mine.profile)
     (row,) = engine_rows()
-    assert row["terms fitted"].startswith("1 of 18 to 3 rows") and row["terms fitted"].endswith("; 2 more fitted earlier")
+    assert row["terms fitted"].startswith("1 of 19 to 3 rows") and row["terms fitted"].endswith("; 2 more fitted earlier")
 
 
 def test_calibrate_from_python_takes_fit_as_the_cli_names_it(tmp_path):

@@ -71,6 +71,8 @@ TERMS: dict[str, TermSpec] = {
     "draft_step_launches": TermSpec(
         "launches per draft forward", "kernels around each sequential draft forward that run outside CUDA "
         "graphs (input preparation, sampling, metadata of the drafting loop)", 0.0, 5000.0),
+    "tree_level_us": TermSpec("µs per tree level", "host work of a dynamic tree's drafting per level beside its draft "
+        "forward: the top-k over the level's logits, the gathers and scatter that grow the tree (0 for a chain)", 0.0, 20_000.0),
     "draft_token_us": TermSpec(
         "µs per drafted token", "host work of the drafting loop per token it proposes or scores (per-sequence "
         "inputs, tree bookkeeping); serial, since each draft forward needs the previous one's tokens", 0.0, 5000.0),
@@ -117,6 +119,7 @@ OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
     "zero_draft_logits": (0.0, "default: no drafter logits in a step with draft length 0 (the profile does not say)"),
     "sample_passes_random": (0.0, "default: sampling at a temperature above 0 priced as greedy (the profile does not "
                                   "say)"),
+    "tree_level_us": (0.0, "default: a tree level does no host work beside its draft forward (the profile does not say)"),
     "host_draft_overlap": (1.0, "default: steps drafted on the host overlap as the others (the profile does not say)"),
 }
 

@@ -9,6 +9,7 @@ Per target step:
            + launch_us · (layer_launches · (layers + draft forwards · draft layers)
                           + draft_step_launches · draft forwards)
            + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work, in
+           + tree_level_us · tree levels                             # (a dynamic tree's bookkeeping: D levels)
                                                                      # the step's path: never overlapped
     t_sample = (sample_passes_plain or _spec [+ sample_passes_random where requests sample at T > 0])
                · one pass over the target's logits + sample_passes_plain · one over the drafter's
@@ -69,6 +70,7 @@ class StepParts:
     draft_ops_s: np.ndarray
     temperature: np.ndarray | float = 0.0  # an array where calibrate gathers rows of several steps
     host_drafted: np.ndarray | bool = False  # the drafter runs on the host (n-gram lookup): host_draft_overlap applies
+    tree_levels: np.ndarray | float = 0.0  # levels a dynamic tree's drafting grows (D; 0 for a chain)
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ def step_cost(terms: dict, parts: StepParts) -> StepCost:
                 + terms["draft_step_launches"] * parts.forwards)
     seq_us = terms["host_seq_us"] + np.where(spec, terms["host_spec_seq_us"], 0.0)
     host = (terms["host_step_us"] + seq_us * parts.batch + terms["host_token_us"] * parts.tokens) * 1e-6
-    draft_host = terms["draft_token_us"] * parts.draft_tokens * 1e-6 + parts.host_draft_s
+    draft_host = (terms["draft_token_us"] * parts.draft_tokens + terms["tree_level_us"] * parts.tree_levels) * 1e-6 \
+        + parts.host_draft_s
     scale = terms["kernel_scale"]
     verify_launch_s = terms["launch_us"] * terms["layer_launches"] * parts.layers * 1e-6
     launch_s = terms["launch_us"] * launches * 1e-6
@@ -141,7 +144,7 @@ def without_drafting(parts: StepParts, dropped) -> StepParts:
     return replace(parts, ops_s=parts.ops_s - np.where(keep, 0.0, parts.draft_ops_s), forwards=parts.forwards * keep,
                    draft_layers=parts.draft_layers * keep, draft_pass_s=parts.draft_pass_s * keep,
                    draft_tokens=parts.draft_tokens * keep, host_draft_s=parts.host_draft_s * keep,
-                   draft_ops_s=parts.draft_ops_s * keep)
+                   draft_ops_s=parts.draft_ops_s * keep, tree_levels=parts.tree_levels * keep)
 
 
 def logits_pass_s(cost, logits) -> np.ndarray:
@@ -178,7 +181,8 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
                      logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
                      mech.draft_rows(batch, draft_len, nodes), mech.host_draft_s(batch, draft_len),
                      np.ones(batch.shape, dtype=bool), np.broadcast_to(draft.total_s, batch.shape) + 0.0,
-                     temperature, np.full(batch.shape, bool(mech.drafts_on_host)))
+                     temperature, np.full(batch.shape, bool(mech.drafts_on_host)),
+                     mech.draft_forwards(draft_len, nodes) * float(getattr(mech, "is_tree", False)))
 
 
 def zero_draft_parts(cost, target: ModelSpec, mech, batch, forward: ForwardCost, upkeep: ForwardCost,

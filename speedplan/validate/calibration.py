@@ -253,12 +253,18 @@ def fit_runtime(grid, cost, plan, timed, drafters, target_spec
     return mechs, fit, measured, reprice
 
 
-def fit_engine(cost, target_spec, mechs, measured: list[Measurement], described: str):
+def fit_engine(cost, target_spec, mechs, measured: list[Measurement], described: str,
+               fit_order: tuple[str, ...] | None = None):
     """The speedplan-runtime terms fitted by `speedplan.engine.calibrate` to calibration rows
-    priced on `cost` with the runtime's drafters as `mechs` (validate, and `validate.refit`)."""
+    priced on `cost` with the runtime's drafters as `mechs` (validate, and `validate.refit`).
+    `fit_order`: the terms calibration may free, in order (default: the shipped profile's; a
+    refit passes a stored run's own, so that a term added since does not change what it rebuilds)."""
     setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
                       mechanisms={m.label: m for m in mechs})
-    return calibrate(runtime_base(cost), [(m, setting) for m in measured], name=ENGINE, described=described)
+    base = runtime_base(cost)
+    if fit_order is not None:
+        base = base.with_terms({}, "unchanged", fit_order=list(fit_order), origin=base.origin)
+    return calibrate(base, [(m, setting) for m in measured], name=ENGINE, described=described)
 
 
 def predicted_parts(engine, setting: Setting, points: list[tuple[str, int, int, int, int | None]]

@@ -32,7 +32,8 @@ from speedplan.engine.readers.measurements import Measurement
 from speedplan.errors import SpeedplanInputError
 from speedplan.plan.acceptance import Acceptance
 from speedplan.specs.model import get_model
-from speedplan.validate.calibration import _mechanism, fit_engine, lookup_line, predicted_grid
+from speedplan.engine.profile import get_engine
+from speedplan.validate.calibration import ENGINE, _mechanism, fit_engine, lookup_line, predicted_grid
 from speedplan.validate.reprice import load_validation
 
 REPRODUCE_RTOL = 1e-3  # stored predictions rebuilt within this (relative): this code prices the run as it did
@@ -99,12 +100,14 @@ def calibration_rows(summary: dict, overhead: bool) -> list[Measurement]:
     return others + extra
 
 
-def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame, dict] | None = None
-          ) -> tuple[pd.DataFrame, dict]:
+def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame, dict] | None = None,
+          extra_terms: tuple[str, ...] = ()) -> tuple[pd.DataFrame, dict]:
     """Refit the stored run in `folder` with or without overhead_ms rows; returns its evaluation
     points with `refit_t_step` (seconds) beside the stored `pred_t_step`, and the fitted profile's
     term values (`values`) and the number of calibration rows fitted (`rows`). `loaded`: the
-    folder's `reprice.load_validation(folder)`, where the caller has read it already."""
+    folder's `reprice.load_validation(folder)`, where the caller has read it already. The fit
+    frees the terms the run's own calibration could (its stored `fit_order`; a run that kept none:
+    today's), then `extra_terms`: a term added since, tried on the run's own measurements."""
     from speedplan.validate.run import TARGET_PRESET
 
     table, summary = loaded if loaded is not None else load_validation(folder)
@@ -124,7 +127,12 @@ def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame,
     mechs = [_mechanism(name, placeholder, _Shape(shapes[name]["draft_vocab"], shapes[name]["draft_layers"]), target,
                         grid, lookup if name == "ngram" else (0.0, 0.0)) for name in grid.mechanisms]
     rows = calibration_rows(summary, overhead)
-    fit = fit_engine(cost, target, mechs, rows, f"refit of {Path(folder).name}")
+    stored = (summary.get("engine") or {}).get("fit_order")
+    order = None
+    if stored is not None or extra_terms:
+        own = tuple(stored) if stored is not None else get_engine(ENGINE).fit_order
+        order = own + tuple(t for t in extra_terms if t not in own)
+    fit = fit_engine(cost, target, mechs, rows, f"refit of {Path(folder).name}", order)
     contexts = {int(b): int(c) for b, c in summary["context_per_batch"].items()}
     pred = predicted_grid(grid, target, cost, mechs, contexts, fit.profile)
     merged = table.merge(pred[["mechanism", "batch", "draft_len", "t_step_s"]].rename(columns={"t_step_s": "refit_t_step"}),

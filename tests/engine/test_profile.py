@@ -119,12 +119,12 @@ def test_an_edited_fitted_term_is_named_and_the_plans_name_the_file(tmp_path):
     mine = tmp_path / "mine.json"
     mine.write_text(json.dumps(data))
     text = get_engine(str(mine)).provenance()
-    assert text.startswith("2 of 18 terms fitted") and f"host_step_us = 3000 edited (the fit gave {fitted:g})" in text
+    assert text.startswith("2 of 19 terms fitted") and f"host_step_us = 3000 edited (the fit gave {fitted:g})" in text
     assert "(the fit's, before the edit below)" in text
     plan = plan_engines(sweep(batches=[1, 8], engine=str(mine)), engines="vllm")["vllm"]
-    assert plan.engine_profile.startswith(f"vllm: file {mine}; 2 of 18 terms fitted")
+    assert plan.engine_profile.startswith(f"vllm: file {mine}; 2 of 19 terms fitted")
     shipped = plan_engines(sweep(batches=[1, 8]), engines="vllm")["vllm"]
-    assert shipped.engine_profile.startswith("vllm: 3 of 18 terms fitted")
+    assert shipped.engine_profile.startswith("vllm: 3 of 19 terms fitted")
     # calibrated on top of the edited file: the edit still shows; this fit's own residuals are not stale
     from speedplan.engine.run_calibration import calibrate_rows
 

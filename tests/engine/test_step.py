@@ -51,6 +51,30 @@ def test_draft_launches_count_per_draft_forward():
     assert step_cost(terms, parts).launch_s == pytest.approx([2 * 40 * 5e-6, 5 * 40 * 5e-6])
 
 
+def test_tree_level_us_counts_per_tree_level_and_not_for_a_chain():
+    """A dynamic tree of depth D pays tree_level_us D times (its top-k and bookkeeping per level),
+    counted in its drafting; a chain of the same D pays none; the term defaults to 0 in a profile
+    that does not set it (every shipped profile but the runtime's fit leaves it there)."""
+    cost = load_cost_model("h100-sxm")
+    target = get_model("llama-3.1-8b")
+    b, d = np.array([1.0, 1.0]), np.array([2.0, 5.0])
+    terms = {**ZERO, "tree_level_us": 100.0}
+    drafts = {}
+    for name in ("eagle", "eagle-tree"):
+        mech = parse_mechanism(name, target, Acceptance.iid(0.7))
+        n = np.array([8.0, 16.0]) if mech.is_tree else d
+        q = mech.verify_tokens(d, n)
+        parts = speculative_parts(cost, target, mech, b, d, n, q, forward_cost(cost, target, b, q, 4096.0),
+                                  mech.draft_cost(cost, target, b, d, 4096.0, n, 1))
+        with_term, without = step_cost(terms, parts), step_cost({**terms, "tree_level_us": 0.0}, parts)
+        drafts[name] = with_term.draft_s - without.draft_s
+        assert with_term.verify_s == pytest.approx(without.verify_s)
+    assert drafts["eagle"] == pytest.approx([0.0, 0.0])
+    assert drafts["eagle-tree"] == pytest.approx([2 * 100e-6, 5 * 100e-6])
+    assert get_engine("vllm").values()["tree_level_us"] == 0.0
+    assert "tree_level_us" in get_engine("speedplan-runtime").fit_order
+
+
 def test_sampling_reads_the_verify_logits_of_every_token():
     cost = load_cost_model("h100-sxm")
     target = get_model("llama-3.1-8b")
