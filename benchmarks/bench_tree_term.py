@@ -1,5 +1,5 @@
-"""What freeing `tree_level_us` (launches per level of a dynamic tree's drafting: its top-k and
-the bookkeeping that grows the tree) does to validation's step-time error, on stored runs: each run's
+"""What freeing `tree_level_us` (µs of host work per level of a dynamic tree's drafting: its top-k
+and the bookkeeping that grows the tree) does to validation's step-time error, on stored runs: each run's
 calibration refitted with the terms its own calibration could free, then with this one too, its
 evaluation points priced both ways against the same measured step times (a paired comparison,
 `speedplan.validate.refit`).

@@ -75,7 +75,7 @@ TERMS: dict[str, TermSpec] = {
         "forward: the top-k over the level's logits, the gathers and scatter that grow the tree (0 for a chain)", 0.0, 20_000.0),
     "draft_token_us": TermSpec(
         "µs per drafted token", "host work of the drafting loop per token it proposes or scores (per-sequence "
-        "inputs, tree bookkeeping); serial, since each draft forward needs the previous one's tokens", 0.0, 5000.0),
+        "inputs, candidate bookkeeping); serial, since each draft forward needs the previous one's tokens", 0.0, 5000.0),
     "sample_passes_plain": TermSpec(
         "passes over the logits", "how many times plain decoding's sampler reads and writes the B×vocab "
         "fp32 logits (and a drafter's sampler its own)", 0.0, 20.0),

@@ -9,8 +9,8 @@ Per target step:
            + launch_us · (layer_launches · (layers + draft forwards · draft layers)
                           + draft_step_launches · draft forwards)
            + draft_token_us · drafted tokens + host n-gram lookup    # the drafting loop's host work, in
-           + tree_level_us · tree levels                             # (a dynamic tree's bookkeeping: D levels)
-                                                                     # the step's path: never overlapped
+           + tree_level_us · tree levels                             # the step's path: never overlapped
+                                                                     # (tree levels: D for a top-k tree, else 0)
     t_sample = (sample_passes_plain or _spec [+ sample_passes_random where requests sample at T > 0])
                · one pass over the target's logits + sample_passes_plain · one over the drafter's
     t_host = host_step_us + (host_seq_us [+ host_spec_seq_us]) · B + host_token_us · T
@@ -80,7 +80,7 @@ class StepCost:
     ops_s: np.ndarray  # the forward passes' kernels: verify (or plain) and drafting
     sample_s: np.ndarray  # sampling and rejection over the logits
     launch_s: np.ndarray  # kernels launched outside CUDA graphs
-    draft_host_s: np.ndarray  # host work inside the drafting loop (per drafted token, n-gram lookup)
+    draft_host_s: np.ndarray  # host work inside the drafting loop (per drafted token, per tree level, n-gram lookup)
     host_s: np.ndarray  # host work of the step before overlap
     overlap: np.ndarray  # share of host work the engine can hide behind the GPU
     verify_s: np.ndarray  # of the above, the target's forward pass with its launches (a profiler's "model forward")
@@ -181,8 +181,7 @@ def speculative_parts(cost, target: ModelSpec, mech, batch, draft_len, nodes, ve
                      logits_pass_s(cost, mech.draft_logits(batch, draft_len, nodes)),
                      mech.draft_rows(batch, draft_len, nodes), mech.host_draft_s(batch, draft_len),
                      np.ones(batch.shape, dtype=bool), np.broadcast_to(draft.total_s, batch.shape) + 0.0,
-                     temperature, np.full(batch.shape, bool(mech.drafts_on_host)),
-                     mech.draft_forwards(draft_len, nodes) * float(getattr(mech, "is_tree", False)))
+                     temperature, np.full(batch.shape, bool(mech.drafts_on_host)), mech.tree_levels(draft_len, nodes))
 
 
 def zero_draft_parts(cost, target: ModelSpec, mech, batch, forward: ForwardCost, upkeep: ForwardCost,

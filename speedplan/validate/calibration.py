@@ -258,7 +258,8 @@ def fit_engine(cost, target_spec, mechs, measured: list[Measurement], described:
     """The speedplan-runtime terms fitted by `speedplan.engine.calibrate` to calibration rows
     priced on `cost` with the runtime's drafters as `mechs` (validate, and `validate.refit`).
     `fit_order`: the terms calibration may free, in order (default: the shipped profile's; a
-    refit passes a stored run's own, so that a term added since does not change what it rebuilds)."""
+    refit passes a stored run's own where it kept one, so that a term added since does not change
+    what it rebuilds)."""
     setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
                       mechanisms={m.label: m for m in mechs})
     base = runtime_base(cost)

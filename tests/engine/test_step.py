@@ -6,7 +6,7 @@ import pytest
 from speedplan.cost.forward import forward_cost
 from speedplan.cost.ops import load_cost_model
 from speedplan.engine.profile import TERMS, get_engine
-from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost
+from speedplan.engine.step import StepParts, plain_parts, speculative_parts, step_cost, without_drafting
 from speedplan.plan.acceptance import Acceptance
 from speedplan.plan.mechanisms import parse_mechanism
 from speedplan.plan.sweep import sweep
@@ -52,15 +52,16 @@ def test_draft_launches_count_per_draft_forward():
 
 
 def test_tree_level_us_counts_per_tree_level_and_not_for_a_chain():
-    """A dynamic tree of depth D pays tree_level_us D times (its top-k and bookkeeping per level),
-    counted in its drafting; a chain of the same D pays none; the term defaults to 0 in a profile
-    that does not set it (every shipped profile but the runtime's fit leaves it there)."""
+    """A dynamic (top-k) tree of depth D pays tree_level_us D times (its top-k and bookkeeping per
+    level), counted in its drafting; a chain of the same D, and Medusa's static tree, pay none; the
+    term defaults to 0 in a profile that does not set it (every shipped profile but the runtime's fit
+    leaves it there)."""
     cost = load_cost_model("h100-sxm")
     target = get_model("llama-3.1-8b")
     b, d = np.array([1.0, 1.0]), np.array([2.0, 5.0])
     terms = {**ZERO, "tree_level_us": 100.0}
     drafts = {}
-    for name in ("eagle", "eagle-tree"):
+    for name in ("eagle", "eagle-tree", "eagle3-tree", "medusa", "draft-model:llama-3.2-1b"):
         mech = parse_mechanism(name, target, Acceptance.iid(0.7))
         n = np.array([8.0, 16.0]) if mech.is_tree else d
         q = mech.verify_tokens(d, n)
@@ -69,8 +70,11 @@ def test_tree_level_us_counts_per_tree_level_and_not_for_a_chain():
         with_term, without = step_cost(terms, parts), step_cost({**terms, "tree_level_us": 0.0}, parts)
         drafts[name] = with_term.draft_s - without.draft_s
         assert with_term.verify_s == pytest.approx(without.verify_s)
-    assert drafts["eagle"] == pytest.approx([0.0, 0.0])
-    assert drafts["eagle-tree"] == pytest.approx([2 * 100e-6, 5 * 100e-6])
+        assert not np.any(without_drafting(parts, np.ones(2, dtype=bool)).tree_levels)  # vLLM past the positions
+    for chain in ("eagle", "medusa", "draft-model:llama-3.2-1b"):
+        assert drafts[chain] == pytest.approx([0.0, 0.0]), chain
+    for tree in ("eagle-tree", "eagle3-tree"):
+        assert drafts[tree] == pytest.approx([2 * 100e-6, 5 * 100e-6]), tree
     assert get_engine("vllm").values()["tree_level_us"] == 0.0
     assert "tree_level_us" in get_engine("speedplan-runtime").fit_order
 

@@ -111,6 +111,11 @@ class Mechanism:
         """Sequential draft forward passes per target step (each pays the engine's launches)."""
         return np.zeros(np.broadcast_shapes(np.shape(draft_len), np.shape(nodes)))
 
+    def tree_levels(self, draft_len, nodes) -> np.ndarray:
+        """Levels a dynamic tree's drafting grows per target step (the engine term tree_level_us):
+        D for a top-k tree, 0 for a chain and for Medusa's static tree."""
+        return np.zeros(np.broadcast_shapes(np.shape(draft_len), np.shape(nodes)))
+
     def draft_layers(self) -> int:
         """Decoder layers in one draft forward."""
         return 0
@@ -205,6 +210,9 @@ class TopkTree:
 
     is_tree = True
     options = ("topk", "vocab")
+
+    def tree_levels(self, draft_len, nodes) -> np.ndarray:
+        return np.asarray(draft_len, dtype=float) + 0 * np.asarray(nodes, dtype=float)
 
     def draft_rows(self, batch, draft_len, nodes) -> np.ndarray:
         return tree_rows(batch, draft_len, self.topk) + 0 * np.asarray(nodes, dtype=float)
