@@ -110,15 +110,12 @@ TERMS: dict[str, TermSpec] = {
 # Terms a profile file may leave out (files written before the term existed), with the value
 # and source it then gets.
 OPTIONAL_TERMS: dict[str, tuple[float, str]] = {
-    "host_spec_seq_us": (0.0, "default: no per-sequence host work beyond host_seq_us in speculative steps "
-                                "(the profile does not set one)"),
-    "kernel_scale": (1.0, "default: kernels run as the op cost model's profile measured them (the profile does "
-                          "not set a scale)"),
+    "host_spec_seq_us": (0.0, "default: no host work beyond host_seq_us per sequence in speculative steps (not set)"),
+    "kernel_scale": (1.0, "default: kernels run as the op cost model's profile measured them (the profile sets none)"),
     "spec_max_running": (0.0, "default: no cap on the requests a speculative step runs (the profile does not set one)"),
     "zero_draft_forward": (0.0, "default: a step with draft length 0 runs no drafter forward (the profile does not say)"),
     "zero_draft_logits": (0.0, "default: no drafter logits in a step with draft length 0 (the profile does not say)"),
-    "sample_passes_random": (0.0, "default: sampling at a temperature above 0 priced as greedy (the profile does not "
-                                  "say)"),
+    "sample_passes_random": (0.0, "default: sampling at a temperature above 0 priced as greedy (the profile does not say)"),
     "tree_level_us": (0.0, "default: a tree level does no host work beside its draft forward (the profile does not say)"),
     "host_draft_overlap": (1.0, "default: steps drafted on the host overlap as the others (the profile does not say)"),
 }
