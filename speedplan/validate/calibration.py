@@ -262,9 +262,7 @@ def fit_engine(cost, target_spec, mechs, measured: list[Measurement], described:
     what it rebuilds)."""
     setting = Setting(target_spec, cost, 1, f"{target_spec.name} on {cost.hardware.name}",
                       mechanisms={m.label: m for m in mechs})
-    base = runtime_base(cost)
-    if fit_order is not None:
-        base = base.with_terms({}, "unchanged", fit_order=list(fit_order), origin=base.origin)
+    base = runtime_base(cost) if fit_order is None else replace(runtime_base(cost), fit_order=tuple(fit_order))
     return calibrate(base, [(m, setting) for m in measured], name=ENGINE, described=described)
 
 

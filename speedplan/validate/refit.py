@@ -128,10 +128,8 @@ def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame,
                         grid, lookup if name == "ngram" else (0.0, 0.0)) for name in grid.mechanisms]
     rows = calibration_rows(summary, overhead)
     stored = (summary.get("engine") or {}).get("fit_order")
-    order = None
-    if stored is not None or extra_terms:
-        own = tuple(stored) if stored is not None else get_engine(ENGINE).fit_order
-        order = own + tuple(t for t in extra_terms if t not in own)
+    own = tuple(stored) if stored is not None else get_engine(ENGINE).fit_order
+    order = own + tuple(t for t in extra_terms if t not in own)
     fit = fit_engine(cost, target, mechs, rows, f"refit of {Path(folder).name}", order)
     contexts = {int(b): int(c) for b, c in summary["context_per_batch"].items()}
     pred = predicted_grid(grid, target, cost, mechs, contexts, fit.profile)
