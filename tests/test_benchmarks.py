@@ -237,9 +237,9 @@ def test_bench_overhead_rows_refits_a_stored_run_both_ways(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["validation-cpu-epyc-zen4-2026-12-07-b", "validation-cpu-epyc-zen4-2026-12-07-c",
-                                  "validation-cpu-epyc-zen4-2026-12-07-d"])
+                                  "validation-cpu-epyc-zen4-2026-12-07-d", "validation-cpu-epyc-zen4-2026-12-07-e"])
 def test_bench_overhead_rows_gives_back_a_run_priced_with_its_own_overhead_rows(name):
-    """The runs whose own calibration had overhead_ms rows (Zen 4, 2026-12-07 15:27, 17:50 and 20:34) keep
+    """The runs whose own calibration had overhead_ms rows (Zen 4, 2026-12-07 15:27, 17:50, 20:34 and 23:29) keep
     their drafters' shapes, so they refit without torch: with their rows, their own step-time errors
     (summary.json); without them, other figures."""
     run = BENCHMARKS.parent / "reports" / name
@@ -335,6 +335,22 @@ def test_bench_tree_term_gives_back_the_run_then_frees_the_tree_term():
     own, more = line[len(run.name):].split("|")
     assert own.split()[:2] == [f"{summary['step_time_median_error']:.1%}", f"{summary['step_time_p90_error']:.1%}"]
     assert more.split()[:2] != own.split()[:2] and float(more.split()[-1]) > 0
+
+
+def test_bench_tree_term_holds_back_the_term_a_run_freed_itself():
+    """Run 2026-12-07-e freed tree_level_us in its own calibration (marked +): its own fit is the right-hand
+    side, its summary's step errors and fitted value; refitted without the term, the left-hand figures move."""
+    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen4-2026-12-07-e"
+    summary = json.loads((run / "summary.json").read_text())
+    assert "tree_level_us" in summary["engine"]["fit_order"]
+    done = _run("bench_tree_term.py", str(run))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith(run.name))
+    assert line[len(run.name):].split()[0] == "+"
+    without, own = line[len(run.name):].lstrip(" +").split("|")
+    assert own.split()[:2] == [f"{summary['step_time_median_error']:.1%}", f"{summary['step_time_p90_error']:.1%}"]
+    assert own.split()[-1] == f"{summary['engine']['terms']['tree_level_us']['value']:.0f}"
+    assert without.split()[:3] != own.split()[:3]
 
 
 def test_bench_planner_pick_gives_back_the_stored_regret_and_the_planners_pick():

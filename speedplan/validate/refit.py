@@ -101,13 +101,14 @@ def calibration_rows(summary: dict, overhead: bool) -> list[Measurement]:
 
 
 def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame, dict] | None = None,
-          extra_terms: tuple[str, ...] = ()) -> tuple[pd.DataFrame, dict]:
+          extra_terms: tuple[str, ...] = (), without_terms: tuple[str, ...] = ()) -> tuple[pd.DataFrame, dict]:
     """Refit the stored run in `folder` with or without overhead_ms rows; returns its evaluation
     points with `refit_t_step` (seconds) beside the stored `pred_t_step`, and the fitted profile's
     term values (`values`) and the number of calibration rows fitted (`rows`). `loaded`: the
     folder's `reprice.load_validation(folder)`, where the caller has read it already. The fit
     frees the terms the run's own calibration could (its stored `fit_order`; a run that kept none:
-    today's), then `extra_terms`: a term added since, tried on the run's own measurements."""
+    today's), then `extra_terms`: a term added since, tried on the run's own measurements; less
+    `without_terms` (held at the base profile's value): what a term the run freed bought it."""
     from speedplan.validate.run import TARGET_PRESET
 
     table, summary = loaded if loaded is not None else load_validation(folder)
@@ -129,7 +130,7 @@ def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame,
     rows = calibration_rows(summary, overhead)
     stored = (summary.get("engine") or {}).get("fit_order")
     own = tuple(stored) if stored is not None else get_engine(ENGINE).fit_order
-    order = own + tuple(t for t in extra_terms if t not in own)
+    order = tuple(t for t in own + tuple(t for t in extra_terms if t not in own) if t not in without_terms)
     fit = fit_engine(cost, target, mechs, rows, f"refit of {Path(folder).name}", order)
     contexts = {int(b): int(c) for b, c in summary["context_per_batch"].items()}
     pred = predicted_grid(grid, target, cost, mechs, contexts, fit.profile)

@@ -86,3 +86,23 @@ def test_a_stored_run_with_a_field_missing_or_foreign_is_an_input_error_naming_i
     broken(summary)
     with pytest.raises(SpeedplanInputError, match=message.replace("(", r"\(")):
         refit(NEW, True, (table, summary))
+
+
+FREED = ROOT / "reports" / "validation-cpu-epyc-zen4-2026-12-07-e"  # the first run whose calibration freed tree_level_us
+
+
+@pytest.mark.skipif(not (FREED / "summary.json").is_file(), reason="the stored run is not in this checkout")
+def test_a_term_the_run_freed_can_be_held_back_to_see_what_it_bought():
+    """Refitted as it ran, run e gives back its stored predictions and its fitted tree_level_us; less
+    that term, the term keeps the base profile's value (0 µs a level) and the head's other terms take
+    up what it priced: the EAGLE tree comes out cheaper and the EAGLE chain, which shares them, dearer
+    (by a median 0.3% each on this run: what the term bought it was small)."""
+    import json
+
+    stored = json.loads((FREED / "summary.json").read_text())["engine"]["terms"]["tree_level_us"]["value"]
+    own, info = refit(FREED)
+    held, info_held = refit(FREED, without_terms=("tree_level_us",))
+    assert np.allclose(own["refit_t_step"], own["pred_t_step"], rtol=1e-3) and info["values"]["tree_level_us"] == pytest.approx(stored)
+    assert stored > 0 and info_held["values"]["tree_level_us"] == 0.0
+    moved = held["refit_t_step"] / own["refit_t_step"] - 1
+    assert moved[own["mechanism"] == "eagle-tree"].median() < 0 < moved[own["mechanism"] == "eagle"].median()
