@@ -7,9 +7,9 @@ evaluation points priced both ways against the same measured step times (a paire
     python benchmarks/bench_tree_term.py [REPORT_DIR ...]   # default: reports/validation-cpu-*
 
 Prints per run the step-time median / p90 / signed median, the EAGLE chain's and the EAGLE tree's
-signed medians, both ways, and the term's fitted value. A run whose own calibration freed the term
-(runs since 2026-12-07 23:29, marked +) is refitted without it for the left-hand figures, its own
-fit on the right. Both fits take overhead_ms rows; a run
+signed medians, both ways, and the term's fitted value. A run whose own calibration fitted the term
+(forward selection freed it; runs since 2026-12-07 23:29, marked +) is refitted without it for the
+left-hand figures, its own fit on the right. Both fits take overhead_ms rows; a run
 whose own calibration had none (marked *) gets them as its steps less their parts
 (`validate.refit.calibration_rows`), so its first figures are not its stored ones. A run this code
 does not rebuild as it ran (drafters or planner changed since) is listed as skipped."""
@@ -49,7 +49,7 @@ def main(folders: list[str]) -> None:
             if gap > REPRODUCE_RTOL:
                 print(f"{name:45s} skipped: this code prices it {gap:.1%} away from its stored predictions")
                 continue
-            freed = TERM in ((loaded[1].get("engine") or {}).get("fit_order") or ())
+            freed = TERM in (((loaded[1].get("engine") or {}).get("fit") or {}).get("fitted") or ())
             without, _ = refit(folder, True, loaded, without_terms=(TERM,))
             name += "" if rows else " *"
             name += " +" if freed else ""

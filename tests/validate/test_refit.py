@@ -96,7 +96,8 @@ def test_a_term_the_run_freed_can_be_held_back_to_see_what_it_bought():
     """Refitted as it ran, run e gives back its stored predictions and its fitted tree_level_us; less
     that term, the term keeps the base profile's value (0 µs a level) and the head's other terms take
     up what it priced: the EAGLE tree comes out cheaper and the EAGLE chain, which shares them, dearer
-    (by a median 0.3% each on this run: what the term bought it was small)."""
+    (by a median 0.3% each on this run: what the term bought it was small). A term the profile does
+    not have is an input error naming it, not a silent refit of the run's own terms."""
     import json
 
     stored = json.loads((FREED / "summary.json").read_text())["engine"]["terms"]["tree_level_us"]["value"]
@@ -106,3 +107,7 @@ def test_a_term_the_run_freed_can_be_held_back_to_see_what_it_bought():
     assert stored > 0 and info_held["values"]["tree_level_us"] == 0.0
     moved = held["refit_t_step"] / own["refit_t_step"] - 1
     assert moved[own["mechanism"] == "eagle-tree"].median() < 0 < moved[own["mechanism"] == "eagle"].median()
+    from speedplan.errors import SpeedplanInputError
+
+    with pytest.raises(SpeedplanInputError, match="'tree_levels_us' is not a term"):
+        refit(FREED, without_terms=("tree_levels_us",))
