@@ -5,9 +5,13 @@ drafting mechanism and D. Calibration times every drafter at one draft length (`
 launches) from its cost per drafted token; a slope in D here is that.
 
     python benchmarks/bench_draft_by_len.py [REPORT_DIR ...]   # default: reports/validation-cpu-*
+    python benchmarks/bench_draft_by_len.py --lines REPORT_DIR ...
 
 Prints one line per run and mechanism (D = 1 .. 7), then per mechanism the median over the runs at each
-D. A folder without per-part timings (runs before 2026-12-02) is listed as skipped."""
+D. A folder without per-part timings (runs before 2026-12-02) is listed as skipped. With --lines, per
+run, mechanism and batch size instead: the least-squares line of the drafting time per step in D, ms,
+measured (intercept + slope·D) against predicted: a fixed cost per step the model lacks shows as a
+measured intercept above the predicted one with a measured slope below."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 DRAFTING = ("eagle", "eagle-tree", "draft-model:smollm2-student")
@@ -28,7 +33,31 @@ def draft_errors(table: pd.DataFrame) -> pd.DataFrame:
     return spec.pivot_table(index="mechanism", columns="draft_len", values="error", aggfunc="median")
 
 
+def draft_lines(table: pd.DataFrame) -> list[tuple]:
+    """(mechanism, batch, measured (intercept, slope), predicted (intercept, slope)) in ms of drafting
+    per step against D, least squares over the run's draft lengths."""
+    out = []
+    spec = table[table["mechanism"].isin(DRAFTING) & (table["draft_len"] > 0)]
+    for (mech, batch), g in spec.groupby(["mechanism", "batch"]):
+        if g["draft_len"].nunique() < 2:
+            continue
+        lines = [np.polyfit(g["draft_len"], g[col] * 1e3, 1)[::-1] for col in ("meas_t_draft", "pred_t_draft")]
+        out.append((mech, int(batch), tuple(lines[0]), tuple(lines[1])))
+    return out
+
+
+def print_lines(folders: list[str]) -> None:
+    print(f"{'run':45s} {'mechanism':28s} {'B':>3s}  drafting per step, ms: measured a + b·D | predicted")
+    for folder in folders:
+        table = pd.read_csv(Path(folder) / "validation.csv")
+        for mech, batch, (ma, mb), (pa, pb) in draft_lines(table):
+            print(f"{Path(folder).name:45s} {mech:28s} {batch:3d}  {ma:6.2f} + {mb:5.2f}·D | {pa:6.2f} + {pb:5.2f}·D")
+
+
 def main(folders: list[str]) -> None:
+    if folders[:1] == ["--lines"]:
+        print_lines(folders[1:])
+        return
     folders = folders or sorted(str(p) for p in Path("reports").glob("validation-cpu-*") if (p / "validation.csv").is_file())
     per_run = []
     print(f"{'run':45s} {'mechanism':28s} drafting error, signed median over B, at D = 1 .. 7   (calibrated at D)")

@@ -372,6 +372,22 @@ def test_bench_draft_by_len_reads_each_runs_drafting_error_per_draft_length(tmp_
     assert next(x for x in done.stdout.splitlines() if x.startswith(bare.name)).endswith("skipped: no pred_t_draft column")
 
 
+def test_bench_draft_by_len_lines_are_least_squares_of_the_stored_drafting_times():
+    """--lines: run 2026-12-07-e's draft model at B = 16 as the least-squares line of its measured and
+    predicted drafting per step over D (ms); the measured intercept lies above the predicted one."""
+    import numpy as np
+    import pandas as pd
+
+    run = BENCHMARKS.parent / "reports" / "validation-cpu-epyc-zen4-2026-12-07-e"
+    done = _run("bench_draft_by_len.py", "--lines", str(run))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith(run.name) and "draft-model" in x and " 16 " in x)
+    g = pd.read_csv(run / "validation.csv").query("mechanism == 'draft-model:smollm2-student' and batch == 16")
+    (mb, ma), (pb, pa) = (np.polyfit(g.draft_len, g[c] * 1e3, 1) for c in ("meas_t_draft", "pred_t_draft"))
+    assert line.split(None, 3)[3] == f"{ma:6.2f} + {mb:5.2f}·D | {pa:6.2f} + {pb:5.2f}·D".strip()
+    assert ma > pa
+
+
 def test_bench_planner_pick_gives_back_the_stored_regret_and_the_planners_pick():
     """Read the old way (the most predicted tokens/s), each batch's regret is the run's stored figure;
     read at the planner's pick, 2026-12-07-b's B = 1 moves from n-gram D = 3 to D = 2 (0.8% behind in
