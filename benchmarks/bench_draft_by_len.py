@@ -15,15 +15,27 @@ measured intercept above the predicted one with a measured slope below."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from speedplan.errors import SpeedplanInputError
+from speedplan.validate.reprice import load_validation
+
 DRAFTING = ("eagle", "eagle-tree", "draft-model:smollm2-student")
-NEEDED = ("mechanism", "batch", "draft_len", "pred_t_draft", "meas_t_draft")
+NEEDED = ("pred_t_draft", "meas_t_draft")  # beside what `load_validation` checks
+
+
+def load(folder: str) -> tuple[pd.DataFrame, dict]:
+    """The run's table and summary (`reprice.load_validation`), with the drafting columns this reads;
+    else a SpeedplanInputError naming what is missing."""
+    table, summary = load_validation(folder)
+    missing = [c for c in NEEDED if c not in table.columns]
+    if missing:
+        raise SpeedplanInputError(f"no {missing[0]} column")
+    return table, summary
 
 
 def draft_errors(table: pd.DataFrame) -> pd.DataFrame:
@@ -49,7 +61,11 @@ def draft_lines(table: pd.DataFrame) -> list[tuple]:
 def print_lines(folders: list[str]) -> None:
     print(f"{'run':45s} {'mechanism':28s} {'B':>3s}  drafting per step, ms: measured a + b·D | predicted")
     for folder in folders:
-        table = pd.read_csv(Path(folder) / "validation.csv")
+        try:
+            table, _ = load(folder)
+        except SpeedplanInputError as e:
+            print(f"{Path(folder).name:45s} skipped: {e}")
+            continue
         for mech, batch, (ma, mb), (pa, pb) in draft_lines(table):
             print(f"{Path(folder).name:45s} {mech:28s} {batch:3d}  {ma:6.2f} + {mb:5.2f}·D | {pa:6.2f} + {pb:5.2f}·D")
 
@@ -63,12 +79,11 @@ def main(folders: list[str]) -> None:
     print(f"{'run':45s} {'mechanism':28s} drafting error, signed median over B, at D = 1 .. 7   (calibrated at D)")
     for folder in folders:
         name = Path(folder).name
-        table = pd.read_csv(Path(folder) / "validation.csv")
-        missing = [c for c in NEEDED if c not in table.columns]
-        if missing:
-            print(f"{name:45s} skipped: no {missing[0]} column")
+        try:
+            table, summary = load(folder)
+        except SpeedplanInputError as e:
+            print(f"{name:45s} skipped: {e}")
             continue
-        summary = json.loads((Path(folder) / "summary.json").read_text())
         cal_d = (summary.get("grid") or {}).get("calibration_draft_len", "?")
         errors = draft_errors(table)
         per_run.append(errors)

@@ -129,11 +129,12 @@ def refit(folder: str | Path, overhead: bool = True, loaded: tuple[pd.DataFrame,
                         grid, lookup if name == "ngram" else (0.0, 0.0)) for name in grid.mechanisms]
     rows = calibration_rows(summary, overhead)
     stored = (summary.get("engine") or {}).get("fit_order")
-    own = tuple(stored) if stored is not None else get_engine(ENGINE).fit_order
-    unknown = [t for t in (*extra_terms, *without_terms) if t not in get_engine(ENGINE).values()]
+    base = get_engine(ENGINE)
+    own = tuple(stored) if stored is not None else base.fit_order
+    unknown = [t for t in (*extra_terms, *without_terms) if t not in base.values()]
     if unknown:
         raise SpeedplanInputError(f"refit of {Path(folder).name}: {unknown[0]!r} is not a term of the {ENGINE} profile")
-    order = tuple(t for t in own + tuple(t for t in extra_terms if t not in own) if t not in without_terms)
+    order = tuple(t for t in dict.fromkeys(own + tuple(extra_terms)) if t not in without_terms)
     fit = fit_engine(cost, target, mechs, rows, f"refit of {Path(folder).name}", order)
     contexts = {int(b): int(c) for b, c in summary["context_per_batch"].items()}
     pred = predicted_grid(grid, target, cost, mechs, contexts, fit.profile)
